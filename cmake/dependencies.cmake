@@ -1,0 +1,38 @@
+# Third-party libraries: Debian's packages (Makefile's `deps` target installs them).
+find_package(Threads REQUIRED)
+find_package(fmt REQUIRED)
+find_package(nlohmann_json 3 REQUIRED)
+find_package(CLI11 REQUIRED)
+find_package(GTest REQUIRED)
+if(CELLM_BENCH)
+  find_package(benchmark REQUIRED)
+endif()
+
+# PCRE2 (8-bit code units) has no CMake package on Debian 12; find header and library directly.
+# On the device machine the header comes from .devdeps (see scripts/device-check).
+find_path(PCRE2_INCLUDE_DIR pcre2.h REQUIRED)
+find_library(PCRE2_LIBRARY NAMES pcre2-8 REQUIRED)
+add_library(cellm_pcre2 INTERFACE)
+target_include_directories(cellm_pcre2 SYSTEM INTERFACE ${PCRE2_INCLUDE_DIR})
+target_link_libraries(cellm_pcre2 INTERFACE ${PCRE2_LIBRARY})
+target_compile_definitions(cellm_pcre2 INTERFACE PCRE2_CODE_UNIT_WIDTH=8)
+
+# CUDA: built whenever nvcc is found (CI compiles it; only the device machine runs it).
+set(CELLM_HAVE_CUDA OFF)
+if(NOT CELLM_CUDA STREQUAL "OFF")
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 90a)
+    endif()
+    enable_language(CUDA)
+    set(CMAKE_CUDA_STANDARD 20)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    find_package(CUDAToolkit REQUIRED)
+    set(CELLM_HAVE_CUDA ON)
+  elseif(CELLM_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "CELLM_CUDA=ON but no CUDA compiler was found")
+  endif()
+endif()
+message(STATUS "cellm: CUDA backend ${CELLM_HAVE_CUDA}")
