@@ -1,9 +1,31 @@
-// The `cellm` command: the only place that picks a backend.
+// The `cellm` command: the only place that picks a backend. Each subcommand is a cmd_*.cpp.
 #include <CLI/CLI.hpp>
+
+#include "commands.h"
+#include "core/logging.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"cellm: batched text generation from one language model"};
   app.require_subcommand(1);
-  CLI11_PARSE(app, argc, argv);
-  return 0;
+  std::string log_level = "warn";
+  app.add_option("--log-level", log_level, "debug, info, warn, error or off")
+      ->check(CLI::IsMember({"debug", "info", "warn", "error", "off"}));
+  app.parse_complete_callback([&] {
+    cellm::LogLevel level;
+    if (cellm::parse_log_level(log_level, &level)) cellm::set_log_level(level);
+  });
+
+  cellm::app::CommandResult result;
+  cellm::app::add_inspect_command(app, result);
+  cellm::app::add_generate_command(app, result);
+  cellm::app::add_tokenize_commands(app, result);
+  cellm::app::add_run_command(app, result);
+  cellm::app::add_export_command(app, result);
+  cellm::app::add_bench_command(app, result);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return result.exit_code;
 }

@@ -1,0 +1,17 @@
+// `cellm run`: not built yet (placeholder so the command list is stable).
+#include <iostream>
+
+#include "commands.h"
+
+namespace cellm::app {
+
+void add_run_command(CLI::App& app, CommandResult& result) {
+  CLI::App* command = app.add_subcommand("run", "(not built yet)");
+  command->allow_extras();
+  command->callback([&result] {
+    std::cerr << "cellm run: not built yet\n";
+    result.exit_code = 1;
+  });
+}
+
+}  // namespace cellm::app
