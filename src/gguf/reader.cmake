@@ -1,0 +1,1 @@
+# GGUF reader and writer (owner: format work).

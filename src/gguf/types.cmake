@@ -1,0 +1,1 @@
+# Tensor types: block formats, dequantization, quantization (owner: tensor-type work).
