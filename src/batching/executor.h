@@ -1,0 +1,63 @@
+// Executor: the seam between batching and a backend (DESIGN §5).
+//
+// The Runner (and tests) drive an executor through this interface only; CpuExecutor and
+// CudaExecutor implement it over the shared SessionTable, the cell cache and plan_slices, so a
+// step means the same thing on every backend. execute() runs one BatchInput: it packs it (the
+// whole batch validated before anything changes), plans slices, places each slice's cells, runs
+// the program's methods, and returns one OutputRow per input that asked for one, with the logits
+// of those rows when asked. A failed execute() returns an error and leaves every session as it
+// was before the call. Knows no tensors or devices. Thread-safety: every call comes from the
+// engine thread.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "batching/batch.h"
+#include "core/status.h"
+
+namespace cellm {
+
+// What the pool holds now: the scheduler's memory-aware admission reads it.
+struct CacheUsage {
+  int32_t max_cells = 0;   // the pool's size (the program's cellm.kv.max_cells)
+  int32_t num_free = 0;    // cells a step may still take
+  int32_t high_water = 0;  // one past the highest cell in use: rows the storage holds
+};
+
+// The limits an executor runs under, from the program (ProgramSpec): the scheduler's budget.
+struct ExecutorLimits {
+  int32_t max_step_tokens = 0;     // W: the widest forward and a step's token budget
+  int32_t min_prefill_chunk = 0;   // m
+  int32_t max_sessions = 0;        // sessions open at once
+  int32_t max_session_tokens = 0;  // positions one session may hold
+  int32_t vocab_size = 0;
+};
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+
+  // Loads weights, sizes buffers (captures graphs on CUDA). Called once before anything else.
+  virtual Status initialize() = 0;
+  virtual ExecutorLimits limits() const = 0;
+  int32_t preferred_batch_tokens() const { return limits().max_step_tokens; }
+  virtual CacheUsage cache_usage() const = 0;
+
+  // A new empty session; nullopt at capacity.
+  virtual std::optional<SessionId> open_session() = 0;
+  virtual Status close_session(SessionId id) = 0;
+  // A new session sharing `src`'s positions [0, upto).
+  virtual StatusOr<SessionId> clone_session(SessionId src, int32_t upto) = 0;
+  // The session's length (committed positions).
+  virtual StatusOr<int32_t> session_length(SessionId id) const = 0;
+  // Drops positions >= pos (preemption releases a session's cells with pos 0).
+  virtual Status rewind_session(SessionId id, int32_t pos) = 0;
+
+  // Runs one step. With `return_logits`, BatchOutput::logits holds the kept rows
+  // ([outputs, vocab], f32); otherwise it may be empty. OutputRow::token is left kNoToken for the
+  // caller's sampler.
+  virtual StatusOr<BatchOutput> execute(const BatchInput& batch, bool return_logits) = 0;
+};
+
+}  // namespace cellm

@@ -1,0 +1,166 @@
+#include "model/model_config.h"
+
+#include <fmt/format.h>
+
+#include <optional>
+
+namespace cellm {
+namespace {
+
+struct ArchitectureInfo {
+  std::string_view gguf_name;
+  Architecture architecture;
+  RopeStyle rope_style;
+};
+
+// The GGUF `general.architecture` values cellm runs. Mistral models usually convert as
+// "llama"; a file that says "mistral" runs the same way.
+constexpr ArchitectureInfo kArchitectures[] = {
+    {"llama", Architecture::kLlama, RopeStyle::kNormal},
+    {"mistral", Architecture::kMistral, RopeStyle::kNormal},
+    {"qwen2", Architecture::kQwen2, RopeStyle::kNeox},
+    {"qwen3", Architecture::kQwen3, RopeStyle::kNeox},
+};
+
+std::string supported_names() {
+  std::string names;
+  for (const ArchitectureInfo& info : kArchitectures) {
+    if (!names.empty()) names += ", ";
+    names += info.gguf_name;
+  }
+  return names;
+}
+
+// Reads `<arch>.<suffix>` as a positive int32, or returns `fallback` when absent.
+StatusOr<int32_t> read_count(const GgufFile& file, const std::string& key,
+                             std::optional<int32_t> fallback) {
+  if (!file.has(key)) {
+    if (fallback) return *fallback;
+    return not_found("model metadata key '" + key + "' is missing");
+  }
+  CELLM_ASSIGN_OR_RETURN(uint32_t value, file.get_u32(key));
+  if (value == 0 || value > (1u << 30)) {
+    return data_loss(fmt::format("model metadata key '{}' has an invalid value {}", key, value));
+  }
+  return static_cast<int32_t>(value);
+}
+
+StatusOr<float> read_float(const GgufFile& file, const std::string& key, float fallback) {
+  if (!file.has(key)) return fallback;
+  return file.get_f32(key);
+}
+
+}  // namespace
+
+std::string_view architecture_name(Architecture architecture) {
+  for (const ArchitectureInfo& info : kArchitectures) {
+    if (info.architecture == architecture) return info.gguf_name;
+  }
+  return "unknown";
+}
+
+StatusOr<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
+  CELLM_ASSIGN_OR_RETURN(std::string arch, file.get_string("general.architecture"));
+  const ArchitectureInfo* info = nullptr;
+  for (const ArchitectureInfo& candidate : kArchitectures) {
+    if (candidate.gguf_name == arch) info = &candidate;
+  }
+  if (info == nullptr) {
+    return unimplemented("architecture '" + arch + "' is not supported (cellm runs: " +
+                         supported_names() + ")");
+  }
+
+  ModelConfig config;
+  config.architecture = info->architecture;
+  const std::string p = arch + ".";
+  CELLM_ASSIGN_OR_RETURN(config.num_layers, read_count(file, p + "block_count", std::nullopt));
+  CELLM_ASSIGN_OR_RETURN(config.hidden_size,
+                         read_count(file, p + "embedding_length", std::nullopt));
+  CELLM_ASSIGN_OR_RETURN(config.ffn_size, read_count(file, p + "feed_forward_length", std::nullopt));
+  CELLM_ASSIGN_OR_RETURN(config.num_heads,
+                         read_count(file, p + "attention.head_count", std::nullopt));
+  CELLM_ASSIGN_OR_RETURN(config.num_kv_heads,
+                         read_count(file, p + "attention.head_count_kv", config.num_heads));
+  if (config.num_heads % config.num_kv_heads != 0) {
+    return data_loss(fmt::format("{} heads are not a multiple of {} kv heads", config.num_heads,
+                                 config.num_kv_heads));
+  }
+  std::optional<int32_t> default_head_dim;
+  if (config.hidden_size % config.num_heads == 0) {
+    default_head_dim = config.hidden_size / config.num_heads;
+  }
+  CELLM_ASSIGN_OR_RETURN(config.head_dim,
+                         read_count(file, p + "attention.key_length", default_head_dim));
+  CELLM_ASSIGN_OR_RETURN(config.value_head_dim,
+                         read_count(file, p + "attention.value_length", config.head_dim));
+  CELLM_ASSIGN_OR_RETURN(config.context_length, read_count(file, p + "context_length", 2048));
+  CELLM_ASSIGN_OR_RETURN(config.rms_norm_eps,
+                         read_float(file, p + "attention.layer_norm_rms_epsilon", 1e-5f));
+  if (!(config.rms_norm_eps > 0.0f)) {
+    return data_loss("model metadata key '" + p + "attention.layer_norm_rms_epsilon' is not > 0");
+  }
+
+  // Vocabulary: the explicit key, else the tokenizer's token count, else the embedding rows.
+  std::optional<int32_t> default_vocab;
+  if (file.has("tokenizer.ggml.tokens")) {
+    const GgufValue::Array* tokens = file.find("tokenizer.ggml.tokens")->as_array();
+    if (tokens != nullptr) default_vocab = static_cast<int32_t>(tokens->elements.size());
+  }
+  if (!default_vocab) {
+    if (const GgufTensorInfo* embd = file.find_tensor("token_embd.weight"); embd != nullptr) {
+      default_vocab = static_cast<int32_t>(embd->dim(1));
+    }
+  }
+  CELLM_ASSIGN_OR_RETURN(config.vocab_size, read_count(file, p + "vocab_size", default_vocab));
+
+  // Rotary embedding.
+  config.rope.style = info->rope_style;
+  CELLM_ASSIGN_OR_RETURN(config.rope.num_rotary_dims,
+                         read_count(file, p + "rope.dimension_count", config.head_dim));
+  if (config.rope.num_rotary_dims % 2 != 0 || config.rope.num_rotary_dims > config.head_dim) {
+    return data_loss(fmt::format("rope.dimension_count {} must be even and at most the head size {}",
+                                 config.rope.num_rotary_dims, config.head_dim));
+  }
+  CELLM_ASSIGN_OR_RETURN(config.rope.freq_base, read_float(file, p + "rope.freq_base", 10000.0f));
+  if (!(config.rope.freq_base > 0.0f)) return data_loss("rope.freq_base must be > 0");
+  std::string scaling_type = "none";
+  if (file.has(p + "rope.scaling.type")) {
+    CELLM_ASSIGN_OR_RETURN(scaling_type, file.get_string(p + "rope.scaling.type"));
+  }
+  if (scaling_type == "linear") {
+    CELLM_ASSIGN_OR_RETURN(float factor, read_float(file, p + "rope.scaling.factor", 1.0f));
+    if (!(factor > 0.0f)) return data_loss("rope.scaling.factor must be > 0");
+    config.rope.freq_scale = 1.0f / factor;
+  } else if (scaling_type != "none") {
+    return unimplemented("rope scaling type '" + scaling_type + "' is not supported");
+  }
+  config.rope.has_freq_factors = file.find_tensor("rope_freqs.weight") != nullptr;
+
+  int32_t window = 0;
+  if (file.has(p + "attention.sliding_window")) {
+    CELLM_ASSIGN_OR_RETURN(uint32_t value, file.get_u32(p + "attention.sliding_window"));
+    window = static_cast<int32_t>(value);
+  }
+  config.layer_windows.assign(static_cast<size_t>(config.num_layers), window);
+
+  config.has_qkv_bias = file.find_tensor("blk.0.attn_q.bias") != nullptr;
+  config.has_qk_norm = file.find_tensor("blk.0.attn_q_norm.weight") != nullptr;
+  config.tied_embeddings = file.find_tensor("output.weight") == nullptr;
+  if (config.architecture == Architecture::kQwen3 && !config.has_qk_norm) {
+    return not_found("qwen3 model has no tensor 'blk.0.attn_q_norm.weight'");
+  }
+  return config;
+}
+
+std::string ModelConfig::summary() const {
+  return fmt::format(
+      "{}: {} layers, hidden {}, ffn {}, heads {}/{} (kv), head dim {}, vocab {}, rope {} "
+      "dims base {}{}{}{}{}",
+      architecture_name(architecture), num_layers, hidden_size, ffn_size, num_heads, num_kv_heads,
+      head_dim, vocab_size, rope.style == RopeStyle::kNeox ? "neox" : "normal",
+      rope.num_rotary_dims, rope.freq_base, rope.has_freq_factors ? ", llama3 rope factors" : "",
+      has_qkv_bias ? ", qkv bias" : "", has_qk_norm ? ", q/k norm" : "",
+      tied_embeddings ? ", tied embeddings" : "");
+}
+
+}  // namespace cellm

@@ -1,0 +1,69 @@
+// ModelConfig: the hyperparameters of a decoder-only transformer, read from GGUF metadata.
+//
+// Supports the architectures cellm can run — llama (Llama 1/2/3, including llama3 rope
+// frequencies), mistral, qwen2 (q/k/v biases), qwen3 (per-head q/k RMSNorm) — with the defaults
+// the GGUF conventions define when a key is absent (rope base 10000, head size from
+// `attention.key_length` else hidden/heads, rotary dims = head size, kv heads = heads, vocab =
+// token count). Any other architecture is an `unimplemented` error naming it. Shapes of the
+// tensors are checked by model_weights.h, not here. Knows nothing of tokenizers or backends.
+// Thread-safety: plain data.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "gguf/gguf_file.h"
+
+namespace cellm {
+
+enum class Architecture { kLlama, kMistral, kQwen2, kQwen3 };
+
+std::string_view architecture_name(Architecture architecture);
+
+// How rotary pairs are laid out within a head.
+enum class RopeStyle {
+  kNormal,  // adjacent pairs (2i, 2i + 1): GGUF llama, mistral
+  kNeox,    // halves (i, i + rotary_dims / 2): qwen2, qwen3
+};
+
+struct RopeConfig {
+  RopeStyle style = RopeStyle::kNormal;
+  int32_t num_rotary_dims = 0;  // leading dims of each head that rotate (even)
+  float freq_base = 10000.0f;   // theta
+  float freq_scale = 1.0f;      // linear scaling: positions multiplied by this (1 / factor)
+  bool has_freq_factors = false;  // llama3: per-pair divisors in the `rope_freqs.weight` tensor
+};
+
+struct ModelConfig {
+  Architecture architecture = Architecture::kLlama;
+  int32_t num_layers = 0;
+  int32_t hidden_size = 0;      // embedding width
+  int32_t ffn_size = 0;         // MLP inner width
+  int32_t num_heads = 0;        // query heads
+  int32_t num_kv_heads = 0;     // key/value heads (GQA: num_heads is a multiple of it)
+  int32_t head_dim = 0;         // key/query head size
+  int32_t value_head_dim = 0;   // value head size
+  int32_t vocab_size = 0;       // rows of the embedding and of the LM head
+  int32_t context_length = 0;   // trained context (metadata; the program sets the served limit)
+  float rms_norm_eps = 1e-5f;
+  RopeConfig rope;
+  std::vector<int32_t> layer_windows;  // [num_layers]; 0 = full attention, w > 0 = sliding window
+  bool has_qkv_bias = false;    // qwen2: biases on q, k and v projections
+  bool has_qk_norm = false;     // qwen3: RMSNorm over each q and k head before RoPE
+  bool tied_embeddings = false;  // no output.weight: the LM head is token_embd
+
+  int32_t q_width() const { return num_heads * head_dim; }
+  int32_t kv_width() const { return num_kv_heads * head_dim; }
+  int32_t v_width() const { return num_kv_heads * value_head_dim; }
+
+  // Reads the config from a GGUF model; tensors decide the architecture's optional parts
+  // (biases, tied embeddings, rope factors). Errors name the key or the architecture.
+  static StatusOr<ModelConfig> from_gguf(const GgufFile& file);
+
+  // One line for logs and `cellm inspect`: "llama: 5 layers, hidden 64, ...".
+  std::string summary() const;
+};
+
+}  // namespace cellm

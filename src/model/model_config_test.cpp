@@ -1,0 +1,117 @@
+#include "model/model_config.h"
+
+#include <gtest/gtest.h>
+
+#include "model/model_weights.h"
+#include "test_models.h"
+
+namespace cellm {
+namespace {
+
+ModelConfig load_config(const std::string& relative) {
+  StatusOr<GgufFile> file = GgufFile::open(testing::test_model_path(relative));
+  EXPECT_TRUE(file.ok()) << file.status().to_string();
+  if (!file.ok()) return {};
+  StatusOr<ModelConfig> config = ModelConfig::from_gguf(*file);
+  EXPECT_TRUE(config.ok()) << config.status().to_string();
+  return config.ok() ? *config : ModelConfig{};
+}
+
+// Expected values below come from ../shared/models/PROVENANCE.md and arch/README.md.
+TEST(ModelConfigTest, Stories260KUsesTheDefaultRopeBaseAndGroupedHeads) {
+  ModelConfig c = load_config("stories260K.gguf");
+  EXPECT_EQ(c.architecture, Architecture::kLlama);
+  EXPECT_EQ(c.num_layers, 5);
+  EXPECT_EQ(c.hidden_size, 64);
+  EXPECT_EQ(c.ffn_size, 172);
+  EXPECT_EQ(c.num_heads, 8);
+  EXPECT_EQ(c.num_kv_heads, 4);
+  EXPECT_EQ(c.head_dim, 8);
+  EXPECT_EQ(c.rope.num_rotary_dims, 8);
+  EXPECT_EQ(c.rope.freq_base, 10000.0f);  // key absent: the GGUF default
+  EXPECT_EQ(c.rope.style, RopeStyle::kNormal);
+  EXPECT_FLOAT_EQ(c.rms_norm_eps, 1e-5f);
+  EXPECT_EQ(c.vocab_size, 512);
+  EXPECT_FALSE(c.tied_embeddings);
+  EXPECT_FALSE(c.has_qkv_bias);
+}
+
+TEST(ModelConfigTest, TinyLlama3HasRopeFactorsAndTiedEmbeddings) {
+  ModelConfig c = load_config("arch/tiny-llama3.gguf");
+  EXPECT_EQ(c.num_layers, 2);
+  EXPECT_EQ(c.num_heads, 4);
+  EXPECT_EQ(c.num_kv_heads, 2);
+  EXPECT_EQ(c.head_dim, 16);
+  EXPECT_EQ(c.ffn_size, 128);
+  EXPECT_EQ(c.rope.freq_base, 500000.0f);
+  EXPECT_TRUE(c.rope.has_freq_factors);
+  EXPECT_TRUE(c.tied_embeddings);
+}
+
+TEST(ModelConfigTest, TinyQwen2UsesNeoxRopeBiasesAndDefaultsRotaryDimsToTheHeadSize) {
+  ModelConfig c = load_config("arch/tiny-qwen2.gguf");
+  EXPECT_EQ(c.architecture, Architecture::kQwen2);
+  EXPECT_EQ(c.rope.style, RopeStyle::kNeox);
+  EXPECT_EQ(c.head_dim, 16);  // no key_length: hidden / heads
+  EXPECT_EQ(c.rope.num_rotary_dims, 16);
+  EXPECT_EQ(c.vocab_size, 512);  // no vocab_size key: the token count
+  EXPECT_FLOAT_EQ(c.rms_norm_eps, 1e-6f);
+  EXPECT_EQ(c.rope.freq_base, 1000000.0f);
+  EXPECT_TRUE(c.has_qkv_bias);
+  EXPECT_FALSE(c.tied_embeddings);
+}
+
+TEST(ModelConfigTest, TinyQwen3TakesTheHeadSizeFromKeyLength) {
+  ModelConfig c = load_config("arch/tiny-qwen3.gguf");
+  EXPECT_EQ(c.architecture, Architecture::kQwen3);
+  EXPECT_EQ(c.head_dim, 32);  // 4 heads x 32 != hidden 64
+  EXPECT_EQ(c.q_width(), 128);
+  EXPECT_TRUE(c.has_qk_norm);
+  EXPECT_TRUE(c.tied_embeddings);
+}
+
+TEST(ModelConfigTest, TinyMistralHasOneKvHead) {
+  ModelConfig c = load_config("arch/tiny-mistral.gguf");
+  EXPECT_EQ(c.num_kv_heads, 1);
+  EXPECT_EQ(c.ffn_size, 96);
+  EXPECT_EQ(c.rope.style, RopeStyle::kNormal);
+}
+
+TEST(ModelConfigTest, UnknownArchitectureIsAnErrorNamingIt) {
+  StatusOr<GgufFile> file = GgufFile::open(testing::test_model_path("vocab/ggml-vocab-gpt-2.gguf"));
+  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  StatusOr<ModelConfig> config = ModelConfig::from_gguf(*file);
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(config.status().message().find("'gpt2'"), std::string::npos)
+      << config.status().message();
+}
+
+TEST(ModelWeightsTest, EveryTensorOfStories260KIsBoundWithItsShape) {
+  StatusOr<GgufFile> file = GgufFile::open(testing::test_model_path("stories260K.gguf"));
+  ASSERT_TRUE(file.ok());
+  StatusOr<ModelConfig> config = ModelConfig::from_gguf(*file);
+  ASSERT_TRUE(config.ok());
+  StatusOr<ModelWeights> weights = ModelWeights::from_gguf(*file, *config);
+  ASSERT_TRUE(weights.ok()) << weights.status().to_string();
+  EXPECT_EQ(weights->layers.size(), 5u);
+  EXPECT_EQ(weights->layers[0].wk.num_rows, 32);  // attn_k 64x32
+  EXPECT_EQ(weights->layers[0].w_down.num_cols, 172);
+  EXPECT_EQ(weights->total_bytes(), 1171200u);  // PROVENANCE: tensor data totals 1,171,200 bytes
+  EXPECT_EQ(weights->all().size(), 48u);        // 48 tensors
+}
+
+TEST(ModelWeightsTest, VocabularyOnlyFileIsMissingItsEmbeddingTensor) {
+  StatusOr<GgufFile> file =
+      GgufFile::open(testing::test_model_path("vocab/ggml-vocab-llama-spm.gguf"));
+  ASSERT_TRUE(file.ok());
+  StatusOr<ModelConfig> config = ModelConfig::from_gguf(*file);
+  ASSERT_TRUE(config.ok()) << config.status().to_string();
+  StatusOr<ModelWeights> weights = ModelWeights::from_gguf(*file, *config);
+  ASSERT_FALSE(weights.ok());
+  EXPECT_EQ(weights.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(weights.status().message(), "tensor 'token_embd.weight' is missing");
+}
+
+}  // namespace
+}  // namespace cellm
