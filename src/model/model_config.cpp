@@ -66,8 +66,8 @@ StatusOr<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
     if (candidate.gguf_name == arch) info = &candidate;
   }
   if (info == nullptr) {
-    return unimplemented("architecture '" + arch + "' is not supported (cellm runs: " +
-                         supported_names() + ")");
+    return unimplemented("architecture '" + arch +
+                         "' is not supported (cellm runs: " + supported_names() + ")");
   }
 
   ModelConfig config;
@@ -76,7 +76,8 @@ StatusOr<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
   CELLM_ASSIGN_OR_RETURN(config.num_layers, read_count(file, p + "block_count", std::nullopt));
   CELLM_ASSIGN_OR_RETURN(config.hidden_size,
                          read_count(file, p + "embedding_length", std::nullopt));
-  CELLM_ASSIGN_OR_RETURN(config.ffn_size, read_count(file, p + "feed_forward_length", std::nullopt));
+  CELLM_ASSIGN_OR_RETURN(config.ffn_size,
+                         read_count(file, p + "feed_forward_length", std::nullopt));
   CELLM_ASSIGN_OR_RETURN(config.num_heads,
                          read_count(file, p + "attention.head_count", std::nullopt));
   CELLM_ASSIGN_OR_RETURN(config.num_kv_heads,
@@ -118,8 +119,9 @@ StatusOr<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
   CELLM_ASSIGN_OR_RETURN(config.rope.num_rotary_dims,
                          read_count(file, p + "rope.dimension_count", config.head_dim));
   if (config.rope.num_rotary_dims % 2 != 0 || config.rope.num_rotary_dims > config.head_dim) {
-    return data_loss(fmt::format("rope.dimension_count {} must be even and at most the head size {}",
-                                 config.rope.num_rotary_dims, config.head_dim));
+    return data_loss(
+        fmt::format("rope.dimension_count {} must be even and at most the head size {}",
+                    config.rope.num_rotary_dims, config.head_dim));
   }
   CELLM_ASSIGN_OR_RETURN(config.rope.freq_base, read_float(file, p + "rope.freq_base", 10000.0f));
   if (!(config.rope.freq_base > 0.0f)) return data_loss("rope.freq_base must be > 0");

@@ -30,29 +30,29 @@ enum class RopeStyle {
 
 struct RopeConfig {
   RopeStyle style = RopeStyle::kNormal;
-  int32_t num_rotary_dims = 0;  // leading dims of each head that rotate (even)
-  float freq_base = 10000.0f;   // theta
-  float freq_scale = 1.0f;      // linear scaling: positions multiplied by this (1 / factor)
+  int32_t num_rotary_dims = 0;    // leading dims of each head that rotate (even)
+  float freq_base = 10000.0f;     // theta
+  float freq_scale = 1.0f;        // linear scaling: positions multiplied by this (1 / factor)
   bool has_freq_factors = false;  // llama3: per-pair divisors in the `rope_freqs.weight` tensor
 };
 
 struct ModelConfig {
   Architecture architecture = Architecture::kLlama;
   int32_t num_layers = 0;
-  int32_t hidden_size = 0;      // embedding width
-  int32_t ffn_size = 0;         // MLP inner width
-  int32_t num_heads = 0;        // query heads
-  int32_t num_kv_heads = 0;     // key/value heads (GQA: num_heads is a multiple of it)
-  int32_t head_dim = 0;         // key/query head size
-  int32_t value_head_dim = 0;   // value head size
-  int32_t vocab_size = 0;       // rows of the embedding and of the LM head
-  int32_t context_length = 0;   // trained context (metadata; the program sets the served limit)
+  int32_t hidden_size = 0;     // embedding width
+  int32_t ffn_size = 0;        // MLP inner width
+  int32_t num_heads = 0;       // query heads
+  int32_t num_kv_heads = 0;    // key/value heads (GQA: num_heads is a multiple of it)
+  int32_t head_dim = 0;        // key/query head size
+  int32_t value_head_dim = 0;  // value head size
+  int32_t vocab_size = 0;      // rows of the embedding and of the LM head
+  int32_t context_length = 0;  // trained context (metadata; the program sets the served limit)
   float rms_norm_eps = 1e-5f;
   RopeConfig rope;
   std::vector<int32_t> layer_windows;  // [num_layers]; 0 = full attention, w > 0 = sliding window
-  bool has_qkv_bias = false;    // qwen2: biases on q, k and v projections
-  bool has_qk_norm = false;     // qwen3: RMSNorm over each q and k head before RoPE
-  bool tied_embeddings = false;  // no output.weight: the LM head is token_embd
+  bool has_qkv_bias = false;           // qwen2: biases on q, k and v projections
+  bool has_qk_norm = false;            // qwen3: RMSNorm over each q and k head before RoPE
+  bool tied_embeddings = false;        // no output.weight: the LM head is token_embd
 
   int32_t q_width() const { return num_heads * head_dim; }
   int32_t kv_width() const { return num_kv_heads * head_dim; }

@@ -9,8 +9,8 @@ enum class Need { kRequired, kOptional };
 
 // Looks up `name`, checks its dims are exactly {num_cols, num_rows} (num_rows 1 = vector) and
 // that its type is one cellm computes with; fills `view`.
-Status bind(const GgufFile& file, const std::string& name, int64_t num_cols, int64_t num_rows,
-            Need need, WeightView* view) {
+Status bind_weight(const GgufFile& file, const std::string& name, int64_t num_cols,
+                   int64_t num_rows, Need need, WeightView* view) {
   const GgufTensorInfo* info = file.find_tensor(name);
   if (info == nullptr) {
     if (need == Need::kOptional) return ok_status();
@@ -24,8 +24,8 @@ Status bind(const GgufFile& file, const std::string& name, int64_t num_cols, int
   if (!shape_ok) {
     const std::string expected =
         is_vector ? fmt::format("{}", num_cols) : fmt::format("{}x{}", num_cols, num_rows);
-    return data_loss(fmt::format("tensor '{}' has shape {}, expected {}", name,
-                                 info->shape_string(), expected));
+    return data_loss(
+        fmt::format("tensor '{}' has shape {}, expected {}", name, info->shape_string(), expected));
   }
   const TensorTypeTraits& traits = tensor_type_traits(info->type);
   if (!traits.can_dequantize) {
@@ -33,8 +33,10 @@ Status bind(const GgufFile& file, const std::string& name, int64_t num_cols, int
         fmt::format("tensor '{}' has type {}, which cellm cannot compute with", name, traits.name));
   }
   if (is_vector && info->type != TensorType::kF32) {
-    return unimplemented(fmt::format("tensor '{}' has type {}; norms, biases and rope factors "
-                                     "must be f32", name, traits.name));
+    return unimplemented(
+        fmt::format("tensor '{}' has type {}; norms, biases and rope factors "
+                    "must be f32",
+                    name, traits.name));
   }
   CELLM_ASSIGN_OR_RETURN(uint64_t row_bytes, row_size_bytes(info->type, info->dims[0]));
   view->name = name;
@@ -52,18 +54,18 @@ StatusOr<ModelWeights> ModelWeights::from_gguf(const GgufFile& file, const Model
   ModelWeights w;
   const int64_t hidden = c.hidden_size;
   CELLM_RETURN_IF_ERROR(
-      bind(file, "token_embd.weight", hidden, c.vocab_size, Need::kRequired, &w.token_embd));
+      bind_weight(file, "token_embd.weight", hidden, c.vocab_size, Need::kRequired, &w.token_embd));
   CELLM_RETURN_IF_ERROR(
-      bind(file, "output_norm.weight", hidden, 1, Need::kRequired, &w.output_norm));
+      bind_weight(file, "output_norm.weight", hidden, 1, Need::kRequired, &w.output_norm));
   if (c.tied_embeddings) {
     w.output = w.token_embd;
   } else {
     CELLM_RETURN_IF_ERROR(
-        bind(file, "output.weight", hidden, c.vocab_size, Need::kRequired, &w.output));
+        bind_weight(file, "output.weight", hidden, c.vocab_size, Need::kRequired, &w.output));
   }
   if (c.rope.has_freq_factors) {
-    CELLM_RETURN_IF_ERROR(bind(file, "rope_freqs.weight", c.rope.num_rotary_dims / 2, 1,
-                               Need::kRequired, &w.rope_freqs));
+    CELLM_RETURN_IF_ERROR(bind_weight(file, "rope_freqs.weight", c.rope.num_rotary_dims / 2, 1,
+                                      Need::kRequired, &w.rope_freqs));
   }
   const Need bias = c.has_qkv_bias ? Need::kRequired : Need::kOptional;
   const Need qk_norm = c.has_qk_norm ? Need::kRequired : Need::kOptional;
@@ -71,31 +73,32 @@ StatusOr<ModelWeights> ModelWeights::from_gguf(const GgufFile& file, const Model
   for (int32_t i = 0; i < c.num_layers; ++i) {
     LayerWeights& l = w.layers[static_cast<size_t>(i)];
     const std::string p = fmt::format("blk.{}.", i);
-    CELLM_RETURN_IF_ERROR(bind(file, p + "attn_norm.weight", hidden, 1, Need::kRequired,
-                               &l.attn_norm));
-    CELLM_RETURN_IF_ERROR(bind(file, p + "attn_q.weight", hidden, c.q_width(), Need::kRequired,
-                               &l.wq));
-    CELLM_RETURN_IF_ERROR(bind(file, p + "attn_k.weight", hidden, c.kv_width(), Need::kRequired,
-                               &l.wk));
-    CELLM_RETURN_IF_ERROR(bind(file, p + "attn_v.weight", hidden, c.v_width(), Need::kRequired,
-                               &l.wv));
-    CELLM_RETURN_IF_ERROR(bind(file, p + "attn_output.weight", c.num_heads * c.value_head_dim,
-                               hidden, Need::kRequired, &l.wo));
-    CELLM_RETURN_IF_ERROR(bind(file, p + "attn_q.bias", c.q_width(), 1, bias, &l.q_bias));
-    CELLM_RETURN_IF_ERROR(bind(file, p + "attn_k.bias", c.kv_width(), 1, bias, &l.k_bias));
-    CELLM_RETURN_IF_ERROR(bind(file, p + "attn_v.bias", c.v_width(), 1, bias, &l.v_bias));
-    CELLM_RETURN_IF_ERROR(bind(file, p + "attn_q_norm.weight", c.head_dim, 1, qk_norm,
-                               &l.q_norm));
-    CELLM_RETURN_IF_ERROR(bind(file, p + "attn_k_norm.weight", c.head_dim, 1, qk_norm,
-                               &l.k_norm));
-    CELLM_RETURN_IF_ERROR(bind(file, p + "ffn_norm.weight", hidden, 1, Need::kRequired,
-                               &l.ffn_norm));
-    CELLM_RETURN_IF_ERROR(bind(file, p + "ffn_gate.weight", hidden, c.ffn_size, Need::kRequired,
-                               &l.w_gate));
-    CELLM_RETURN_IF_ERROR(bind(file, p + "ffn_up.weight", hidden, c.ffn_size, Need::kRequired,
-                               &l.w_up));
-    CELLM_RETURN_IF_ERROR(bind(file, p + "ffn_down.weight", c.ffn_size, hidden, Need::kRequired,
-                               &l.w_down));
+    CELLM_RETURN_IF_ERROR(
+        bind_weight(file, p + "attn_norm.weight", hidden, 1, Need::kRequired, &l.attn_norm));
+    CELLM_RETURN_IF_ERROR(
+        bind_weight(file, p + "attn_q.weight", hidden, c.q_width(), Need::kRequired, &l.wq));
+    CELLM_RETURN_IF_ERROR(
+        bind_weight(file, p + "attn_k.weight", hidden, c.kv_width(), Need::kRequired, &l.wk));
+    CELLM_RETURN_IF_ERROR(
+        bind_weight(file, p + "attn_v.weight", hidden, c.v_width(), Need::kRequired, &l.wv));
+    CELLM_RETURN_IF_ERROR(bind_weight(file, p + "attn_output.weight",
+                                      c.num_heads * c.value_head_dim, hidden, Need::kRequired,
+                                      &l.wo));
+    CELLM_RETURN_IF_ERROR(bind_weight(file, p + "attn_q.bias", c.q_width(), 1, bias, &l.q_bias));
+    CELLM_RETURN_IF_ERROR(bind_weight(file, p + "attn_k.bias", c.kv_width(), 1, bias, &l.k_bias));
+    CELLM_RETURN_IF_ERROR(bind_weight(file, p + "attn_v.bias", c.v_width(), 1, bias, &l.v_bias));
+    CELLM_RETURN_IF_ERROR(
+        bind_weight(file, p + "attn_q_norm.weight", c.head_dim, 1, qk_norm, &l.q_norm));
+    CELLM_RETURN_IF_ERROR(
+        bind_weight(file, p + "attn_k_norm.weight", c.head_dim, 1, qk_norm, &l.k_norm));
+    CELLM_RETURN_IF_ERROR(
+        bind_weight(file, p + "ffn_norm.weight", hidden, 1, Need::kRequired, &l.ffn_norm));
+    CELLM_RETURN_IF_ERROR(
+        bind_weight(file, p + "ffn_gate.weight", hidden, c.ffn_size, Need::kRequired, &l.w_gate));
+    CELLM_RETURN_IF_ERROR(
+        bind_weight(file, p + "ffn_up.weight", hidden, c.ffn_size, Need::kRequired, &l.w_up));
+    CELLM_RETURN_IF_ERROR(
+        bind_weight(file, p + "ffn_down.weight", c.ffn_size, hidden, Need::kRequired, &l.w_down));
   }
   return w;
 }
@@ -105,9 +108,9 @@ std::vector<const WeightView*> ModelWeights::all() const {
   if (output.bytes.data() != token_embd.bytes.data()) views.push_back(&output);
   if (rope_freqs.present()) views.push_back(&rope_freqs);
   for (const LayerWeights& l : layers) {
-    for (const WeightView* v : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.q_bias, &l.k_bias,
-                                &l.v_bias, &l.q_norm, &l.k_norm, &l.ffn_norm, &l.w_gate, &l.w_up,
-                                &l.w_down}) {
+    for (const WeightView* v :
+         {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.q_bias, &l.k_bias, &l.v_bias, &l.q_norm,
+          &l.k_norm, &l.ffn_norm, &l.w_gate, &l.w_up, &l.w_down}) {
       if (v->present()) views.push_back(v);
     }
   }

@@ -27,8 +27,8 @@ struct WeightView {
   TensorType type = TensorType::kF32;
   int64_t num_cols = 0;
   int64_t num_rows = 0;
-  uint64_t row_bytes = 0;           // bytes of one row in `type`
-  std::span<const uint8_t> bytes;   // [num_rows, row_bytes]
+  uint64_t row_bytes = 0;          // bytes of one row in `type`
+  std::span<const uint8_t> bytes;  // [num_rows, row_bytes]
 
   bool present() const { return !bytes.empty(); }
   std::span<const uint8_t> row(int64_t index) const {
@@ -37,20 +37,20 @@ struct WeightView {
 };
 
 struct LayerWeights {
-  WeightView attn_norm;   // [hidden]
-  WeightView wq;          // [q_width rows, hidden cols]
-  WeightView wk;          // [kv_width, hidden]
-  WeightView wv;          // [v_width, hidden]
-  WeightView wo;          // [hidden, num_heads * value_head_dim]
-  WeightView q_bias;      // [q_width] f32, absent unless config.has_qkv_bias
-  WeightView k_bias;      // [kv_width]
-  WeightView v_bias;      // [v_width]
-  WeightView q_norm;      // [head_dim], absent unless config.has_qk_norm
-  WeightView k_norm;      // [head_dim]
-  WeightView ffn_norm;    // [hidden]
-  WeightView w_gate;      // [ffn, hidden]
-  WeightView w_up;        // [ffn, hidden]
-  WeightView w_down;      // [hidden, ffn]
+  WeightView attn_norm;  // [hidden]
+  WeightView wq;         // [q_width rows, hidden cols]
+  WeightView wk;         // [kv_width, hidden]
+  WeightView wv;         // [v_width, hidden]
+  WeightView wo;         // [hidden, num_heads * value_head_dim]
+  WeightView q_bias;     // [q_width] f32, absent unless config.has_qkv_bias
+  WeightView k_bias;     // [kv_width]
+  WeightView v_bias;     // [v_width]
+  WeightView q_norm;     // [head_dim], absent unless config.has_qk_norm
+  WeightView k_norm;     // [head_dim]
+  WeightView ffn_norm;   // [hidden]
+  WeightView w_gate;     // [ffn, hidden]
+  WeightView w_up;       // [ffn, hidden]
+  WeightView w_down;     // [hidden, ffn]
 };
 
 struct ModelWeights {

@@ -1,0 +1,58 @@
+// BatchInput and BatchOutput: what the scheduler hands an executor for one step, and what
+// comes back. Plain data across the Executor seam (DESIGN §5).
+//
+// An input runs a slice of a session's pending tokens: payload[i] sits at position start_pos + i,
+// and this step runs payload[begin, end). The Runner keeps a session's pending tokens (a prompt
+// delta, or the one sampled token fed back) in one payload and lets the scheduler run it slice by
+// slice across steps; an input starting below the session's length rewinds it. An input that
+// wants an output keeps the logits row of its last token (payload[end - 1]); the session's
+// sampler turns it into a token after the step, and that token stays pending until it is fed back
+// as the next input. No tensors here. Thread-safety: plain values; `tokens` is a view the caller
+// keeps alive until execute() returns.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace cellm {
+
+// A session of the engine. Ids are never reused; 0 is never a valid id.
+using SessionId = uint64_t;
+
+// "No token": an output not sampled yet.
+inline constexpr int32_t kNoToken = -1;
+
+struct StepInput {
+  SessionId session = 0;
+  int32_t start_pos = 0;            // position of tokens[0] in the session; >= 0
+  std::span<const int32_t> tokens;  // [payload] token ids, each in [0, vocab)
+  int32_t begin = 0;                // this step runs tokens[begin, end): 0 <= begin < end
+  int32_t end = 0;                  //   <= tokens.size(), at positions start_pos + [begin, end)
+  bool wants_output = false;        // keep the logits row of tokens[end - 1]
+};
+
+struct BatchInput {
+  // Inputs run in this order on one packed token axis. Several inputs of one session must follow
+  // each other without gap or overlap; the first of a session may start below its length (a
+  // rewind) but not above it.
+  std::vector<StepInput> inputs;
+};
+
+struct OutputRow {
+  SessionId session = 0;
+  int32_t input_index = 0;   // the BatchInput input that asked for it
+  int32_t row = 0;           // its row in BatchOutput::logits (= index of this OutputRow)
+  int32_t token = kNoToken;  // the sampled token once the session's sampler ran; pending until
+                             // fed back as the session's next input
+};
+
+struct BatchOutput {
+  // One per input with wants_output, in input order.
+  std::vector<OutputRow> outputs;
+  int32_t vocab_size = 0;     // width of a logits row; 0 when no logits are returned
+  std::vector<float> logits;  // [outputs.size(), vocab_size], f32; empty when the executor
+                              // samples without returning logits
+};
+
+}  // namespace cellm
