@@ -34,13 +34,12 @@ struct Voidify {
 
 }  // namespace cellm::internal
 
-#define CELLM_CHECK(condition)                          \
-  (condition) ? (void)0                                 \
-              : ::cellm::internal::Voidify() &          \
+#define CELLM_CHECK(condition)                 \
+  (condition) ? (void)0                        \
+              : ::cellm::internal::Voidify() & \
                     ::cellm::internal::CheckFailure(__FILE__, __LINE__, #condition)
 
-#define CELLM_CHECK_OP(a, op, b) \
-  CELLM_CHECK((a)op(b)) << "(" << (a) << " " #op " " << (b) << ") "
+#define CELLM_CHECK_OP(a, op, b) CELLM_CHECK((a)op(b)) << "(" << (a) << " " #op " " << (b) << ") "
 #define CELLM_CHECK_EQ(a, b) CELLM_CHECK_OP(a, ==, b)
 #define CELLM_CHECK_NE(a, b) CELLM_CHECK_OP(a, !=, b)
 #define CELLM_CHECK_LT(a, b) CELLM_CHECK_OP(a, <, b)

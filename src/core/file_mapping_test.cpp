@@ -12,8 +12,7 @@ namespace cellm {
 namespace {
 
 std::string temp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() /
-          (name + "." + std::to_string(::getpid())))
+  return (std::filesystem::temp_directory_path() / (name + "." + std::to_string(::getpid())))
       .string();
 }
 

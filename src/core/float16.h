@@ -11,35 +11,28 @@
 
 namespace cellm {
 
+// Branch-light: the exponent is rebased by one float multiply (exact for every normal half), and
+// subnormals come from a float subtraction that is exact too; NaN and infinity keep their bits.
 inline float f16_to_f32(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exponent = (h >> 10) & 0x1fu;
-  uint32_t mantissa = h & 0x3ffu;
-  uint32_t bits;
-  if (exponent == 0) {
-    if (mantissa == 0) {
-      bits = sign;  // signed zero
-    } else {        // subnormal: normalize
-      int e = -1;
-      do {
-        ++e;
-        mantissa <<= 1;
-      } while ((mantissa & 0x400u) == 0);
-      bits = sign | static_cast<uint32_t>(127 - 15 - e) << 23 | (mantissa & 0x3ffu) << 13;
-    }
-  } else if (exponent == 0x1f) {
-    bits = sign | 0x7f800000u | mantissa << 13;  // inf or NaN
-  } else {
-    bits = sign | (exponent + 127 - 15) << 23 | mantissa << 13;
-  }
-  return std::bit_cast<float>(bits);
+  const uint32_t word = static_cast<uint32_t>(h) << 16;
+  const uint32_t sign = word & 0x80000000u;
+  const uint32_t doubled = word + word;  // exponent and mantissa at the top, sign shifted out
+  // Normal (and inf/NaN): place the 5-bit exponent in the f32 field with a bias of 224 instead of
+  // 112, then scale by 2^-112; inf/NaN land at exponent 255 after the scale as well.
+  const float normal =
+      std::bit_cast<float>((doubled >> 4) + (0xe0u << 23)) * std::bit_cast<float>(0x7800000u);
+  // Subnormal: 0.5 + m * 2^-24 built from bits (0.5 has a 2^-24 ulp), minus 0.5: exactly m * 2^-24.
+  const float subnormal = std::bit_cast<float>((doubled >> 17) | (126u << 23)) - 0.5f;
+  const uint32_t magnitude =
+      doubled < (1u << 27) ? std::bit_cast<uint32_t>(subnormal) : std::bit_cast<uint32_t>(normal);
+  return std::bit_cast<float>(sign | magnitude);
 }
 
 inline uint16_t f32_to_f16(float value) {
   const uint32_t bits = std::bit_cast<uint32_t>(value);
   const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
   const uint32_t abs_bits = bits & 0x7fffffffu;
-  if (abs_bits > 0x7f800000u) return sign | 0x7e00u;  // NaN
+  if (abs_bits > 0x7f800000u) return sign | 0x7e00u;   // NaN
   if (abs_bits >= 0x477ff000u) return sign | 0x7c00u;  // rounds to infinity (or is infinity)
   if (abs_bits < 0x38800000u) {
     // Result is subnormal or zero: f16 subnormal unit is 2^-24.
@@ -58,7 +51,9 @@ inline uint16_t f32_to_f16(float value) {
   return sign | static_cast<uint16_t>(rounded >> 13);
 }
 
-inline float bf16_to_f32(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
+inline float bf16_to_f32(uint16_t b) {
+  return std::bit_cast<float>(static_cast<uint32_t>(b) << 16);
+}
 
 inline uint16_t f32_to_bf16(float value) {
   const uint32_t bits = std::bit_cast<uint32_t>(value);

@@ -27,7 +27,7 @@ TEST(Float16Test, EncodingRoundsToNearestEven) {
   EXPECT_EQ(f32_to_f16(1.0f), 0x3c00);
   EXPECT_EQ(f32_to_f16(65504.0f), 0x7bff);
   EXPECT_EQ(f32_to_f16(65520.0f), 0x7c00);  // halfway to the next step rounds up to infinity
-  EXPECT_EQ(f32_to_f16(1.0f + std::ldexp(1.0f, -11)), 0x3c00);  // tie, even stays
+  EXPECT_EQ(f32_to_f16(1.0f + std::ldexp(1.0f, -11)), 0x3c00);      // tie, even stays
   EXPECT_EQ(f32_to_f16(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02);  // tie, odd rounds up
   EXPECT_EQ(f32_to_f16(std::ldexp(1.0f, -25)), 0x0000);  // exactly half the smallest: to even
   EXPECT_EQ(f32_to_f16(std::ldexp(1.5f, -25)), 0x0001);

@@ -28,11 +28,16 @@ std::mutex& output_mutex() {
 
 const char* level_tag(LogLevel level) {
   switch (level) {
-    case LogLevel::kDebug: return "D";
-    case LogLevel::kInfo: return "I";
-    case LogLevel::kWarn: return "W";
-    case LogLevel::kError: return "E";
-    case LogLevel::kOff: break;
+    case LogLevel::kDebug:
+      return "D";
+    case LogLevel::kInfo:
+      return "I";
+    case LogLevel::kWarn:
+      return "W";
+    case LogLevel::kError:
+      return "E";
+    case LogLevel::kOff:
+      break;
   }
   return "?";
 }
@@ -49,12 +54,18 @@ LogLevel log_level() { return level_storage().load(std::memory_order_relaxed); }
 void set_log_level(LogLevel level) { level_storage().store(level, std::memory_order_relaxed); }
 
 bool parse_log_level(std::string_view name, LogLevel* level) {
-  if (name == "debug") *level = LogLevel::kDebug;
-  else if (name == "info") *level = LogLevel::kInfo;
-  else if (name == "warn") *level = LogLevel::kWarn;
-  else if (name == "error") *level = LogLevel::kError;
-  else if (name == "off") *level = LogLevel::kOff;
-  else return false;
+  if (name == "debug")
+    *level = LogLevel::kDebug;
+  else if (name == "info")
+    *level = LogLevel::kInfo;
+  else if (name == "warn")
+    *level = LogLevel::kWarn;
+  else if (name == "error")
+    *level = LogLevel::kError;
+  else if (name == "off")
+    *level = LogLevel::kOff;
+  else
+    return false;
   return true;
 }
 

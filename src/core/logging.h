@@ -45,8 +45,8 @@ struct LogVoidify {
 }  // namespace internal
 }  // namespace cellm
 
-#define CELLM_LOG(level)                                     \
-  (::cellm::LogLevel::level < ::cellm::log_level())          \
-      ? (void)0                                              \
-      : ::cellm::internal::LogVoidify() &                    \
+#define CELLM_LOG(level)                            \
+  (::cellm::LogLevel::level < ::cellm::log_level()) \
+      ? (void)0                                     \
+      : ::cellm::internal::LogVoidify() &           \
             ::cellm::internal::LogMessage(::cellm::LogLevel::level, __FILE__, __LINE__)

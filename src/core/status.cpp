@@ -4,17 +4,28 @@ namespace cellm {
 
 std::string_view status_code_name(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "OK";
-    case StatusCode::kInvalidArgument: return "invalid argument";
-    case StatusCode::kNotFound: return "not found";
-    case StatusCode::kOutOfRange: return "out of range";
-    case StatusCode::kDataLoss: return "malformed data";
-    case StatusCode::kUnimplemented: return "unsupported";
-    case StatusCode::kResourceExhausted: return "resource exhausted";
-    case StatusCode::kFailedPrecondition: return "failed precondition";
-    case StatusCode::kCancelled: return "cancelled";
-    case StatusCode::kInternal: return "internal error";
-    case StatusCode::kIoError: return "I/O error";
+    case StatusCode::kOk:
+      return "OK";
+    case StatusCode::kInvalidArgument:
+      return "invalid argument";
+    case StatusCode::kNotFound:
+      return "not found";
+    case StatusCode::kOutOfRange:
+      return "out of range";
+    case StatusCode::kDataLoss:
+      return "malformed data";
+    case StatusCode::kUnimplemented:
+      return "unsupported";
+    case StatusCode::kResourceExhausted:
+      return "resource exhausted";
+    case StatusCode::kFailedPrecondition:
+      return "failed precondition";
+    case StatusCode::kCancelled:
+      return "cancelled";
+    case StatusCode::kInternal:
+      return "internal error";
+    case StatusCode::kIoError:
+      return "I/O error";
   }
   return "unknown status code";
 }

@@ -84,10 +84,10 @@ class [[nodiscard]] StatusOr {
   StatusOr(const T& value) : data_(value) {}        // NOLINT(google-explicit-constructor)
   StatusOr(T&& value) : data_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
   template <typename U>
-    requires(std::is_constructible_v<T, U&&> && !std::is_same_v<std::decay_t<U>, T> &&
-             !std::is_same_v<std::decay_t<U>, Status> &&
-             !std::is_same_v<std::decay_t<U>, StatusOr<T>>)
-  StatusOr(U&& value) : data_(T(std::forward<U>(value))) {}  // NOLINT
+  requires(std::is_constructible_v<T, U&&> && !std::is_same_v<std::decay_t<U>, T> &&
+           !std::is_same_v<std::decay_t<U>, Status> &&
+           !std::is_same_v<std::decay_t<U>, StatusOr<T>>) StatusOr(U&& value)
+      : data_(T(std::forward<U>(value))) {}  // NOLINT
 
   bool ok() const { return std::holds_alternative<T>(data_); }
 
@@ -126,10 +126,10 @@ class [[nodiscard]] StatusOr {
 #define CELLM_STATUS_CONCAT(a, b) CELLM_STATUS_CONCAT_INNER(a, b)
 
 // Returns the Status of `expr` from the enclosing function when it is not OK.
-#define CELLM_RETURN_IF_ERROR(expr)                                   \
-  do {                                                                \
-    ::cellm::Status cellm_status_ = (expr);                           \
-    if (!cellm_status_.ok()) return cellm_status_;                    \
+#define CELLM_RETURN_IF_ERROR(expr)                \
+  do {                                             \
+    ::cellm::Status cellm_status_ = (expr);        \
+    if (!cellm_status_.ok()) return cellm_status_; \
   } while (false)
 
 // `CELLM_ASSIGN_OR_RETURN(auto x, f());` declares x from the value of f() or returns its error.

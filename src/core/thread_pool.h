@@ -29,8 +29,7 @@ class ThreadPool {
 
   // Runs fn(begin, end) over chunks covering [0, n); blocks until every chunk has run.
   // Chunks have at least `min_chunk` items so tiny loops stay on one thread.
-  void parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn,
-                    size_t min_chunk = 1);
+  void parallel_for(size_t n, const std::function<void(size_t, size_t)>& fn, size_t min_chunk = 1);
 
  private:
   void worker_loop(size_t worker_index);
@@ -40,8 +39,8 @@ class ThreadPool {
   std::condition_variable work_ready_;
   std::condition_variable work_done_;
   const std::function<void(size_t, size_t)>* job_ = nullptr;  // guarded by mutex_
-  size_t job_size_ = 0;                                        // items in the current job
-  size_t job_chunks_ = 0;                                      // chunks in the current job
+  size_t job_size_ = 0;                                       // items in the current job
+  size_t job_chunks_ = 0;                                     // chunks in the current job
   size_t generation_ = 0;   // bumped per job so workers run each job once
   size_t num_pending_ = 0;  // workers still running the current job
   bool stopping_ = false;

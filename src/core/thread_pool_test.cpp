@@ -23,9 +23,8 @@ TEST(ThreadPoolTest, ManyJobsInARowAllComplete) {
   ThreadPool pool(3);
   std::atomic<long> total{0};
   for (int job = 0; job < 2000; ++job) {
-    pool.parallel_for(10, [&](size_t begin, size_t end) {
-      total.fetch_add(static_cast<long>(end - begin));
-    });
+    pool.parallel_for(
+        10, [&](size_t begin, size_t end) { total.fetch_add(static_cast<long>(end - begin)); });
   }
   EXPECT_EQ(total.load(), 20000);
 }
@@ -44,7 +43,8 @@ TEST(ThreadPoolTest, NestedLoopsRunInlineInsteadOfDeadlocking) {
 TEST(ThreadPoolTest, MinChunkKeepsSmallLoopsOnOneChunk) {
   ThreadPool pool(4);
   std::atomic<int> calls{0};
-  pool.parallel_for(10, [&](size_t, size_t) { calls.fetch_add(1); }, 64);
+  pool.parallel_for(
+      10, [&](size_t, size_t) { calls.fetch_add(1); }, 64);
   EXPECT_EQ(calls.load(), 1);
 }
 

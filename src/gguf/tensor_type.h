@@ -54,10 +54,10 @@ enum class TensorType : uint32_t {
 
 struct TensorTypeTraits {
   TensorType type;
-  std::string_view name;     // as llama.cpp prints it: "f32", "q4_0", "q6_K"
-  uint32_t block_size;       // elements per block
-  uint32_t block_bytes;      // bytes per block
-  bool can_dequantize;       // cellm has a reference dequantization for it
+  std::string_view name;  // as llama.cpp prints it: "f32", "q4_0", "q6_K"
+  uint32_t block_size;    // elements per block
+  uint32_t block_bytes;   // bytes per block
+  bool can_dequantize;    // cellm has a reference dequantization for it
 };
 
 // Traits of a known type id; nullopt for an id no GGUF writer uses.
