@@ -49,18 +49,24 @@ GgufValue u32_array(const std::vector<int32_t>& values) {
 
 std::string_view logits_to_keep_mode_name(LogitsToKeepMode mode) {
   switch (mode) {
-    case LogitsToKeepMode::kSelected: return "selected";
-    case LogitsToKeepMode::kFull: return "full";
-    case LogitsToKeepMode::kLast: return "last";
+    case LogitsToKeepMode::kSelected:
+      return "selected";
+    case LogitsToKeepMode::kFull:
+      return "full";
+    case LogitsToKeepMode::kLast:
+      return "last";
   }
   return "unknown";
 }
 
 std::string_view kv_dtype_name(KvDtype dtype) {
   switch (dtype) {
-    case KvDtype::kF32: return "f32";
-    case KvDtype::kF16: return "f16";
-    case KvDtype::kBF16: return "bf16";
+    case KvDtype::kF32:
+      return "f32";
+    case KvDtype::kF16:
+      return "f16";
+    case KvDtype::kBF16:
+      return "bf16";
   }
   return "unknown";
 }
@@ -104,11 +110,18 @@ StatusOr<ProgramSpec> ProgramSpec::from_gguf(const GgufFile& file, const ModelCo
   CELLM_ASSIGN_OR_RETURN(spec.min_prefill_chunk, read_positive(file, p + "min_prefill_chunk"));
   CELLM_ASSIGN_OR_RETURN(spec.decode_widths, read_list(file, p + "decode_widths"));
   CELLM_ASSIGN_OR_RETURN(std::string mode, read_string(file, p + "logits_to_keep_mode"));
-  if (mode == "selected") spec.logits_to_keep_mode = LogitsToKeepMode::kSelected;
-  else if (mode == "full") spec.logits_to_keep_mode = LogitsToKeepMode::kFull;
-  else if (mode == "last") spec.logits_to_keep_mode = LogitsToKeepMode::kLast;
-  else return data_loss("program metadata key 'cellm.logits_to_keep_mode' has unknown value '" +
-                        mode + "' (selected, full or last)");
+  bool known_mode = false;
+  for (LogitsToKeepMode candidate :
+       {LogitsToKeepMode::kSelected, LogitsToKeepMode::kFull, LogitsToKeepMode::kLast}) {
+    if (logits_to_keep_mode_name(candidate) == mode) {
+      spec.logits_to_keep_mode = candidate;
+      known_mode = true;
+    }
+  }
+  if (!known_mode) {
+    return data_loss("program metadata key 'cellm.logits_to_keep_mode' has unknown value '" + mode +
+                     "' (selected, full or last)");
+  }
   CELLM_ASSIGN_OR_RETURN(spec.kv_layout, read_string(file, p + "kv.layout"));
   CELLM_ASSIGN_OR_RETURN(spec.kv_max_cells, read_positive(file, p + "kv.max_cells"));
   CELLM_ASSIGN_OR_RETURN(std::string dtype, read_string(file, p + "kv.dtype"));
@@ -132,14 +145,14 @@ Status ProgramSpec::validate(const ModelConfig& config) const {
         "cellm.max_step_tokens (W = {}) must be at least cellm.min_prefill_chunk (m = {})", w, m));
   }
   if (kv_max_cells < w) {
-    return invalid_argument(fmt::format(
-        "cellm.kv.max_cells ({}) must be at least cellm.max_step_tokens (W = {})", kv_max_cells,
-        w));
+    return invalid_argument(
+        fmt::format("cellm.kv.max_cells ({}) must be at least cellm.max_step_tokens (W = {})",
+                    kv_max_cells, w));
   }
   if (w >= max_context_len) {
-    return invalid_argument(fmt::format(
-        "cellm.max_step_tokens (W = {}) must be below cellm.max_context_len ({})", w,
-        max_context_len));
+    return invalid_argument(
+        fmt::format("cellm.max_step_tokens (W = {}) must be below cellm.max_context_len ({})", w,
+                    max_context_len));
   }
   if (decode_widths.empty() || decode_widths.front() != 1) {
     return invalid_argument("cellm.decode_widths must start at 1");
@@ -150,16 +163,16 @@ Status ProgramSpec::validate(const ModelConfig& config) const {
     }
   }
   if (decode_widths.back() > w) {
-    return invalid_argument(fmt::format("cellm.decode_widths: {} is wider than W = {}",
-                                        decode_widths.back(), w));
+    return invalid_argument(
+        fmt::format("cellm.decode_widths: {} is wider than W = {}", decode_widths.back(), w));
   }
   if (kv_layout != "cell") {
     return unimplemented("cellm.kv.layout '" + kv_layout + "' is not supported (only 'cell')");
   }
   const auto layers = static_cast<size_t>(config.num_layers);
   if (kv_heads.size() != layers || kv_head_dims.size() != layers || kv_windows.size() != layers) {
-    return invalid_argument(fmt::format(
-        "cellm.kv.heads/head_dims/windows must have one entry per layer ({})", layers));
+    return invalid_argument(
+        fmt::format("cellm.kv.heads/head_dims/windows must have one entry per layer ({})", layers));
   }
   for (size_t i = 0; i < layers; ++i) {
     if (kv_heads[i] != config.num_kv_heads || kv_head_dims[i] != config.head_dim) {
@@ -169,8 +182,9 @@ Status ProgramSpec::validate(const ModelConfig& config) const {
     }
   }
   if (vocab_size != config.vocab_size) {
-    return invalid_argument(fmt::format("cellm.vocab_size ({}) differs from the model's LM head ({})",
-                                        vocab_size, config.vocab_size));
+    return invalid_argument(
+        fmt::format("cellm.vocab_size ({}) differs from the model's LM head ({})", vocab_size,
+                    config.vocab_size));
   }
   return ok_status();
 }
@@ -200,8 +214,9 @@ std::string ProgramSpec::summary() const {
   return fmt::format(
       "W {} (max_step_tokens), m {} (min_prefill_chunk), decode widths {}, logits {}, context {}, "
       "cache {} x {} cells of {}, vocab {}, source '{}'",
-      max_step_tokens, min_prefill_chunk, decode_widths, logits_to_keep_mode_name(logits_to_keep_mode),
-      max_context_len, kv_layout, kv_max_cells, kv_dtype_name(kv_dtype), vocab_size, source);
+      max_step_tokens, min_prefill_chunk, decode_widths,
+      logits_to_keep_mode_name(logits_to_keep_mode), max_context_len, kv_layout, kv_max_cells,
+      kv_dtype_name(kv_dtype), vocab_size, source);
 }
 
 }  // namespace cellm
