@@ -1,0 +1,229 @@
+#include "tokenizer/chat_template.h"
+
+#include <optional>
+
+#include "fmt/format.h"
+
+namespace cellm {
+namespace {
+
+struct FormatName {
+  ChatFormat format;
+  std::string_view name;
+};
+
+constexpr FormatName kFormats[] = {
+    {ChatFormat::kChatml, "chatml"},  {ChatFormat::kLlama2, "llama-2"},
+    {ChatFormat::kLlama3, "llama-3"}, {ChatFormat::kMistral, "mistral"},
+    {ChatFormat::kPhi3, "phi-3"},     {ChatFormat::kGemma, "gemma"},
+};
+
+std::string_view trim(std::string_view s) {
+  const auto is_space = [](char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+  };
+  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+// Splits off a leading system message and checks the roles. `alternate`: the rest must go
+// user, assistant, user, ... (formats whose turns are pairs).
+Status check_roles(std::span<const ChatMessage> messages, bool alternate,
+                   std::optional<std::string>* system, std::span<const ChatMessage>* turns) {
+  *turns = messages;
+  if (!messages.empty() && messages[0].role == "system") {
+    *system = messages[0].content;
+    *turns = messages.subspan(1);
+  }
+  for (size_t i = 0; i < turns->size(); ++i) {
+    const std::string& role = (*turns)[i].role;
+    if (role == "system") {
+      return invalid_argument("chat template: a system message may only come first");
+    }
+    if (role != "user" && role != "assistant") {
+      return invalid_argument(fmt::format(
+          "chat template: message {} has role '{}' (expected system, user or assistant)", i, role));
+    }
+    if (alternate && (role == "user") != (i % 2 == 0)) {
+      return invalid_argument(fmt::format(
+          "chat template: message {} is '{}'; this format needs user and assistant turns in "
+          "alternation, starting with user",
+          i, role));
+    }
+  }
+  return ok_status();
+}
+
+// ChatML: OpenAI's chatml.md ("<|im_start|>{role}\n{content}<|im_end|>"), as Qwen2's
+// tokenizer_config.json applies it, one message per line, generation prompt
+// "<|im_start|>assistant\n". (Qwen's own template adds a default system prompt; plain chatml
+// does not.)
+std::string render_chatml(std::span<const ChatMessage> messages, bool add_generation_prompt) {
+  std::string out;
+  for (const ChatMessage& m : messages) {
+    out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+  }
+  if (add_generation_prompt) out += "<|im_start|>assistant\n";
+  return out;
+}
+
+// Llama 2 chat: Meta's llama/generation.py chat_completion: B_INST, E_INST = "[INST]",
+// "[/INST]"; B_SYS, E_SYS = "<<SYS>>\n", "\n<</SYS>>\n\n"; the system text goes inside the first
+// user turn; each exchange is f"{BOS}{B_INST} {user.strip()} {E_INST} {answer.strip()} {EOS}"
+// and the last user turn f"{BOS}{B_INST} {user.strip()} {E_INST}".
+std::string render_llama2(const std::optional<std::string>& system,
+                          std::span<const ChatMessage> turns) {
+  std::string out;
+  for (size_t i = 0; i < turns.size(); ++i) {
+    if (turns[i].role == "user") {
+      if (i > 0) out += "<s>";
+      std::string content(trim(turns[i].content));
+      if (i == 0 && system) {
+        content = "<<SYS>>\n" + *system + "\n<</SYS>>\n\n" + content;
+      }
+      out += "[INST] " + content + " [/INST]";
+    } else {
+      out += " " + std::string(trim(turns[i].content)) + " </s>";
+    }
+  }
+  return out;
+}
+
+// Llama 3: Meta's model card prompt format and llama3's ChatFormat: per message
+// "<|start_header_id|>{role}<|end_header_id|>\n\n{content.strip()}<|eot_id|>", generation prompt
+// "<|start_header_id|>assistant<|end_header_id|>\n\n".
+std::string render_llama3(std::span<const ChatMessage> messages, bool add_generation_prompt) {
+  std::string out;
+  for (const ChatMessage& m : messages) {
+    out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + std::string(trim(m.content)) +
+           "<|eot_id|>";
+  }
+  if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+  return out;
+}
+
+// Mistral instruct, tokenizer V1 (docs.mistral.ai, "Tokenization & chat templates":
+// "<s> [INST] user message [/INST] assistant message</s> [INST] new user message [/INST]"; the
+// space after <s> and </s> is SentencePiece's prefix, which the tokenizer adds by itself after a
+// special token). mistral-common puts the system prompt before the first user message,
+// separated by "\n\n".
+std::string render_mistral(const std::optional<std::string>& system,
+                           std::span<const ChatMessage> turns) {
+  std::string out;
+  for (size_t i = 0; i < turns.size(); ++i) {
+    if (turns[i].role == "user") {
+      const std::string content =
+          (i == 0 && system) ? *system + "\n\n" + turns[i].content : turns[i].content;
+      out += "[INST] " + content + " [/INST]";
+    } else {
+      out += " " + turns[i].content + "</s>";
+    }
+  }
+  return out;
+}
+
+// Phi-3: Microsoft's Phi-3-mini-4k-instruct model card, "<|system|>\n...<|end|>\n<|user|>\n
+// ...<|end|>\n<|assistant|>\n"; the same per-message form as the GGUF's own template.
+std::string render_phi3(std::span<const ChatMessage> messages, bool add_generation_prompt) {
+  std::string out;
+  for (const ChatMessage& m : messages) {
+    out += "<|" + m.role + "|>\n" + m.content + "<|end|>\n";
+  }
+  if (add_generation_prompt) out += "<|assistant|>\n";
+  return out;
+}
+
+// Gemma: Google's "Gemma formatting and system instructions" (ai.google.dev):
+// "<start_of_turn>user\n{prompt}<end_of_turn>\n<start_of_turn>model\n{answer}<end_of_turn>\n";
+// the assistant's role is "model"; there is no system role, so system instructions go at the
+// start of the first user turn (separated by "\n\n").
+std::string render_gemma(const std::optional<std::string>& system,
+                         std::span<const ChatMessage> turns, bool add_generation_prompt) {
+  std::string out;
+  for (size_t i = 0; i < turns.size(); ++i) {
+    const bool user = turns[i].role == "user";
+    const std::string content =
+        (i == 0 && system) ? *system + "\n\n" + turns[i].content : turns[i].content;
+    out += std::string("<start_of_turn>") + (user ? "user" : "model") + "\n" + content +
+           "<end_of_turn>\n";
+  }
+  if (add_generation_prompt) out += "<start_of_turn>model\n";
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string_view> ChatTemplate::names() {
+  std::vector<std::string_view> names;
+  for (const FormatName& f : kFormats) names.push_back(f.name);
+  return names;
+}
+
+std::string_view ChatTemplate::name() const {
+  for (const FormatName& f : kFormats) {
+    if (f.format == format_) return f.name;
+  }
+  return "?";
+}
+
+StatusOr<ChatTemplate> ChatTemplate::from_name(std::string_view name) {
+  for (const FormatName& f : kFormats) {
+    if (f.name == name) return ChatTemplate(f.format);
+  }
+  return invalid_argument(
+      fmt::format("unknown chat template '{}' (known: {})", name, fmt::join(names(), ", ")));
+}
+
+StatusOr<ChatTemplate> ChatTemplate::detect(std::string_view source) {
+  const auto has = [&](std::string_view marker) {
+    return source.find(marker) != std::string_view::npos;
+  };
+  if (has("<|im_start|>")) return ChatTemplate(ChatFormat::kChatml);
+  if (has("<|start_header_id|>") && has("<|end_header_id|>")) {
+    return ChatTemplate(ChatFormat::kLlama3);
+  }
+  if (has("<start_of_turn>")) return ChatTemplate(ChatFormat::kGemma);
+  if (has("<|assistant|>") && has("<|end|>")) return ChatTemplate(ChatFormat::kPhi3);
+  if (has("[INST]") && has("<<SYS>>")) return ChatTemplate(ChatFormat::kLlama2);
+  if (has("[INST]")) return ChatTemplate(ChatFormat::kMistral);
+  if (source.empty()) {
+    return unimplemented(fmt::format("the model has no tokenizer.chat_template; name one of: {}",
+                                     fmt::join(names(), ", ")));
+  }
+  return unimplemented(fmt::format(
+      "tokenizer.chat_template is not a recognized format (recognized by markers: {}); name one "
+      "explicitly",
+      fmt::join(names(), ", ")));
+}
+
+StatusOr<std::string> ChatTemplate::render(std::span<const ChatMessage> messages,
+                                           bool add_generation_prompt) const {
+  const bool alternate = format_ == ChatFormat::kLlama2 || format_ == ChatFormat::kMistral ||
+                         format_ == ChatFormat::kGemma;
+  std::optional<std::string> system;
+  std::span<const ChatMessage> turns;
+  CELLM_RETURN_IF_ERROR(check_roles(messages, alternate, &system, &turns));
+  if (alternate && system && turns.empty()) {
+    return invalid_argument(fmt::format(
+        "chat template '{}' keeps the system text in the first user message; there is none",
+        name()));
+  }
+  switch (format_) {
+    case ChatFormat::kChatml:
+      return render_chatml(messages, add_generation_prompt);
+    case ChatFormat::kLlama2:
+      return render_llama2(system, turns);
+    case ChatFormat::kLlama3:
+      return render_llama3(messages, add_generation_prompt);
+    case ChatFormat::kMistral:
+      return render_mistral(system, turns);
+    case ChatFormat::kPhi3:
+      return render_phi3(messages, add_generation_prompt);
+    case ChatFormat::kGemma:
+      return render_gemma(system, turns, add_generation_prompt);
+  }
+  return internal_error("chat template: unknown format");
+}
+
+}  // namespace cellm

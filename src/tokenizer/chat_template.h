@@ -1,0 +1,54 @@
+// ChatTemplate: renders a conversation (system / user / assistant messages) into the prompt text
+// a chat model was trained on, for the common formats: chatml (Qwen), llama-2, llama-3, mistral,
+// phi-3 and gemma.
+//
+// A template is named explicitly or recognized from a GGUF file's `tokenizer.chat_template` by
+// the format's distinctive markers (no Jinja is executed). The rendered text never starts with
+// the BOS token: encode it with EncodeOptions{add_special = true, parse_special = true}, which
+// puts BOS first (when the vocabulary adds one) and turns the markers (<|im_start|>, [INST],
+// </s>, ...) into their tokens. Formats without a system role (mistral, gemma) put the system
+// text in front of the first user message. Each format's source is cited in chat_template.cpp.
+// Knows strings only, not tokens. Thread-safety: immutable values.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+
+namespace cellm {
+
+struct ChatMessage {
+  std::string role;  // "system", "user" or "assistant"
+  std::string content;
+};
+
+enum class ChatFormat { kChatml, kLlama2, kLlama3, kMistral, kPhi3, kGemma };
+
+class ChatTemplate {
+ public:
+  // "chatml", "llama-2", "llama-3", "mistral", "phi-3" or "gemma"; InvalidArgument listing them.
+  static StatusOr<ChatTemplate> from_name(std::string_view name);
+  // Recognizes a Jinja chat template by its markers; an empty or unrecognized one is
+  // Unimplemented, naming the formats that can be chosen by name instead.
+  static StatusOr<ChatTemplate> detect(std::string_view jinja_source);
+  static std::vector<std::string_view> names();
+
+  ChatFormat format() const { return format_; }
+  std::string_view name() const;
+
+  // InvalidArgument for an unknown role, a system message that is not first, or (llama-2,
+  // mistral, gemma) turns that do not alternate user / assistant. add_generation_prompt appends
+  // the opening of the assistant's turn (the [INST] formats have none: their user turn ends
+  // with it).
+  StatusOr<std::string> render(std::span<const ChatMessage> messages,
+                               bool add_generation_prompt) const;
+
+ private:
+  explicit ChatTemplate(ChatFormat format) : format_(format) {}
+  ChatFormat format_;
+};
+
+}  // namespace cellm
