@@ -5,6 +5,8 @@ MODELS ?= ../shared/models
 MODEL ?= $(MODELS)/stories260K.gguf
 JOBS ?= $(shell nproc)
 CELLM_RELEASE := build/release/apps/cellm/cellm
+# CUDA tests run only where a GPU is visible (scripts/device-check runs them on the device).
+CTEST_GPU_FILTER := $(shell nvidia-smi -L >/dev/null 2>&1 || echo -LE cuda)
 
 .PHONY: all deps run test build release asan-ubsan tsan fuzz ci format tidy clean
 
@@ -25,7 +27,7 @@ run: release
 	scripts/demo $(CELLM_RELEASE) $(MODEL)
 
 test: build
-	CELLM_TEST_MODELS=$(abspath $(MODELS)) ctest --preset dev -j $(JOBS)
+	CELLM_TEST_MODELS=$(abspath $(MODELS)) ctest --preset dev -j $(JOBS) $(CTEST_GPU_FILTER)
 
 asan-ubsan: deps
 	cmake --preset asan-ubsan >/dev/null
