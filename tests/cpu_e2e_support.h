@@ -1,0 +1,117 @@
+// Shared helpers of the CPU end-to-end suites (tests/cpu_*_test.cpp): open a model into a
+// CpuExecutor, drive greedy generation one step at a time through Executor::execute, compare
+// logits rows. Header-only because each suite is its own binary. Greedy argmax here is the
+// test's own (lowest id wins ties, as the references' drivers did), not the engine's sampler.
+// Thread-safety: test code, one thread.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/cpu_executor.h"
+#include "backends/cpu/cpu_model.h"
+#include "test_models.h"
+
+namespace cellm::testing {
+
+// Opens a model from the test models folder; null (and a test failure) when it cannot.
+inline std::unique_ptr<CpuModel> open_test_model(const std::string& relative) {
+  StatusOr<CpuModel> model = CpuModel::open(test_model_path(relative));
+  if (!model.ok()) {
+    ADD_FAILURE() << model.status().to_string();
+    return nullptr;
+  }
+  return std::make_unique<CpuModel>(std::move(model).value());
+}
+
+// An initialized executor over `model` with `spec` (its W, m, widths, cache) and `options`.
+inline std::unique_ptr<CpuExecutor> make_executor(const CpuModel& model, const ProgramSpec& spec,
+                                                  const CpuExecutorOptions& options = {}) {
+  auto executor = std::make_unique<CpuExecutor>(model.config, model.weights, spec, options);
+  const Status status = executor->initialize();
+  EXPECT_TRUE(status.ok()) << status.to_string();
+  return executor;
+}
+
+inline std::unique_ptr<CpuExecutor> make_executor(const CpuModel& model) {
+  return make_executor(model, model.spec);
+}
+
+// Index of the largest value; the lowest index on a tie.
+inline int32_t argmax(std::span<const float> row) {
+  return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+}
+
+inline float max_abs_diff(std::span<const float> a, std::span<const float> b) {
+  EXPECT_EQ(a.size(), b.size());
+  float diff = 0.0f;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    diff = std::max(diff, std::fabs(a[i] - b[i]));
+  }
+  return diff;
+}
+
+// One input running payload[begin, end) of `tokens` (payload[0] at start_pos).
+inline StepInput step_input(SessionId session, int32_t start_pos, std::span<const int32_t> tokens,
+                            int32_t begin, int32_t end, bool wants_output) {
+  StepInput input;
+  input.session = session;
+  input.start_pos = start_pos;
+  input.tokens = tokens;
+  input.begin = begin;
+  input.end = end;
+  input.wants_output = wants_output;
+  return input;
+}
+
+// Runs one batch with logits; a refused batch is a test failure (empty output).
+inline BatchOutput execute_ok(Executor& executor, const BatchInput& batch) {
+  StatusOr<BatchOutput> output = executor.execute(batch, /*return_logits=*/true);
+  EXPECT_TRUE(output.ok()) << output.status().to_string();
+  if (!output.ok()) return {};
+  return std::move(output).value();
+}
+
+struct GreedyRun {
+  std::vector<int32_t> tokens;  // [num_steps] generated ids
+  std::vector<float> logits;    // [num_steps, vocab] the row that chose each token
+};
+
+// Greedy generation on a new session: the whole prompt in one input (keeping its last row),
+// then each chosen token fed back alone at the next position. The session stays open.
+inline GreedyRun run_greedy(Executor& executor, const std::vector<int32_t>& prompt,
+                            int32_t num_steps, SessionId* session_out = nullptr) {
+  GreedyRun run;
+  const std::optional<SessionId> session = executor.open_session();
+  EXPECT_TRUE(session.has_value());
+  if (!session) return run;
+  if (session_out != nullptr) *session_out = *session;
+  const int32_t vocab = executor.limits().vocab_size;
+  std::vector<int32_t> pending = prompt;  // the payload of the next input
+  int32_t start_pos = 0;
+  for (int32_t step = 0; step < num_steps; ++step) {
+    BatchInput batch;
+    batch.inputs.push_back(
+        step_input(*session, start_pos, pending, 0, static_cast<int32_t>(pending.size()), true));
+    const BatchOutput output = execute_ok(executor, batch);
+    if (output.outputs.size() != 1 || output.vocab_size != vocab) {
+      ADD_FAILURE() << "step " << step << ": expected one logits row of " << vocab;
+      return run;
+    }
+    const std::span<const float> row(output.logits.data(), static_cast<size_t>(vocab));
+    run.logits.insert(run.logits.end(), row.begin(), row.end());
+    run.tokens.push_back(argmax(row));
+    start_pos += static_cast<int32_t>(pending.size());
+    pending = {run.tokens.back()};
+  }
+  return run;
+}
+
+}  // namespace cellm::testing
