@@ -29,7 +29,7 @@ class CheckFailure {
 
 // Lets `CELLM_CHECK(x) << ...` be an expression of type void in both branches.
 struct Voidify {
-  void operator&(CheckFailure&) {}
+  void operator&(const CheckFailure&) {}
 };
 
 }  // namespace cellm::internal

@@ -5,19 +5,24 @@
 // returns: every length and count against the bytes left, every tensor's dims, type, size,
 // alignment and place inside the data section, no two tensors overlapping, no duplicate names or
 // keys. Any malformed input is a Status naming the problem and the byte offset; never a crash,
-// an abort or an allocation larger than the input justifies.
+// an abort or an allocation larger than the input justifies. Versions other than 2 and 3 are
+// Unimplemented; metadata arrays may hold at most 2^24 elements in all (ResourceExhausted);
+// everything else malformed is DataLoss. A dim of 0 is allowed (an empty tensor, as in GGML);
+// a file without tensors may end right after its metadata (llama.cpp's vocab-only files).
 //
 // It knows bytes, not models: what a key means is model/'s and tokenizer/'s business.
 // Writing is gguf_writer.h. Thread-safety: immutable after parse; read from any thread.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -26,6 +31,8 @@
 #include "gguf/tensor_type.h"
 
 namespace cellm {
+
+class GgufCursor;
 
 // On-disk metadata value type ids.
 enum class GgufValueType : uint32_t {
@@ -87,6 +94,14 @@ class GgufValue {
   friend bool operator==(const GgufValue& a, const GgufValue& b);
 
  private:
+  template <typename T>
+  static GgufValue make(GgufValueType type, T data) {
+    GgufValue value;
+    value.type_ = type;
+    value.data_ = std::move(data);
+    return value;
+  }
+
   GgufValueType type_ = GgufValueType::kUint8;
   // Integers widened to 64 bits (signedness from type_), floats as double (f32 exact), bool,
   // string, or array.
@@ -118,9 +133,9 @@ class GgufFile {
   GgufFile& operator=(GgufFile&&) noexcept = default;
 
   uint32_t version() const { return version_; }
-  uint64_t alignment() const { return alignment_; }         // general.alignment or 32
+  uint64_t alignment() const { return alignment_; }            // general.alignment or 32
   uint64_t data_offset_bytes() const { return data_offset_; }  // start of the data section
-  const std::string& path() const { return path_; }           // empty when parsed from bytes
+  const std::string& path() const { return path_; }            // empty when parsed from bytes
 
   // Metadata in file order.
   const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return metadata_; }
@@ -147,7 +162,17 @@ class GgufFile {
   std::span<const uint8_t> tensor_data(const GgufTensorInfo& info) const;
 
  private:
+  // Heterogeneous lookup: find(std::string_view) without building a std::string.
+  struct StringHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view text) const { return std::hash<std::string_view>{}(text); }
+  };
+
   GgufFile() = default;
+  // Parsing steps (gguf_file.cpp), in file order; each validates what it reads.
+  Status read_metadata(GgufCursor& cursor, uint64_t num_kv);
+  Status read_tensor_infos(GgufCursor& cursor, uint64_t num_tensors);
+  Status place_tensor_data(uint64_t header_end_bytes);
 
   std::shared_ptr<FileMapping> mapping_;  // null when parsed from caller-owned bytes
   std::span<const uint8_t> bytes_;
@@ -156,9 +181,11 @@ class GgufFile {
   uint64_t alignment_ = 32;
   uint64_t data_offset_ = 0;
   std::vector<std::pair<std::string, GgufValue>> metadata_;
-  std::unordered_map<std::string, size_t> metadata_index_;  // key -> index into metadata_
+  std::unordered_map<std::string, size_t, StringHash, std::equal_to<>>
+      metadata_index_;  // key -> index into metadata_
   std::vector<GgufTensorInfo> tensors_;
-  std::unordered_map<std::string, size_t> tensor_index_;  // name -> index into tensors_
+  std::unordered_map<std::string, size_t, StringHash, std::equal_to<>>
+      tensor_index_;  // name -> index into tensors_
 };
 
 }  // namespace cellm
