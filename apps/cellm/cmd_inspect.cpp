@@ -16,6 +16,10 @@
 #include "commands.h"
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_text.h"
+#include "model/model_config.h"
+#include "model/model_weights.h"
+#include "program/program_spec.h"
+#include "tokenizer/tokenizer.h"
 
 namespace cellm::app {
 namespace {
@@ -27,31 +31,49 @@ struct InspectOptions {
 
 // What cellm can say about running a file.
 struct RunnabilityReport {
-  std::optional<bool> can_run;  // nullopt: not decided (the model layer's check is not built)
+  std::optional<bool> can_run;  // nullopt: not decided
   std::string reason;           // one line: why not, or what is not checked yet
   // Tensor types present in the file that cellm cannot dequantize, with their tensor counts.
   std::map<std::string, size_t> types_without_dequantization;
 };
 
-// HOOK(model layer): whether cellm can run this file. Today it only finds tensor types without a
-// dequantization (TensorTypeTraits::can_dequantize). When src/model/ offers its check (a known
-// architecture, every tensor the architecture needs present with the right shape and a
-// supported type), call it here and fill can_run and reason from its Status; keep
-// types_without_dequantization as supporting detail.
+// Whether cellm can run the file: every tensor type has a dequantization, the architecture is
+// one cellm runs with every tensor it needs present and well shaped, the program metadata (or
+// the defaults of a plain model) validates, and the vocabulary loads. The first failure is the
+// reason.
 RunnabilityReport check_runnable(const GgufFile& file) {
   RunnabilityReport report;
   for (const GgufTensorInfo& info : file.tensors()) {
     const TensorTypeTraits& traits = tensor_type_traits(info.type);
     if (!traits.can_dequantize) ++report.types_without_dequantization[std::string(traits.name)];
   }
-  if (!report.types_without_dequantization.empty()) {
-    report.can_run = false;
-    report.reason = "cellm cannot dequantize some of its tensor types";
-  } else {
-    report.reason =
-        "not decided yet: the model layer's check (architecture, required tensors) "
-        "is not built";
+  report.can_run = false;
+  StatusOr<ModelConfig> config = ModelConfig::from_gguf(file);
+  if (!config.ok()) {
+    report.reason = config.status().message();
+    return report;
   }
+  StatusOr<ModelWeights> weights = ModelWeights::from_gguf(file, *config);
+  if (!weights.ok()) {
+    report.reason = weights.status().message();
+    return report;
+  }
+  bool used_defaults = false;
+  StatusOr<ProgramSpec> spec = ProgramSpec::from_gguf(file, *config, &used_defaults);
+  Status valid = spec.ok() ? spec->validate(*config) : spec.status();
+  if (!valid.ok()) {
+    report.reason = valid.message();
+    return report;
+  }
+  StatusOr<Tokenizer> tokenizer = Tokenizer::from_gguf(file);
+  if (!tokenizer.ok()) {
+    report.reason = tokenizer.status().message();
+    return report;
+  }
+  report.can_run = true;
+  report.reason = config->summary() +
+                  (used_defaults ? "; plain GGUF model, program defaults: " : "; program: ") +
+                  spec->summary();
   return report;
 }
 

@@ -156,8 +156,8 @@ StatusOr<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
 
 std::string ModelConfig::summary() const {
   return fmt::format(
-      "{}: {} layers, hidden {}, ffn {}, heads {}/{} (kv), head dim {}, vocab {}, rope {} "
-      "dims base {}{}{}{}{}",
+      "{}: {} layers, hidden {}, ffn {}, heads {}/{} (kv), head dim {}, vocab {}, rope {} ({} "
+      "dims, base {}){}{}{}{}",
       architecture_name(architecture), num_layers, hidden_size, ffn_size, num_heads, num_kv_heads,
       head_dim, vocab_size, rope.style == RopeStyle::kNeox ? "neox" : "normal",
       rope.num_rotary_dims, rope.freq_base, rope.has_freq_factors ? ", llama3 rope factors" : "",

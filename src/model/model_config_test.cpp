@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+
+#include "gguf/gguf_writer.h"
 #include "model/model_weights.h"
 #include "test_models.h"
 
@@ -111,6 +114,78 @@ TEST(ModelWeightsTest, VocabularyOnlyFileIsMissingItsEmbeddingTensor) {
   ASSERT_FALSE(weights.ok());
   EXPECT_EQ(weights.status().code(), StatusCode::kNotFound);
   EXPECT_EQ(weights.status().message(), "tensor 'token_embd.weight' is missing");
+}
+
+// Rewrites stories260K with one tensor changed by `edit` (return false to drop it), and loads the
+// model's config and weights from the bytes.
+struct EditedModel {
+  std::vector<uint8_t> bytes;
+  Status status;
+};
+
+EditedModel load_edited_stories(const std::function<bool(std::string& name, TensorType& type,
+                                                         std::vector<uint64_t>& dims)>& edit) {
+  EditedModel result;
+  StatusOr<GgufFile> source = GgufFile::open(testing::test_model_path("stories260K.gguf"));
+  EXPECT_TRUE(source.ok());
+  if (!source.ok()) return result;
+  GgufWriter writer;
+  for (const auto& [key, value] : source->metadata())
+    EXPECT_TRUE(writer.add_metadata(key, value).ok());
+  std::vector<std::vector<uint8_t>> kept_bytes;
+  for (const GgufTensorInfo& info : source->tensors()) {
+    std::string name = info.name;
+    TensorType type = info.type;
+    std::vector<uint64_t> dims = info.dims;
+    if (!edit(name, type, dims)) continue;
+    StatusOr<uint64_t> row = row_size_bytes(type, dims[0]);
+    EXPECT_TRUE(row.ok());
+    uint64_t size = *row;
+    for (size_t i = 1; i < dims.size(); ++i) size *= dims[i];
+    std::span<const uint8_t> data = source->tensor_data(info);
+    kept_bytes.emplace_back(data.begin(), data.begin() + std::min<uint64_t>(size, data.size()));
+    kept_bytes.back().resize(size, 0x3c);
+    EXPECT_TRUE(
+        writer.add_tensor(name, type, dims, std::span<const uint8_t>(kept_bytes.back())).ok());
+  }
+  StatusOr<std::vector<uint8_t>> bytes = writer.write_bytes();
+  EXPECT_TRUE(bytes.ok());
+  result.bytes = std::move(*bytes);
+  StatusOr<GgufFile> file = GgufFile::parse(result.bytes);
+  EXPECT_TRUE(file.ok()) << file.status().to_string();
+  if (!file.ok()) return result;
+  StatusOr<ModelConfig> config = ModelConfig::from_gguf(*file);
+  result.status = config.ok() ? ModelWeights::from_gguf(*file, *config).status() : config.status();
+  return result;
+}
+
+TEST(ModelWeightsTest, MissingTensorIsAOneLineErrorNamingIt) {
+  EditedModel model = load_edited_stories(
+      [](std::string& name, TensorType&, auto&) { return name != "blk.3.ffn_down.weight"; });
+  EXPECT_EQ(model.status.code(), StatusCode::kNotFound);
+  EXPECT_EQ(model.status.message(), "tensor 'blk.3.ffn_down.weight' is missing");
+}
+
+TEST(ModelWeightsTest, MisShapedTensorIsAnErrorNamingItsShapeAndTheExpectedOne) {
+  EditedModel model = load_edited_stories([](std::string& name, TensorType&, auto& dims) {
+    if (name == "blk.1.attn_k.weight") dims = {64, 64};
+    return true;
+  });
+  EXPECT_EQ(model.status.code(), StatusCode::kDataLoss);
+  EXPECT_EQ(model.status.message(), "tensor 'blk.1.attn_k.weight' has shape 64x64, expected 64x32");
+}
+
+TEST(ModelWeightsTest, UnsupportedTensorTypeIsAnErrorNamingTheTensorAndType) {
+  EditedModel model = load_edited_stories([](std::string& name, TensorType& type, auto& dims) {
+    if (name == "token_embd.weight") {
+      type = TensorType::kIQ4_NL;  // 32-element blocks: 64 columns are two blocks
+      dims = {64, 512};
+    }
+    return true;
+  });
+  EXPECT_EQ(model.status.code(), StatusCode::kUnimplemented);
+  EXPECT_EQ(model.status.message(),
+            "tensor 'token_embd.weight' has type iq4_nl, which cellm cannot compute with");
 }
 
 }  // namespace
