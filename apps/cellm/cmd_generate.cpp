@@ -1,17 +1,143 @@
-// `cellm generate`: not built yet (placeholder so the command list is stable).
+// `cellm generate --model F (--prompt P | --prompt-tokens 1,45,23) [-n N]`: one session through
+// the Runner, text streamed to stdout as it is produced. Greedy by default (--temperature,
+// --top-k, --top-p, --min-p, --seed sample instead). --prompt is encoded with BOS when the
+// vocabulary adds one; --prompt-tokens takes the ids as given, no BOS added. Generation stops
+// after EOS or an end-of-turn token (included) unless --ignore-eos, or after N tokens. --json
+// prints one object instead: {"prompt_tokens", "generated_tokens", "text", "finish_reason"}.
+// Bad arguments: one line on stderr, exit status 2; a failure: one line, exit status 1.
 #include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
+#include "batching/runner.h"
+#include "cmd_engine.h"
+#include "cmd_text.h"
 #include "commands.h"
 
 namespace cellm::app {
+namespace {
+
+struct GenerateOptions {
+  std::string model;
+  std::optional<std::string> prompt;
+  std::string prompt_tokens;
+  int32_t max_new_tokens = 128;
+  float temperature = 0.0f;
+  int32_t top_k = 0;
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  uint64_t seed = 0;
+  bool ignore_eos = false;
+  bool chat = false;
+  bool json = false;
+  EngineFlags engine;
+};
+
+int fail(const Status& status, int exit_code) {
+  std::cerr << "cellm generate: " << status.message() << "\n";
+  return exit_code;
+}
+
+StatusOr<GenConfig> make_config(const GenerateOptions& o) {
+  GenConfig config;
+  config.max_new_tokens = o.max_new_tokens;
+  config.sampling.temperature = o.temperature;
+  config.sampling.top_k = o.top_k;
+  config.sampling.top_p = o.top_p;
+  config.sampling.min_p = o.min_p;
+  config.seed = o.seed;
+  config.use_default_stop_tokens = !o.ignore_eos;
+  const Status status = validate_gen_config(config);
+  if (!status.ok()) return invalid_argument(status.message());
+  return config;
+}
+
+int generate_command(const GenerateOptions& o) {
+  if (o.prompt.has_value() == !o.prompt_tokens.empty()) {
+    return fail(invalid_argument("give exactly one of --prompt and --prompt-tokens"), 2);
+  }
+  if (o.chat && !o.prompt) return fail(invalid_argument("--chat needs --prompt"), 2);
+  StatusOr<GenConfig> config = make_config(o);
+  if (!config.ok()) return fail(config.status(), 2);
+  if (const Status flags = check_engine_flags(o.engine); !flags.ok()) return fail(flags, 2);
+  std::vector<int32_t> prompt_tokens;
+  if (!o.prompt) {
+    StatusOr<std::vector<int32_t>> ids = parse_int_list(o.prompt_tokens, "--prompt-tokens");
+    if (!ids.ok()) return fail(ids.status(), 2);
+    prompt_tokens = std::move(ids).value();
+  }
+
+  StatusOr<Engine> engine = load_engine(o.model, o.engine);
+  if (!engine.ok()) {
+    return fail(engine.status(), engine.status().code() == StatusCode::kInvalidArgument ? 2 : 1);
+  }
+  StatusOr<TextCodec> codec = TextCodec::from_gguf(engine->model->file, engine->limits.vocab_size);
+  if (!codec.ok()) return fail(codec.status(), 1);
+  for (const int32_t id : prompt_tokens) {
+    if (id < 0 || id >= engine->limits.vocab_size) {
+      return fail(invalid_argument("--prompt-tokens: id " + std::to_string(id) +
+                                   " is outside the vocabulary [0, " +
+                                   std::to_string(engine->limits.vocab_size) + ")"),
+                  2);
+    }
+  }
+  if (o.prompt) {
+    StatusOr<std::vector<int32_t>> ids =
+        o.chat ? codec->encode_chat(*o.prompt) : codec->encode_prompt(*o.prompt);
+    if (!ids.ok()) return fail(ids.status(), 1);
+    prompt_tokens = std::move(ids).value();
+  }
+
+  RunnerOptions runner_options;
+  runner_options.default_stop_tokens = codec->stop_token_ids();
+  runner_options.text_streams = codec->text_streams();
+  Runner runner(*engine->executor, DecodeFirstScheduler(engine->scheduler), runner_options);
+  Session session = runner.open_session();
+  const bool stream = !o.json;
+  GenerationHandle handle =
+      session.generate_async(prompt_tokens, *config, [stream](const GenerationUpdate& update) {
+        if (stream && !update.text.empty()) std::cout << update.text << std::flush;
+      });
+  handle.wait();
+  if (handle.finish_reason() == FinishReason::kFailed) {
+    if (stream) std::cout << "\n";
+    return fail(internal_error(handle.error_message()), 1);
+  }
+  if (o.json) {
+    const nlohmann::ordered_json out = {
+        {"prompt_tokens", prompt_tokens},
+        {"generated_tokens", handle.tokens()},
+        {"text", handle.text()},
+        {"finish_reason", std::string(finish_reason_name(handle.finish_reason()))}};
+    std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  } else {
+    std::cout << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
 
 void add_generate_command(CLI::App& app, CommandResult& result) {
-  CLI::App* command = app.add_subcommand("generate", "(not built yet)");
-  command->allow_extras();
-  command->callback([&result] {
-    std::cerr << "cellm generate: not built yet\n";
-    result.exit_code = 1;
-  });
+  auto o = std::make_shared<GenerateOptions>();
+  CLI::App* c = app.add_subcommand("generate", "Generate text from one prompt (one session)");
+  c->add_option("--model", o->model, "Program or GGUF model file")->required();
+  c->add_option("--prompt", o->prompt, "Prompt text (BOS added when the model adds one)");
+  c->add_option("--prompt-tokens", o->prompt_tokens, "Prompt token ids, e.g. 1,45,23 (as given)");
+  c->add_option("-n,--max-new-tokens", o->max_new_tokens, "Tokens to generate (128)");
+  c->add_option("--temperature", o->temperature, "0 = greedy (default)");
+  c->add_option("--top-k", o->top_k, "Keep the k most likely; 0 = off");
+  c->add_option("--top-p", o->top_p, "Nucleus mass, (0, 1]");
+  c->add_option("--min-p", o->min_p, "Drop tokens below min-p x the best; 0 = off");
+  c->add_option("--seed", o->seed, "Seed of the random draws");
+  c->add_flag("--ignore-eos", o->ignore_eos, "Keep generating past EOS");
+  c->add_flag("--chat", o->chat, "Apply the model's chat template to the prompt");
+  c->add_flag("--json", o->json, "Print one JSON object instead of streaming text");
+  c->add_option("--backend", o->engine.backend, "cpu, cuda or auto (default)");
+  c->add_option("--threads", o->engine.num_threads, "CPU forward threads (default: all cores)");
+  c->callback([o, &result] { result.exit_code = generate_command(*o); });
 }
 
 }  // namespace cellm::app

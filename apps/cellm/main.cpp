@@ -7,6 +7,10 @@
 int main(int argc, char** argv) {
   CLI::App app{"cellm: batched text generation from one language model"};
   app.require_subcommand(1);
+  // Argument errors: one line and exit status 2.
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return std::string("cellm: ") + e.what() + "\n";
+  });
   std::string log_level = "warn";
   app.add_option("--log-level", log_level, "debug, info, warn, error or off")
       ->check(CLI::IsMember({"debug", "info", "warn", "error", "off"}));
@@ -25,7 +29,8 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    const int code = app.exit(e);  // prints help (code 0) or the one-line failure message
+    return code == 0 ? 0 : 2;
   }
   return result.exit_code;
 }

@@ -15,13 +15,12 @@
 #include <span>
 #include <vector>
 
+#include "core/token_id.h"
+
 namespace cellm {
 
 // A session of the engine. Ids are never reused; 0 is never a valid id.
 using SessionId = uint64_t;
-
-// "No token": an output not sampled yet.
-inline constexpr int32_t kNoToken = -1;
 
 struct StepInput {
   SessionId session = 0;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "core/token_id.h"
 
 namespace cellm {
 
@@ -32,8 +33,6 @@ enum class TokenType : int32_t {
   kUnused = 5,
   kByte = 6,
 };
-
-inline constexpr int32_t kNoToken = -1;
 
 // Special-token ids; kNoToken when the vocabulary has none. GGUF stores "none" either by leaving
 // the key out or as 0xFFFFFFFF (the llama2.c converter does the latter).

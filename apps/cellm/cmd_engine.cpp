@@ -1,0 +1,138 @@
+// Engine setup shared by `cellm run` and `cellm generate` (cmd_engine.h).
+#include "cmd_engine.h"
+
+#include <algorithm>
+#include <climits>
+#include <sstream>
+
+#include "backends/cpu/cpu_executor.h"
+#include "batching/step_plan.h"
+
+namespace cellm::app {
+namespace {
+
+Status at_least(const char* flag, int32_t value, int32_t minimum) {
+  if (value == kUnset || value >= minimum) return ok_status();
+  return invalid_argument(std::string(flag) + " " + std::to_string(value) + ": must be at least " +
+                          std::to_string(minimum));
+}
+
+}  // namespace
+
+StatusOr<std::vector<int32_t>> parse_int_list(const std::string& text, const std::string& flag) {
+  std::vector<int32_t> values;
+  std::string item;
+  std::stringstream stream(text);
+  while (std::getline(stream, item, ',')) {
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    size_t used = 0;
+    long long value = 0;
+    try {
+      value = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size() || value < INT32_MIN || value > INT32_MAX) {
+      return invalid_argument(flag + " '" + text + "': '" + item + "' is not an integer");
+    }
+    values.push_back(static_cast<int32_t>(value));
+  }
+  if (values.empty()) return invalid_argument(flag + " is empty");
+  return values;
+}
+
+Status check_engine_flags(const EngineFlags& flags) {
+  if (flags.backend != "cpu" && flags.backend != "cuda" && flags.backend != "auto") {
+    return invalid_argument("--backend '" + flags.backend + "': must be cpu, cuda or auto");
+  }
+  CELLM_RETURN_IF_ERROR(at_least("--max-sessions", flags.max_sessions, 1));
+  CELLM_RETURN_IF_ERROR(at_least("--max-session-tokens", flags.max_session_tokens, 1));
+  CELLM_RETURN_IF_ERROR(at_least("--max-cells", flags.max_cells, 1));
+  CELLM_RETURN_IF_ERROR(at_least("--max-step-tokens", flags.max_step_tokens, 1));
+  CELLM_RETURN_IF_ERROR(at_least("--min-prefill-chunk", flags.min_prefill_chunk, 1));
+  CELLM_RETURN_IF_ERROR(at_least("--max-decode-sequences", flags.max_decode_sequences, 1));
+  CELLM_RETURN_IF_ERROR(at_least("--threads", flags.num_threads, 1));
+  if (!flags.decode_widths.empty()) {
+    CELLM_ASSIGN_OR_RETURN(const std::vector<int32_t> widths,
+                           parse_int_list(flags.decode_widths, "--decode-widths"));
+    if (widths.front() != 1 || !std::is_sorted(widths.begin(), widths.end()) ||
+        std::adjacent_find(widths.begin(), widths.end()) != widths.end()) {
+      return invalid_argument("--decode-widths '" + flags.decode_widths +
+                              "': must rise strictly from 1, e.g. 1,2,4,8");
+    }
+  }
+  if (flags.max_step_tokens != kUnset && flags.min_prefill_chunk != kUnset &&
+      flags.min_prefill_chunk > flags.max_step_tokens) {
+    return invalid_argument("--min-prefill-chunk " + std::to_string(flags.min_prefill_chunk) +
+                            " is above --max-step-tokens " + std::to_string(flags.max_step_tokens));
+  }
+  return ok_status();
+}
+
+StatusOr<Engine> load_engine(const std::string& model_path, const EngineFlags& flags) {
+  CELLM_RETURN_IF_ERROR(check_engine_flags(flags));
+  if (flags.backend == "cuda") {
+#ifdef CELLM_HAVE_CUDA
+    return unimplemented(
+        "--backend cuda: the CUDA backend is built but has no executor yet; use --backend cpu");
+#else
+    return unimplemented(
+        "--backend cuda: this cellm was built without the CUDA backend (configure with "
+        "-DCELLM_CUDA=ON where nvcc is installed); use --backend cpu");
+#endif
+  }
+  Engine engine;
+  engine.backend = "cpu";
+  CELLM_ASSIGN_OR_RETURN(CpuModel model, CpuModel::open(model_path));
+  engine.model = std::make_unique<CpuModel>(std::move(model));
+  ProgramSpec spec = engine.model->spec;
+  if (flags.max_step_tokens != kUnset) {
+    spec.max_step_tokens = flags.max_step_tokens;
+    // A plain model's context is only a default: keep room for one more position than W.
+    if (engine.model->spec_is_default) {
+      spec.max_context_len = std::max(spec.max_context_len, spec.max_step_tokens + 1);
+    }
+  }
+  if (flags.min_prefill_chunk != kUnset) spec.min_prefill_chunk = flags.min_prefill_chunk;
+  if (!flags.decode_widths.empty()) {
+    CELLM_ASSIGN_OR_RETURN(spec.decode_widths,
+                           parse_int_list(flags.decode_widths, "--decode-widths"));
+  }
+  if (flags.max_cells != kUnset) spec.kv_max_cells = flags.max_cells;
+  const Status slices =
+      validate_slice_params(spec.max_step_tokens, spec.min_prefill_chunk, spec.decode_widths);
+  if (!slices.ok()) return invalid_argument("the flags give a bad step plan: " + slices.message());
+  if (spec.kv_max_cells < spec.max_step_tokens) {
+    return invalid_argument("--max-cells " + std::to_string(spec.kv_max_cells) +
+                            " is below the step width W = " + std::to_string(spec.max_step_tokens) +
+                            " (--max-step-tokens)");
+  }
+  if (spec.max_step_tokens >= spec.max_context_len) {
+    return invalid_argument("--max-step-tokens " + std::to_string(spec.max_step_tokens) +
+                            " must be below the program's context of " +
+                            std::to_string(spec.max_context_len) + " positions");
+  }
+  if (flags.max_session_tokens != kUnset && flags.max_session_tokens > spec.max_context_len) {
+    return invalid_argument("--max-session-tokens " + std::to_string(flags.max_session_tokens) +
+                            " is above the program's context of " +
+                            std::to_string(spec.max_context_len) + " positions");
+  }
+  CpuExecutorOptions options;
+  if (flags.max_sessions != kUnset) options.max_sessions = flags.max_sessions;
+  if (flags.max_session_tokens != kUnset) options.max_session_tokens = flags.max_session_tokens;
+  if (flags.num_threads != kUnset) options.num_threads = flags.num_threads;
+  auto executor =
+      std::make_unique<CpuExecutor>(engine.model->config, engine.model->weights, spec, options);
+  CELLM_RETURN_IF_ERROR(executor->initialize().with_context(model_path));
+  engine.spec = spec;
+  engine.limits = executor->limits();
+  engine.scheduler = SchedulerConfig::defaults_for(engine.limits.max_step_tokens);
+  if (flags.max_decode_sequences != kUnset) {
+    engine.scheduler.max_decode_sequences = flags.max_decode_sequences;
+  }
+  engine.executor = std::move(executor);
+  return engine;
+}
+
+}  // namespace cellm::app

@@ -1,0 +1,93 @@
+// TextCodec (cmd_text.h): the only file of the run/generate commands that sees tokenizer types.
+#include "cmd_text.h"
+
+#include <optional>
+
+#include "tokenizer/chat_template.h"
+#include "tokenizer/streaming_detokenizer.h"
+#include "tokenizer/tokenizer.h"
+
+namespace cellm::app {
+
+struct TextCodec::State {
+  Tokenizer tokenizer;
+  std::optional<ChatTemplate> chat;  // none when the file's template is absent or unknown
+  Status chat_status;                // why there is none
+};
+
+namespace {
+
+// A generated continuation's text through the tokenizer's streaming detokenizer.
+class DetokenizerStream : public TextStream {
+ public:
+  explicit DetokenizerStream(Tokenizer tokenizer)
+      : tokenizer_(std::move(tokenizer)),
+        detokenizer_(tokenizer_,
+                     DecodeOptions{.render_special = false, .strip_leading_space = false}) {}
+  std::string append(int32_t token) override {
+    StatusOr<std::string> text = detokenizer_.push(token);
+    return text.ok() ? std::move(text).value() : std::string();  // ids are checked at submit
+  }
+  std::string finish() override { return detokenizer_.finish(); }
+
+ private:
+  Tokenizer tokenizer_;  // shares the immutable state; detokenizer_ refers to this copy
+  StreamingDetokenizer detokenizer_;
+};
+
+}  // namespace
+
+StatusOr<TextCodec> TextCodec::from_gguf(const GgufFile& file, int32_t vocab_size) {
+  CELLM_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::from_gguf(file));
+  if (tokenizer.vocab_size() != vocab_size) {
+    return invalid_argument(
+        file.path() + ": the tokenizer has " + std::to_string(tokenizer.vocab_size()) +
+        " tokens but the model's LM head has " + std::to_string(vocab_size) + " rows");
+  }
+  auto state = std::make_shared<State>(State{std::move(tokenizer), std::nullopt, ok_status()});
+  const std::string& source = state->tokenizer.vocab().chat_template;
+  if (source.empty()) {
+    state->chat_status =
+        failed_precondition(file.path() + " has no chat template (tokenizer.chat_template)");
+  } else {
+    StatusOr<ChatTemplate> chat = ChatTemplate::detect(source);
+    if (chat.ok()) {
+      state->chat = *chat;
+    } else {
+      state->chat_status = chat.status().with_context(file.path());
+    }
+  }
+  return TextCodec(std::move(state));
+}
+
+StatusOr<std::vector<int32_t>> TextCodec::encode_prompt(std::string_view text) const {
+  return state_->tokenizer.encode(text, EncodeOptions{.add_special = true, .parse_special = false});
+}
+
+StatusOr<std::vector<int32_t>> TextCodec::encode_chat(std::string_view user_message) const {
+  if (!state_->chat) return state_->chat_status;
+  const ChatMessage messages[1] = {{"user", std::string(user_message)}};
+  CELLM_ASSIGN_OR_RETURN(const std::string rendered,
+                         state_->chat->render(messages, /*add_generation_prompt=*/true));
+  return state_->tokenizer.encode(rendered,
+                                  EncodeOptions{.add_special = true, .parse_special = true});
+}
+
+StatusOr<std::string> TextCodec::decode(std::span<const int32_t> tokens) const {
+  return state_->tokenizer.decode(
+      tokens, DecodeOptions{.render_special = false, .strip_leading_space = false});
+}
+
+std::vector<int32_t> TextCodec::stop_token_ids() const {
+  return state_->tokenizer.stop_token_ids();
+}
+
+bool TextCodec::adds_bos() const { return state_->tokenizer.vocab().add_bos; }
+
+TextStreamFactory TextCodec::text_streams() const {
+  return [state = state_](std::span<const int32_t>) -> std::unique_ptr<TextStream> {
+    return std::make_unique<DetokenizerStream>(state->tokenizer);
+  };
+}
+
+}  // namespace cellm::app

@@ -1,0 +1,163 @@
+// Engine: the Runner's internals — the command FIFO shared with callers, and the state the
+// engine thread alone owns (sessions with their host tokens, live generations, the scheduler).
+//
+// Not part of the public API (runner.h is); split out so each file stays one responsibility:
+// engine.cpp holds the queue, the loop and the commands, engine_step.cpp one step (plan,
+// execute, sample, deliver). The pending-token rule lives here: `tokens` is the session's whole
+// context on the host, `committed` the prefix the executor holds; a task always runs
+// [committed, tokens.size()). Thread-safety: push/wake/request_shutdown/metrics/now_us from any
+// thread; everything else on the engine thread only.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "batching/executor.h"
+#include "batching/generation.h"
+#include "batching/metrics.h"
+#include "batching/runner.h"
+#include "batching/sampler.h"
+#include "batching/scheduler.h"
+#include "batching/stop_matcher.h"
+
+namespace cellm::internal {
+
+// A Session's record shared between its handle and the engine.
+struct SessionShared {
+  explicit SessionShared(uint64_t session_key) : key(session_key) {}
+  const uint64_t key;                // the engine's name for it (executor ids come later)
+  std::atomic<int32_t> position{0};  // written by the engine thread
+  mutable std::mutex mutex;
+  Status status;  // guarded by mutex: why it cannot be used, OK otherwise
+
+  void set_status(const Status& s) {
+    std::lock_guard<std::mutex> lock(mutex);
+    status = s;
+  }
+};
+
+struct StartRequest {
+  std::shared_ptr<GenerationState> state;
+  std::vector<int32_t> prompt;  // [delta] token ids
+  GenConfig config;
+  GenerationCallback callback;
+};
+
+struct Command {
+  enum class Kind { kOpen, kClose, kClone, kStart };
+  Kind kind = Kind::kOpen;
+  std::shared_ptr<SessionShared> session;  // the subject; for kClone the new session
+  uint64_t source_key = 0;                 // kClone: the session cloned
+  int32_t upto = 0;                        // kClone
+  std::unique_ptr<StartRequest> start;     // kStart
+};
+
+class Engine {
+ public:
+  Engine(Executor& executor, DecodeFirstScheduler scheduler, RunnerOptions options);
+
+  // ---- Any thread ----
+  // Queues a command; false (command untouched) once shutdown began.
+  bool push(Command& command);
+  void wake();
+  void request_shutdown();
+  EngineMetrics metrics() const;
+  int64_t now_us() const;
+  uint64_t new_session_key() { return next_key_.fetch_add(1) + 1; }
+  bool on_engine_thread() const;
+
+  // ---- Engine thread ----
+  void run();  // the loop; returns after shutdown
+
+ private:
+  struct ActiveGeneration {
+    std::shared_ptr<GenerationState> state;
+    GenConfig config;
+    GenerationCallback callback;
+    Sampler sampler;
+    StopMatcher stops;
+    GenerationMetrics metrics;
+    LatencyStats inter_token;
+    int64_t last_token_us = -1;
+    int64_t last_step = -1;  // the latest step that ran one of its positions
+    uint64_t arrival = 0;
+  };
+  struct EngineSession {
+    std::shared_ptr<SessionShared> shared;
+    SessionId id = 0;             // the executor's id
+    std::vector<int32_t> tokens;  // [context] committed + pending, host copy
+    int32_t committed = 0;        // positions the executor holds: tokens[0, committed)
+    int32_t high_committed = 0;   // most positions it ever held (to count recomputation)
+    Status poisoned;              // not OK: an executor failure made it unusable
+    std::unique_ptr<ActiveGeneration> generation;
+    int64_t last_used = 0;  // step counter, for least-recently-used idle eviction
+  };
+  class Memory;
+
+  // engine.cpp
+  void apply(Command& command);
+  void open(Command& command);
+  void close(uint64_t key);
+  void clone(Command& command);
+  void start(Command& command);
+  Status check_start(const EngineSession& session, const StartRequest& request) const;
+  void reap_cancelled();
+  void shutdown_all();
+  void publish_pool();
+
+  // engine_step.cpp
+  void run_step();
+  void fail_step(const StepSchedule& plan, const Status& status);
+  void complete_task(EngineSession& session, const ScheduledSlice& slice, const BatchOutput& out,
+                     size_t row);
+  void deliver(EngineSession& session, int32_t token);
+  void submit_next(EngineSession& session, const ActiveGeneration& generation);
+  // Ends the session's generation: the final update carries `last_tokens` and `text`.
+  void finish(EngineSession& session, FinishReason reason, std::string_view error,
+              std::span<const int32_t> last_tokens = {}, std::string text = {});
+  // Calls the callback; the exception's message when it threw.
+  static std::optional<std::string> invoke(const GenerationCallback& callback,
+                                           const GenerationUpdate& update);
+  EngineSession* find_by_id(SessionId id);
+
+  Executor& executor_;
+  const ExecutorLimits limits_;
+  const RunnerOptions options_;
+  const std::chrono::steady_clock::time_point start_time_;
+  std::atomic<uint64_t> next_key_{0};
+
+  // Shared with callers.
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  std::vector<Command> queue_;     // guarded by mutex_
+  bool wake_ = false;              // guarded by mutex_
+  bool stopping_ = false;          // guarded by mutex_: no command is accepted once set
+  std::thread::id engine_thread_;  // guarded by mutex_; set by run()
+
+  // Engine thread only.
+  DecodeFirstScheduler scheduler_;
+  std::unordered_map<uint64_t, EngineSession> sessions_;  // by key
+  std::unordered_map<SessionId, uint64_t> key_of_;        // executor id -> key
+  uint64_t next_arrival_ = 0;
+  int64_t step_ = 0;
+
+  // Engine metrics: written by the engine thread, read by metrics().
+  mutable std::mutex metrics_mutex_;
+  EngineMetrics counters_;  // counts and pool figures; summaries filled by metrics()
+  LatencyStats decode_steps_, prompt_steps_, mixed_steps_, ttft_, inter_token_;
+  int64_t first_submit_us_ = -1;
+  int64_t last_end_us_ = -1;
+};
+
+}  // namespace cellm::internal

@@ -1,0 +1,267 @@
+// One step of the engine: plan (scheduler + memory), execute, sample, deliver.
+#include <algorithm>
+#include <exception>
+#include <string>
+
+#include "batching/engine.h"
+#include "core/check.h"
+#include "core/logging.h"
+
+namespace cellm::internal {
+
+// The pool as the scheduler sees it while planning: frees cells by rewinding sessions to 0 (their
+// tokens stay on the host, so the next task re-feeds them).
+class Engine::Memory : public SchedulerMemory {
+ public:
+  explicit Memory(Engine& engine) : engine_(engine) {}
+
+  int32_t num_free_cells() override { return engine_.executor_.cache_usage().num_free; }
+
+  bool evict_idle() override {
+    EngineSession* victim = nullptr;
+    for (auto& [key, session] : engine_.sessions_) {
+      if (session.generation || session.committed == 0) continue;
+      if (victim == nullptr || session.last_used < victim->last_used) victim = &session;
+    }
+    if (victim == nullptr) return false;
+    release(*victim);
+    std::lock_guard<std::mutex> lock(engine_.metrics_mutex_);
+    ++engine_.counters_.num_idle_evictions;
+    return true;
+  }
+
+  void preempt(SessionId id) override {
+    EngineSession* session = engine_.find_by_id(id);
+    CELLM_CHECK(session != nullptr && session->generation) << "preempt of an idle session " << id;
+    release(*session);
+    ++session->generation->metrics.num_preemptions;
+    std::lock_guard<std::mutex> lock(engine_.metrics_mutex_);
+    ++engine_.counters_.num_preemptions;
+  }
+
+ private:
+  void release(EngineSession& session) {
+    const Status status = engine_.executor_.rewind_session(session.id, 0);
+    CELLM_CHECK(status.ok()) << "rewind to 0 for preemption: " << status.to_string();
+    session.committed = 0;
+  }
+
+  Engine& engine_;
+};
+
+Engine::EngineSession* Engine::find_by_id(SessionId id) {
+  const auto key = key_of_.find(id);
+  if (key == key_of_.end()) return nullptr;
+  return &sessions_.at(key->second);
+}
+
+void Engine::submit_next(EngineSession& session, const ActiveGeneration& generation) {
+  const auto end = static_cast<int32_t>(session.tokens.size());
+  const bool decode = session.committed > 0 && end == session.committed + 1;
+  scheduler_.submit({session.id, decode ? TaskKind::kDecode : TaskKind::kPrompt, session.committed,
+                     end, generation.config.max_new_tokens > 0, generation.arrival});
+}
+
+void Engine::run_step() {
+  ++step_;
+  Memory memory(*this);
+  const StepSchedule plan = scheduler_.schedule(memory);
+  if (plan.slices.empty()) {
+    // Cannot happen while submit refuses what can never fit; never hang on it.
+    const Status status =
+        internal_error("the scheduler could not place a single token: the cell pool (" +
+                       std::to_string(executor_.cache_usage().max_cells) +
+                       " cells) is held by nothing it may "
+                       "release");
+    for (const SchedulerTask& task : scheduler_.clear()) {
+      if (EngineSession* session = find_by_id(task.session)) {
+        finish(*session, FinishReason::kFailed, status.to_string());
+      }
+    }
+    return;
+  }
+
+  BatchInput batch;
+  batch.inputs.reserve(plan.slices.size());
+  for (const ScheduledSlice& slice : plan.slices) {
+    EngineSession& session = *find_by_id(slice.session);
+    CELLM_CHECK_EQ(slice.begin, session.committed) << "slice of session " << slice.session;
+    batch.inputs.push_back(
+        {session.id, 0, session.tokens, slice.begin, slice.end, slice.wants_output});
+  }
+  const int64_t start_us = now_us();
+  StatusOr<BatchOutput> output = executor_.execute(batch, /*return_logits=*/true);
+  const int64_t end_us = now_us();
+  {
+    std::lock_guard<std::mutex> lock(metrics_mutex_);
+    LatencyStats& kind = plan.num_prompt_tokens == 0   ? decode_steps_
+                         : plan.num_decode_tokens == 0 ? prompt_steps_
+                                                       : mixed_steps_;
+    kind.add(end_us - start_us);
+    if (!output.ok()) ++counters_.num_failed_steps;
+  }
+  if (!output.ok()) {
+    fail_step(plan, output.status());
+    publish_pool();
+    return;
+  }
+  CELLM_CHECK(output->vocab_size == limits_.vocab_size || output->outputs.empty())
+      << "executor returned rows of " << output->vocab_size << " logits, vocab is "
+      << limits_.vocab_size;
+
+  // Commit: every slice's positions are now held by the executor.
+  int64_t recomputed = 0;
+  for (const ScheduledSlice& slice : plan.slices) {
+    EngineSession& session = *find_by_id(slice.session);
+    recomputed += std::max(0, std::min(slice.end, session.high_committed) - slice.begin);
+    session.committed = slice.end;
+    session.high_committed = std::max(session.high_committed, slice.end);
+    session.last_used = step_;
+    ActiveGeneration& generation = *session.generation;
+    if (generation.last_step != step_) ++generation.metrics.num_steps;
+    generation.last_step = step_;
+    if (generation.metrics.first_step_us < 0) generation.metrics.first_step_us = start_us;
+    if (slice.kind == TaskKind::kPrompt)
+      generation.metrics.num_prefilled_tokens += slice.end - slice.begin;
+  }
+  {
+    std::lock_guard<std::mutex> lock(metrics_mutex_);
+    counters_.num_decode_tokens += plan.num_decode_tokens;
+    counters_.num_prompt_tokens += plan.num_prompt_tokens;
+    counters_.num_recomputed_tokens += recomputed;
+  }
+  publish_pool();
+
+  // Outputs, then callbacks, in slice order.
+  size_t next_row = 0;  // output rows follow the inputs that want one, in order
+  for (const ScheduledSlice& slice : plan.slices) {
+    const size_t row = slice.wants_output ? next_row++ : 0;
+    if (!slice.completes_task) continue;
+    EngineSession* session = find_by_id(slice.session);
+    if (session == nullptr || !session->generation) continue;
+    complete_task(*session, slice, *output, row);
+  }
+}
+
+void Engine::fail_step(const StepSchedule& plan, const Status& status) {
+  const std::string message = "executor failed: " + status.to_string();
+  CELLM_LOG(kError) << message << " (" << plan.slices.size() << " sessions in the step)";
+  for (const ScheduledSlice& slice : plan.slices) {
+    EngineSession& session = *find_by_id(slice.session);
+    session.poisoned = failed_precondition("session unusable after an " + message);
+    session.shared->set_status(session.poisoned);
+    scheduler_.cancel(session.id);  // a partial prompt task is still there
+    finish(session, FinishReason::kFailed, message);
+  }
+}
+
+void Engine::complete_task(EngineSession& session, const ScheduledSlice& slice,
+                           const BatchOutput& out, size_t row) {
+  ActiveGeneration& generation = *session.generation;
+  if (!slice.wants_output) {  // max_new_tokens 0: the prompt ran, nothing to sample
+    finish(session, FinishReason::kNewTokenLimit, "");
+    return;
+  }
+  if (generation.state->cancel_requested.load(std::memory_order_acquire)) {
+    finish(session, FinishReason::kCancelled, "");  // the sampled token is never delivered
+    return;
+  }
+  CELLM_CHECK(row < out.outputs.size() && out.outputs[row].session == session.id)
+      << "output row " << row << " does not belong to session " << session.id;
+  const auto vocab = static_cast<size_t>(out.vocab_size);
+  CELLM_CHECK_GE(out.logits.size(), (row + 1) * vocab) << "executor returned too few logits";
+  const std::span<const float> logits(out.logits.data() + row * vocab, vocab);
+  const StatusOr<int32_t> token = generation.sampler.sample(logits, session.tokens);
+  if (!token.ok()) {
+    finish(session, FinishReason::kFailed, "sampling failed: " + token.status().to_string());
+    return;
+  }
+  deliver(session, *token);
+}
+
+void Engine::deliver(EngineSession& session, int32_t token) {
+  ActiveGeneration& generation = *session.generation;
+  session.tokens.push_back(token);  // pending until fed back, part of the context from now on
+  session.shared->position.store(static_cast<int32_t>(session.tokens.size()),
+                                 std::memory_order_relaxed);
+  const int64_t now = now_us();
+  GenerationMetrics& metrics = generation.metrics;
+  ++metrics.num_generated_tokens;
+  if (metrics.first_token_us < 0) {
+    metrics.first_token_us = now;
+    std::lock_guard<std::mutex> lock(metrics_mutex_);
+    ttft_.add(metrics.ttft_us());
+  } else {
+    generation.inter_token.add(now - generation.last_token_us);
+    std::lock_guard<std::mutex> lock(metrics_mutex_);
+    inter_token_.add(now - generation.last_token_us);
+  }
+  generation.last_token_us = now;
+  {
+    std::lock_guard<std::mutex> lock(metrics_mutex_);
+    ++counters_.num_generated_tokens;
+  }
+
+  StopMatcher::Step stop = generation.stops.push(token);
+  const int32_t one[1] = {token};
+  if (stop.outcome != StopMatcher::Outcome::kContinue ||
+      metrics.num_generated_tokens >= generation.config.max_new_tokens) {
+    const FinishReason reason =
+        stop.outcome == StopMatcher::Outcome::kStopToken    ? FinishReason::kStopToken
+        : stop.outcome == StopMatcher::Outcome::kStopString ? FinishReason::kStopString
+                                                            : FinishReason::kNewTokenLimit;
+    finish(session, reason, "", one, std::move(stop.text));
+    return;
+  }
+  metrics.inter_token = generation.inter_token.summary();
+  generation.state->record(one, stop.text, metrics);
+  GenerationUpdate update;
+  update.tokens = one;
+  update.text = stop.text;
+  if (const std::optional<std::string> thrown = invoke(generation.callback, update)) {
+    finish(session, FinishReason::kFailed, "the generation callback threw: " + *thrown);
+    return;
+  }
+  submit_next(session, generation);
+}
+
+std::optional<std::string> Engine::invoke(const GenerationCallback& callback,
+                                          const GenerationUpdate& update) {
+  if (!callback) return std::nullopt;
+  try {
+    callback(update);
+  } catch (const std::exception& e) {
+    return std::string(e.what());
+  } catch (...) {
+    return std::string("an exception that is not a std::exception");
+  }
+  return std::nullopt;
+}
+
+void Engine::finish(EngineSession& session, FinishReason reason, std::string_view error,
+                    std::span<const int32_t> last_tokens, std::string text) {
+  CELLM_CHECK(session.generation) << "finish without a generation";
+  std::unique_ptr<ActiveGeneration> generation = std::move(session.generation);
+  text += generation->stops.finish();
+  GenerationMetrics& metrics = generation->metrics;
+  metrics.end_us = now_us();
+  metrics.inter_token = generation->inter_token.summary();
+  {
+    std::lock_guard<std::mutex> lock(metrics_mutex_);
+    ++counters_.num_finished[static_cast<size_t>(reason)];
+    last_end_us_ = std::max(last_end_us_, metrics.end_us);
+  }
+  generation->state->record(last_tokens, text, metrics);
+  GenerationUpdate update;
+  update.tokens = last_tokens;
+  update.text = text;
+  update.finished = true;
+  update.finish_reason = reason;
+  update.error = error;
+  if (const std::optional<std::string> thrown = invoke(generation->callback, update)) {
+    CELLM_LOG(kWarn) << "a generation callback threw on its final update (ignored): " << *thrown;
+  }
+  generation->state->mark_done(reason, error, metrics);
+}
+
+}  // namespace cellm::internal

@@ -1,0 +1,85 @@
+// FakeExecutor: a deterministic Executor for the runtime's unit tests — the real SessionTable,
+// CellCache and plan_slices with a toy "model" whose logits are a hash of the session's context.
+//
+// fake_logits(context) is the whole model: row v is a pseudo-random value of (hash of every
+// token at positions [0, p], v), so the next token depends on the entire context and any lost,
+// duplicated or reordered token changes what follows. Tests compute expected outputs with
+// fake_greedy() directly, independently of the Runner. Hooks inject failures and let a test act
+// while a step is running. Every call also checks that the executor's held tokens equal what the
+// cache holds. Test code only (compiled into test binaries). Thread-safety: Executor methods on
+// the engine thread; the counters and hooks setters may be used from the test thread (mutex).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include "batching/executor.h"
+#include "batching/session_table.h"
+#include "cache/cell_cache.h"
+
+namespace cellm::testing {
+
+struct FakeExecutorConfig {
+  int32_t max_step_tokens = 64;  // W
+  int32_t min_prefill_chunk = 4;
+  std::vector<int32_t> decode_widths = {1};
+  int32_t max_cells = 4096;
+  int32_t max_sessions = 64;
+  int32_t max_session_tokens = 1024;
+  int32_t vocab_size = 32;
+};
+
+// The toy model's logits for the token after `context` ([vocab], in [0, 1)).
+std::vector<float> fake_logits(std::span<const int32_t> context, int32_t vocab_size);
+// Greedy continuation of `context` by the toy model: n tokens.
+std::vector<int32_t> fake_greedy(std::vector<int32_t> context, int32_t n, int32_t vocab_size);
+
+class FakeExecutor : public Executor {
+ public:
+  explicit FakeExecutor(const FakeExecutorConfig& config);
+
+  Status initialize() override { return ok_status(); }
+  ExecutorLimits limits() const override;
+  CacheUsage cache_usage() const override;
+  std::optional<SessionId> open_session() override;
+  Status close_session(SessionId id) override;
+  StatusOr<SessionId> clone_session(SessionId src, int32_t upto) override;
+  StatusOr<int32_t> session_length(SessionId id) const override;
+  Status rewind_session(SessionId id, int32_t pos) override;
+  StatusOr<BatchOutput> execute(const BatchInput& batch, bool return_logits) override;
+
+  // ---- Test controls (any thread) ----
+  // Called at the start of every execute(); a non-OK result fails that step (nothing changes).
+  void set_fail_hook(std::function<Status(const BatchInput&)> hook);
+  // Called in the middle of every execute(), after the step is placed, before logits.
+  void set_during_execute(std::function<void()> hook);
+
+  struct Counts {
+    int64_t num_executes = 0;
+    int64_t num_tokens = 0;
+    int32_t max_step_tokens_seen = 0;
+    int32_t num_open = 0;                 // open now
+    std::map<SessionId, int32_t> closes;  // close_session calls per id
+    std::vector<SessionId> opened;        // every id handed out (open and clone)
+  };
+  Counts counts() const;
+
+ private:
+  void check_consistent() const;  // held tokens vs cache lengths (CELLM_CHECK)
+
+  FakeExecutorConfig config_;
+  CellCache cache_;
+  SessionTable table_;
+  std::map<SessionId, std::vector<int32_t>> held_;  // [length] tokens each session holds
+
+  mutable std::mutex mutex_;  // guards the hooks and counts_
+  std::function<Status(const BatchInput&)> fail_hook_;
+  std::function<void()> during_execute_;
+  Counts counts_;
+};
+
+}  // namespace cellm::testing

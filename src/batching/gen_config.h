@@ -1,0 +1,67 @@
+// GenConfig: what one generation asks for — how many new tokens, how to sample them, what stops
+// it — and FinishReason, how it ended (DESIGN §6–§7).
+//
+// Plain data handed to Session::generate_async. The Runner checks it against the executor's
+// limits at submit (validate_gen_config checks what it can without them). It knows no
+// tokenizer: stop strings are matched on the text a TextStream (stop_matcher.h) makes, and the
+// model's default stop tokens (EOS, end of turn) come from RunnerOptions, which the app fills
+// from its tokenizer. Thread-safety: plain values.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+
+namespace cellm {
+
+// One token's additive logit bias (applied before penalties and sampling).
+struct LogitBias {
+  int32_t token = 0;
+  float bias = 0.0f;  // -infinity bans the token
+};
+
+// How a session picks each token from its logits row (sampler.h). The defaults are greedy.
+struct SamplingParams {
+  float temperature = 0.0f;         // <= 0: greedy (argmax, lowest id on ties)
+  int32_t top_k = 0;                // keep the k most likely; 0 = off
+  float top_p = 1.0f;               // keep the smallest set reaching this mass; 1 = off
+  float min_p = 0.0f;               // drop tokens below min_p * the top probability; 0 = off
+  float repetition_penalty = 1.0f;  // > 1 discourages tokens seen in the window; 1 = off
+  float presence_penalty = 0.0f;    // subtracted once from a token seen in the window
+  float frequency_penalty = 0.0f;   // subtracted once per occurrence in the window
+  int32_t penalty_window = 64;      // last tokens of the context the penalties look at; -1 = all
+  std::vector<LogitBias> logit_bias;
+};
+
+struct GenConfig {
+  int32_t max_new_tokens = 128;  // >= 0; 0 only runs the prompt (NewTokenLimit, no token)
+  SamplingParams sampling;
+  uint64_t seed = 0;  // every random draw is a function of (seed, position) only
+  // Tokens that end the generation (delivered, then StopToken). The model's defaults
+  // (RunnerOptions::default_stop_tokens) are added unless use_default_stop_tokens is false.
+  std::vector<int32_t> stop_tokens;
+  bool use_default_stop_tokens = true;
+  // Text that ends the generation (StopString) once it appears in the detokenized output; the
+  // text is cut before it and a partial match is never emitted. Needs RunnerOptions::text_streams.
+  std::vector<std::string> stop_strings;
+};
+
+enum class FinishReason {
+  kStopToken,      // a stop token was produced (and delivered)
+  kStopString,     // a stop string appeared in the text
+  kNewTokenLimit,  // max_new_tokens were produced
+  kCancelled,      // cancel(), the session closed, or the runner shut down
+  kFailed,         // refused at submit, an executor failure, or a callback threw
+};
+
+// "stop_token", "stop_string", "new_token_limit", "cancelled", "failed".
+std::string_view finish_reason_name(FinishReason reason);
+
+// Checks the fields that need no executor: counts and ranges of the sampling parameters, empty
+// stop strings. The message names the field.
+Status validate_gen_config(const GenConfig& config);
+
+}  // namespace cellm

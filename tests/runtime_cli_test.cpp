@@ -1,0 +1,176 @@
+// End to end through the `cellm` binary on stories260K: `cellm generate --json` against the
+// reference greedy output, `cellm run --report-json` (generations in prompt order, engine metrics
+// with preemptions, config), and bad arguments (one line, exit status 2).
+//
+// The binary is $CELLM_BINARY, else ../apps/cellm/cellm next to this test's build folder (the
+// build tree's layout); a missing binary is a failure saying so.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "test_models.h"
+
+namespace cellm {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string cellm_binary() {
+  if (const char* env = std::getenv("CELLM_BINARY")) return env;
+  const fs::path self = fs::read_symlink("/proc/self/exe");
+  return (self.parent_path().parent_path() / "apps" / "cellm" / "cellm").string();
+}
+
+std::string slurp(const fs::path& path) {
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+struct Result {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string quote(const std::string& arg) {
+  std::string out = "'";
+  for (const char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+Result run_cellm(const std::vector<std::string>& args) {
+  const std::string binary = cellm_binary();
+  Result result;
+  if (!fs::exists(binary)) {
+    ADD_FAILURE() << "no cellm binary at " << binary << " (build the `cellm` target, or set "
+                  << "CELLM_BINARY)";
+    return result;
+  }
+  const fs::path dir = fs::temp_directory_path() / ("cellm_cli_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  std::string command = quote(binary);
+  for (const std::string& arg : args) command += " " + quote(arg);
+  command += " >" + quote((dir / "out").string()) + " 2>" + quote((dir / "err").string());
+  const int status = std::system(command.c_str());
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  result.out = slurp(dir / "out");
+  result.err = slurp(dir / "err");
+  return result;
+}
+
+nlohmann::json reference() {
+  std::ifstream file(testing::test_model_path("reference/stories260K-greedy.json"));
+  return nlohmann::json::parse(file);
+}
+
+std::vector<int32_t> head(const nlohmann::json& tokens, size_t n) {
+  std::vector<int32_t> all = tokens.get<std::vector<int32_t>>();
+  all.resize(std::min(n, all.size()));
+  return all;
+}
+
+TEST(RuntimeCliTest, GenerateJsonMatchesTheFirstReferenceCase) {
+  const nlohmann::json c = reference().at("cases").at(0);
+  const Result r = run_cellm({"generate", "--model", testing::test_model_path("stories260K.gguf"),
+                              "--prompt", c.at("prompt"), "-n", "128", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json out = nlohmann::json::parse(r.out);
+  EXPECT_EQ(out.at("prompt_tokens"), c.at("prompt_tokens"));
+  EXPECT_EQ(out.at("generated_tokens"), c.at("generated_tokens"));
+  EXPECT_EQ(out.at("text"), c.at("text"));
+  EXPECT_EQ(out.at("finish_reason"), "new_token_limit");
+}
+
+TEST(RuntimeCliTest, GeneratePromptTokensAreTakenAsGiven) {
+  const nlohmann::json c = reference().at("cases").at(3);
+  std::string ids;
+  for (const int32_t id : c.at("prompt_tokens").get<std::vector<int32_t>>()) {
+    ids += (ids.empty() ? "" : ",") + std::to_string(id);
+  }
+  const Result r = run_cellm({"generate", "--model", testing::test_model_path("stories260K.gguf"),
+                              "--prompt-tokens", ids, "-n", "20", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json out = nlohmann::json::parse(r.out);
+  EXPECT_EQ(out.at("prompt_tokens"), c.at("prompt_tokens")) << "no BOS added to given ids";
+  EXPECT_EQ(out.at("generated_tokens").get<std::vector<int32_t>>(),
+            head(c.at("generated_tokens"), 20));
+}
+
+TEST(RuntimeCliTest, RunWritesAReportInPromptOrderWithPreemptionsCounted) {
+  const nlohmann::json cases = reference().at("cases");
+  const fs::path dir = fs::temp_directory_path() / ("cellm_run_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  {
+    std::ofstream prompts(dir / "prompts.txt");
+    for (const nlohmann::json& c : cases) {
+      std::string line;
+      for (const char ch : c.at("prompt").get<std::string>())
+        line += ch == '\n' ? "\\n" : std::string(1, ch);
+      prompts << line << "\n";
+    }
+  }
+  const fs::path report = dir / "out.json";
+  const Result r = run_cellm({"run", "--model", testing::test_model_path("stories260K.gguf"),
+                              "--prompts-file", (dir / "prompts.txt").string(), "--max-sessions",
+                              "6", "--max-cells", "300", "--max-step-tokens", "64",
+                              "--max-new-tokens", "64", "--report-json", report.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("summary:"), std::string::npos) << r.out;
+  const nlohmann::json out = nlohmann::json::parse(slurp(report));
+  ASSERT_EQ(out.at("generations").size(), cases.size());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const nlohmann::json& g = out.at("generations").at(i);
+    EXPECT_EQ(g.at("prompt"), cases[i].at("prompt"));
+    EXPECT_EQ(g.at("prompt_tokens"), cases[i].at("prompt_tokens")) << "case " << i;
+    EXPECT_EQ(g.at("generated_tokens").get<std::vector<int32_t>>(),
+              head(cases[i].at("generated_tokens"), 64))
+        << "case " << i;
+    EXPECT_EQ(g.at("finish_reason"), "new_token_limit");
+    EXPECT_TRUE(g.at("text").is_string());
+    EXPECT_EQ(g.at("metrics").at("generated_tokens"), 64);
+  }
+  EXPECT_GT(out.at("engine").at("preemptions").get<int>(), 0) << "300 cells for 6 x ~70 tokens";
+  EXPECT_EQ(out.at("engine").at("generated_tokens"), 6 * 64);
+  EXPECT_EQ(out.at("config").at("max_cells"), 300);
+  EXPECT_EQ(out.at("config").at("max_sessions"), 6);
+}
+
+TEST(RuntimeCliTest, BadArgumentsGiveOneClearLineAndExitStatusTwo) {
+  const std::string model = testing::test_model_path("stories260K.gguf");
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"run", "--model", model, "--prompt", "hi", "--max-new-tokens", "-1"}, "--max-new-tokens"},
+      {{"run", "--model", model, "--prompt", "hi", "--top-p", "1.5"}, "--top-p"},
+      {{"run", "--model", model, "--prompt", "hi", "--decode-widths", "1,4,2"}, "--decode-widths"},
+      {{"run", "--model", model}, "no prompts"},
+      {{"run", "--model", model, "--prompts-file", "/no/such/file"}, "/no/such/file"},
+      {{"generate", "--model", model}, "--prompt"},
+      {{"generate", "--model", model, "--prompt-tokens", "1,two"}, "two"},
+      {{"generate", "--model", model, "--prompt-tokens", "1,512"}, "512"},
+      {{"run", "--model", model, "--prompt", "hi", "--max-cells", "100"}, "--max-cells 100"},
+  };
+  for (const auto& [args, words] : cases) {
+    const Result r = run_cellm(args);
+    EXPECT_EQ(r.exit_code, 2) << args.back() << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find(words), std::string::npos) << r.err;
+  }
+}
+
+TEST(RuntimeCliTest, TheCudaBackendIsAClearErrorUntilItExists) {
+  const Result r = run_cellm({"run", "--model", testing::test_model_path("stories260K.gguf"),
+                              "--prompt", "hi", "--backend", "cuda"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("CUDA"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+}  // namespace
+}  // namespace cellm
