@@ -57,7 +57,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::span<const uint8_t> bytes(data, size);
   cellm::StatusOr<cellm::SafetensorsFile> file = cellm::SafetensorsFile::parse(bytes, "fuzz");
   if (!file.ok()) {
-    const std::string& message = file.status().message();
+    const std::string message = file.status().message();
     if (message.rfind("fuzz: safetensors: ", 0) != 0) fail("unprefixed error: " + message);
     if (message.find('\n') != std::string::npos) fail("multi-line error: " + message);
     return 0;

@@ -95,6 +95,21 @@ struct BlockQ6_K {
   uint16_t d;                 // f16 super-scale
 };
 
+// cellm's q4_g32 / q4_g64 / q4_g128 (not GGML types; ids in tensor_type.h): one GPTQ group of
+// `Group` elements, x = (q - zero) * d. Element j is the low nibble of qs[j / 2] when j is even,
+// the high nibble when odd — GPTQ's own packing order along the input dimension. The zero is a
+// whole byte so GPTQ v1's "stored zero + 1" (up to 16) fits; `reserved` is 0 and keeps every
+// block a multiple of 4 bytes.
+template <size_t Group>
+struct BlockQ4G {
+  uint16_t d;             // f16 scale
+  uint8_t zero;           // the group's zero point, 0..255 (GPTQ 4-bit: 0..16)
+  uint8_t reserved;       // 0
+  uint8_t qs[Group / 2];  // 4-bit quants, two per byte, low nibble first
+};
+static_assert(sizeof(BlockQ4G<32>) == 20 && offsetof(BlockQ4G<32>, qs) == 4);
+static_assert(sizeof(BlockQ4G<64>) == 36 && sizeof(BlockQ4G<128>) == 68);
+
 // Sizes from the GGML definitions (ggml-common.h); tensor_type.cpp's table must agree.
 static_assert(sizeof(BlockQ4_0) == 18 && offsetof(BlockQ4_0, qs) == 2);
 static_assert(sizeof(BlockQ4_1) == 20 && offsetof(BlockQ4_1, qs) == 4);

@@ -1,12 +1,12 @@
 // Reference CPU dequantization of GGUF tensor data to f32, and a fused dequantize-and-dot.
 //
 // Supports F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K exactly as
-// the GGML block formats define them (block_formats.h), with the reference dequantizers' float
-// operations in the same order (no fused multiply-add: these files build with -ffp-contract=off),
-// so a value matches llama.cpp's bit for bit. Knows bytes and element counts, not tensors' shapes
-// or names: callers add the tensor name to errors (Status::with_context). The CPU reference
-// forward calls dot_row / dequantize_row once per weight row; they allocate nothing.
-// Thread-safety: pure functions.
+// the GGML block formats define them (block_formats.h), and cellm's q4_g32/q4_g64/q4_g128, with the
+// reference dequantizers' float operations in the same order (no fused multiply-add: these files
+// build with -ffp-contract=off), so a value matches llama.cpp's bit for bit. Knows bytes and
+// element counts, not tensors' shapes or names: callers add the tensor name to errors
+// (Status::with_context). The CPU reference forward calls dot_row / dequantize_row once per weight
+// row; they allocate nothing. Thread-safety: pure functions.
 #pragma once
 
 #include <cstddef>

@@ -106,6 +106,33 @@ void dequantize_q8_0(const uint8_t* src, size_t num_blocks, float* dst) {
   }
 }
 
+namespace {
+
+template <size_t Group>
+void dequantize_q4_g(const uint8_t* src, size_t num_blocks, float* dst) {
+  for (size_t b = 0; b < num_blocks; ++b, dst += Group) {
+    const auto block = load_block<blocks::BlockQ4G<Group>>(src, b);
+    const float d = f16_to_f32(block.d);
+    const int zero = block.zero;
+    for (size_t j = 0; j < Group / 2; ++j) {
+      dst[2 * j] = static_cast<float>((block.qs[j] & 0x0f) - zero) * d;
+      dst[2 * j + 1] = static_cast<float>((block.qs[j] >> 4) - zero) * d;
+    }
+  }
+}
+
+}  // namespace
+
+void dequantize_q4_g32(const uint8_t* src, size_t num_blocks, float* dst) {
+  dequantize_q4_g<32>(src, num_blocks, dst);
+}
+void dequantize_q4_g64(const uint8_t* src, size_t num_blocks, float* dst) {
+  dequantize_q4_g<64>(src, num_blocks, dst);
+}
+void dequantize_q4_g128(const uint8_t* src, size_t num_blocks, float* dst) {
+  dequantize_q4_g<128>(src, num_blocks, dst);
+}
+
 DequantizeKernel dequantize_kernel(TensorType type) {
   switch (type) {
     case TensorType::kF32:
@@ -134,6 +161,12 @@ DequantizeKernel dequantize_kernel(TensorType type) {
       return dequantize_q5_k;
     case TensorType::kQ6_K:
       return dequantize_q6_k;
+    case TensorType::kQ4_G32:
+      return dequantize_q4_g32;
+    case TensorType::kQ4_G64:
+      return dequantize_q4_g64;
+    case TensorType::kQ4_G128:
+      return dequantize_q4_g128;
     default:
       return nullptr;
   }

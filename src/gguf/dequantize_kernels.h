@@ -33,6 +33,11 @@ void dequantize_q4_k(const uint8_t* src, size_t num_blocks, float* dst);
 void dequantize_q5_k(const uint8_t* src, size_t num_blocks, float* dst);
 void dequantize_q6_k(const uint8_t* src, size_t num_blocks, float* dst);
 
+// cellm's GPTQ group types (dequantize_kernels.cpp).
+void dequantize_q4_g32(const uint8_t* src, size_t num_blocks, float* dst);
+void dequantize_q4_g64(const uint8_t* src, size_t num_blocks, float* dst);
+void dequantize_q4_g128(const uint8_t* src, size_t num_blocks, float* dst);
+
 // The kernel of `type`, or nullptr when cellm cannot dequantize it.
 DequantizeKernel dequantize_kernel(TensorType type);
 

@@ -42,6 +42,10 @@ constexpr std::array kTraits = {
     TensorTypeTraits{TensorType::kTQ1_0, "tq1_0", 256, 54, false},
     TensorTypeTraits{TensorType::kTQ2_0, "tq2_0", 256, 66, false},
     TensorTypeTraits{TensorType::kMXFP4, "mxfp4", 32, 17, false},
+    // cellm's own (ids from 1024; block_formats.h BlockQ4G: 4 header bytes + group / 2).
+    TensorTypeTraits{TensorType::kQ4_G32, "q4_g32", 32, 20, true},
+    TensorTypeTraits{TensorType::kQ4_G64, "q4_g64", 64, 36, true},
+    TensorTypeTraits{TensorType::kQ4_G128, "q4_g128", 128, 68, true},
 };
 
 std::string lower(std::string_view text) {

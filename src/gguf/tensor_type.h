@@ -5,6 +5,9 @@
 // every type id GGUF files use today, so a reader can size any tensor and `cellm inspect` can
 // name it, and it says which types cellm can compute with (`is_supported_for_compute`).
 // Dequantization and quantization live in dequantize.h / quantize.h.
+// Ids from 1024 up are cellm's own types, outside GGML's range (GGML numbers its types from 0 and
+// is below 64 today): files holding them load in cellm only (llama.cpp refuses the type id).
+// They carry GPTQ checkpoints without re-quantizing (block_formats.h has their layout).
 // Thread-safety: immutable tables; pure functions.
 #pragma once
 
@@ -50,6 +53,12 @@ enum class TensorType : uint32_t {
   kTQ1_0 = 34,
   kTQ2_0 = 35,
   kMXFP4 = 39,
+  // cellm types: 4-bit weights with an f16 scale and an 8-bit zero per group of 32, 64 or 128
+  // elements, w = scale * (q - zero) (block_formats.h BlockQ4G). Written by `cellm export
+  // --prequantized` for GPTQ groups that Q4_0 cannot hold (other sizes, asymmetric zeros).
+  kQ4_G32 = 1024,
+  kQ4_G64 = 1025,
+  kQ4_G128 = 1026,
 };
 
 struct TensorTypeTraits {

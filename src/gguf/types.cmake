@@ -9,5 +9,5 @@ list(APPEND CELLM_GGUF_SOURCES ${CELLM_GGUF_TYPES_SOURCES})
 
 cellm_add_test(gguf_types_test
   SOURCES dequantize_test.cpp dequantize_k_test.cpp dequantize_reference_test.cpp dot_row_test.cpp
-          quantize_test.cpp
+          quantize_test.cpp dequantize_q4g_test.cpp
   LIBS cellm_gguf LABELS unit)

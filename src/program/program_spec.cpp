@@ -181,6 +181,14 @@ Status ProgramSpec::validate(const ModelConfig& config) const {
           kv_heads[i], kv_head_dims[i], config.num_kv_heads, config.head_dim));
     }
   }
+  for (size_t i = 0; i < layers && i < config.layer_windows.size(); ++i) {
+    if (kv_windows[i] != config.layer_windows[i]) {
+      return invalid_argument(
+          fmt::format("cellm.kv.windows of layer {} ({}) differs from the model's attention "
+                      "window ({})",
+                      i, kv_windows[i], config.layer_windows[i]));
+    }
+  }
   if (vocab_size != config.vocab_size) {
     return invalid_argument(
         fmt::format("cellm.vocab_size ({}) differs from the model's LM head ({})", vocab_size,

@@ -1,0 +1,356 @@
+#include "model/hf_config.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+namespace cellm {
+namespace {
+
+using Json = nlohmann::json;
+
+struct HfArchitecture {
+  std::string_view model_type;
+  std::string_view class_name;
+  Architecture architecture;
+};
+
+constexpr HfArchitecture kArchitectures[] = {
+    {"llama", "LlamaForCausalLM", Architecture::kLlama},
+    {"mistral", "MistralForCausalLM", Architecture::kMistral},
+    {"qwen2", "Qwen2ForCausalLM", Architecture::kQwen2},
+    {"qwen3", "Qwen3ForCausalLM", Architecture::kQwen3},
+};
+
+// Reads typed keys of one JSON object; every error names the file and the key.
+class Reader {
+ public:
+  Reader(const Json& object, std::string_view where, std::string prefix = "")
+      : object_(object), where_(where), prefix_(std::move(prefix)) {}
+
+  bool has(const char* key) const { return object_.contains(key) && !object_.at(key).is_null(); }
+  const Json& at(const char* key) const { return object_.at(key); }
+
+  Status error(const char* key, std::string_view what) const {
+    return data_loss(fmt::format("{}: key '{}{}' {}", where_, prefix_, key, what));
+  }
+
+  StatusOr<int32_t> positive(const char* key, std::optional<int32_t> fallback) const {
+    if (!has(key)) {
+      if (fallback) return *fallback;
+      return not_found(fmt::format("{}: key '{}{}' is missing", where_, prefix_, key));
+    }
+    const Json& value = object_.at(key);
+    if (!value.is_number_integer() || value.get<int64_t>() <= 0 ||
+        value.get<int64_t>() > (int64_t{1} << 30)) {
+      return error(key, "is not a positive integer: " + value.dump());
+    }
+    return static_cast<int32_t>(value.get<int64_t>());
+  }
+
+  StatusOr<int32_t> token_id(const char* key, int32_t vocab_size) const {
+    const Json& value = object_.at(key);
+    if (!value.is_number_integer() || value.get<int64_t>() < 0 ||
+        value.get<int64_t>() >= vocab_size) {
+      return error(key, "is not a token id below vocab_size: " + value.dump());
+    }
+    return static_cast<int32_t>(value.get<int64_t>());
+  }
+
+  StatusOr<float> number(const char* key, float fallback) const {
+    if (!has(key)) return fallback;
+    const Json& value = object_.at(key);
+    if (!value.is_number()) return error(key, "is not a number: " + value.dump());
+    const double x = value.get<double>();
+    if (!std::isfinite(x) || x <= 0.0) return error(key, "must be a finite number > 0");
+    return static_cast<float>(x);
+  }
+
+  StatusOr<bool> boolean(const char* key, bool fallback) const {
+    if (!has(key)) return fallback;
+    if (!object_.at(key).is_boolean()) return error(key, "is not true or false");
+    return object_.at(key).get<bool>();
+  }
+
+ private:
+  const Json& object_;
+  std::string_view where_;
+  std::string prefix_;
+};
+
+Status read_rope_scaling(const Json& scaling, std::string_view where, std::string prefix,
+                         HfConfig* config) {
+  if (!scaling.is_object()) {
+    return data_loss(fmt::format("{}: key '{}' is not an object", where, prefix));
+  }
+  const Reader r(scaling, where, prefix + ".");
+  std::string type = "default";
+  for (const char* key : {"rope_type", "type"}) {
+    if (r.has(key)) {
+      if (!r.at(key).is_string()) return r.error(key, "is not a string");
+      type = r.at(key).get<std::string>();
+      break;
+    }
+  }
+  HfRopeScaling& out = config->rope_scaling;
+  if (type == "default") return ok_status();
+  if (type != "linear" && type != "llama3") {
+    return unimplemented(
+        fmt::format("{}: key '{}.rope_type' = '{}' is not supported (cellm "
+                    "converts default, linear and llama3)",
+                    where, prefix, type));
+  }
+  out.type = type;
+  CELLM_ASSIGN_OR_RETURN(out.factor, r.number("factor", type == "llama3" ? 8.0f : 1.0f));
+  if (type == "llama3") {
+    CELLM_ASSIGN_OR_RETURN(out.low_freq_factor, r.number("low_freq_factor", 1.0f));
+    CELLM_ASSIGN_OR_RETURN(out.high_freq_factor, r.number("high_freq_factor", 4.0f));
+    CELLM_ASSIGN_OR_RETURN(
+        out.original_context_length,
+        r.positive("original_max_position_embeddings", out.original_context_length));
+    if (!(out.high_freq_factor > out.low_freq_factor)) {
+      return r.error("high_freq_factor", "must be above low_freq_factor");
+    }
+  }
+  return ok_status();
+}
+
+Status read_windows(const Reader& r, std::string_view where, HfConfig* c) {
+  int32_t window = 0;
+  if (r.has("sliding_window")) {
+    CELLM_ASSIGN_OR_RETURN(window, r.positive("sliding_window", 0));
+  }
+  if (c->architecture == Architecture::kLlama) return ok_status();
+  std::vector<int32_t> windows(static_cast<size_t>(c->num_layers), 0);
+  if (c->architecture == Architecture::kMistral) {
+    windows.assign(windows.size(), window);
+  } else {
+    CELLM_ASSIGN_OR_RETURN(bool use, r.boolean("use_sliding_window", false));
+    int32_t first = c->num_layers;  // the first layer with a window
+    if (r.has("max_window_layers")) {
+      const Json& value = r.at("max_window_layers");
+      if (!value.is_number_integer() || value.get<int64_t>() < 0) {
+        return r.error("max_window_layers", "is not a layer count");
+      }
+      first = static_cast<int32_t>(std::min<int64_t>(value.get<int64_t>(), c->num_layers));
+    }
+    for (int32_t i = first; use && i < c->num_layers; ++i) windows[static_cast<size_t>(i)] = window;
+  }
+  if (r.has("layer_types")) {
+    const Json& types = r.at("layer_types");
+    if (!types.is_array() || types.size() != windows.size()) {
+      return r.error("layer_types", "is not a list with one entry per layer");
+    }
+    for (size_t i = 0; i < windows.size(); ++i) {
+      windows[i] = types[i] == "sliding_attention" ? window : 0;
+    }
+  }
+  for (int32_t w : windows) {
+    if (w != windows.front()) {
+      return unimplemented(
+          fmt::format("{}: a sliding window on some layers only is not "
+                      "supported",
+                      where));
+    }
+  }
+  if (!windows.empty() && windows.front() > 0 && window == 0) {
+    return r.error("sliding_window", "is missing for the sliding-window layers");
+  }
+  c->sliding_window = windows.empty() ? 0 : windows.front();
+  return ok_status();
+}
+
+StatusOr<HfConfig> parse_object(const Json& json, std::string_view where) {
+  if (!json.is_object()) return data_loss(std::string(where) + ": not a JSON object");
+  const Reader r(json, where);
+  HfConfig c;
+  const HfArchitecture* arch = nullptr;
+  std::string found = "(none)";
+  if (r.has("model_type") && r.at("model_type").is_string()) {
+    found = r.at("model_type").get<std::string>();
+    for (const HfArchitecture& a : kArchitectures) {
+      if (a.model_type == found) arch = &a;
+    }
+  } else if (r.has("architectures") && r.at("architectures").is_array() &&
+             !r.at("architectures").empty() && r.at("architectures")[0].is_string()) {
+    found = r.at("architectures")[0].get<std::string>();
+    for (const HfArchitecture& a : kArchitectures) {
+      if (a.class_name == found) arch = &a;
+    }
+  } else {
+    return not_found(std::string(where) + ": key 'model_type' is missing");
+  }
+  if (arch == nullptr) {
+    return unimplemented(
+        fmt::format("{}: architecture '{}' is not supported (cellm exports llama, "
+                    "mistral, qwen2, qwen3)",
+                    where, found));
+  }
+  c.model_type = arch->model_type;
+  c.architecture = arch->architecture;
+  const bool qwen3 = c.architecture == Architecture::kQwen3;
+  CELLM_ASSIGN_OR_RETURN(c.hidden_size, r.positive("hidden_size", std::nullopt));
+  CELLM_ASSIGN_OR_RETURN(c.intermediate_size, r.positive("intermediate_size", std::nullopt));
+  CELLM_ASSIGN_OR_RETURN(c.num_layers, r.positive("num_hidden_layers", std::nullopt));
+  CELLM_ASSIGN_OR_RETURN(c.num_heads, r.positive("num_attention_heads", std::nullopt));
+  CELLM_ASSIGN_OR_RETURN(c.vocab_size, r.positive("vocab_size", std::nullopt));
+  CELLM_ASSIGN_OR_RETURN(c.num_kv_heads, r.positive("num_key_value_heads", c.num_heads));
+  if (c.num_heads % c.num_kv_heads != 0) {
+    return r.error("num_key_value_heads", fmt::format("({}) does not divide num_attention_heads "
+                                                      "({})",
+                                                      c.num_kv_heads, c.num_heads));
+  }
+  std::optional<int32_t> default_head_dim;
+  if (qwen3) {
+    default_head_dim = 128;
+  } else if (c.hidden_size % c.num_heads == 0) {
+    default_head_dim = c.hidden_size / c.num_heads;
+  }
+  CELLM_ASSIGN_OR_RETURN(c.head_dim, r.positive("head_dim", default_head_dim));
+  if (c.head_dim % 2 != 0) return r.error("head_dim", "must be even");
+  CELLM_ASSIGN_OR_RETURN(c.max_position_embeddings,
+                         r.positive("max_position_embeddings", qwen3 ? 32768 : 2048));
+  CELLM_ASSIGN_OR_RETURN(c.rms_norm_eps, r.number("rms_norm_eps", 1e-6f));
+  CELLM_ASSIGN_OR_RETURN(c.tie_word_embeddings, r.boolean("tie_word_embeddings", false));
+  CELLM_ASSIGN_OR_RETURN(c.rope_theta, r.number("rope_theta", 10000.0f));
+  // llama3's original context: rope_scaling's own key (transformers), else the top-level one
+  // (what llama.cpp's converter reads), else 8192.
+  CELLM_ASSIGN_OR_RETURN(c.rope_scaling.original_context_length,
+                         r.positive("original_max_position_embeddings", 8192));
+  if (r.has("rope_scaling")) {
+    CELLM_RETURN_IF_ERROR(read_rope_scaling(r.at("rope_scaling"), where, "rope_scaling", &c));
+  }
+  if (r.has("rope_parameters")) {
+    const Json& params = r.at("rope_parameters");
+    CELLM_RETURN_IF_ERROR(read_rope_scaling(params, where, "rope_parameters", &c));
+    CELLM_ASSIGN_OR_RETURN(
+        c.rope_theta, Reader(params, where, "rope_parameters.").number("rope_theta", c.rope_theta));
+  }
+  CELLM_RETURN_IF_ERROR(read_windows(r, where, &c));
+  const bool qwen2 = c.architecture == Architecture::kQwen2;
+  CELLM_ASSIGN_OR_RETURN(bool attention_bias, r.boolean("attention_bias", false));
+  if (attention_bias && !qwen2) {
+    return unimplemented(
+        fmt::format("{}: key 'attention_bias' = true (a bias on o_proj) is not "
+                    "supported",
+                    where));
+  }
+  CELLM_ASSIGN_OR_RETURN(bool mlp_bias, r.boolean("mlp_bias", false));
+  if (mlp_bias)
+    return unimplemented(fmt::format("{}: key 'mlp_bias' = true is not supported", where));
+  if (r.has("hidden_act") && r.at("hidden_act") != "silu") {
+    return unimplemented(fmt::format("{}: key 'hidden_act' = {} is not supported (silu only)",
+                                     where, r.at("hidden_act").dump()));
+  }
+  if (r.has("bos_token_id")) {
+    CELLM_ASSIGN_OR_RETURN(int32_t bos, r.token_id("bos_token_id", c.vocab_size));
+    c.bos_token_id = bos;
+  }
+  if (r.has("eos_token_id")) {
+    const Json& eos = r.at("eos_token_id");
+    for (const Json& id : eos.is_array() ? eos : Json::array({eos})) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= c.vocab_size) {
+        return r.error("eos_token_id", "is not a token id: " + eos.dump());
+      }
+      c.eos_token_ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
+    }
+  }
+  if (r.has("_name_or_path") && r.at("_name_or_path").is_string()) {
+    c.name = r.at("_name_or_path").get<std::string>();
+  }
+  return c;
+}
+
+}  // namespace
+
+StatusOr<HfConfig> HfConfig::parse(std::string_view json_text, std::string_view where) {
+  try {
+    return parse_object(Json::parse(json_text), where);
+  } catch (const Json::exception& e) {
+    return data_loss(fmt::format("{}: not valid JSON: {}", where, e.what()));
+  }
+}
+
+StatusOr<HfConfig> HfConfig::from_dir(const std::string& dir) {
+  const std::string path = (std::filesystem::path(dir) / "config.json").string();
+  CELLM_ASSIGN_OR_RETURN(std::string text, read_file_to_string(path));
+  CELLM_ASSIGN_OR_RETURN(HfConfig config, parse(text, path));
+  if (config.name.empty()) {
+    config.name = std::filesystem::path(dir).lexically_normal().filename().string();
+    if (config.name.empty()) {
+      config.name = std::filesystem::path(dir).parent_path().filename().string();
+    }
+  }
+  return config;
+}
+
+bool HfConfig::uses_llama_layout() const {
+  return architecture == Architecture::kLlama || architecture == Architecture::kMistral;
+}
+
+std::string_view HfConfig::gguf_architecture() const {
+  if (uses_llama_layout()) return "llama";
+  return model_type;
+}
+
+std::vector<std::pair<std::string, GgufValue>> HfConfig::gguf_metadata() const {
+  const std::string a(gguf_architecture());
+  const auto u32 = [](int32_t v) { return GgufValue::u32(static_cast<uint32_t>(v)); };
+  std::vector<std::pair<std::string, GgufValue>> keys = {
+      {"general.architecture", GgufValue::string(a)},
+      {"general.type", GgufValue::string("model")},
+      {"general.name", GgufValue::string(name)},
+      {a + ".block_count", u32(num_layers)},
+      {a + ".context_length", u32(max_position_embeddings)},
+      {a + ".embedding_length", u32(hidden_size)},
+      {a + ".feed_forward_length", u32(intermediate_size)},
+      {a + ".attention.head_count", u32(num_heads)},
+      {a + ".attention.head_count_kv", u32(num_kv_heads)},
+      {a + ".rope.freq_base", GgufValue::f32(rope_theta)},
+      {a + ".attention.layer_norm_rms_epsilon", GgufValue::f32(rms_norm_eps)},
+      {a + ".attention.key_length", u32(head_dim)},
+      {a + ".attention.value_length", u32(head_dim)},
+      {a + ".rope.dimension_count", u32(head_dim)},
+      {a + ".vocab_size", u32(vocab_size)},
+  };
+  if (rope_scaling.type == "linear") {
+    keys.emplace_back(a + ".rope.scaling.type", GgufValue::string("linear"));
+    keys.emplace_back(a + ".rope.scaling.factor", GgufValue::f32(rope_scaling.factor));
+  }
+  if (sliding_window > 0) keys.emplace_back(a + ".attention.sliding_window", u32(sliding_window));
+  return keys;
+}
+
+std::vector<float> HfConfig::llama3_rope_factors() const {
+  // transformers' llama3 rule: a pair whose wavelength is below original / high_freq_factor keeps
+  // its frequency (1), one above original / low_freq_factor is divided by `factor`, the ones
+  // between blend smoothly. The frequency is base^(-2i/d) rounded to f32, the rest f64 rounded
+  // once to f32: this gives llama.cpp's converter's factors bit for bit (arch/tiny-llama3.gguf).
+  const HfRopeScaling& s = rope_scaling;
+  const double context = s.original_context_length;
+  const double low_wavelength = context / s.low_freq_factor;
+  const double high_wavelength = context / s.high_freq_factor;
+  std::vector<float> factors;  // [head_dim / 2]
+  for (int32_t i = 0; i < head_dim; i += 2) {
+    const double exponent = static_cast<double>(i) / head_dim;
+    const auto freq = static_cast<float>(1.0 / std::pow(static_cast<double>(rope_theta), exponent));
+    const double wavelength = 2.0 * M_PI / static_cast<double>(freq);
+    double factor = 0.0;
+    if (wavelength < high_wavelength) {
+      factor = 1.0;
+    } else if (wavelength > low_wavelength) {
+      factor = s.factor;
+    } else {
+      const double smooth =
+          (context / wavelength - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+      factor = 1.0 / ((1.0 - smooth) / s.factor + smooth);
+    }
+    factors.push_back(static_cast<float>(factor));
+  }
+  return factors;
+}
+
+}  // namespace cellm

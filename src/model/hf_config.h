@@ -1,0 +1,82 @@
+// HfConfig: a Hugging Face `config.json` for the architectures cellm runs (LlamaForCausalLM,
+// MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM), and the GGUF model keys it becomes.
+//
+// Required keys: model_type (or architectures), hidden_size, intermediate_size,
+// num_hidden_layers, num_attention_heads, vocab_size. Optional keys take transformers' defaults:
+// num_key_value_heads = heads, head_dim = hidden / heads (qwen3: 128), rms_norm_eps 1e-6,
+// rope_theta 10000, max_position_embeddings 2048 (qwen3: 32768), tie_word_embeddings false,
+// no rope scaling, no sliding window. `rope_parameters` (transformers 5) is read like
+// rope_theta + rope_scaling. Rope scaling: "default", "linear" (GGUF `rope.scaling.*` keys) and
+// "llama3" (the rope_freqs tensor: llama3_rope_factors); others are Unimplemented. For llama3 the
+// original context is rope_scaling's own `original_max_position_embeddings`, as transformers
+// reads it; when rope_scaling lacks it, the top-level key (all llama.cpp's converter reads), else
+// 8192. The arch test models carry 64 in both places, so either reading gives their reference
+// factors [1, 2.4422593, 8, ...]; the factors equal llama.cpp's converter's bit for bit.
+// Sliding windows: mistral's `sliding_window` for every layer; qwen2/qwen3 only with
+// `use_sliding_window`, for layers ≥ `max_window_layers` (`layer_types` overrides); a window that
+// is not the same on every layer is Unimplemented (GGUF has one key for it). Biases beyond qwen2's
+// q/k/v (`attention_bias` on o_proj, `mlp_bias`) are Unimplemented. GPTQ settings come from
+// `quantization_config` (or quantize_config.json, read by the caller): gptq_config.h.
+// Errors name the file and the key. Thread-safety: plain data.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+#include "gguf/gguf_file.h"
+#include "model/model_config.h"
+
+namespace cellm {
+
+struct HfRopeScaling {
+  std::string type;  // "" (none), "linear" or "llama3"
+  float factor = 1.0f;
+  float low_freq_factor = 1.0f;            // llama3
+  float high_freq_factor = 4.0f;           // llama3
+  int32_t original_context_length = 8192;  // llama3: original_max_position_embeddings
+};
+
+struct HfConfig {
+  std::string model_type;  // "llama", "mistral", "qwen2", "qwen3"
+  Architecture architecture = Architecture::kLlama;
+  int32_t hidden_size = 0;
+  int32_t intermediate_size = 0;
+  int32_t num_layers = 0;
+  int32_t num_heads = 0;
+  int32_t num_kv_heads = 0;
+  int32_t head_dim = 0;
+  int32_t vocab_size = 0;
+  int32_t max_position_embeddings = 0;
+  float rms_norm_eps = 1e-6f;
+  float rope_theta = 10000.0f;
+  HfRopeScaling rope_scaling;
+  bool tie_word_embeddings = false;
+  int32_t sliding_window = 0;  // 0 = full attention on every layer
+  std::optional<int32_t> bos_token_id;
+  std::vector<int32_t> eos_token_ids;  // an int or a list in config.json
+  std::string name;                    // `_name_or_path` or the directory name
+
+  // Parses config.json text; `where` (the path) prefixes errors.
+  static StatusOr<HfConfig> parse(std::string_view json_text, std::string_view where);
+  // Reads `<dir>/config.json`.
+  static StatusOr<HfConfig> from_dir(const std::string& dir);
+
+  // True when llama.cpp's llama arch runs it (llama, mistral): Q/K rows are permuted and
+  // `general.architecture` is "llama".
+  bool uses_llama_layout() const;
+  std::string_view gguf_architecture() const;  // "llama", "qwen2", "qwen3"
+
+  // The model keys a GGUF model of this config carries (general.architecture, <arch>.*), as
+  // llama.cpp's converter writes them, plus key/value lengths and rope dimensions always.
+  std::vector<std::pair<std::string, GgufValue>> gguf_metadata() const;
+
+  // llama3 only: one divisor per rotary pair, [head_dim / 2].
+  std::vector<float> llama3_rope_factors() const;
+};
+
+}  // namespace cellm

@@ -1,0 +1,50 @@
+#include "program/program.h"
+
+#include <fmt/format.h>
+
+#include <utility>
+
+#include "core/logging.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/vocab_gguf.h"
+
+namespace cellm {
+
+StatusOr<Program> Program::load(const std::string& path) {
+  CELLM_ASSIGN_OR_RETURN(GgufFile file, GgufFile::open(path));
+  return from_file(std::move(file));
+}
+
+StatusOr<Program> Program::from_file(GgufFile file) {
+  const std::string where = gguf_display_name(file);
+  StatusOr<ModelConfig> config = ModelConfig::from_gguf(file);
+  if (!config.ok()) return config.status().with_context(where);
+  StatusOr<ModelWeights> weights = ModelWeights::from_gguf(file, *config);
+  if (!weights.ok()) return weights.status().with_context(where);
+  bool used_defaults = false;
+  StatusOr<ProgramSpec> spec = ProgramSpec::from_gguf(file, *config, &used_defaults);
+  if (!spec.ok()) return spec.status().with_context(where);
+  if (Status valid = spec->validate(*config); !valid.ok()) return valid.with_context(where);
+  if (used_defaults) {
+    CELLM_LOG(kInfo) << where
+                     << ": using cellm defaults for a plain GGUF model: " << spec->summary();
+  }
+  // Tokenizer errors already name the file (vocab_from_gguf, Tokenizer::from_vocab).
+  CELLM_ASSIGN_OR_RETURN(Tokenizer loaded, Tokenizer::from_gguf(file));
+  auto tokenizer = std::make_shared<const Tokenizer>(std::move(loaded));
+  if (tokenizer->vocab_size() != config->vocab_size) {
+    return data_loss(fmt::format(
+        "{}: the tokenizer has {} tokens ('tokenizer.ggml.tokens') but the LM head has {} rows",
+        where, tokenizer->vocab_size(), config->vocab_size));
+  }
+  return Program(std::move(file), std::move(config).value(), std::move(weights).value(),
+                 std::move(spec).value(), std::move(tokenizer), used_defaults);
+}
+
+std::string Program::summary() const {
+  return fmt::format("model: {}\nprogram: {}{}\ntokenizer: {}, {} tokens", config_.summary(),
+                     spec_.summary(), uses_default_spec_ ? " (cellm defaults)" : "",
+                     vocab_kind_name(tokenizer_->kind()), tokenizer_->vocab_size());
+}
+
+}  // namespace cellm

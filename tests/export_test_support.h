@@ -1,0 +1,30 @@
+// Shared helpers of the export suites that run programs (tests/export_*_test.cpp): greedy
+// generation on the CPU executor, plus everything in export_hf_writer.h. Header-only because each
+// suite is its own binary. Thread-safety: test code, one thread.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "backends/cpu/cpu_executor.h"
+#include "cpu_e2e_support.h"
+#include "export_hf_writer.h"
+#include "program/exporter.h"
+#include "program/program.h"
+
+namespace cellm::export_testing {
+
+// Greedy generation of `num_steps` tokens after `prompt` on a fresh CPU executor.
+inline testing::GreedyRun greedy(const Program& program, const std::vector<int32_t>& prompt,
+                                 int32_t num_steps) {
+  CpuExecutorOptions options;
+  options.num_threads = 1;
+  CpuExecutor executor(program.config(), program.weights(), program.spec(), options);
+  const Status status = executor.initialize();
+  EXPECT_TRUE(status.ok()) << status.to_string();
+  return testing::run_greedy(executor, prompt, num_steps);
+}
+
+}  // namespace cellm::export_testing
