@@ -1,0 +1,84 @@
+// attention: causal attention of a step's tokens over their own sequences' cells on the GPU —
+// the CPU oracle's cpu_attention, reading K/V through the step's CSR cell lists (cache/
+// cell_step.h): token t of step sequence s = token_step_seq[t] at position token_pos[t] sees
+// positions [max(0, pos − window + 1), pos] (window 0: [0, pos]) of s, i.e. cells
+// seq_cells[seq_cell_offsets[s] + p] — never another sequence's cells, never the whole pool.
+//
+// Two kernels, same function:
+//   decode (launch_decode_attention): one block per (token, kv head, context split); a block
+//     reads each K/V row of its split once for all the query heads of its kv head (GQA), splits
+//     long contexts into up to max_splits parts (flash-decoding: partial max / sum / output per
+//     split in `scratch`, then a combine kernel). Any tokens; best for one token per sequence.
+//   prefill (launch_prefill_attention): tiles of consecutive tokens of one sequence × 64-key
+//     tiles in shared memory, online softmax; for runs of tokens of the same sequence. Head
+//     sizes up to 128; larger heads fall back to the decode kernel without splits.
+// Softmax in f32 (max subtracted, exp in f32); K/V in f32, f16 or bf16; head sizes multiples of
+// 8 up to 256. Every launch is stream-ordered and allocates nothing; call
+// prepare_attention_kernels() once before capturing a graph (it raises shared-memory limits).
+// Token positions, sequences and cells are device data the caller validated (CellCache did).
+// Who calls it: the CUDA forward, the tests. Thread-safety: launches on a stream.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/status.h"
+#include "program/program_spec.h"
+
+namespace cellm::kernels {
+
+inline constexpr int32_t kAttentionMaxHeadDim = 256;
+
+// A step's CellStep arrays on the device (cache/cell_step.h).
+struct AttentionCells {
+  const int32_t* token_step_seq = nullptr;    // [num_tokens]
+  const int32_t* token_pos = nullptr;         // [num_tokens]
+  const int32_t* seq_cell_offsets = nullptr;  // [num_seqs + 1]
+  const int32_t* seq_cells = nullptr;         // [seq_cell_offsets[num_seqs]]
+};
+
+struct AttentionArgs {
+  int32_t num_tokens = 0;
+  int32_t num_heads = 0;  // query heads; head h reads kv head h / (num_heads / num_kv_heads)
+  int32_t num_kv_heads = 0;
+  int32_t head_dim = 0;        // multiple of 8, ≤ kAttentionMaxHeadDim
+  int32_t value_head_dim = 0;  // multiple of 8, ≤ kAttentionMaxHeadDim
+  float scale = 0.0f;          // scores are (q · k) · scale
+  int32_t window = 0;          // 0: full attention
+  const float* q = nullptr;    // [num_tokens, q_stride] f32; head h at h * head_dim
+  int64_t q_stride = 0;
+  const void* k_cache = nullptr;  // [rows, num_kv_heads, head_dim] cache_dtype, 16-byte aligned
+  const void* v_cache = nullptr;  // [rows, num_kv_heads, value_head_dim] cache_dtype
+  KvDtype cache_dtype = KvDtype::kF32;
+  AttentionCells cells;
+  float* out = nullptr;  // [num_tokens, out_stride] f32; head h at h * value_head_dim
+  int64_t out_stride = 0;
+};
+
+struct DecodeAttentionParams {
+  AttentionArgs args;
+  // A token's visible cells are split into ceil(n / ceil(n / k)) parts, k = min(max_splits,
+  // ceil(n / min_cells_per_split)): short contexts use one block, long ones up to max_splits.
+  int32_t max_splits = 1;
+  int32_t min_cells_per_split = 256;
+  float* scratch = nullptr;  // decode_attention_scratch_bytes(...) bytes when max_splits > 1
+  size_t scratch_bytes = 0;
+};
+
+size_t decode_attention_scratch_bytes(int32_t num_tokens, int32_t num_heads, int32_t value_head_dim,
+                                      int32_t max_splits);
+
+// A split count that fills the GPU for `num_tokens` tokens of `num_kv_heads` heads whose contexts
+// reach `max_context` cells (host arithmetic only).
+int32_t decode_attention_default_splits(int32_t num_tokens, int32_t num_kv_heads,
+                                        int32_t max_context, int32_t num_sms);
+
+Status launch_decode_attention(const DecodeAttentionParams& params, cudaStream_t stream);
+Status launch_prefill_attention(const AttentionArgs& args, cudaStream_t stream);
+
+// Raises the dynamic shared-memory limit of every attention kernel (idempotent).
+Status prepare_attention_kernels();
+
+}  // namespace cellm::kernels

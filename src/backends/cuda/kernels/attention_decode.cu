@@ -1,0 +1,405 @@
+// attention_decode: the flash-decoding attention kernel and its split combine (attention.cuh).
+//
+// Block (kv head × batch of up to 8 of its query heads, token, split), 4 warps. The block's query
+// heads sit in shared memory; each warp takes 32-cell tiles of the split in turn, copies their K
+// and V rows into shared memory with cp.async (each row read once for all the block's heads),
+// scores them one cell per lane, updates its running max / sum / output (online softmax), and
+// accumulates P·V with a lane per group of output dims. The warps' states are merged at the end;
+// a single split writes the output, several write partials that the combine kernel merges.
+#include <algorithm>
+#include <string>
+
+#include "backends/cuda/kernels/attention_common.cuh"
+#include "backends/cuda/kernels/attention_internal.h"
+#include "backends/cuda/kernels/launch_status.h"
+
+namespace cellm::kernels {
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr int kMaxGroup = 8;  // query heads per block
+
+template <KvDtype kDtype, int kMaxHeadDim>
+struct DecodeShape {
+  static constexpr int kBytes = KvTraits<kDtype>::kBytes;
+  static constexpr int kTile = kMaxHeadDim * kBytes <= 256 ? 32 : 16;  // cells per warp tile
+  static constexpr int kRowBytes = kMaxHeadDim * kBytes + 16;  // staged row, padded: no conflicts
+  static constexpr int kDimsPerLane = kMaxHeadDim / 32;
+  static constexpr size_t kQBytes = size_t{kMaxGroup} * kMaxHeadDim * 4;
+  static constexpr size_t kWarpStageBytes = 2 * size_t{kTile} * kRowBytes + kMaxGroup * 32 * 4;
+  static constexpr size_t kCombineBytes =
+      size_t{kWarps} * (2 * kMaxGroup + kMaxGroup * kMaxHeadDim) * 4;
+  static constexpr size_t kStageBytes = std::max(kWarps * kWarpStageBytes, kCombineBytes);
+  static constexpr size_t kSmemBytes = kQBytes + kStageBytes;
+};
+
+struct DecodeKernelArgs {
+  AttentionArgs a;
+  int32_t max_splits = 1;
+  int32_t min_cells = 1;
+  float* partial_out = nullptr;  // [num_tokens, num_heads, max_splits, value_head_dim]
+  float* partial_ml = nullptr;   // [num_tokens, num_heads, max_splits, 2]: max, sum
+};
+
+// Loads 8 consecutive K values (d .. d + 7) of a staged row as f32.
+template <KvDtype kDtype>
+__device__ __forceinline__ void load8(const uint8_t* row, int d, float (&out)[8]) {
+  if constexpr (kDtype == KvDtype::kF32) {
+    const float4 a = *reinterpret_cast<const float4*>(row + 4 * d);
+    const float4 b = *reinterpret_cast<const float4*>(row + 4 * d + 16);
+    out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w;
+    out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
+  } else {
+    const uint4 raw = *reinterpret_cast<const uint4*>(row + 2 * d);
+    CELLM_UNROLL
+    for (int i = 0; i < 8; ++i) {
+      const auto bits = static_cast<uint16_t>(word_of(raw, i >> 1) >> (16 * (i & 1)));
+      out[i] = kDtype == KvDtype::kF16 ? f16_bits_to_float(bits) : bf16_bits_to_float(bits);
+    }
+  }
+}
+
+// Issues cp.async copies of `count` rows (cells of `cell_of_lane`) of `row_bytes` bytes each
+// from `cache` (row stride cache_row_bytes, offset head_offset) into `stage` (stride kRowBytes).
+template <int kRowBytes>
+__device__ __forceinline__ void stage_rows(uint8_t* stage, const uint8_t* cache,
+                                           int32_t cell_of_lane, int count, int row_bytes,
+                                           int64_t cache_row_bytes, int64_t head_offset, int lane) {
+  const int pieces = row_bytes / 16;
+  const int total = count * pieces;
+  for (int base = 0; base < total; base += 32) {  // warp-uniform trip count
+    const int pc = base + lane;
+    const bool valid = pc < total;
+    const int row = valid ? pc / pieces : 0;
+    const int32_t cell = __shfl_sync(0xffffffffu, cell_of_lane, row);
+    if (valid) {
+      const int piece = pc - row * pieces;
+      copy_async_16(stage + row * kRowBytes + 16 * piece,
+                    cache + cell * cache_row_bytes + head_offset + 16 * piece);
+    }
+  }
+}
+
+template <KvDtype kDtype, int kMaxHeadDim>
+__global__ void __launch_bounds__(kThreads) decode_attention_kernel(const DecodeKernelArgs args) {
+  using Shape = DecodeShape<kDtype, kMaxHeadDim>;
+  using Kv = KvTraits<kDtype>;
+  constexpr int kTile = Shape::kTile;
+  constexpr int kDims = Shape::kDimsPerLane;
+  extern __shared__ __align__(16) uint8_t smem[];
+  const AttentionArgs& a = args.a;
+  const int group = a.num_heads / a.num_kv_heads;
+  const int batches = (group + kMaxGroup - 1) / kMaxGroup;
+  const int kv_head = static_cast<int>(blockIdx.x) / batches;
+  const int g0 = static_cast<int>(blockIdx.x) % batches * kMaxGroup;
+  const int num_group = min(kMaxGroup, group - g0);
+  const int head0 = kv_head * group + g0;
+  const int t = blockIdx.y;
+  const int split = blockIdx.z;
+
+  const int32_t seq = a.cells.token_step_seq[t];
+  const VisibleRange range = visible_positions(a.cells.token_pos[t], a.window);
+  int32_t cells_per_split = 0;
+  int32_t num_splits = 0;
+  split_shape(range.end - range.begin, args.max_splits, args.min_cells, &cells_per_split,
+              &num_splits);
+  if (split >= num_splits) return;
+  const int32_t split_begin = range.begin + split * cells_per_split;
+  const int32_t split_end = min(range.end, split_begin + cells_per_split);
+  const int32_t* cells = a.cells.seq_cells + a.cells.seq_cell_offsets[seq];
+
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  auto* q_smem = reinterpret_cast<float*>(smem);  // [kMaxGroup, kMaxHeadDim]
+  uint8_t* stage = smem + Shape::kQBytes;
+  for (int i = threadIdx.x; i < num_group * a.head_dim; i += kThreads) {
+    const int g = i / a.head_dim;
+    const int d = i - g * a.head_dim;
+    q_smem[g * kMaxHeadDim + d] = a.q[t * a.q_stride + (head0 + g) * a.head_dim + d];
+  }
+  __syncthreads();
+
+  uint8_t* k_stage = stage + warp * Shape::kWarpStageBytes;
+  uint8_t* v_stage = k_stage + kTile * Shape::kRowBytes;
+  auto* p_stage = reinterpret_cast<float*>(v_stage + kTile * Shape::kRowBytes);  // [kMaxGroup, 32]
+  const int k_row_bytes = a.head_dim * Shape::kBytes;
+  const int v_row_bytes = a.value_head_dim * Shape::kBytes;
+  const auto* k_cache = static_cast<const uint8_t*>(a.k_cache);
+  const auto* v_cache = static_cast<const uint8_t*>(a.v_cache);
+  const int64_t k_cell_bytes = static_cast<int64_t>(a.num_kv_heads) * k_row_bytes;
+  const int64_t v_cell_bytes = static_cast<int64_t>(a.num_kv_heads) * v_row_bytes;
+  const int d0 = lane * kDims;  // this lane's output dims: d0 .. d0 + kDims - 1
+
+  float m[kMaxGroup];
+  float l[kMaxGroup];
+  float acc[kMaxGroup][kDims];
+  CELLM_UNROLL
+  for (int g = 0; g < kMaxGroup; ++g) {
+    m[g] = -INFINITY;
+    l[g] = 0.0f;
+    CELLM_UNROLL
+    for (int i = 0; i < kDims; ++i) acc[g][i] = 0.0f;
+  }
+
+  for (int32_t tile = split_begin + warp * kTile; tile < split_end; tile += kWarps * kTile) {
+    const int count = min(kTile, split_end - tile);
+    const int32_t my_cell = lane < count ? cells[tile + lane] : 0;
+    stage_rows<Shape::kRowBytes>(k_stage, k_cache, my_cell, count, k_row_bytes, k_cell_bytes,
+                                 static_cast<int64_t>(kv_head) * k_row_bytes, lane);
+    stage_rows<Shape::kRowBytes>(v_stage, v_cache, my_cell, count, v_row_bytes, v_cell_bytes,
+                                 static_cast<int64_t>(kv_head) * v_row_bytes, lane);
+    copy_async_wait_all();
+    __syncwarp();
+
+    // Scores: lane j scores cell j of the tile for every query head of the block.
+    const bool valid = lane < count;
+    float s[kMaxGroup];
+    CELLM_UNROLL
+    for (int g = 0; g < kMaxGroup; ++g) s[g] = 0.0f;
+    if (valid) {
+      const uint8_t* k_row = k_stage + lane * Shape::kRowBytes;
+      for (int d = 0; d < a.head_dim; d += 8) {
+        float k8[8];
+        load8<kDtype>(k_row, d, k8);
+        CELLM_UNROLL
+        for (int g = 0; g < kMaxGroup; ++g) {
+          if (g < num_group) {
+            const float4 qa = *reinterpret_cast<const float4*>(q_smem + g * kMaxHeadDim + d);
+            const float4 qb = *reinterpret_cast<const float4*>(q_smem + g * kMaxHeadDim + d + 4);
+            float dot = s[g];
+            dot = fmaf(qa.x, k8[0], dot);
+            dot = fmaf(qa.y, k8[1], dot);
+            dot = fmaf(qa.z, k8[2], dot);
+            dot = fmaf(qa.w, k8[3], dot);
+            dot = fmaf(qb.x, k8[4], dot);
+            dot = fmaf(qb.y, k8[5], dot);
+            dot = fmaf(qb.z, k8[6], dot);
+            dot = fmaf(qb.w, k8[7], dot);
+            s[g] = dot;
+          }
+        }
+      }
+    }
+
+    // Online softmax: new running max, rescale what was accumulated, probabilities to smem.
+    CELLM_UNROLL
+    for (int g = 0; g < kMaxGroup; ++g) {
+      if (g < num_group) {
+        const float score = valid ? s[g] * a.scale : -INFINITY;
+        const float m_new = fmaxf(m[g], warp_max(score));
+        const float alpha = exp_diff(m[g], m_new);
+        const float p = valid ? expf(score - m_new) : 0.0f;
+        l[g] = fmaf(l[g], alpha, warp_sum(p));
+        m[g] = m_new;
+        p_stage[g * 32 + lane] = p;
+        CELLM_UNROLL
+        for (int i = 0; i < kDims; ++i) acc[g][i] *= alpha;
+      }
+    }
+    __syncwarp();
+
+    // P·V: lane owns dims d0 .. d0 + kDims - 1 of every head.
+    for (int j = 0; j < count; ++j) {
+      const uint8_t* v_row = v_stage + j * Shape::kRowBytes;
+      float v[kDims];
+      CELLM_UNROLL
+      for (int i = 0; i < kDims; ++i)
+        v[i] = d0 + i < a.value_head_dim ? Kv::load(v_row, d0 + i) : 0.0f;
+      CELLM_UNROLL
+      for (int g = 0; g < kMaxGroup; ++g) {
+        if (g < num_group) {
+          const float p = p_stage[g * 32 + j];
+          CELLM_UNROLL
+          for (int i = 0; i < kDims; ++i) acc[g][i] = fmaf(p, v[i], acc[g][i]);
+        }
+      }
+    }
+    __syncwarp();  // the staging buffers are refilled by the next tile
+  }
+
+  // Merge the warps: max, rescaled sums and outputs.
+  __syncthreads();
+  auto* red_m = reinterpret_cast<float*>(stage);  // [kWarps, kMaxGroup]
+  float* red_l = red_m + kWarps * kMaxGroup;      // [kWarps, kMaxGroup]
+  float* red_o = red_l + kWarps * kMaxGroup;      // [kWarps, kMaxGroup, kMaxHeadDim]
+  CELLM_UNROLL
+  for (int g = 0; g < kMaxGroup; ++g) {
+    if (lane == 0) {
+      red_m[warp * kMaxGroup + g] = m[g];
+      red_l[warp * kMaxGroup + g] = l[g];
+    }
+    CELLM_UNROLL
+    for (int i = 0; i < kDims; ++i)
+      red_o[(warp * kMaxGroup + g) * kMaxHeadDim + d0 + i] = acc[g][i];
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < num_group * a.value_head_dim; i += kThreads) {
+    const int g = i / a.value_head_dim;
+    const int d = i - g * a.value_head_dim;
+    float max_all = -INFINITY;
+    CELLM_UNROLL
+    for (int w = 0; w < kWarps; ++w) max_all = fmaxf(max_all, red_m[w * kMaxGroup + g]);
+    float sum = 0.0f;
+    float out = 0.0f;
+    CELLM_UNROLL
+    for (int w = 0; w < kWarps; ++w) {
+      const float e = exp_diff(red_m[w * kMaxGroup + g], max_all);
+      sum = fmaf(red_l[w * kMaxGroup + g], e, sum);
+      out = fmaf(red_o[(w * kMaxGroup + g) * kMaxHeadDim + d], e, out);
+    }
+    const int h = head0 + g;
+    if (num_splits == 1) {
+      a.out[t * a.out_stride + h * a.value_head_dim + d] = __fdiv_rn(out, sum);
+    } else {
+      const int64_t slot = (static_cast<int64_t>(t) * a.num_heads + h) * args.max_splits + split;
+      args.partial_out[slot * a.value_head_dim + d] = out;
+      if (d == 0) {
+        args.partial_ml[2 * slot] = max_all;
+        args.partial_ml[2 * slot + 1] = sum;
+      }
+    }
+  }
+}
+
+// One block per (token, head): merges the splits' partial outputs.
+__global__ void __launch_bounds__(kThreads) decode_combine_kernel(const DecodeKernelArgs args) {
+  const AttentionArgs& a = args.a;
+  const int t = blockIdx.x;
+  const int h = blockIdx.y;
+  const VisibleRange range = visible_positions(a.cells.token_pos[t], a.window);
+  int32_t cells_per_split = 0;
+  int32_t num_splits = 0;
+  split_shape(range.end - range.begin, args.max_splits, args.min_cells, &cells_per_split,
+              &num_splits);
+  if (num_splits == 1) return;
+  const int64_t slot0 = (static_cast<int64_t>(t) * a.num_heads + h) * args.max_splits;
+  float max_all = -INFINITY;
+  for (int s = 0; s < num_splits; ++s) max_all = fmaxf(max_all, args.partial_ml[2 * (slot0 + s)]);
+  float sum = 0.0f;
+  for (int s = 0; s < num_splits; ++s) {
+    sum = fmaf(args.partial_ml[2 * (slot0 + s) + 1],
+               expf(args.partial_ml[2 * (slot0 + s)] - max_all), sum);
+  }
+  for (int d = threadIdx.x; d < a.value_head_dim; d += kThreads) {
+    float out = 0.0f;
+    for (int s = 0; s < num_splits; ++s) {
+      out = fmaf(args.partial_out[(slot0 + s) * a.value_head_dim + d],
+                 expf(args.partial_ml[2 * (slot0 + s)] - max_all), out);
+    }
+    a.out[t * a.out_stride + h * a.value_head_dim + d] = __fdiv_rn(out, sum);
+  }
+}
+
+template <KvDtype kDtype, int kMaxHeadDim>
+Status set_smem_limit() {
+  cudaFuncSetAttribute(decode_attention_kernel<kDtype, kMaxHeadDim>,
+                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                       static_cast<int>(DecodeShape<kDtype, kMaxHeadDim>::kSmemBytes));
+  return launch_status("decode_attention: cudaFuncSetAttribute");
+}
+
+template <KvDtype kDtype>
+Status set_smem_limits() {
+  CELLM_RETURN_IF_ERROR((set_smem_limit<kDtype, 64>()));
+  CELLM_RETURN_IF_ERROR((set_smem_limit<kDtype, 128>()));
+  return set_smem_limit<kDtype, 256>();
+}
+
+template <KvDtype kDtype, int kMaxHeadDim>
+void launch_typed(const DecodeKernelArgs& args, cudaStream_t stream) {
+  const AttentionArgs& a = args.a;
+  const int group = a.num_heads / a.num_kv_heads;
+  const dim3 grid(static_cast<unsigned>(a.num_kv_heads * ((group + kMaxGroup - 1) / kMaxGroup)),
+                  static_cast<unsigned>(a.num_tokens), static_cast<unsigned>(args.max_splits));
+  decode_attention_kernel<kDtype, kMaxHeadDim>
+      <<<grid, kThreads, DecodeShape<kDtype, kMaxHeadDim>::kSmemBytes, stream>>>(args);
+}
+
+template <KvDtype kDtype>
+void launch_for_dtype(const DecodeKernelArgs& args, int max_dim, cudaStream_t stream) {
+  if (max_dim <= 64) {
+    launch_typed<kDtype, 64>(args, stream);
+  } else if (max_dim <= 128) {
+    launch_typed<kDtype, 128>(args, stream);
+  } else {
+    launch_typed<kDtype, 256>(args, stream);
+  }
+}
+
+}  // namespace
+
+Status prepare_decode_attention_kernels() {
+  // A function-local static: initialized once, thread-safely.
+  static const Status result = [] {
+    CELLM_RETURN_IF_ERROR(set_smem_limits<KvDtype::kF32>());
+    CELLM_RETURN_IF_ERROR(set_smem_limits<KvDtype::kF16>());
+    return set_smem_limits<KvDtype::kBF16>();
+  }();
+  return result;
+}
+
+size_t decode_attention_scratch_bytes(int32_t num_tokens, int32_t num_heads, int32_t value_head_dim,
+                                      int32_t max_splits) {
+  if (max_splits <= 1) return 0;
+  return static_cast<size_t>(num_tokens) * static_cast<size_t>(num_heads) *
+         static_cast<size_t>(max_splits) * static_cast<size_t>(value_head_dim + 2) * sizeof(float);
+}
+
+int32_t decode_attention_default_splits(int32_t num_tokens, int32_t num_kv_heads,
+                                        int32_t max_context, int32_t num_sms) {
+  const int64_t blocks = std::max<int64_t>(1, static_cast<int64_t>(num_tokens) * num_kv_heads);
+  const int64_t wanted = (2 * static_cast<int64_t>(num_sms) + blocks - 1) / blocks;
+  const int64_t useful = std::max<int64_t>(1, (max_context + 63) / 64);
+  return static_cast<int32_t>(std::clamp<int64_t>(std::min(wanted, useful), 1, 64));
+}
+
+Status launch_decode_attention(const DecodeAttentionParams& p, cudaStream_t stream) {
+  CELLM_RETURN_IF_ERROR(check_attention_args(p.args, "decode_attention"));
+  const AttentionArgs& a = p.args;
+  if (p.max_splits < 1 || p.max_splits > 65535 || p.min_cells_per_split < 1 ||
+      (p.max_splits > 1 &&
+       (p.scratch == nullptr ||
+        p.scratch_bytes < decode_attention_scratch_bytes(a.num_tokens, a.num_heads,
+                                                         a.value_head_dim, p.max_splits)))) {
+    return invalid_argument("decode_attention: " + std::to_string(p.max_splits) +
+                            " splits of at least " + std::to_string(p.min_cells_per_split) +
+                            " cells with " + std::to_string(p.scratch_bytes) +
+                            " bytes of scratch (need " +
+                            std::to_string(decode_attention_scratch_bytes(
+                                a.num_tokens, a.num_heads, a.value_head_dim, p.max_splits)) +
+                            ")");
+  }
+  if (a.num_tokens == 0) return ok_status();
+  CELLM_RETURN_IF_ERROR(prepare_decode_attention_kernels());
+  DecodeKernelArgs args;
+  args.a = a;
+  args.max_splits = p.max_splits;
+  args.min_cells = p.min_cells_per_split;
+  if (p.max_splits > 1) {
+    args.partial_out = p.scratch;
+    args.partial_ml = p.scratch + static_cast<size_t>(a.num_tokens) * a.num_heads * p.max_splits *
+                                      a.value_head_dim;
+  }
+  const int max_dim = std::max(a.head_dim, a.value_head_dim);
+  switch (a.cache_dtype) {
+    case KvDtype::kF32:
+      launch_for_dtype<KvDtype::kF32>(args, max_dim, stream);
+      break;
+    case KvDtype::kF16:
+      launch_for_dtype<KvDtype::kF16>(args, max_dim, stream);
+      break;
+    case KvDtype::kBF16:
+      launch_for_dtype<KvDtype::kBF16>(args, max_dim, stream);
+      break;
+  }
+  CELLM_RETURN_IF_ERROR(launch_status("decode_attention"));
+  if (p.max_splits > 1) {
+    const dim3 grid(static_cast<unsigned>(a.num_tokens), static_cast<unsigned>(a.num_heads));
+    decode_combine_kernel<<<grid, kThreads, 0, stream>>>(args);
+    CELLM_RETURN_IF_ERROR(launch_status("decode_attention combine"));
+  }
+  return ok_status();
+}
+
+}  // namespace cellm::kernels

@@ -1,0 +1,467 @@
+// cuda_kernels_bench: figures for the CUDA kernels on Llama-3.1-8B-sized operands with random
+// weights (random_fill): the measured device-to-device copy bandwidth and bf16 tensor-core rate
+// (the ceilings), the small-M matrix product's achieved GB/s per weight type at M = 1, 2, 4, 8
+// (ratio to the copy bandwidth), the wide path's TFLOP/s at M = 64, 256, 512, and the attention
+// kernels at decode and prefill shapes. Every timed region is a captured CUDA graph of several
+// launches (weights rotated through copies larger than L2), replayed after a warm-up; medians.
+// Usage: cuda_kernels_bench [--quick]. Prints tables; never pass/fail (exit 1 only on errors).
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/kernels/attention.cuh"
+#include "backends/cuda/kernels/bench_kernels.h"
+#include "backends/cuda/kernels/dequantize.cuh"
+#include "backends/cuda/kernels/matmul.cuh"
+#include "backends/cuda/kernels/quantize_activations.cuh"
+#include "backends/cuda/kernels/random_fill.cuh"
+#include "core/check.h"
+
+namespace cellm::kernels {
+namespace {
+
+#define BENCH_CUDA(expr)                                                                           \
+  do {                                                                                             \
+    const cudaError_t bench_error_ = (expr);                                                       \
+    CELLM_CHECK(bench_error_ == cudaSuccess) << #expr << ": " << cudaGetErrorString(bench_error_); \
+  } while (false)
+#define BENCH_OK(expr)                                            \
+  do {                                                            \
+    const ::cellm::Status bench_status_ = (expr);                 \
+    CELLM_CHECK(bench_status_.ok()) << bench_status_.to_string(); \
+  } while (false)
+
+int g_reps = 10;
+
+// A device allocation freed on scope exit.
+struct Buffer {
+  void* ptr = nullptr;
+  explicit Buffer(size_t bytes) { BENCH_CUDA(cudaMalloc(&ptr, std::max<size_t>(bytes, 256))); }
+  ~Buffer() { cudaFree(ptr); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(ptr);
+  }
+};
+
+// Median seconds of one replay of a graph holding `body`'s launches.
+double time_graph(cudaStream_t stream, const std::function<void()>& body) {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  BENCH_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  body();
+  BENCH_CUDA(cudaStreamEndCapture(stream, &graph));
+  BENCH_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  cudaEvent_t start, stop;
+  BENCH_CUDA(cudaEventCreate(&start));
+  BENCH_CUDA(cudaEventCreate(&stop));
+  for (int i = 0; i < 3; ++i) BENCH_CUDA(cudaGraphLaunch(exec, stream));
+  std::vector<double> seconds;
+  for (int i = 0; i < g_reps; ++i) {
+    BENCH_CUDA(cudaEventRecord(start, stream));
+    BENCH_CUDA(cudaGraphLaunch(exec, stream));
+    BENCH_CUDA(cudaEventRecord(stop, stream));
+    BENCH_CUDA(cudaEventSynchronize(stop));
+    float ms = 0.0f;
+    BENCH_CUDA(cudaEventElapsedTime(&ms, start, stop));
+    seconds.push_back(ms * 1e-3);
+  }
+  BENCH_CUDA(cudaEventDestroy(start));
+  BENCH_CUDA(cudaEventDestroy(stop));
+  BENCH_CUDA(cudaGraphExecDestroy(exec));
+  BENCH_CUDA(cudaGraphDestroy(graph));
+  std::sort(seconds.begin(), seconds.end());
+  return seconds[seconds.size() / 2];
+}
+
+void fill(void* data, TensorType type, int64_t rows, int64_t cols, uint64_t seed, float scale,
+          cudaStream_t stream) {
+  RandomFillParams p;
+  p.data = data;
+  p.type = type;
+  p.num_rows = rows;
+  p.num_cols = cols;
+  p.seed = seed;
+  p.scale = scale;
+  BENCH_OK(launch_random_fill(p, stream));
+}
+
+struct MatShape {
+  const char* name;
+  int64_t rows;  // N
+  int64_t cols;  // K
+};
+
+const MatShape kShapes[] = {
+    {"attn 4096x4096", 4096, 4096},
+    {"gate|up 28672x4096", 2 * 14336, 4096},
+    {"down 4096x14336", 4096, 14336},
+    {"lm head 128256x4096", 128256, 4096},
+};
+const TensorType kTypes[] = {TensorType::kBF16, TensorType::kQ8_0, TensorType::kQ4_0,
+                             TensorType::kQ4_K, TensorType::kQ6_K};
+
+// Bytes read + written per second by an SM copy kernel (the ceiling), and by cudaMemcpyAsync.
+double copy_bandwidth(cudaStream_t stream, double* memcpy_bandwidth) {
+  const size_t bytes = size_t{1} << 30;
+  Buffer a(bytes), b(bytes);
+  fill(a.ptr, TensorType::kF32, 1, static_cast<int64_t>(bytes / 4), 1, 1.0f, stream);
+  const double t_memcpy = time_graph(stream, [&] {
+    BENCH_CUDA(cudaMemcpyAsync(b.ptr, a.ptr, bytes, cudaMemcpyDeviceToDevice, stream));
+  });
+  *memcpy_bandwidth = 2.0 * static_cast<double>(bytes) / t_memcpy;
+  const double t_kernel =
+      time_graph(stream, [&] { launch_copy_kernel(a.ptr, b.ptr, bytes, stream); });
+  return 2.0 * static_cast<double>(bytes) / t_kernel;
+}
+
+double bf16_gemm_rate(cudaStream_t stream, cublasHandle_t cublas) {
+  const int n = 8192;
+  Buffer a(size_t{2} * n * n), b(size_t{2} * n * n), c(size_t{4} * n * n);
+  fill(a.ptr, TensorType::kBF16, n, n, 2, 1.0f, stream);
+  fill(b.ptr, TensorType::kBF16, n, n, 3, 1.0f, stream);
+  const float alpha = 1.0f, beta = 0.0f;
+  BENCH_CUDA(cudaStreamSynchronize(stream));
+  const double t = time_graph(stream, [&] {
+    CELLM_CHECK(cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, n, n, n, &alpha, a.ptr, CUDA_R_16BF,
+                             n, b.ptr, CUDA_R_16BF, n, &beta, c.ptr, CUDA_R_32F, n,
+                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS);
+  });
+  return 2.0 * n * static_cast<double>(n) * n / t;
+}
+
+void bench_matmul(cudaStream_t stream, cublasHandle_t cublas, double copy_bw, double tc_rate) {
+  std::printf("\n== small-M matmul (GB/s of weights; %% of copy bandwidth %.0f GB/s) ==\n",
+              copy_bw / 1e9);
+  std::printf("%-22s %-6s %10s %10s %10s %10s\n", "shape", "type", "M=1", "M=2", "M=4", "M=8");
+  std::vector<std::string> wide_lines;
+  std::vector<std::string> variant_lines;
+  std::vector<std::string> crossover_lines;
+  for (const MatShape& shape : kShapes) {
+    for (const TensorType type : kTypes) {
+      const uint64_t bytes = device_row_bytes(type, shape.cols) * static_cast<uint64_t>(shape.rows);
+      const int copies = static_cast<int>(std::clamp<uint64_t>((512ull << 20) / bytes + 1, 1, 16));
+      std::vector<std::unique_ptr<Buffer>> weights;
+      for (int i = 0; i < copies; ++i) {
+        weights.push_back(std::make_unique<Buffer>(bytes));
+        fill(weights.back()->ptr, type, shape.rows, shape.cols, 10 + i, 0.02f, stream);
+      }
+      const int64_t max_m = 512;
+      Buffer x(sizeof(float) * max_m * shape.cols), y(sizeof(float) * max_m * shape.rows);
+      fill(x.ptr, TensorType::kF32, max_m, shape.cols, 5, 1.0f, stream);
+      MatmulParams p;
+      p.w = make_device_weight(nullptr, type, shape.rows, shape.cols);
+      p.x = x.as<float>();
+      p.x_stride = shape.cols;
+      p.y = y.as<float>();
+      p.y_stride = shape.rows;
+      p.cublas = cublas;
+      std::printf("%-22s %-6s", shape.name, std::string(tensor_type_name(type)).c_str());
+      const int launches = std::max(copies, 8);
+      for (const int m : {1, 2, 4, 8}) {
+        p.num_tokens = m;
+        const double t = time_graph(stream, [&] {
+          for (int i = 0; i < launches; ++i) {
+            p.w.data = weights[static_cast<size_t>(i % copies)]->ptr;
+            BENCH_OK(launch_matmul_small_m(p, stream));
+          }
+        });
+        const double gbps = static_cast<double>(bytes) * launches / t;
+        std::printf(" %5.0f %3.0f%%", gbps / 1e9, 100.0 * gbps / copy_bw);
+      }
+      std::printf("\n");
+
+      // Q8_0 / Q4_0 with int8 activations (dp4a).
+      if (type == TensorType::kQ8_0 || type == TensorType::kQ4_0) {
+        Buffer xq(static_cast<size_t>(max_m) * shape.cols);
+        Buffer xs(sizeof(float) * max_m * (shape.cols / 32));
+        QuantizeActivationsParams qp;
+        qp.num_tokens = 8;
+        qp.num_cols = shape.cols;
+        qp.x = p.x;
+        qp.x_stride = p.x_stride;
+        qp.q = xq.as<int8_t>();
+        qp.scales = xs.as<float>();
+        BENCH_OK(launch_quantize_activations(qp, stream));
+        p.x_q8 = xq.as<int8_t>();
+        p.x_q8_scales = xs.as<float>();
+        std::printf("%-22s %-6s", shape.name,
+                    (std::string(tensor_type_name(type)) + "+i8").c_str());
+        for (const int m : {1, 2, 4, 8}) {
+          p.num_tokens = m;
+          const double t = time_graph(stream, [&] {
+            for (int i = 0; i < launches; ++i) {
+              p.w.data = weights[static_cast<size_t>(i % copies)]->ptr;
+              BENCH_OK(launch_matmul_small_m(p, stream));
+            }
+          });
+          const double gbps = static_cast<double>(bytes) * launches / t;
+          std::printf(" %5.0f %3.0f%%", gbps / 1e9, 100.0 * gbps / copy_bw);
+        }
+        qp.num_tokens = 1;
+        const double t_quantize =
+            time_graph(stream, [&] { BENCH_OK(launch_quantize_activations(qp, stream)); });
+        std::printf("   (quantizing one row: %.1f us)\n", t_quantize * 1e6);
+        BENCH_CUDA(cudaStreamSynchronize(stream));
+        p.x_q8 = nullptr;
+        p.x_q8_scales = nullptr;
+      }
+
+      // Tuning data: M = 1 with 1, 2, 4, 8 rows per block.
+      {
+        GemvArgs args;
+        args.num_rows = shape.rows;
+        args.num_cols = shape.cols;
+        args.row_bytes = p.w.row_bytes;
+        args.x = p.x;
+        args.x_stride = p.x_stride;
+        args.num_tokens = 1;
+        args.y = p.y;
+        args.y_stride = p.y_stride;
+        char line[256];
+        int n = std::snprintf(line, sizeof(line), "%-22s %-6s", shape.name,
+                              std::string(tensor_type_name(type)).c_str());
+        for (const int r : {1, 2, 4, 8}) {
+          const double t = time_graph(stream, [&] {
+            for (int i = 0; i < launches; ++i) {
+              args.w = static_cast<const uint8_t*>(weights[static_cast<size_t>(i % copies)]->ptr);
+              CELLM_CHECK(launch_gemv_variant(type, r, args, stream));
+            }
+          });
+          n += std::snprintf(line + n, sizeof(line) - static_cast<size_t>(n), " %5.0f",
+                             static_cast<double>(bytes) * launches / t / 1e9);
+        }
+        variant_lines.push_back(line);
+      }
+
+      // Where the small-M path should hand over to the wide one: both at M = 2, 4, 6, 8.
+      {
+        char line[256];
+        int n = std::snprintf(line, sizeof(line), "%-22s %-6s", shape.name,
+                              std::string(tensor_type_name(type)).c_str());
+        const size_t crossover_scratch = matmul_wide_scratch_bytes(p.w, 8);
+        Buffer scratch(crossover_scratch);
+        p.scratch = scratch.ptr;
+        p.scratch_bytes = crossover_scratch;
+        p.w.data = weights[0]->ptr;
+        for (const int m : {2, 4, 6, 8}) {
+          p.num_tokens = m;
+          const double small =
+              time_graph(stream, [&] { BENCH_OK(launch_matmul_small_m(p, stream)); });
+          const double wide = time_graph(stream, [&] { BENCH_OK(launch_matmul_wide(p, stream)); });
+          n += std::snprintf(line + n, sizeof(line) - static_cast<size_t>(n), " %7.1f/%-7.1f",
+                             small * 1e6, wide * 1e6);
+        }
+        crossover_lines.push_back(line);
+        p.scratch = nullptr;
+        p.scratch_bytes = 0;
+      }
+
+      // Wide path: tile dequantization for quantized types, plus a resident bf16 copy.
+      const size_t scratch_bytes = matmul_wide_scratch_bytes(p.w, static_cast<int32_t>(max_m));
+      Buffer scratch(scratch_bytes);
+      p.scratch = scratch.ptr;
+      p.scratch_bytes = scratch_bytes;
+      p.w.data = weights[0]->ptr;
+      const bool quantized = type != TensorType::kBF16;
+      std::unique_ptr<Buffer> copy;
+      if (quantized) {
+        copy = std::make_unique<Buffer>(size_t{2} * shape.rows * shape.cols);
+        DequantizeParams dq;
+        dq.w = p.w;
+        dq.num_rows = shape.rows;
+        dq.out = copy->as<uint16_t>();
+        BENCH_OK(launch_dequantize_bf16(dq, stream));
+      }
+      for (const bool use_copy : {false, true}) {
+        if (use_copy && !quantized) continue;
+        p.w_bf16 = use_copy ? copy->as<uint16_t>() : nullptr;
+        char line[256];
+        int n = std::snprintf(line, sizeof(line), "%-22s %-6s %-9s", shape.name,
+                              std::string(tensor_type_name(type)).c_str(),
+                              use_copy ? "bf16 copy" : (quantized ? "tiles" : "direct"));
+        for (const int m : {64, 256, 512}) {
+          p.num_tokens = m;
+          const double t = time_graph(stream, [&] { BENCH_OK(launch_matmul_wide(p, stream)); });
+          const double flops = 2.0 * m * static_cast<double>(shape.rows) * shape.cols / t;
+          n += std::snprintf(line + n, sizeof(line) - static_cast<size_t>(n), " %6.0f %3.0f%%",
+                             flops / 1e12, 100.0 * flops / tc_rate);
+        }
+        wide_lines.push_back(line);
+      }
+      p.w_bf16 = nullptr;
+      BENCH_CUDA(cudaStreamSynchronize(stream));
+    }
+  }
+  std::printf("\n== wide matmul (TFLOP/s; %% of measured bf16 rate %.0f TFLOP/s) ==\n",
+              tc_rate / 1e12);
+  std::printf("%-22s %-6s %-9s %11s %11s %11s\n", "shape", "type", "weights", "M=64", "M=256",
+              "M=512");
+  for (const std::string& line : wide_lines) std::printf("%s\n", line.c_str());
+  std::printf(
+      "\n== tuning: small-M GB/s at M=1 by rows per block (shipped: bf16 2, q8_0 2, "
+      "q4_0 4, q4_K 4, q6_K 2) ==\n");
+  std::printf("%-22s %-6s %5s %5s %5s %5s\n", "shape", "type", "R=1", "R=2", "R=4", "R=8");
+  for (const std::string& line : variant_lines) std::printf("%s\n", line.c_str());
+  std::printf("\n== small-M vs wide path, us (small/wide; wide = bf16 tiles for quantized) ==\n");
+  std::printf("%-22s %-6s %15s %15s %15s %15s\n", "shape", "type", "M=2", "M=4", "M=6", "M=8");
+  for (const std::string& line : crossover_lines) std::printf("%s\n", line.c_str());
+}
+
+// Llama-3.1-8B attention geometry, bf16 cache: decode at several batch sizes and a prefill.
+void bench_attention(cudaStream_t stream, double copy_bw, double tc_rate, int num_sms) {
+  const int32_t heads = 32, kv_heads = 8, hd = 128;
+  struct Case {
+    const char* name;
+    int32_t sessions;
+    int32_t context;  // cells per session, the step's token at the last position
+    int32_t new_tokens;
+    bool shuffled;  // cells in random order (else each session's cells are contiguous, as the
+                    // cell cache's lowest-free-first placement mostly gives)
+  };
+  const Case cases[] = {{"decode 1 x 4096", 1, 4096, 1, false},
+                        {"decode 1 x 32768", 1, 32768, 1, false},
+                        {"decode 64 x 512", 64, 512, 1, false},
+                        {"decode 256 x 512", 256, 512, 1, false},
+                        {"decode 256 x 512 shuffled", 256, 512, 1, true},
+                        {"prefill 1 x 512", 1, 512, 512, false},
+                        {"prefill 4 x 2048 (512 new)", 4, 2048, 512, false}};
+  std::printf("\n== attention, bf16 K/V, 32 heads / 8 kv heads / 128 dims ==\n");
+  std::printf("%-28s %10s %10s %12s\n", "case", "kernel", "us", "rate");
+  std::mt19937 rng(7);
+  for (const Case& c : cases) {
+    const int64_t cells = static_cast<int64_t>(c.sessions) * c.context;
+    const size_t kv_bytes = static_cast<size_t>(cells) * kv_heads * hd * 2;
+    Buffer k(kv_bytes), v(kv_bytes);
+    fill(k.ptr, TensorType::kBF16, cells, kv_heads * hd, 21, 1.0f, stream);
+    fill(v.ptr, TensorType::kBF16, cells, kv_heads * hd, 22, 1.0f, stream);
+    std::vector<int32_t> all(static_cast<size_t>(cells));
+    std::iota(all.begin(), all.end(), 0);
+    if (c.shuffled) std::shuffle(all.begin(), all.end(), rng);
+    std::vector<int32_t> offsets = {0}, token_seq, token_pos;
+    for (int32_t s = 0; s < c.sessions; ++s) {
+      offsets.push_back(offsets.back() + c.context);
+      for (int32_t p = c.context - c.new_tokens; p < c.context; ++p) {
+        token_seq.push_back(s);
+        token_pos.push_back(p);
+      }
+    }
+    const auto num_tokens = static_cast<int32_t>(token_seq.size());
+    const auto upload = [&](const std::vector<int32_t>& host) {
+      auto buffer = std::make_unique<Buffer>(host.size() * 4);
+      BENCH_CUDA(cudaMemcpy(buffer->ptr, host.data(), host.size() * 4, cudaMemcpyHostToDevice));
+      return buffer;
+    };
+    auto cells_dev = upload(all);
+    auto offsets_dev = upload(offsets);
+    auto seq_dev = upload(token_seq);
+    auto pos_dev = upload(token_pos);
+    Buffer q(sizeof(float) * num_tokens * heads * hd), out(sizeof(float) * num_tokens * heads * hd);
+    fill(q.ptr, TensorType::kF32, num_tokens, heads * hd, 23, 1.0f, stream);
+    AttentionArgs a;
+    a.num_tokens = num_tokens;
+    a.num_heads = heads;
+    a.num_kv_heads = kv_heads;
+    a.head_dim = hd;
+    a.value_head_dim = hd;
+    a.scale = 0.088388f;
+    a.q = q.as<float>();
+    a.q_stride = heads * hd;
+    a.k_cache = k.ptr;
+    a.v_cache = v.ptr;
+    a.cache_dtype = KvDtype::kBF16;
+    a.cells = {seq_dev->as<int32_t>(), pos_dev->as<int32_t>(), offsets_dev->as<int32_t>(),
+               cells_dev->as<int32_t>()};
+    a.out = out.as<float>();
+    a.out_stride = heads * hd;
+    double kv_read = 0.0;  // bytes one pass over each token's visible K/V rows reads
+    double flops = 0.0;
+    for (int32_t t = 0; t < num_tokens; ++t) {
+      kv_read += (token_pos[static_cast<size_t>(t)] + 1.0) * kv_heads * hd * 2 * 2;
+      flops += 4.0 * (token_pos[static_cast<size_t>(t)] + 1.0) * hd * heads;
+    }
+    DecodeAttentionParams decode;
+    decode.args = a;
+    decode.max_splits = decode_attention_default_splits(num_tokens, kv_heads, c.context, num_sms);
+    decode.min_cells_per_split = 128;
+    const size_t scratch_bytes =
+        decode_attention_scratch_bytes(num_tokens, heads, hd, decode.max_splits);
+    Buffer scratch(scratch_bytes);
+    decode.scratch = scratch.as<float>();
+    decode.scratch_bytes = scratch_bytes;
+    BENCH_CUDA(cudaStreamSynchronize(stream));
+    const double t_decode =
+        time_graph(stream, [&] { BENCH_OK(launch_decode_attention(decode, stream)); });
+    std::printf("%-28s %10s %10.1f %7.0f GB/s (%.0f%%; %d splits)\n", c.name, "decode",
+                t_decode * 1e6, kv_read / t_decode / 1e9, 100.0 * kv_read / t_decode / copy_bw,
+                decode.max_splits);
+    if (c.sessions == 1 && c.new_tokens == 1) {
+      std::printf("%-28s %10s", "  split sweep (splits:us)", "");
+      for (const int32_t splits : {1, 4, 8, 16, 32, 64, 128}) {
+        DecodeAttentionParams sweep = decode;
+        sweep.max_splits = splits;
+        sweep.min_cells_per_split = 32;
+        const size_t bytes = decode_attention_scratch_bytes(num_tokens, heads, hd, splits);
+        Buffer sweep_scratch(bytes);
+        sweep.scratch = sweep_scratch.as<float>();
+        sweep.scratch_bytes = bytes;
+        const double t =
+            time_graph(stream, [&] { BENCH_OK(launch_decode_attention(sweep, stream)); });
+        std::printf(" %d:%.1f", splits, t * 1e6);
+      }
+      std::printf("\n");
+    }
+    if (c.new_tokens > 1) {
+      const double t_prefill =
+          time_graph(stream, [&] { BENCH_OK(launch_prefill_attention(a, stream)); });
+      std::printf("%-28s %10s %10.1f %7.1f TFLOP/s (%.1f%% of bf16 rate)\n", c.name, "prefill",
+                  t_prefill * 1e6, flops / t_prefill / 1e12, 100.0 * flops / t_prefill / tc_rate);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cellm::kernels
+
+int main(int argc, char** argv) {
+  using namespace cellm::kernels;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) g_reps = 3;
+  }
+  cudaDeviceProp prop{};
+  BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device: %s, %d SMs, %.0f MiB L2\n", prop.name, prop.multiProcessorCount,
+              prop.l2CacheSize / 1048576.0);
+  BENCH_OK(prepare_attention_kernels());
+  cudaStream_t stream;
+  BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cublasHandle_t cublas;
+  CELLM_CHECK(cublasCreate(&cublas) == CUBLAS_STATUS_SUCCESS);
+  Buffer workspace(kCublasWorkspaceBytes);
+  CELLM_CHECK(cublasSetWorkspace(cublas, workspace.ptr, kCublasWorkspaceBytes) ==
+              CUBLAS_STATUS_SUCCESS);
+  CELLM_CHECK(cublasSetStream(cublas, stream) == CUBLAS_STATUS_SUCCESS);
+  double memcpy_bw = 0.0;
+  const double copy_bw = copy_bandwidth(stream, &memcpy_bw);
+  const double tc_rate = bf16_gemm_rate(stream, cublas);
+  std::printf(
+      "ceilings: copy kernel %.0f GB/s (read + write; cudaMemcpyAsync %.0f), bf16 GEMM "
+      "8192^3 %.0f TFLOP/s\n",
+      copy_bw / 1e9, memcpy_bw / 1e9, tc_rate / 1e12);
+  bench_matmul(stream, cublas, copy_bw, tc_rate);
+  bench_attention(stream, copy_bw, tc_rate, prop.multiProcessorCount);
+  cublasDestroy(cublas);
+  BENCH_CUDA(cudaStreamDestroy(stream));
+  return 0;
+}

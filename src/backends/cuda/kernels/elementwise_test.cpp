@@ -1,0 +1,359 @@
+// Parity of the row-wise kernels with the CPU oracle: RMSNorm (plain, fused residual add, in
+// place, per head), SwiGLU (separate and fused gate|up), row gather, argmax, the embedding gather
+// for every weight type and layout (bit for bit), and the random weight initializer.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/cpu_ops.h"
+#include "backends/cuda/kernels/argmax.cuh"
+#include "backends/cuda/kernels/embedding.cuh"
+#include "backends/cuda/kernels/kernel_test_support.h"
+#include "backends/cuda/kernels/random_fill.cuh"
+#include "backends/cuda/kernels/rms_norm.cuh"
+#include "backends/cuda/kernels/row_gather.cuh"
+#include "backends/cuda/kernels/swiglu.cuh"
+#include "backends/cuda/kernels/weight_layout.h"
+#include "gguf/dequantize.h"
+
+namespace cellm::kernels {
+namespace {
+
+using testing::DeviceArray;
+using testing::expect_parity;
+using testing::random_floats;
+using testing::random_ints;
+
+#define EXPECT_OK(expr)                                           \
+  do {                                                            \
+    const Status cellm_status_ = (expr);                          \
+    ASSERT_TRUE(cellm_status_.ok()) << cellm_status_.to_string(); \
+  } while (false)
+
+TEST(RmsNormKernelTest, PlainFusedAndInPlaceNormsMatchTheCpu) {
+  CELLM_REQUIRE_DEVICE();
+  for (const int32_t dim : {64, 1000, 4096}) {
+    SCOPED_TRACE("dim " + std::to_string(dim));
+    const int64_t rows = 5;
+    const int64_t stride = dim + 3;
+    const float eps = 1e-5f;
+    const std::vector<float> x = random_floats(static_cast<size_t>(rows * stride), 41, 3.0f);
+    const std::vector<float> add = random_floats(static_cast<size_t>(rows * stride), 42);
+    const std::vector<float> w = random_floats(static_cast<size_t>(dim), 43);
+    std::vector<float> sum_ref(static_cast<size_t>(rows * dim));
+    std::vector<float> plain_ref(sum_ref.size());
+    std::vector<float> fused_ref(sum_ref.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      std::copy_n(x.begin() + r * stride, dim, sum_ref.begin() + r * dim);
+      cpu_rms_norm(x.data() + r * stride, w.data(), 1, dim, eps, plain_ref.data() + r * dim);
+      cpu_add(sum_ref.data() + r * dim, add.data() + r * stride, dim);
+      cpu_rms_norm(sum_ref.data() + r * dim, w.data(), 1, dim, eps, fused_ref.data() + r * dim);
+    }
+    const auto compact = [&](const std::vector<float>& v, int64_t s) {
+      std::vector<float> out;
+      for (int64_t r = 0; r < rows; ++r)
+        out.insert(out.end(), v.begin() + r * s, v.begin() + r * s + dim);
+      return out;
+    };
+    DeviceArray<float> w_dev(w);
+    DeviceArray<float> add_dev(add);
+    DeviceArray<float> y(static_cast<size_t>(rows * dim));
+
+    DeviceArray<float> x_dev(x);
+    RmsNormParams p;
+    p.num_rows = rows;
+    p.dim = dim;
+    p.eps = eps;
+    p.weight = w_dev.get();
+    p.x = x_dev.get();
+    p.x_stride = stride;
+    p.y = y.get();
+    p.y_stride = dim;
+    expect_parity(
+        "plain", y, [&] { EXPECT_OK(launch_rms_norm(p, nullptr)); }, plain_ref, 1e-6);
+    EXPECT_EQ(x_dev.download(), x) << "a plain norm changed x";
+
+    p.add = add_dev.get();
+    p.add_stride = stride;
+    expect_parity(
+        "fused add", y, [&] { EXPECT_OK(launch_rms_norm(p, nullptr)); }, fused_ref, 1e-6);
+    EXPECT_TRUE(testing::near_relative("x + add", compact(x_dev.download(), stride), sum_ref, 0.0));
+
+    DeviceArray<float> inplace(x);
+    p.add = nullptr;
+    p.x = inplace.get();
+    p.y = inplace.get();
+    p.y_stride = stride;
+    EXPECT_OK(launch_rms_norm(p, nullptr));
+    EXPECT_TRUE(
+        testing::near_relative("in place", compact(inplace.download(), stride), plain_ref, 1e-6));
+  }
+}
+
+TEST(RmsNormKernelTest, PerHeadNormNormalizesEveryHeadInPlace) {
+  CELLM_REQUIRE_DEVICE();
+  const int32_t tokens = 3, heads = 5, hd = 128;
+  const int64_t stride = heads * hd + 8;
+  const std::vector<float> x = random_floats(static_cast<size_t>(tokens * stride), 44, 2.0f);
+  const std::vector<float> w = random_floats(static_cast<size_t>(hd), 45);
+  std::vector<float> ref;
+  for (int32_t t = 0; t < tokens; ++t) {
+    std::vector<float> row(x.begin() + t * stride, x.begin() + t * stride + heads * hd);
+    cpu_rms_norm(row.data(), w.data(), heads, hd, 1e-6f, row.data());
+    ref.insert(ref.end(), row.begin(), row.end());
+  }
+  DeviceArray<float> x_dev(x);
+  DeviceArray<float> w_dev(w);
+  HeadRmsNormParams p;
+  p.num_tokens = tokens;
+  p.num_heads = heads;
+  p.head_dim = hd;
+  p.eps = 1e-6f;
+  p.weight = w_dev.get();
+  p.x = x_dev.get();
+  p.token_stride = stride;
+  EXPECT_OK(launch_head_rms_norm(p, nullptr));
+  const std::vector<float> out = x_dev.download();
+  std::vector<float> got;
+  for (int32_t t = 0; t < tokens; ++t) {
+    got.insert(got.end(), out.begin() + t * stride, out.begin() + t * stride + heads * hd);
+    for (int64_t i = heads * hd; i < stride; ++i) ASSERT_EQ(out[t * stride + i], x[t * stride + i]);
+  }
+  EXPECT_TRUE(testing::near_relative("head norm", got, ref, 1e-6));
+}
+
+TEST(SwigluKernelTest, SeparateAndFusedGateUpMatchTheCpu) {
+  CELLM_REQUIRE_DEVICE();
+  const int64_t tokens = 7, ffn = 1000;
+  const std::vector<float> gate_up = random_floats(static_cast<size_t>(tokens * 2 * ffn), 46, 6.0f);
+  std::vector<float> ref(static_cast<size_t>(tokens * ffn));
+  for (int64_t t = 0; t < tokens; ++t) {
+    cpu_silu_mul(gate_up.data() + t * 2 * ffn, gate_up.data() + t * 2 * ffn + ffn, ffn,
+                 ref.data() + t * ffn);
+  }
+  DeviceArray<float> in(gate_up);
+  DeviceArray<float> out(static_cast<size_t>(tokens * ffn));
+  const SwigluParams fused = swiglu_fused_params(in.get(), tokens, ffn, out.get());
+  expect_parity(
+      "fused", out, [&] { EXPECT_OK(launch_swiglu(fused, nullptr)); }, ref, 1e-6);
+
+  // Separate buffers with their own strides.
+  const int64_t gate_stride = ffn + 4, up_stride = ffn + 12;
+  std::vector<float> gate(static_cast<size_t>(tokens * gate_stride), 1.0f);
+  std::vector<float> up(static_cast<size_t>(tokens * up_stride), 1.0f);
+  for (int64_t t = 0; t < tokens; ++t) {
+    std::copy_n(gate_up.begin() + t * 2 * ffn, ffn, gate.begin() + t * gate_stride);
+    std::copy_n(gate_up.begin() + t * 2 * ffn + ffn, ffn, up.begin() + t * up_stride);
+  }
+  DeviceArray<float> gate_dev(gate);
+  DeviceArray<float> up_dev(up);
+  SwigluParams separate = fused;
+  separate.gate = gate_dev.get();
+  separate.gate_stride = gate_stride;
+  separate.up = up_dev.get();
+  separate.up_stride = up_stride;
+  expect_parity(
+      "separate", out, [&] { EXPECT_OK(launch_swiglu(separate, nullptr)); }, ref, 1e-6);
+}
+
+TEST(RowGatherKernelTest, CopiesTheKeptRowsInOrder) {
+  CELLM_REQUIRE_DEVICE();
+  const int64_t rows = 10, dim = 300, stride = 304;
+  const std::vector<float> src = random_floats(static_cast<size_t>(rows * stride), 47);
+  const std::vector<int32_t> keep = {3, 0, 9, 3};
+  std::vector<float> ref;
+  for (const int32_t r : keep)
+    ref.insert(ref.end(), src.begin() + r * stride, src.begin() + r * stride + dim);
+  DeviceArray<float> src_dev(src);
+  DeviceArray<int32_t> keep_dev(keep);
+  DeviceArray<float> out(ref.size());
+  RowGatherParams p;
+  p.num_rows = static_cast<int32_t>(keep.size());
+  p.dim = dim;
+  p.rows = keep_dev.get();
+  p.src = src_dev.get();
+  p.src_stride = stride;
+  p.num_src_rows = rows;
+  p.dst = out.get();
+  p.dst_stride = dim;
+  expect_parity(
+      "row gather", out, [&] { EXPECT_OK(launch_row_gather(p, nullptr)); }, ref, 0.0);
+}
+
+TEST(ArgmaxKernelTest, PicksTheLowestIndexOfTheLargestFiniteLogit) {
+  CELLM_REQUIRE_DEVICE();
+  const int64_t vocab = 128256;
+  const int32_t rows = 5;
+  std::vector<float> logits = random_floats(static_cast<size_t>(rows * vocab), 48, 10.0f);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  // Row 1: a tie between 5000 and 100000 → 5000. Row 2: NaN and +inf are not candidates.
+  logits[1 * vocab + 5000] = logits[1 * vocab + 100000] = 50.0f;
+  logits[2 * vocab + 7] = nan;
+  logits[2 * vocab + 8] = inf;
+  logits[2 * vocab + 9] = 40.0f;
+  // Row 3: nothing finite → -1. Row 4: the maximum is the last element.
+  std::fill(logits.begin() + 3 * vocab, logits.begin() + 4 * vocab, nan);
+  logits[3 * vocab + 11] = -inf;
+  logits[5 * vocab - 1] = 99.0f;
+  std::vector<int32_t> want(rows, -1);
+  for (int32_t r = 0; r < rows; ++r) {
+    float best = 0.0f;
+    for (int64_t i = 0; i < vocab; ++i) {
+      const float v = logits[r * vocab + i];
+      if (std::isfinite(v) && (want[r] < 0 || v > best)) {
+        best = v;
+        want[r] = static_cast<int32_t>(i);
+      }
+    }
+  }
+  ASSERT_EQ(want[1], 5000);
+  ASSERT_EQ(want[2], 9);
+  ASSERT_EQ(want[3], -1);
+  DeviceArray<float> logits_dev(logits);
+  DeviceArray<int32_t> out(rows);
+  out.poison();
+  ArgmaxParams p;
+  p.num_rows = rows;
+  p.vocab = vocab;
+  p.logits = logits_dev.get();
+  p.stride = vocab;
+  p.out = out.get();
+  EXPECT_OK(launch_argmax(p, nullptr));
+  EXPECT_EQ(out.download(), want);
+}
+
+// The table in its device layout, uploaded; the GGUF bytes stay on the host for the CPU.
+struct DeviceTable {
+  DeviceArray<uint8_t> bytes;
+  DeviceWeight weight;
+};
+
+DeviceTable upload_weight(TensorType type, int64_t rows, int64_t cols,
+                          const std::vector<uint8_t>& gguf) {
+  std::vector<uint8_t> device(device_row_bytes(type, cols) * static_cast<size_t>(rows));
+  const Status status = repack_rows_for_device(type, cols, rows, gguf, device);
+  CELLM_CHECK(status.ok()) << status.to_string();
+  DeviceTable table{DeviceArray<uint8_t>(device), {}};
+  table.weight = make_device_weight(table.bytes.get(), type, rows, cols);
+  return table;
+}
+
+TEST(EmbeddingKernelTest, GathersRowsOfEveryTypeBitForBit) {
+  CELLM_REQUIRE_DEVICE();
+  struct Shape {
+    TensorType type;
+    int64_t cols;
+  };
+  const Shape shapes[] = {
+      {TensorType::kF32, 100},   {TensorType::kF16, 96},    {TensorType::kBF16, 4096},
+      {TensorType::kQ8_0, 96},   {TensorType::kQ8_0, 4096}, {TensorType::kQ4_0, 160},
+      {TensorType::kQ4_0, 4096}, {TensorType::kQ4_K, 768},  {TensorType::kQ6_K, 4096},
+  };
+  const int64_t vocab = 50;
+  const std::vector<int32_t> tokens = {3, 49, 0, 3, 17, 25};
+  for (const Shape& s : shapes) {
+    SCOPED_TRACE(std::string(tensor_type_name(s.type)) + " x" + std::to_string(s.cols));
+    const std::vector<uint8_t> gguf = testing::random_gguf_rows(s.type, vocab, s.cols, 49);
+    const int64_t stride = s.cols + 4;
+    std::vector<float> ref(tokens.size() * static_cast<size_t>(s.cols));
+    cpu_embed(testing::weight_view(s.type, vocab, s.cols, gguf), tokens.data(),
+              static_cast<int64_t>(tokens.size()), ref.data());
+    DeviceTable table = upload_weight(s.type, vocab, s.cols, gguf);
+    DeviceArray<int32_t> tokens_dev(tokens);
+    DeviceArray<float> out(tokens.size() * static_cast<size_t>(stride));
+    EmbeddingParams p;
+    p.table = table.weight;
+    p.num_tokens = static_cast<int32_t>(tokens.size());
+    p.tokens = tokens_dev.get();
+    p.out = out.get();
+    p.out_stride = stride;
+    out.poison();
+    EXPECT_OK(launch_embedding(p, nullptr));
+    const std::vector<float> got_full = out.download();
+    std::vector<float> got;
+    for (size_t t = 0; t < tokens.size(); ++t) {
+      got.insert(got.end(), got_full.begin() + static_cast<int64_t>(t) * stride,
+                 got_full.begin() + static_cast<int64_t>(t) * stride + s.cols);
+    }
+    EXPECT_TRUE(testing::near_relative("embedding", got, ref, 0.0));
+  }
+}
+
+TEST(EmbeddingKernelTest, AnOutOfRangeTokenGivesANanRow) {
+  CELLM_REQUIRE_DEVICE();
+  const std::vector<uint8_t> gguf = testing::random_gguf_rows(TensorType::kQ4_0, 4, 256, 50);
+  DeviceTable table = upload_weight(TensorType::kQ4_0, 4, 256, gguf);
+  DeviceArray<int32_t> tokens_dev(std::vector<int32_t>{4});
+  DeviceArray<float> out(256);
+  EmbeddingParams p;
+  p.table = table.weight;
+  p.num_tokens = 1;
+  p.tokens = tokens_dev.get();
+  p.out = out.get();
+  p.out_stride = 256;
+  EXPECT_OK(launch_embedding(p, nullptr));
+  for (const float v : out.download()) ASSERT_TRUE(std::isnan(v));
+}
+
+TEST(RandomFillKernelTest, FillsEveryTypeWithBoundedNonZeroDeterministicValues) {
+  CELLM_REQUIRE_DEVICE();
+  struct Shape {
+    TensorType type;
+    int64_t cols;
+    double bound;  // |value| ≤ bound · scale
+  };
+  const Shape shapes[] = {
+      {TensorType::kF32, 4096, 1.0},    {TensorType::kF16, 4096, 1.001},
+      {TensorType::kBF16, 4096, 1.004}, {TensorType::kQ8_0, 4096, 1.01},
+      {TensorType::kQ8_0, 96, 1.01},    {TensorType::kQ4_0, 4096, 1.001},
+      {TensorType::kQ4_0, 160, 1.001},  {TensorType::kQ4_K, 4096, 1.1},
+      {TensorType::kQ6_K, 3584, 1.001},
+  };
+  const int64_t rows = 64;
+  const float scale = 0.02f;
+  for (const Shape& s : shapes) {
+    SCOPED_TRACE(std::string(tensor_type_name(s.type)) + " x" + std::to_string(s.cols));
+    const size_t bytes = device_row_bytes(s.type, s.cols) * static_cast<size_t>(rows);
+    DeviceArray<uint8_t> a(bytes);
+    DeviceArray<uint8_t> b(bytes);
+    RandomFillParams p;
+    p.data = a.get();
+    p.type = s.type;
+    p.num_rows = rows;
+    p.num_cols = s.cols;
+    p.seed = 1234;
+    p.scale = scale;
+    EXPECT_OK(launch_random_fill(p, nullptr));
+    p.data = b.get();
+    EXPECT_OK(launch_random_fill(p, nullptr));
+    const std::vector<uint8_t> first = a.download();
+    EXPECT_EQ(first, b.download()) << "same seed, different bytes";
+    p.seed = 1235;
+    EXPECT_OK(launch_random_fill(p, nullptr));
+    EXPECT_NE(first, b.download()) << "another seed, same bytes";
+
+    const TensorTypeTraits& traits = tensor_type_traits(s.type);
+    std::vector<uint8_t> gguf(static_cast<size_t>(s.cols) / traits.block_size * traits.block_bytes *
+                              static_cast<size_t>(rows));
+    ASSERT_TRUE(unpack_rows_from_device(s.type, s.cols, rows, first, gguf).ok());
+    const std::vector<float> values = testing::dequantize_rows(s.type, rows, s.cols, gguf);
+    size_t zeros = 0;
+    double sum_abs = 0.0;
+    for (const float v : values) {
+      ASSERT_TRUE(std::isfinite(v));
+      ASSERT_LE(std::fabs(v), s.bound * scale) << "value out of range";
+      zeros += v == 0.0f;
+      sum_abs += std::fabs(v);
+    }
+    EXPECT_LT(zeros, values.size() / 10) << "too many zeros";
+    EXPECT_GT(sum_abs / static_cast<double>(values.size()), 0.05 * scale) << "values too small";
+  }
+}
+
+}  // namespace
+}  // namespace cellm::kernels

@@ -1,0 +1,97 @@
+// gemv_chunk: one thread's share of the small-M matrix product — the dot products of one chunk
+// (weight_decode.cuh) of R weight rows with up to M activation rows. The GEMV kernel calls it for
+// every chunk a thread owns; the CPU test calls it to emulate the kernel's indexing exactly.
+// Per group of 4 elements: y += scale · Σ q_i x_i − min · Σ x_i, in f32 with fused multiply-adds
+// (within 1e-6 relative of the CPU's dequantize-then-dot). Host-compatible.
+// Thread-safety: pure functions.
+#pragma once
+
+#include "backends/cuda/kernels/weight_decode.cuh"
+
+namespace cellm::kernels {
+
+// acc[r][t] += Σ over the chunk's elements of w_r · x_t, for t < num_tokens (≤ M).
+// w: the loaded chunk of each row; x: [num_tokens, x_stride] f32 activations.
+template <class Decoder, int R, int M>
+CELLM_HD_INLINE void accumulate_chunk(const typename Decoder::Chunk (&w)[R], const float* x,
+                                      int64_t x_stride, int num_tokens, int64_t c,
+                                      float (&acc)[R][M]) {
+  CELLM_UNROLL
+  for (int g = 0; g < Decoder::kGroups; ++g) {
+    GroupValues v[R];
+    CELLM_UNROLL
+    for (int r = 0; r < R; ++r) Decoder::group(w[r], g, c, &v[r]);
+    const int64_t offset = Decoder::x_offset(c, g);
+    CELLM_UNROLL
+    for (int t = 0; t < M; ++t) {
+      if (t < num_tokens) {
+        const float4 xv = load_f4(x + t * x_stride + offset);
+        if constexpr (Decoder::kScaled) {
+          const float x_sum = Decoder::kHasMin ? (xv.x + xv.y) + (xv.z + xv.w) : 0.0f;
+          CELLM_UNROLL
+          for (int r = 0; r < R; ++r) {
+            float dot = v[r].q[0] * xv.x;
+            dot = fmaf(v[r].q[1], xv.y, dot);
+            dot = fmaf(v[r].q[2], xv.z, dot);
+            dot = fmaf(v[r].q[3], xv.w, dot);
+            acc[r][t] = fmaf(v[r].scale, dot, acc[r][t]);
+            if constexpr (Decoder::kHasMin) acc[r][t] = fmaf(-v[r].min, x_sum, acc[r][t]);
+          }
+        } else {
+          CELLM_UNROLL
+          for (int r = 0; r < R; ++r) {
+            float a = acc[r][t];
+            a = fmaf(v[r].q[0], xv.x, a);
+            a = fmaf(v[r].q[1], xv.y, a);
+            a = fmaf(v[r].q[2], xv.z, a);
+            a = fmaf(v[r].q[3], xv.w, a);
+            acc[r][t] = a;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The same over int8 activations (quantize_activations.cuh) for Q8_0 / Q4_0 weights: per group,
+// acc += (d_w · d_x) · Σ q_w q_x with the integer sum from one dp4a. xq: [num_tokens, num_cols]
+// in the interleaved order (chunk c = 32 bytes at 32c, byte 4g + i); xq_scales: [num_tokens,
+// num_cols / 32] per block, natural order.
+template <class Decoder, int R, int M>
+CELLM_HD_INLINE void accumulate_chunk_q8(const typename Decoder::Chunk (&w)[R], const int8_t* xq,
+                                         const float* xq_scales, int64_t num_cols, int num_tokens,
+                                         int64_t c, float (&acc)[R][M]) {
+  uint32_t words[R][8];
+  float scales[R][8];
+  CELLM_UNROLL
+  for (int r = 0; r < R; ++r) {
+    CELLM_UNROLL
+    for (int g = 0; g < 8; ++g) {
+      words[r][g] = Decoder::group_s8(w[r], g);
+      scales[r][g] = Decoder::group_scale(w[r], g);
+    }
+  }
+  CELLM_UNROLL
+  for (int t = 0; t < M; ++t) {
+    if (t < num_tokens) {
+      const int8_t* x = xq + t * num_cols + 32 * c;
+      const uint4 lo = load_u4(x);
+      const uint4 hi = load_u4(x + 16);
+      const float* block_scales = xq_scales + t * (num_cols / 32) + 8 * (c >> 3);
+      const float4 s_lo = load_f4(block_scales);
+      const float4 s_hi = load_f4(block_scales + 4);
+      const float dx[8] = {s_lo.x, s_lo.y, s_lo.z, s_lo.w, s_hi.x, s_hi.y, s_hi.z, s_hi.w};
+      CELLM_UNROLL
+      for (int g = 0; g < 8; ++g) {
+        const uint32_t xw = word_of(g < 4 ? lo : hi, g & 3);
+        CELLM_UNROLL
+        for (int r = 0; r < R; ++r) {
+          const int sum = dp4a(words[r][g], xw, 0);
+          acc[r][t] = fmaf(scales[r][g] * dx[g], static_cast<float>(sum), acc[r][t]);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace cellm::kernels

@@ -1,0 +1,152 @@
+#include "backends/cuda/kernels/kernel_test_support.h"
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <sstream>
+
+#include "core/float16.h"
+#include "gguf/dequantize.h"
+#include "gguf/quantize.h"
+
+namespace cellm::kernels::testing {
+
+std::vector<float> random_floats(size_t n, uint32_t seed, float scale) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> magnitude(scale / 64.0f, scale);
+  std::bernoulli_distribution negative(0.5);
+  std::vector<float> values(n);
+  for (float& v : values) v = negative(rng) ? -magnitude(rng) : magnitude(rng);
+  return values;
+}
+
+std::vector<int32_t> random_ints(size_t n, uint32_t seed, int32_t lo, int32_t hi) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> dist(lo, hi);
+  std::vector<int32_t> values(n);
+  for (int32_t& v : values) v = dist(rng);
+  return values;
+}
+
+std::vector<uint8_t> random_gguf_rows(TensorType type, int64_t num_rows, int64_t num_cols,
+                                      uint32_t seed) {
+  const TensorTypeTraits& traits = tensor_type_traits(type);
+  const size_t row_bytes = static_cast<size_t>(num_cols) / traits.block_size * traits.block_bytes;
+  std::vector<uint8_t> bytes(row_bytes * static_cast<size_t>(num_rows));
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> unit(0.5f, 1.0f);
+  switch (type) {
+    case TensorType::kF32:
+    case TensorType::kF16:
+    case TensorType::kBF16:
+    case TensorType::kQ8_0:
+    case TensorType::kQ4_0: {
+      const std::vector<float> values =
+          random_floats(static_cast<size_t>(num_rows * num_cols), seed, 1.0f);
+      for (int64_t r = 0; r < num_rows; ++r) {
+        const Status status = quantize_row(
+            type,
+            std::span<const float>(values.data() + r * num_cols, static_cast<size_t>(num_cols)),
+            std::span<uint8_t>(bytes.data() + static_cast<size_t>(r) * row_bytes, row_bytes));
+        CELLM_CHECK(status.ok()) << status.to_string();
+      }
+      break;
+    }
+    case TensorType::kQ4_K:
+      for (size_t b = 0; b < bytes.size() / 144; ++b) {
+        uint8_t* block = bytes.data() + b * 144;
+        for (size_t i = 0; i < 144; ++i) block[i] = static_cast<uint8_t>(byte(rng));
+        const uint16_t d = f32_to_f16(0.01f * unit(rng));
+        const uint16_t dmin = f32_to_f16(0.005f * unit(rng));
+        std::memcpy(block, &d, 2);
+        std::memcpy(block + 2, &dmin, 2);
+      }
+      break;
+    case TensorType::kQ6_K:
+      for (size_t b = 0; b < bytes.size() / 210; ++b) {
+        uint8_t* block = bytes.data() + b * 210;
+        for (size_t i = 0; i < 208; ++i) block[i] = static_cast<uint8_t>(byte(rng));
+        const uint16_t d = f32_to_f16(0.002f * unit(rng));
+        std::memcpy(block + 208, &d, 2);
+      }
+      break;
+    default:
+      CELLM_CHECK(false) << "random_gguf_rows: no generator for " << tensor_type_name(type);
+  }
+  return bytes;
+}
+
+std::vector<float> dequantize_rows(TensorType type, int64_t num_rows, int64_t num_cols,
+                                   std::span<const uint8_t> gguf) {
+  auto values = dequantize_tensor(type, gguf, static_cast<uint64_t>(num_rows * num_cols));
+  CELLM_CHECK(values.ok()) << values.status().to_string();
+  return std::move(values).value();
+}
+
+WeightView weight_view(TensorType type, int64_t num_rows, int64_t num_cols,
+                       std::span<const uint8_t> gguf) {
+  WeightView view;
+  view.name = "test.weight";
+  view.type = type;
+  view.num_rows = num_rows;
+  view.num_cols = num_cols;
+  view.row_bytes = gguf.size() / static_cast<size_t>(num_rows);
+  view.bytes = gguf;
+  return view;
+}
+
+double relative_error(std::span<const float> out, std::span<const float> ref) {
+  if (out.size() != ref.size()) return std::nan("");
+  double diff = 0.0;
+  double norm = 0.0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (std::isnan(out[i])) return std::nan("");
+    const double d = static_cast<double>(out[i]) - static_cast<double>(ref[i]);
+    diff += d * d;
+    norm += static_cast<double>(ref[i]) * static_cast<double>(ref[i]);
+  }
+  return norm > 0.0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+}
+
+::testing::AssertionResult near_relative(std::string_view what, std::span<const float> out,
+                                         std::span<const float> ref, double tolerance) {
+  if (out.size() != ref.size()) {
+    return ::testing::AssertionFailure()
+           << what << ": " << out.size() << " outputs, " << ref.size() << " reference values";
+  }
+  const double error = relative_error(out, ref);
+  if (error <= tolerance) return ::testing::AssertionSuccess();
+  size_t worst = 0;
+  double worst_diff = -1.0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const double d = std::isnan(out[i]) ? INFINITY : std::fabs(out[i] - ref[i]);
+    if (d > worst_diff) {
+      worst_diff = d;
+      worst = i;
+    }
+    if (std::isnan(out[i])) break;
+  }
+  return ::testing::AssertionFailure()
+         << what << ": relative error " << error << " > " << tolerance << " over " << out.size()
+         << " values; worst at " << worst << ": " << out[worst] << " vs " << ref[worst];
+}
+
+void require_device() {
+  int count = 0;
+  const cudaError_t error = cudaGetDeviceCount(&count);
+  ASSERT_TRUE(error == cudaSuccess && count > 0)
+      << "CUDA kernel tests need a GPU: " << cudaGetErrorString(error);
+}
+
+void expect_parity(std::string_view what, DeviceArray<float>& out, const std::function<void()>& run,
+                   std::span<const float> ref, double tolerance) {
+  out.poison();
+  run();
+  const cudaError_t error = cudaDeviceSynchronize();
+  ASSERT_EQ(error, cudaSuccess) << what << ": " << cudaGetErrorString(error);
+  const std::vector<float> values = out.download();
+  EXPECT_TRUE(near_relative(what, values, ref, tolerance));
+}
+
+}  // namespace cellm::kernels::testing

@@ -1,0 +1,65 @@
+// matmul: y[M, N] (+)= x[M, K] · Wᵀ for a weight W [N, K] of any type in weight_layout.h, on the
+// GPU. Two paths, picked by launch_matmul from M and the weight type:
+//   small M (M ≤ kSmallMMaxTokens, quantized W: M ≤ kSmallMMaxTokensQuantized): one pass over
+//     the weights, dequantizing in registers and dotting in f32 (a warp's activation loads
+//     coalesced, 16-byte weight loads for the interleaved layouts); memory-bound at M = 1 — the
+//     decode kernel. Its cost grows with M (4-bit weights at M = 8 run at a fifth of their M = 1
+//     bandwidth on an H200), hence the lower bound for quantized weights, measured there.
+//   wide (larger M): tensor cores through cuBLAS. F32 weights: cublasSgemm in true
+//     f32 (no TF32). F16 / BF16 weights: activations rounded to the weight's 16-bit type, then
+//     cublasGemmEx with f32 accumulation and f32 output. Quantized weights: dequantized to bf16
+//     (into a caller's resident copy `w_bf16` when given, else tile by tile into `scratch`), then
+//     the bf16 GEMM. Rounding activations to 16 bits costs about 1e-3 relative error.
+// Every launch is stream-ordered, allocates nothing and reads no device data on the host, so it
+// can be captured into a CUDA graph; the wide path needs a cuBLAS handle whose workspace the
+// caller set (cublasSetWorkspace; kCublasWorkspaceBytes suffices) — launches set its stream.
+// Who calls it: the CUDA forward (projections, LM head on kept rows), the kernel tests and the
+// kernel benchmark. Thread-safety: a handle is used by one thread at a time.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backends/cuda/kernels/weight_layout.h"
+#include "core/status.h"
+
+namespace cellm::kernels {
+
+inline constexpr int32_t kSmallMMaxTokens = 8;
+inline constexpr int32_t kSmallMMaxTokensQuantized = 4;
+inline constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
+
+struct MatmulParams {
+  DeviceWeight w;            // [N = w.num_rows, K = w.num_cols]
+  const float* x = nullptr;  // [num_tokens, x_stride] f32; columns [0, K) are read
+  int64_t x_stride = 0;      // ≥ K; a multiple of 4 (16-byte rows)
+  int32_t num_tokens = 0;    // M ≥ 0 (0 launches nothing)
+  float* y = nullptr;        // [num_tokens, y_stride] f32; columns [0, N) are written
+  int64_t y_stride = 0;      // ≥ N
+  bool accumulate = false;   // y += x·Wᵀ (a residual add) instead of y = x·Wᵀ
+  // Optional int8 copy of x (launch_quantize_activations; 16-byte aligned): small-M products of
+  // interleaved Q8_0 / Q4_0 weights then use dp4a — about half the instructions per weight, at
+  // about 3e-3 relative error. Other types and the wide path keep using x (always required).
+  const int8_t* x_q8 = nullptr;        // [num_tokens, K] interleaved order
+  const float* x_q8_scales = nullptr;  // [num_tokens, K / 32]
+
+  // Wide path only.
+  cublasHandle_t cublas = nullptr;
+  const uint16_t* w_bf16 = nullptr;  // optional [N, K] bf16 copy of a quantized W
+  void* scratch = nullptr;           // matmul_wide_scratch_bytes(...) bytes, 256-byte aligned
+  size_t scratch_bytes = 0;
+};
+
+// Scratch the wide path needs for up to `max_tokens` rows of x with this weight (0 for F32).
+size_t matmul_wide_scratch_bytes(const DeviceWeight& w, int32_t max_tokens);
+
+// Picks the path by num_tokens and type (above). Errors (invalid argument) name what is
+// wrong with the params.
+Status launch_matmul(const MatmulParams& params, cudaStream_t stream);
+Status launch_matmul_small_m(const MatmulParams& params, cudaStream_t stream);  // M ≤ 8
+Status launch_matmul_wide(const MatmulParams& params, cudaStream_t stream);
+
+}  // namespace cellm::kernels

@@ -1,0 +1,320 @@
+// Parity of the matrix products with cpu_matmul for every weight type: the small-M path (fast
+// interleaved/aligned kernels and the generic GGUF-layout kernel) at M = 1..8, the cuBLAS wide
+// path (f32 exact; 16-bit operands, resident bf16 copies and tiled dequantization), the
+// accumulate epilogue, strided inputs and outputs, and dequantization to bf16.
+#include "backends/cuda/kernels/matmul.cuh"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/cpu_ops.h"
+#include "backends/cuda/kernels/dequantize.cuh"
+#include "backends/cuda/kernels/kernel_test_support.h"
+#include "backends/cuda/kernels/quantize_activations.cuh"
+#include "core/float16.h"
+
+namespace cellm::kernels {
+namespace {
+
+using testing::DeviceArray;
+using testing::random_floats;
+
+struct Shape {
+  TensorType type;
+  int64_t rows;  // N
+  int64_t cols;  // K
+};
+
+std::string name(const Shape& s) {
+  return std::string(tensor_type_name(s.type)) + " [" + std::to_string(s.rows) + ", " +
+         std::to_string(s.cols) + "]";
+}
+
+class MatmulKernelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CELLM_REQUIRE_DEVICE();
+    ASSERT_EQ(cublasCreate(&cublas_), CUBLAS_STATUS_SUCCESS);
+    workspace_ = DeviceArray<uint8_t>(kCublasWorkspaceBytes);
+    ASSERT_EQ(cublasSetWorkspace(cublas_, workspace_.get(), kCublasWorkspaceBytes),
+              CUBLAS_STATUS_SUCCESS);
+  }
+  void TearDown() override {
+    if (cublas_ != nullptr) cublasDestroy(cublas_);
+  }
+
+  enum class Path { kSmall, kWide, kWideWithCopy, kDispatch };
+
+  // y (+)= x·Wᵀ on the GPU against cpu_matmul, with strided x and y.
+  void expect_matmul(const Shape& s, int32_t m, Path path, bool accumulate, double tolerance) {
+    SCOPED_TRACE(name(s) + " M=" + std::to_string(m) +
+                 (path == Path::kSmall          ? " small"
+                  : path == Path::kWide         ? " wide"
+                  : path == Path::kWideWithCopy ? " wide+copy"
+                                                : " dispatch") +
+                 (accumulate ? " accumulate" : ""));
+    const std::vector<uint8_t> gguf = testing::random_gguf_rows(s.type, s.rows, s.cols, 61);
+    const int64_t x_stride = s.cols + 4;
+    const int64_t y_stride = s.rows + 3;
+    const std::vector<float> x = random_floats(static_cast<size_t>(m * x_stride), 62);
+    const std::vector<float> residual = random_floats(static_cast<size_t>(m * y_stride), 63);
+    std::vector<float> x_compact(static_cast<size_t>(m * s.cols));
+    for (int32_t t = 0; t < m; ++t) {
+      std::copy_n(x.begin() + t * x_stride, s.cols, x_compact.begin() + t * s.cols);
+    }
+    std::vector<float> product(static_cast<size_t>(m * s.rows));
+    cpu_matmul(testing::weight_view(s.type, s.rows, s.cols, gguf), x_compact.data(), m,
+               product.data(), nullptr);
+    std::vector<float> ref(product);
+    if (accumulate) {
+      for (int32_t t = 0; t < m; ++t) {
+        for (int64_t r = 0; r < s.rows; ++r) ref[t * s.rows + r] += residual[t * y_stride + r];
+      }
+    }
+
+    std::vector<uint8_t> device(device_row_bytes(s.type, s.cols) * static_cast<size_t>(s.rows));
+    ASSERT_TRUE(repack_rows_for_device(s.type, s.cols, s.rows, gguf, device).ok());
+    DeviceArray<uint8_t> w(device);
+    DeviceArray<float> x_dev(x);
+    DeviceArray<float> y(residual);  // the padding columns keep the residual's values
+    MatmulParams p;
+    p.w = make_device_weight(w.get(), s.type, s.rows, s.cols);
+    p.x = x_dev.get();
+    p.x_stride = x_stride;
+    p.num_tokens = m;
+    p.y = y.get();
+    p.y_stride = y_stride;
+    p.accumulate = accumulate;
+    p.cublas = cublas_;
+    DeviceArray<uint16_t> copy;
+    if (path == Path::kWideWithCopy) {
+      copy = DeviceArray<uint16_t>(static_cast<size_t>(s.rows * s.cols));
+      DequantizeParams dq;
+      dq.w = p.w;
+      dq.num_rows = s.rows;
+      dq.out = copy.get();
+      ASSERT_TRUE(launch_dequantize_bf16(dq, nullptr).ok());
+      p.w_bf16 = copy.get();
+    }
+    const size_t scratch_bytes = matmul_wide_scratch_bytes(p.w, m);
+    DeviceArray<uint8_t> scratch(scratch_bytes);
+    p.scratch = scratch.get();
+    p.scratch_bytes = scratch_bytes;
+    if (!accumulate) {
+      // Poison the product columns only: unwritten outputs stay NaN.
+      std::vector<float> poisoned(residual);
+      for (int32_t t = 0; t < m; ++t) {
+        for (int64_t r = 0; r < s.rows; ++r) poisoned[t * y_stride + r] = std::nanf("");
+      }
+      y.upload(poisoned);
+    }
+    const Status status = path == Path::kSmall      ? launch_matmul_small_m(p, nullptr)
+                          : path == Path::kDispatch ? launch_matmul(p, nullptr)
+                                                    : launch_matmul_wide(p, nullptr);
+    ASSERT_TRUE(status.ok()) << status.to_string();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<float> out = y.download();
+    std::vector<float> got;
+    for (int32_t t = 0; t < m; ++t) {
+      got.insert(got.end(), out.begin() + t * y_stride, out.begin() + t * y_stride + s.rows);
+      for (int64_t r = s.rows; r < y_stride; ++r) {
+        ASSERT_EQ(out[t * y_stride + r], residual[t * y_stride + r]) << "padding written";
+      }
+    }
+    EXPECT_TRUE(testing::near_relative("matmul", got, ref, tolerance));
+  }
+
+  cublasHandle_t cublas_ = nullptr;
+  DeviceArray<uint8_t> workspace_;
+};
+
+// Fast layouts (K a multiple of 4 / 256) and the generic GGUF-layout kernel (other K).
+const Shape kShapes[] = {
+    {TensorType::kF32, 37, 68},     {TensorType::kF32, 33, 66},    {TensorType::kF16, 131, 260},
+    {TensorType::kF16, 40, 130},    {TensorType::kBF16, 131, 260}, {TensorType::kBF16, 9, 2050},
+    {TensorType::kQ8_0, 67, 512},   {TensorType::kQ8_0, 67, 96},   {TensorType::kQ4_0, 67, 1280},
+    {TensorType::kQ4_0, 67, 160},   {TensorType::kQ4_K, 45, 768},  {TensorType::kQ6_K, 45, 1792},
+    {TensorType::kQ4_0, 5, 14336},  {TensorType::kQ8_0, 3, 4096},  {TensorType::kQ4_0, 8200, 256},
+    {TensorType::kQ8_0, 8200, 256},
+};
+
+TEST_F(MatmulKernelTest, SmallMPathMatchesTheCpuForEveryTypeAndTokenCount) {
+  for (const Shape& s : kShapes) {
+    for (const int32_t m : {1, 2, 3, 5, 8}) expect_matmul(s, m, Path::kSmall, false, 1e-5);
+  }
+}
+
+TEST_F(MatmulKernelTest, SmallMPathAddsIntoTheResidual) {
+  expect_matmul({TensorType::kQ4_0, 67, 1280}, 3, Path::kSmall, true, 1e-5);
+  expect_matmul({TensorType::kBF16, 131, 260}, 1, Path::kSmall, true, 1e-5);
+  expect_matmul({TensorType::kF32, 33, 66}, 2, Path::kSmall, true, 1e-5);
+}
+
+TEST_F(MatmulKernelTest, WidePathMatchesTheCpu) {
+  for (const Shape& s : kShapes) {
+    // f32 stays f32 (no TF32); 16-bit operands cost about 1e-3 relative.
+    const double tolerance = s.type == TensorType::kF32 ? 1e-5 : 1e-2;
+    for (const int32_t m : {9, 40}) expect_matmul(s, m, Path::kWide, false, tolerance);
+  }
+  expect_matmul({TensorType::kQ4_K, 45, 768}, 17, Path::kWide, true, 1e-2);
+  expect_matmul({TensorType::kF32, 37, 68}, 64, Path::kWide, true, 1e-5);
+}
+
+TEST_F(MatmulKernelTest, WidePathUsesAResidentBf16Copy) {
+  expect_matmul({TensorType::kQ4_0, 67, 1280}, 33, Path::kWideWithCopy, false, 1e-2);
+  expect_matmul({TensorType::kQ6_K, 45, 1792}, 12, Path::kWideWithCopy, true, 1e-2);
+}
+
+TEST_F(MatmulKernelTest, DispatchKeepsQuantizedWeightsOnTheExactPathUpToFourTokens) {
+  // The small-M path is exact f32 (1e-5); from five tokens quantized weights go wide (1e-2).
+  expect_matmul({TensorType::kQ4_0, 67, 1280}, 4, Path::kDispatch, false, 1e-5);
+  expect_matmul({TensorType::kQ8_0, 67, 96}, 5, Path::kDispatch, true, 1e-2);
+  expect_matmul({TensorType::kBF16, 131, 260}, 8, Path::kDispatch, false, 1e-5);
+  expect_matmul({TensorType::kBF16, 131, 260}, 20, Path::kDispatch, false, 1e-2);
+}
+
+TEST_F(MatmulKernelTest, WidePathDequantizesLargeWeightsTileByTile) {
+  // 16384 columns: 1024-row tiles, so 1100 rows take two tiles.
+  expect_matmul({TensorType::kQ4_0, 1100, 16384}, 9, Path::kWide, false, 1e-2);
+}
+
+TEST_F(MatmulKernelTest, DequantizeToBf16RoundsTheCpuValues) {
+  for (const Shape& s : kShapes) {
+    SCOPED_TRACE(name(s));
+    const std::vector<uint8_t> gguf = testing::random_gguf_rows(s.type, s.rows, s.cols, 64);
+    const std::vector<float> values = testing::dequantize_rows(s.type, s.rows, s.cols, gguf);
+    std::vector<uint8_t> device(device_row_bytes(s.type, s.cols) * static_cast<size_t>(s.rows));
+    ASSERT_TRUE(repack_rows_for_device(s.type, s.cols, s.rows, gguf, device).ok());
+    DeviceArray<uint8_t> w(device);
+    const int64_t begin = s.rows / 3;
+    const int64_t count = s.rows - begin;
+    DeviceArray<uint16_t> out(static_cast<size_t>(count * s.cols));
+    out.poison();
+    DequantizeParams p;
+    p.w = make_device_weight(w.get(), s.type, s.rows, s.cols);
+    p.row_begin = begin;
+    p.num_rows = count;
+    p.out = out.get();
+    ASSERT_TRUE(launch_dequantize_bf16(p, nullptr).ok());
+    const std::vector<uint16_t> got = out.download();
+    for (int64_t i = 0; i < count * s.cols; ++i) {
+      ASSERT_EQ(got[i], f32_to_bf16(values[begin * s.cols + i])) << "element " << i;
+    }
+  }
+}
+
+// int8 activations: the GPU quantization equals the host's byte for byte, and the dp4a product
+// equals the product of the quantized activations (1e-5) and the f32 product within their
+// rounding (2e-2), through the small-M path at 1 to 8 tokens.
+void expect_int8_activation_product(const Shape& s, int32_t m) {
+  SCOPED_TRACE(name(s) + " int8 activations M=" + std::to_string(m));
+  const int64_t k = s.cols;
+  const int64_t x_stride = k + 4;
+  const std::vector<uint8_t> gguf = testing::random_gguf_rows(s.type, s.rows, k, 71);
+  const std::vector<float> w = testing::dequantize_rows(s.type, s.rows, k, gguf);
+  const std::vector<float> x = random_floats(static_cast<size_t>(m * x_stride), 72);
+  std::vector<int8_t> xq(static_cast<size_t>(m * k));
+  std::vector<float> xs(static_cast<size_t>(m * k / 32));
+  std::vector<double> x_rounded(static_cast<size_t>(m * k));  // xq · scale, natural order
+  for (int32_t t = 0; t < m; ++t) {
+    for (int64_t b = 0; b < k / 32; ++b) {
+      float amax = 0.0f;
+      for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[t * x_stride + 32 * b + i]));
+      const float scale = q8_block_scale(amax);
+      xs[t * (k / 32) + b] = scale;
+      for (int i = 0; i < 32; ++i) {
+        const int64_t e = 32 * b + i;
+        const int8_t q = q8_quantize(x[t * x_stride + e], scale);
+        xq[t * k + interleaved_q8_offset(e)] = q;
+        x_rounded[t * k + e] = static_cast<double>(q) * scale;
+      }
+    }
+  }
+  std::vector<float> exact(static_cast<size_t>(m * s.rows));
+  std::vector<float> f32(exact.size());
+  for (int32_t t = 0; t < m; ++t) {
+    for (int64_t r = 0; r < s.rows; ++r) {
+      double a = 0.0;
+      double b = 0.0;
+      for (int64_t e = 0; e < k; ++e) {
+        a += static_cast<double>(w[r * k + e]) * x_rounded[t * k + e];
+        b += static_cast<double>(w[r * k + e]) * x[t * x_stride + e];
+      }
+      exact[t * s.rows + r] = static_cast<float>(a);
+      f32[t * s.rows + r] = static_cast<float>(b);
+    }
+  }
+
+  std::vector<uint8_t> device(device_row_bytes(s.type, k) * static_cast<size_t>(s.rows));
+  ASSERT_TRUE(repack_rows_for_device(s.type, k, s.rows, gguf, device).ok());
+  DeviceArray<uint8_t> w_dev(device);
+  DeviceArray<float> x_dev(x);
+  DeviceArray<int8_t> xq_dev(xq.size());
+  DeviceArray<float> xs_dev(xs.size());
+  DeviceArray<float> y(static_cast<size_t>(m * s.rows));
+  xq_dev.poison();
+  xs_dev.poison();
+  QuantizeActivationsParams qp;
+  qp.num_tokens = m;
+  qp.num_cols = k;
+  qp.x = x_dev.get();
+  qp.x_stride = x_stride;
+  qp.q = xq_dev.get();
+  qp.scales = xs_dev.get();
+  ASSERT_TRUE(launch_quantize_activations(qp, nullptr).ok());
+  EXPECT_EQ(xq_dev.download(), xq) << "int8 activations differ from the host's";
+  EXPECT_EQ(xs_dev.download(), xs) << "activation scales differ from the host's";
+
+  MatmulParams p;
+  p.w = make_device_weight(w_dev.get(), s.type, s.rows, k);
+  p.x = x_dev.get();
+  p.x_stride = x_stride;
+  p.x_q8 = xq_dev.get();
+  p.x_q8_scales = xs_dev.get();
+  p.num_tokens = m;
+  p.y = y.get();
+  p.y_stride = s.rows;
+  y.poison();
+  const Status status = launch_matmul_small_m(p, nullptr);
+  ASSERT_TRUE(status.ok()) << status.to_string();
+  const std::vector<float> got = y.download();
+  EXPECT_TRUE(testing::near_relative("vs quantized activations", got, exact, 1e-5));
+  EXPECT_TRUE(testing::near_relative("vs f32 activations", got, f32, 2e-2));
+}
+
+TEST_F(MatmulKernelTest, Int8ActivationsGiveTheQuantizedProduct) {
+  const Shape shapes[] = {{TensorType::kQ8_0, 67, 512},
+                          {TensorType::kQ4_0, 67, 1280},
+                          {TensorType::kQ4_0, 8200, 256},
+                          {TensorType::kQ8_0, 5, 4096}};
+  for (const Shape& s : shapes) {
+    for (const int32_t m : {1, 3, 8}) expect_int8_activation_product(s, m);
+  }
+}
+
+TEST_F(MatmulKernelTest, RefusesMismatchedShapesAndMissingScratch) {
+  DeviceArray<uint8_t> w(device_row_bytes(TensorType::kQ4_0, 256) * 4);
+  DeviceArray<float> x(64 * 256);
+  DeviceArray<float> y(64 * 4);
+  MatmulParams p;
+  p.w = make_device_weight(w.get(), TensorType::kQ4_0, 4, 256);
+  p.x = x.get();
+  p.x_stride = 100;  // shorter than K
+  p.num_tokens = 2;
+  p.y = y.get();
+  p.y_stride = 4;
+  EXPECT_EQ(launch_matmul(p, nullptr).code(), StatusCode::kInvalidArgument);
+  p.x_stride = 256;
+  p.num_tokens = 9;  // wide, without scratch
+  p.cublas = cublas_;
+  EXPECT_EQ(launch_matmul(p, nullptr).code(), StatusCode::kInvalidArgument);
+  p.w.type = TensorType::kQ5_K;
+  EXPECT_EQ(launch_matmul(p, nullptr).code(), StatusCode::kUnimplemented);
+}
+
+}  // namespace
+}  // namespace cellm::kernels

@@ -1,0 +1,51 @@
+// quantize_activations: f32 activations → int8 with one f32 scale per block of 32 (like GGML's
+// Q8_0 activations), on the GPU, in the interleaved element order of Q8_0 weights
+// (weight_decode.cuh), for the dp4a small-M products of Q8_0 / Q4_0 weights (matmul.cuh,
+// MatmulParams::x_q8). Per block: d = max|x| / 127, q = round-to-nearest-even(x · (1/d)) (q = 0
+// when the block is all zeros). The rounding costs about 3e-3 relative error in a product.
+// Stream-ordered, capturable. Who calls it: the CUDA forward (once per distinct matmul input),
+// the tests, the benchmark. Thread-safety: launches on a stream.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backends/cuda/kernels/kernel_common.cuh"
+#include "core/status.h"
+
+namespace cellm::kernels {
+
+struct QuantizeActivationsParams {
+  int32_t num_tokens = 0;
+  int64_t num_cols = 0;      // K, a multiple of 256
+  const float* x = nullptr;  // [num_tokens, x_stride] f32
+  int64_t x_stride = 0;
+  int8_t* q = nullptr;      // [num_tokens, num_cols], interleaved order, 16-byte aligned
+  float* scales = nullptr;  // [num_tokens, num_cols / 32] f32, 16-byte aligned
+};
+
+Status launch_quantize_activations(const QuantizeActivationsParams& params, cudaStream_t stream);
+
+// Where element e of a row lands in the interleaved int8 order (as for Q8_0 weights).
+CELLM_HD_INLINE int64_t interleaved_q8_offset(int64_t e) {
+  const int64_t within = e & 255;
+  const int64_t chunk = 8 * (e >> 8) + ((within & 31) >> 2);
+  return 32 * chunk + 4 * (within >> 5) + (within & 3);
+}
+
+// The quantization of one value of a block whose largest magnitude is `amax`.
+CELLM_HD_INLINE float q8_block_scale(float amax) { return amax / 127.0f; }
+CELLM_HD_INLINE int8_t q8_quantize(float x, float scale) {
+  if (scale == 0.0f) return 0;
+  const float inverse = 1.0f / scale;
+#ifdef __CUDA_ARCH__
+  const int q = __float2int_rn(__fmul_rn(x, inverse));
+#else
+  const int q = static_cast<int>(std::nearbyint(x * inverse));
+#endif
+  return static_cast<int8_t>(q > 127 ? 127 : (q < -127 ? -127 : q));
+}
+
+}  // namespace cellm::kernels

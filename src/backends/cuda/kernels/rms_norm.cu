@@ -1,0 +1,104 @@
+// rms_norm: RMSNorm kernels (rms_norm.cuh).
+#include <string>
+
+#include "backends/cuda/kernels/kernel_common.cuh"
+#include "backends/cuda/kernels/launch_status.h"
+#include "backends/cuda/kernels/rms_norm.cuh"
+
+namespace cellm::kernels {
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ double warp_sum(double v) {
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// 1 / sqrtf(mean + eps) with mean = (float)(sum / dim), as the CPU computes it.
+__device__ float inverse_rms(double sum_squares, int32_t dim, float eps) {
+  const auto mean = static_cast<float>(sum_squares / static_cast<double>(dim));
+  return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(mean, eps)));
+}
+
+__global__ void __launch_bounds__(kThreads) rms_norm_kernel(const RmsNormParams p) {
+  const int64_t row = blockIdx.x;
+  float* x = p.x + row * p.x_stride;
+  double sum = 0.0;
+  for (int32_t i = threadIdx.x; i < p.dim; i += kThreads) {
+    float v = x[i];
+    if (p.add != nullptr) {
+      v = __fadd_rn(v, p.add[row * p.add_stride + i]);
+      x[i] = v;
+    }
+    sum += static_cast<double>(__fmul_rn(v, v));
+  }
+  __shared__ double partial[kThreads / 32];
+  sum = warp_sum(sum);
+  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = sum;
+  __syncthreads();
+  double total = 0.0;
+  for (int w = 0; w < kThreads / 32; ++w) total += partial[w];
+  const float scale = inverse_rms(total, p.dim, p.eps);
+  float* y = p.y + row * p.y_stride;
+  // Each thread re-reads the elements it wrote (or read) above: no cross-thread dependency.
+  for (int32_t i = threadIdx.x; i < p.dim; i += kThreads) {
+    y[i] = __fmul_rn(__fmul_rn(x[i], scale), p.weight[i]);
+  }
+}
+
+constexpr int kHeadWarps = 4;
+
+__global__ void __launch_bounds__(kHeadWarps * 32) head_rms_norm_kernel(const HeadRmsNormParams p) {
+  const int64_t head = static_cast<int64_t>(blockIdx.x) * kHeadWarps + (threadIdx.x >> 5);
+  if (head >= static_cast<int64_t>(p.num_tokens) * p.num_heads) return;
+  const int lane = threadIdx.x & 31;
+  float* x = p.x + (head / p.num_heads) * p.token_stride + (head % p.num_heads) * p.head_dim;
+  float values[32];  // head_dim ≤ 1024: element lane + 32 j
+  double sum = 0.0;
+#pragma unroll
+  for (int j = 0; j < 32; ++j) {
+    const int32_t i = lane + 32 * j;
+    values[j] = i < p.head_dim ? x[i] : 0.0f;
+    sum += static_cast<double>(__fmul_rn(values[j], values[j]));
+  }
+  sum = warp_sum(sum);
+  const float scale = inverse_rms(sum, p.head_dim, p.eps);
+#pragma unroll
+  for (int j = 0; j < 32; ++j) {
+    const int32_t i = lane + 32 * j;
+    if (i < p.head_dim) x[i] = __fmul_rn(__fmul_rn(values[j], scale), p.weight[i]);
+  }
+}
+
+}  // namespace
+
+Status launch_rms_norm(const RmsNormParams& p, cudaStream_t stream) {
+  if (p.num_rows < 0 || p.dim <= 0 || p.x_stride < p.dim || p.y_stride < p.dim ||
+      (p.add != nullptr && p.add_stride < p.dim) ||
+      (p.num_rows > 0 && (p.x == nullptr || p.y == nullptr || p.weight == nullptr))) {
+    return invalid_argument("rms_norm: " + std::to_string(p.num_rows) + " rows of " +
+                            std::to_string(p.dim) + ", strides x " + std::to_string(p.x_stride) +
+                            " y " + std::to_string(p.y_stride) + ", or a null pointer");
+  }
+  if (p.num_rows == 0) return ok_status();
+  rms_norm_kernel<<<static_cast<unsigned>(p.num_rows), kThreads, 0, stream>>>(p);
+  return launch_status("rms_norm");
+}
+
+Status launch_head_rms_norm(const HeadRmsNormParams& p, cudaStream_t stream) {
+  if (p.num_tokens < 0 || p.num_heads <= 0 || p.head_dim <= 0 || p.head_dim > 1024 ||
+      p.token_stride < static_cast<int64_t>(p.num_heads) * p.head_dim ||
+      (p.num_tokens > 0 && (p.x == nullptr || p.weight == nullptr))) {
+    return invalid_argument("head_rms_norm: " + std::to_string(p.num_heads) + " heads of " +
+                            std::to_string(p.head_dim) + " (at most 1024), token stride " +
+                            std::to_string(p.token_stride) + ", or a null pointer");
+  }
+  if (p.num_tokens == 0) return ok_status();
+  const int64_t heads = static_cast<int64_t>(p.num_tokens) * p.num_heads;
+  head_rms_norm_kernel<<<static_cast<unsigned>(ceil_div(heads, kHeadWarps)), kHeadWarps * 32, 0,
+                         stream>>>(p);
+  return launch_status("head_rms_norm");
+}
+
+}  // namespace cellm::kernels

@@ -1,0 +1,140 @@
+// rope_kv: one block per token (rope_kv.cuh). The token's cos/sin table is computed once into
+// shared memory; each warp then takes whole heads: copies the head into shared memory, normalizes
+// it if asked, rotates the pairs and writes the result (Q in place, K into its cache row).
+#include <string>
+
+#include "backends/cuda/kernels/kernel_common.cuh"
+#include "backends/cuda/kernels/launch_status.h"
+#include "backends/cuda/kernels/rope_kv.cuh"
+
+namespace cellm::kernels {
+namespace {
+
+constexpr int kWarps = 4;
+
+__device__ void store_cache(void* cache, KvDtype dtype, int64_t index, float value) {
+  switch (dtype) {
+    case KvDtype::kF32:
+      static_cast<float*>(cache)[index] = value;
+      break;
+    case KvDtype::kF16:
+      static_cast<uint16_t*>(cache)[index] = float_to_f16_bits(value);
+      break;
+    case KvDtype::kBF16:
+      static_cast<uint16_t*>(cache)[index] = float_to_bf16_bits(value);
+      break;
+  }
+}
+
+__device__ double warp_sum(double v) {
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+__global__ void __launch_bounds__(kWarps * 32) rope_kv_kernel(const RopeKvParams p) {
+  __shared__ float cos_table[kRopeMaxHeadDim / 2];
+  __shared__ float sin_table[kRopeMaxHeadDim / 2];
+  __shared__ float head_buffer[kWarps][kRopeMaxHeadDim];
+  const int t = blockIdx.x;
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int32_t num_pairs = p.num_rotary_dims / 2;
+  const double pos = static_cast<double>(p.positions[t]) * static_cast<double>(p.freq_scale);
+  for (int32_t i = threadIdx.x; i < num_pairs; i += kWarps * 32) {
+    double theta =
+        pos * pow(static_cast<double>(p.freq_base),
+                  -2.0 * static_cast<double>(i) / static_cast<double>(p.num_rotary_dims));
+    if (p.freq_factors != nullptr) theta /= static_cast<double>(p.freq_factors[i]);
+    cos_table[i] = static_cast<float>(cos(theta));
+    sin_table[i] = static_cast<float>(sin(theta));
+  }
+  __syncthreads();
+
+  const int32_t num_q = p.q != nullptr ? p.num_heads : 0;
+  const int32_t num_k = p.k != nullptr ? p.num_kv_heads : 0;
+  const bool neox = p.style == RopeStyle::kNeox;
+  const int32_t partner = neox ? num_pairs : 1;
+  const int64_t cell = num_k > 0 ? p.cells[t] : 0;
+  float* buffer = head_buffer[warp];
+  for (int32_t hh = warp; hh < num_q + num_k; hh += kWarps) {
+    const bool is_q = hh < num_q;
+    const int32_t h = is_q ? hh : hh - num_q;
+    const float* src =
+        is_q ? p.q + t * p.q_stride + h * p.head_dim : p.k + t * p.k_stride + h * p.head_dim;
+    const float* norm = is_q ? p.q_norm : p.k_norm;
+    double sum = 0.0;
+    for (int32_t d = lane; d < p.head_dim; d += 32) {
+      const float x = src[d];
+      buffer[d] = x;
+      sum += static_cast<double>(__fmul_rn(x, x));
+    }
+    if (norm != nullptr) {
+      sum = warp_sum(sum);
+      const auto mean = static_cast<float>(sum / static_cast<double>(p.head_dim));
+      const float scale = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(mean, p.norm_eps)));
+      for (int32_t d = lane; d < p.head_dim; d += 32) {
+        buffer[d] = __fmul_rn(__fmul_rn(buffer[d], scale), norm[d]);
+      }
+    }
+    __syncwarp();
+    float* q_out = is_q ? p.q + t * p.q_stride + h * p.head_dim : nullptr;
+    const int64_t k_base = (cell * p.num_kv_heads + h) * p.head_dim;
+    const auto write = [&](int32_t d, float value) {
+      if (is_q) {
+        q_out[d] = value;
+      } else {
+        store_cache(p.k_cache, p.cache_dtype, k_base + d, value);
+      }
+    };
+    for (int32_t i = lane; i < num_pairs; i += 32) {
+      const int32_t first = neox ? i : 2 * i;
+      const float x0 = buffer[first];
+      const float x1 = buffer[first + partner];
+      const float c = cos_table[i];
+      const float s = sin_table[i];
+      write(first, __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s)));
+      write(first + partner, __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c)));
+    }
+    for (int32_t d = p.num_rotary_dims + lane; d < p.head_dim; d += 32) write(d, buffer[d]);
+    __syncwarp();  // the buffer is reused by this warp's next head
+  }
+
+  for (int32_t h = warp; h < num_k; h += kWarps) {
+    const float* src = p.v + t * p.v_stride + h * p.value_head_dim;
+    const int64_t base = (cell * p.num_kv_heads + h) * p.value_head_dim;
+    for (int32_t d = lane; d < p.value_head_dim; d += 32) {
+      store_cache(p.v_cache, p.cache_dtype, base + d, src[d]);
+    }
+  }
+}
+
+}  // namespace
+
+Status launch_rope_kv(const RopeKvParams& p, cudaStream_t stream) {
+  const bool has_q = p.q != nullptr;
+  const bool has_kv = p.k != nullptr;
+  bool ok = p.num_tokens >= 0 && p.head_dim > 0 && p.head_dim <= kRopeMaxHeadDim &&
+            p.num_rotary_dims >= 0 && p.num_rotary_dims % 2 == 0 &&
+            p.num_rotary_dims <= p.head_dim && (p.num_tokens == 0 || p.positions != nullptr);
+  if (has_q) {
+    ok = ok && p.num_heads > 0 && p.q_stride >= static_cast<int64_t>(p.num_heads) * p.head_dim;
+  }
+  if (has_kv) {
+    ok = ok && p.num_kv_heads > 0 && p.value_head_dim > 0 && p.v != nullptr && p.cells != nullptr &&
+         p.k_cache != nullptr && p.v_cache != nullptr &&
+         p.k_stride >= static_cast<int64_t>(p.num_kv_heads) * p.head_dim &&
+         p.v_stride >= static_cast<int64_t>(p.num_kv_heads) * p.value_head_dim;
+  }
+  if (!ok) {
+    return invalid_argument(
+        "rope_kv: " + std::to_string(p.num_tokens) + " tokens, head_dim " +
+        std::to_string(p.head_dim) + " (at most " + std::to_string(kRopeMaxHeadDim) + "), " +
+        std::to_string(p.num_rotary_dims) + " rotary dims, heads q " + std::to_string(p.num_heads) +
+        " kv " + std::to_string(p.num_kv_heads) + ": a bad size, stride or null pointer");
+  }
+  if (p.num_tokens == 0 || (!has_q && !has_kv)) return ok_status();
+  rope_kv_kernel<<<static_cast<unsigned>(p.num_tokens), kWarps * 32, 0, stream>>>(p);
+  return launch_status("rope_kv");
+}
+
+}  // namespace cellm::kernels

@@ -1,0 +1,53 @@
+// swiglu: the silu(gate) · up kernel (swiglu.cuh).
+#include <string>
+
+#include "backends/cuda/kernels/kernel_common.cuh"
+#include "backends/cuda/kernels/launch_status.h"
+#include "backends/cuda/kernels/swiglu.cuh"
+
+namespace cellm::kernels {
+namespace {
+
+constexpr int kThreads = 256;
+
+__global__ void __launch_bounds__(kThreads) swiglu_kernel(const SwigluParams p) {
+  const int64_t index = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  if (index >= p.num_tokens * p.dim) return;
+  const int64_t t = index / p.dim;
+  const int64_t i = index % p.dim;
+  const float g = p.gate[t * p.gate_stride + i];
+  const float u = p.up[t * p.up_stride + i];
+  // (g / (1 + e^-g)) · u, each operation rounded as the CPU rounds it.
+  p.out[t * p.out_stride + i] = __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), u);
+}
+
+}  // namespace
+
+SwigluParams swiglu_fused_params(const float* gate_up, int64_t num_tokens, int64_t dim,
+                                 float* out) {
+  SwigluParams p;
+  p.num_tokens = num_tokens;
+  p.dim = dim;
+  p.gate = gate_up;
+  p.gate_stride = 2 * dim;
+  p.up = gate_up + dim;
+  p.up_stride = 2 * dim;
+  p.out = out;
+  p.out_stride = dim;
+  return p;
+}
+
+Status launch_swiglu(const SwigluParams& p, cudaStream_t stream) {
+  if (p.num_tokens < 0 || p.dim < 0 || p.gate_stride < p.dim || p.up_stride < p.dim ||
+      p.out_stride < p.dim ||
+      (p.num_tokens * p.dim > 0 && (p.gate == nullptr || p.up == nullptr || p.out == nullptr))) {
+    return invalid_argument("swiglu: " + std::to_string(p.num_tokens) + " tokens of " +
+                            std::to_string(p.dim) + " with strides shorter than a row, or null");
+  }
+  if (p.num_tokens * p.dim == 0) return ok_status();
+  swiglu_kernel<<<static_cast<unsigned>(ceil_div(p.num_tokens * p.dim, kThreads)), kThreads, 0,
+                  stream>>>(p);
+  return launch_status("swiglu");
+}
+
+}  // namespace cellm::kernels

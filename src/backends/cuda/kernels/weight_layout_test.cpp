@@ -1,0 +1,245 @@
+// Host-only tests of the device weight layouts and of the decoders the kernels run (compiled
+// here as plain C++): repacking round trips, element decoders bit-exact against the CPU
+// dequantization, and the small-M product's per-chunk arithmetic emulated over whole rows.
+#include "backends/cuda/kernels/weight_layout.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "backends/cuda/kernels/gemv_chunk.cuh"
+#include "backends/cuda/kernels/kernel_test_support.h"
+#include "backends/cuda/kernels/quantize_activations.cuh"
+#include "backends/cuda/kernels/weight_decode.cuh"
+
+namespace cellm::kernels {
+namespace {
+
+using testing::dequantize_rows;
+using testing::random_floats;
+using testing::random_gguf_rows;
+
+struct Shape {
+  TensorType type;
+  int64_t num_cols;
+};
+
+std::vector<uint8_t> to_device(TensorType type, int64_t rows, int64_t cols,
+                               const std::vector<uint8_t>& gguf) {
+  std::vector<uint8_t> device(device_row_bytes(type, cols) * static_cast<size_t>(rows), 0xaa);
+  const Status status = repack_rows_for_device(type, cols, rows, gguf, device);
+  EXPECT_TRUE(status.ok()) << status.to_string();
+  return device;
+}
+
+const Shape kShapes[] = {
+    {TensorType::kF32, 36},    {TensorType::kF16, 40},   {TensorType::kBF16, 260},
+    {TensorType::kQ8_0, 96},   {TensorType::kQ8_0, 512}, {TensorType::kQ8_0, 768},
+    {TensorType::kQ4_0, 160},  {TensorType::kQ4_0, 256}, {TensorType::kQ4_0, 1280},
+    {TensorType::kQ4_K, 768},  {TensorType::kQ4_K, 256}, {TensorType::kQ6_K, 512},
+    {TensorType::kQ6_K, 1792},
+};
+
+TEST(WeightLayoutTest, RepackThenUnpackGivesBackTheGgufBytes) {
+  for (const Shape& shape : kShapes) {
+    SCOPED_TRACE(std::string(tensor_type_name(shape.type)) + " x" + std::to_string(shape.num_cols));
+    const int64_t rows = 3;
+    const std::vector<uint8_t> gguf = random_gguf_rows(shape.type, rows, shape.num_cols, 7);
+    const std::vector<uint8_t> device = to_device(shape.type, rows, shape.num_cols, gguf);
+    std::vector<uint8_t> back(gguf.size(), 0x55);
+    ASSERT_TRUE(unpack_rows_from_device(shape.type, shape.num_cols, rows, device, back).ok());
+    EXPECT_EQ(back, gguf);
+  }
+}
+
+TEST(WeightLayoutTest, InterleavedLayoutOnlyForQuantizedRowsOf256Multiples) {
+  EXPECT_EQ(device_weight_layout(TensorType::kQ4_0, 4096), WeightLayout::kInterleaved);
+  EXPECT_EQ(device_weight_layout(TensorType::kQ6_K, 3584), WeightLayout::kInterleaved);
+  EXPECT_EQ(device_weight_layout(TensorType::kQ4_0, 96), WeightLayout::kGguf);
+  EXPECT_EQ(device_weight_layout(TensorType::kBF16, 4096), WeightLayout::kGguf);
+  // Q6_K rows are padded to 16 bytes (210 · 14 = 2940 → 2944); the others keep GGUF's size.
+  EXPECT_EQ(device_row_bytes(TensorType::kQ6_K, 3584), 2944u);
+  EXPECT_EQ(device_row_bytes(TensorType::kQ4_0, 4096), 2304u);
+  EXPECT_EQ(device_row_bytes(TensorType::kQ8_0, 4096), 4352u);
+}
+
+TEST(WeightLayoutTest, RefusesUnsupportedTypesAndPartialBlocks) {
+  EXPECT_EQ(check_device_weight(TensorType::kQ5_K, 256, "w").code(), StatusCode::kUnimplemented);
+  EXPECT_EQ(check_device_weight(TensorType::kQ4_0, 48, "w").code(), StatusCode::kInvalidArgument);
+  std::vector<uint8_t> small(10);
+  EXPECT_FALSE(repack_rows_for_device(TensorType::kQ4_0, 256, 1, small, small).ok());
+}
+
+// Every element through the decoders the kernels use equals the CPU dequantization exactly.
+TEST(WeightLayoutTest, ElementDecodersMatchTheCpuDequantizationBitForBit) {
+  for (const Shape& shape : kShapes) {
+    SCOPED_TRACE(std::string(tensor_type_name(shape.type)) + " x" + std::to_string(shape.num_cols));
+    const int64_t rows = 2;
+    const std::vector<uint8_t> gguf = random_gguf_rows(shape.type, rows, shape.num_cols, 11);
+    const std::vector<float> ref = dequantize_rows(shape.type, rows, shape.num_cols, gguf);
+    const std::vector<uint8_t> device = to_device(shape.type, rows, shape.num_cols, gguf);
+    const uint64_t gguf_row = gguf.size() / rows;
+    const uint64_t device_row = device_row_bytes(shape.type, shape.num_cols);
+    const bool interleaved =
+        device_weight_layout(shape.type, shape.num_cols) == WeightLayout::kInterleaved;
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t e = 0; e < shape.num_cols; ++e) {
+        const float want = ref[r * shape.num_cols + e];
+        ASSERT_EQ(gguf_element(shape.type, gguf.data() + r * gguf_row, e), want) << "gguf " << e;
+        if (!interleaved) continue;
+        const uint8_t* row = device.data() + r * device_row;
+        float got = 0.0f;
+        switch (shape.type) {
+          case TensorType::kQ8_0:
+            got = interleaved_element<DecodeQ8_0>(row, shape.num_cols, e);
+            break;
+          case TensorType::kQ4_0:
+            got = interleaved_element<DecodeQ4_0>(row, shape.num_cols, e);
+            break;
+          case TensorType::kQ4_K:
+            got = interleaved_element<DecodeQ4_K>(row, shape.num_cols, e);
+            break;
+          case TensorType::kQ6_K:
+            got = interleaved_element<DecodeQ6_K>(row, shape.num_cols, e);
+            break;
+          default:
+            FAIL() << "no interleaved decoder";
+        }
+        ASSERT_EQ(got, want) << "interleaved element " << e << " of row " << r;
+      }
+    }
+  }
+}
+
+// Emulates the GEMV kernel's loop (every chunk of every row through accumulate_chunk) and
+// compares with a double-precision dot of the CPU dequantization.
+template <class Decoder, int R = 2, int M = 4>
+void expect_emulated_gemv_matches(TensorType type, int64_t num_cols, int num_tokens = 3) {
+  SCOPED_TRACE(std::string(tensor_type_name(type)) + " x" + std::to_string(num_cols) +
+               " R=" + std::to_string(R) + " M=" + std::to_string(M));
+  const int64_t rows = 2 * R;
+  const std::vector<uint8_t> gguf = random_gguf_rows(type, rows, num_cols, 21);
+  const std::vector<float> w = dequantize_rows(type, rows, num_cols, gguf);
+  const std::vector<uint8_t> device = to_device(type, rows, num_cols, gguf);
+  const int64_t x_stride = num_cols + 4;
+  const std::vector<float> x = random_floats(static_cast<size_t>(num_tokens * x_stride), 5);
+  const uint64_t row_bytes = device_row_bytes(type, num_cols);
+  for (int64_t row0 = 0; row0 < rows; row0 += R) {
+    float acc[R][M] = {};
+    for (int64_t c = 0; c < num_cols / Decoder::kChunkElems; ++c) {
+      typename Decoder::Chunk chunk[R];
+      for (int r = 0; r < R; ++r) {
+        chunk[r] = Decoder::load(device.data() + (row0 + r) * row_bytes, num_cols, c);
+      }
+      accumulate_chunk<Decoder, R, M>(chunk, x.data(), x_stride, num_tokens, c, acc);
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int t = 0; t < num_tokens; ++t) {
+        double want = 0.0;
+        double scale = 0.0;
+        for (int64_t e = 0; e < num_cols; ++e) {
+          const double p = static_cast<double>(w[(row0 + r) * num_cols + e]) * x[t * x_stride + e];
+          want += p;
+          scale += std::fabs(p);
+        }
+        EXPECT_NEAR(acc[r][t], want, 1e-6 * scale) << "row " << row0 + r << " token " << t;
+      }
+      for (int t = num_tokens; t < M; ++t) EXPECT_EQ(acc[r][t], 0.0f) << "unused token slot";
+    }
+  }
+}
+
+TEST(WeightLayoutTest, EmulatedSmallMProductMatchesTheCpuForEveryFastLayout) {
+  expect_emulated_gemv_matches<DecodeF32>(TensorType::kF32, 72);
+  expect_emulated_gemv_matches<DecodeF16>(TensorType::kF16, 72);
+  expect_emulated_gemv_matches<DecodeBF16>(TensorType::kBF16, 72);
+  expect_emulated_gemv_matches<DecodeQ8_0>(TensorType::kQ8_0, 768);
+  expect_emulated_gemv_matches<DecodeQ4_0>(TensorType::kQ4_0, 1280);
+  expect_emulated_gemv_matches<DecodeQ4_K>(TensorType::kQ4_K, 512);
+  expect_emulated_gemv_matches<DecodeQ6_K>(TensorType::kQ6_K, 768);
+  // The M = 1 shapes the launches use for matrices of few rows.
+  expect_emulated_gemv_matches<DecodeQ8_0, 1, 1>(TensorType::kQ8_0, 512, 1);
+  expect_emulated_gemv_matches<DecodeQ4_0, 1, 1>(TensorType::kQ4_0, 256, 1);
+  expect_emulated_gemv_matches<DecodeQ4_K, 4, 8>(TensorType::kQ4_K, 256, 8);
+}
+
+// Emulates the dp4a kernels (int8 activations) and compares with (a) the same product computed
+// in double from the quantized activations — tight: the integer sums are exact — and (b) the
+// f32 CPU product — loose: the activations were rounded to int8.
+template <class Decoder, int R, int M>
+void expect_emulated_dp4a_matches(TensorType type, int64_t num_cols, int num_tokens) {
+  SCOPED_TRACE(std::string(tensor_type_name(type)) + " x" + std::to_string(num_cols) + " dp4a");
+  const int64_t rows = 2 * R;
+  const std::vector<uint8_t> gguf = random_gguf_rows(type, rows, num_cols, 23);
+  const std::vector<float> w = dequantize_rows(type, rows, num_cols, gguf);
+  const std::vector<uint8_t> device = to_device(type, rows, num_cols, gguf);
+  const std::vector<float> x = random_floats(static_cast<size_t>(num_tokens * num_cols), 6);
+  std::vector<int8_t> xq(x.size());
+  std::vector<float> xs(x.size() / 32);
+  for (int t = 0; t < num_tokens; ++t) {
+    for (int64_t b = 0; b < num_cols / 32; ++b) {
+      float amax = 0.0f;
+      for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[t * num_cols + 32 * b + i]));
+      const float scale = q8_block_scale(amax);
+      xs[t * (num_cols / 32) + b] = scale;
+      for (int i = 0; i < 32; ++i) {
+        const int64_t e = 32 * b + i;
+        xq[t * num_cols + interleaved_q8_offset(e)] = q8_quantize(x[t * num_cols + e], scale);
+      }
+    }
+  }
+  const uint64_t row_bytes = device_row_bytes(type, num_cols);
+  std::vector<float> got;
+  std::vector<float> want_f32;
+  for (int64_t row0 = 0; row0 < rows; row0 += R) {
+    float acc[R][M] = {};
+    for (int64_t c = 0; c < num_cols / Decoder::kChunkElems; ++c) {
+      typename Decoder::Chunk chunk[R];
+      for (int r = 0; r < R; ++r) {
+        chunk[r] = Decoder::load(device.data() + (row0 + r) * row_bytes, num_cols, c);
+      }
+      accumulate_chunk_q8<Decoder, R, M>(chunk, xq.data(), xs.data(), num_cols, num_tokens, c, acc);
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int t = 0; t < num_tokens; ++t) {
+        double exact = 0.0;
+        double scale = 0.0;
+        double f32 = 0.0;
+        for (int64_t e = 0; e < num_cols; ++e) {
+          const double wv = w[(row0 + r) * num_cols + e];
+          const double xv = static_cast<double>(xq[t * num_cols + interleaved_q8_offset(e)]) *
+                            xs[t * (num_cols / 32) + e / 32];
+          exact += wv * xv;
+          scale += std::fabs(wv * xv);
+          f32 += wv * x[t * num_cols + e];
+        }
+        EXPECT_NEAR(acc[r][t], exact, 1e-6 * scale) << "row " << row0 + r << " token " << t;
+        got.push_back(acc[r][t]);
+        want_f32.push_back(static_cast<float>(f32));
+      }
+    }
+  }
+  EXPECT_TRUE(testing::near_relative("dp4a vs f32", got, want_f32, 1e-2));
+}
+
+TEST(WeightLayoutTest, EmulatedInt8ActivationProductMatchesTheCpu) {
+  expect_emulated_dp4a_matches<DecodeQ8_0, 2, 4>(TensorType::kQ8_0, 768, 3);
+  expect_emulated_dp4a_matches<DecodeQ4_0, 4, 2>(TensorType::kQ4_0, 1280, 2);
+  expect_emulated_dp4a_matches<DecodeQ4_0, 1, 1>(TensorType::kQ4_0, 256, 1);
+}
+
+TEST(WeightLayoutTest, Int8QuantizationRoundsToNearestAndKeepsZeroBlocksZero) {
+  EXPECT_EQ(q8_quantize(1.0f, q8_block_scale(1.0f)), 127);
+  EXPECT_EQ(q8_quantize(-1.0f, q8_block_scale(1.0f)), -127);
+  EXPECT_EQ(q8_quantize(0.5f, q8_block_scale(1.0f)), 64);  // 63.5 → 64 (even)
+  EXPECT_EQ(q8_quantize(0.0f, q8_block_scale(0.0f)), 0);
+  // Interleaved positions are a permutation of each 256-element span.
+  std::vector<int> seen(512, 0);
+  for (int64_t e = 0; e < 512; ++e) ++seen[static_cast<size_t>(interleaved_q8_offset(e))];
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), 512);
+}
+
+}  // namespace
+}  // namespace cellm::kernels
