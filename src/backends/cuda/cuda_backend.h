@@ -1,0 +1,51 @@
+// cuda_backend: the CUDA backend as the rest of cellm sees it — no CUDA type in this header.
+//
+// apps/cellm (and tests outside this folder) pick the GPU through these functions only:
+// cuda_device_available() says whether a usable device is present (false on a machine without a
+// GPU or driver, never an abort), and make_cuda_executor() builds a CudaExecutor (Executor,
+// batching/executor.h) for a model and program. The executor is returned NOT initialized, like
+// CpuExecutor: the caller calls initialize() once (uploads the weights, sizes the pools,
+// captures the decode graphs) and gets a Status. The weights' GgufFile must stay alive until
+// initialize() returns (the GPU keeps its own copy). Thread-safety: these functions may be called
+// from any thread; the executor follows Executor's rule (one engine thread).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "batching/executor.h"
+#include "core/status.h"
+#include "model/model_config.h"
+#include "model/model_weights.h"
+#include "program/program_spec.h"
+
+namespace cellm {
+
+struct CudaExecutorOptions {
+  int32_t max_sessions = 256;      // sessions open at once
+  int32_t max_session_tokens = 0;  // positions one session may hold; 0 = the program's context
+  int device = 0;                  // CUDA device ordinal
+  bool use_graphs = true;          // false: decode calls run eagerly (the graph-vs-eager check)
+  bool fuse_weights = true;        // concatenate q/k/v and gate/up when their types match
+  bool resident_bf16 = false;      // keep bf16 copies of quantized matrices (CudaWeightsOptions)
+  // Greedy fast path: every output row's argmax is computed on the device and returned in
+  // OutputRow::token (the lowest id on ties); logits are still copied unless
+  // CudaExecutor::set_copy_logits(false) and return_logits is false.
+  bool device_argmax = false;
+};
+
+// True when a CUDA device with compute capability 9.0 (the build's sm_90a) can be used.
+bool cuda_device_available();
+
+// "NVIDIA H200, 132 SMs, 139.8 GiB, driver 13.0" or why no device is usable.
+std::string cuda_device_summary();
+
+// A CudaExecutor over `weights` (views into a GgufFile that must outlive initialize()) running
+// `spec`'s methods. Errors: FailedPrecondition when no usable device exists.
+StatusOr<std::unique_ptr<Executor>> make_cuda_executor(const ModelConfig& config,
+                                                       const ModelWeights& weights,
+                                                       const ProgramSpec& spec,
+                                                       const CudaExecutorOptions& options);
+
+}  // namespace cellm

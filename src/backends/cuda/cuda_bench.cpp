@@ -1,0 +1,365 @@
+#include "backends/cuda/cuda_bench.h"
+
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <memory>
+#include <optional>
+
+#include "backends/cpu/cpu_model.h"
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/cuda_defaults.h"
+#include "backends/cuda/cuda_executor.h"
+#include "backends/cuda/device_memory.h"
+#include "backends/cuda/hardware_limits.h"
+#include "backends/cuda/model_geometry.h"
+
+namespace cellm {
+namespace {
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values.empty() ? 0.0 : values[values.size() / 2];
+}
+
+StatusOr<TensorType> parse_weight_type(const std::string& name) {
+  const std::optional<TensorType> type = tensor_type_from_name(name);
+  if (!type ||
+      (*type != TensorType::kBF16 && *type != TensorType::kF16 && *type != TensorType::kQ8_0 &&
+       *type != TensorType::kQ4_0 && *type != TensorType::kQ4_K && *type != TensorType::kQ6_K &&
+       *type != TensorType::kF32)) {
+    return invalid_argument("--weights " + name +
+                            ": random weights are f32, bf16, f16, q8_0, q4_0, q4_k or q6_k");
+  }
+  return *type;
+}
+
+// Deterministic token ids spread over the vocabulary.
+class TokenSource {
+ public:
+  TokenSource(uint64_t seed, int32_t vocab) : state_(seed * 2654435761u + 1), vocab_(vocab) {}
+  int32_t next() {
+    state_ = state_ * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<int32_t>((state_ >> 33) % static_cast<uint64_t>(vocab_));
+  }
+  std::vector<int32_t> take(int32_t n) {
+    std::vector<int32_t> tokens(static_cast<size_t>(n));
+    for (int32_t& t : tokens) t = next();
+    return tokens;
+  }
+
+ private:
+  uint64_t state_;
+  int32_t vocab_;
+};
+
+// Everything one run needs: the executor, its model and what the floor of a step is.
+class Bench {
+ public:
+  Bench(const CudaBenchOptions& options, const HardwareLimits& limits, CudaExecutor& executor,
+        CudaBenchReport& report)
+      : options_(options),
+        limits_(limits),
+        executor_(executor),
+        report_(report),
+        tokens_(options.seed, executor.limits().vocab_size) {
+    const ModelConfig& c = executor.weights().config();
+    lm_macs_ = static_cast<uint64_t>(c.vocab_size) * static_cast<uint64_t>(c.hidden_size);
+    layer_macs_ = executor.weights().matrix_macs_per_token() - lm_macs_;
+  }
+
+  // Median ms of timed executes of `make_batch(i)` after warm-up ones (CUDA events around each
+  // synchronous execute on the executor's stream). `after(i)` runs after each (untimed).
+  template <typename Make, typename After>
+  StatusOr<double> time_steps(int32_t warmup, int32_t steps, bool return_logits, Make make_batch,
+                              After after) {
+    CELLM_ASSIGN_OR_RETURN(CudaEvent start, CudaEvent::create(true));
+    CELLM_ASSIGN_OR_RETURN(CudaEvent stop, CudaEvent::create(true));
+    std::vector<double> times;
+    for (int32_t i = 0; i < warmup + steps; ++i) {
+      const BatchInput batch = make_batch(i);
+      CELLM_CUDA_RETURN_IF_ERROR(cudaEventRecord(start.get(), executor_.stream()));
+      CELLM_ASSIGN_OR_RETURN(const BatchOutput output, executor_.execute(batch, return_logits));
+      CELLM_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop.get(), executor_.stream()));
+      CELLM_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop.get()));
+      float ms = 0.0f;
+      CELLM_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+      if (i >= warmup) times.push_back(ms);
+      after(i);
+      (void)output;
+    }
+    return median(times);
+  }
+
+  // The floor of a step running `rows` token rows and `kept` LM-head rows, `calls` forwards.
+  void add_result(std::string name, std::string unit, double value, double step_ms, int64_t rows,
+                  int64_t kept, int64_t calls) {
+    const double bytes = static_cast<double>(executor_.weights().matrix_bytes_per_step()) *
+                         static_cast<double>(calls);
+    const double flops = 2.0 * (static_cast<double>(layer_macs_) * static_cast<double>(rows) +
+                                static_cast<double>(lm_macs_) * static_cast<double>(kept));
+    const double memory_ms = bytes / limits_.bandwidth_bytes_per_s * 1e3;
+    const double compute_ms = flops / limits_.bf16_flops_per_s * 1e3;
+    CudaBenchResult r;
+    r.name = std::move(name);
+    r.unit = std::move(unit);
+    r.value = value;
+    r.step_ms = step_ms;
+    r.ratio = std::max(memory_ms, compute_ms) / step_ms;
+    r.bound = memory_ms >= compute_ms ? "memory" : "compute";
+    report_.results.push_back(r);
+  }
+
+  // Opens `n` sessions, each holding `context` positions (prompts run W tokens per call).
+  StatusOr<std::vector<SessionId>> open_with_context(int32_t n, int32_t context) {
+    std::vector<SessionId> sessions;
+    const int32_t per_batch = std::max(1, 8192 / std::max(1, context));
+    for (int32_t first = 0; first < n; first += per_batch) {
+      BatchInput batch;
+      std::vector<std::vector<int32_t>> prompts;
+      prompts.reserve(static_cast<size_t>(per_batch));
+      for (int32_t i = first; i < std::min(n, first + per_batch); ++i) {
+        const std::optional<SessionId> id = executor_.open_session();
+        if (!id) return resource_exhausted("bench: cannot open session " + std::to_string(i));
+        sessions.push_back(*id);
+        prompts.push_back(tokens_.take(context));
+        StepInput input;
+        input.session = *id;
+        input.tokens = prompts.back();
+        input.end = context;
+        batch.inputs.push_back(input);
+      }
+      CELLM_RETURN_IF_ERROR(executor_.execute(batch, false).status());
+    }
+    return sessions;
+  }
+
+  // Times decode steps of the first `n` sessions of `sessions` (each one new token).
+  StatusOr<double> time_decode(const std::vector<SessionId>& sessions, int32_t n,
+                               bool return_logits) {
+    std::vector<int32_t> next(static_cast<size_t>(n));
+    std::vector<int32_t> pos(static_cast<size_t>(n));
+    for (int32_t i = 0; i < n; ++i) {
+      CELLM_ASSIGN_OR_RETURN(pos[static_cast<size_t>(i)],
+                             executor_.session_length(sessions[static_cast<size_t>(i)]));
+      next[static_cast<size_t>(i)] = tokens_.next();
+    }
+    return time_steps(
+        options_.warmup_steps, options_.decode_steps, return_logits,
+        [&](int32_t) {
+          BatchInput batch;
+          for (int32_t i = 0; i < n; ++i) {
+            StepInput input;
+            input.session = sessions[static_cast<size_t>(i)];
+            input.start_pos = pos[static_cast<size_t>(i)];
+            input.tokens = std::span<const int32_t>(&next[static_cast<size_t>(i)], 1);
+            input.end = 1;
+            input.wants_output = true;
+            batch.inputs.push_back(input);
+          }
+          return batch;
+        },
+        [&](int32_t) {
+          for (int32_t i = 0; i < n; ++i) {
+            ++pos[static_cast<size_t>(i)];
+            next[static_cast<size_t>(i)] = tokens_.next();
+          }
+        });
+  }
+
+  // Times one execute of a fresh session's `length`-token prompt, keeping its last row.
+  StatusOr<double> time_prompt(int32_t length, int32_t warmup, int32_t steps) {
+    const std::vector<int32_t> prompt = tokens_.take(length);
+    SessionId session = 0;
+    return time_steps(
+        warmup, steps, false,
+        [&](int32_t) {
+          session = executor_.open_session().value_or(0);
+          BatchInput batch;
+          StepInput input;
+          input.session = session;
+          input.tokens = prompt;
+          input.end = length;
+          input.wants_output = true;
+          batch.inputs.push_back(input);
+          return batch;
+        },
+        [&](int32_t) { (void)executor_.close_session(session); });
+  }
+
+  TokenSource& tokens() { return tokens_; }
+
+ private:
+  const CudaBenchOptions& options_;
+  const HardwareLimits& limits_;
+  CudaExecutor& executor_;
+  CudaBenchReport& report_;
+  TokenSource tokens_;
+  uint64_t lm_macs_ = 0;
+  uint64_t layer_macs_ = 0;
+};
+
+}  // namespace
+
+StatusOr<CudaBenchReport> run_cuda_bench(const CudaBenchOptions& options,
+                                         const std::function<void(const std::string&)>& progress) {
+  const auto say = [&](const std::string& line) {
+    if (progress) progress(line);
+  };
+  if (!cuda_device_available()) {
+    return failed_precondition("no usable CUDA device: " + cuda_device_summary());
+  }
+  CudaBenchReport report;
+  report.device = cuda_device_summary();
+  say("measuring memory bandwidth and the bf16 tensor-core rate");
+  CELLM_ASSIGN_OR_RETURN(const HardwareLimits limits, measure_hardware_limits(options.device));
+  report.bandwidth_gb_s = limits.bandwidth_bytes_per_s / 1e9;
+  report.bf16_tflops = limits.bf16_flops_per_s / 1e12;
+
+  const int32_t max_sessions =
+      options.session_counts.empty()
+          ? 1
+          : *std::max_element(options.session_counts.begin(), options.session_counts.end());
+  const int32_t decode_positions =
+      (static_cast<int32_t>(options.session_counts.size()) * (options.compare_eager ? 2 : 1) + 3) *
+          (options.warmup_steps + options.decode_steps) +
+      16;
+
+  // The model: a file, or random weights of a geometry.
+  std::unique_ptr<CpuModel> file_model;
+  ModelConfig config;
+  ProgramSpec spec;
+  std::shared_ptr<const CudaWeights> weights;
+  if (!options.model_path.empty()) {
+    say("opening " + options.model_path);
+    CELLM_ASSIGN_OR_RETURN(CpuModel opened, CpuModel::open(options.model_path));
+    file_model = std::make_unique<CpuModel>(std::move(opened));
+    config = file_model->config;
+    spec = file_model->spec;
+    report.model = options.model_path;
+  } else {
+    CELLM_ASSIGN_OR_RETURN(config, named_geometry(options.geometry));
+    CELLM_ASSIGN_OR_RETURN(const TensorType type, parse_weight_type(options.weight_type));
+    CELLM_ASSIGN_OR_RETURN(const KvDtype kv, parse_kv_dtype(options.kv_dtype));
+    spec = random_program(config, config.context_length, kCudaMaxStepTokens, kCudaMinPrefillChunk,
+                          {kCudaDecodeWidths.begin(), kCudaDecodeWidths.end()}, kv,
+                          ProgramSpec::kDefaultMaxCells);
+    say(fmt::format("building random {} weights of {} on the device", options.weight_type,
+                    options.geometry));
+    CudaWeightsOptions weight_options;
+    weight_options.device = options.device;
+    weight_options.resident_bf16 = options.resident_bf16;
+    CELLM_ASSIGN_OR_RETURN(std::unique_ptr<CudaWeights> random,
+                           CudaWeights::random(config, {type, options.seed}, weight_options));
+    weights = std::move(random);
+    report.model = options.geometry + " " + options.weight_type + " (random weights), " +
+                   options.kv_dtype + " cache" +
+                   (options.resident_bf16 ? ", resident bf16 copies" : "");
+  }
+  if (options.max_step_tokens > 0) spec.max_step_tokens = options.max_step_tokens;
+  if (options.min_prefill_chunk > 0) spec.min_prefill_chunk = options.min_prefill_chunk;
+  if (!options.decode_widths.empty()) spec.decode_widths = options.decode_widths;
+  const int32_t w = spec.max_step_tokens;
+  const int32_t needed_context =
+      std::max({options.context_tokens + decode_positions, options.ttft_tokens + 1, w + 1});
+  spec.max_context_len = std::max(spec.max_context_len, needed_context);
+  const int64_t needed_cells =
+      static_cast<int64_t>(max_sessions + 1) * (options.context_tokens + decode_positions) +
+      options.ttft_tokens + 2 * w;
+  spec.kv_max_cells = static_cast<int32_t>(std::max<int64_t>(spec.kv_max_cells, needed_cells));
+  CudaExecutorOptions executor_options;
+  executor_options.max_sessions = max_sessions + 2;
+  executor_options.device = options.device;
+  executor_options.device_argmax = true;  // the greedy fast path is timed separately below
+  executor_options.resident_bf16 = options.resident_bf16;
+  std::unique_ptr<CudaExecutor> executor =
+      weights != nullptr
+          ? std::make_unique<CudaExecutor>(config, weights, spec, executor_options)
+          : std::make_unique<CudaExecutor>(config, file_model->weights, spec, executor_options);
+  say("initializing the executor (upload, pool, graphs)");
+  CELLM_RETURN_IF_ERROR(executor->initialize());
+  report.weight_bytes_per_step = executor->weights().matrix_bytes_per_step();
+  report.matrix_macs_per_token = executor->weights().matrix_macs_per_token();
+
+  Bench bench(options, limits, *executor, report);
+  if (options.batch1) {
+    say("batch-1 decode");
+    CELLM_ASSIGN_OR_RETURN(const std::vector<SessionId> one,
+                           bench.open_with_context(1, options.context_tokens));
+    CELLM_ASSIGN_OR_RETURN(const double ms, bench.time_decode(one, 1, false));
+    bench.add_result("decode batch 1", "tok/s", 1e3 / ms, ms, 1, 1, 1);
+    for (const SessionId s : one) CELLM_RETURN_IF_ERROR(executor->close_session(s));
+  }
+  if (!options.session_counts.empty()) {
+    std::vector<int32_t> counts = options.session_counts;
+    std::sort(counts.begin(), counts.end());
+    say(fmt::format("filling {} sessions with {}-token prompts", max_sessions,
+                    options.context_tokens));
+    CELLM_ASSIGN_OR_RETURN(const std::vector<SessionId> sessions,
+                           bench.open_with_context(max_sessions, options.context_tokens));
+    for (const int32_t n : counts) {
+      say(fmt::format("decode with {} sessions", n));
+      const int64_t calls = (n + w - 1) / w;
+      CELLM_ASSIGN_OR_RETURN(const double ms, bench.time_decode(sessions, n, false));
+      bench.add_result(fmt::format("decode {} sessions", n), "tok/s", n * 1e3 / ms, ms, n, n,
+                       calls);
+      if (options.compare_eager) {
+        CELLM_RETURN_IF_ERROR(executor->set_use_graphs(false));
+        CELLM_ASSIGN_OR_RETURN(const double eager_ms, bench.time_decode(sessions, n, false));
+        CELLM_RETURN_IF_ERROR(executor->set_use_graphs(true));
+        bench.add_result(fmt::format("decode {} sessions, no graphs", n), "tok/s",
+                         n * 1e3 / eager_ms, eager_ms, n, n, calls);
+      }
+    }
+    if (options.compare_api_logits) {
+      const int32_t n = counts.back();
+      say(fmt::format("decode with {} sessions, logits into BatchOutput", n));
+      CELLM_ASSIGN_OR_RETURN(const double ms, bench.time_decode(sessions, n, true));
+      bench.add_result(fmt::format("decode {} sessions, BatchOutput logits", n), "tok/s",
+                       n * 1e3 / ms, ms, n, n, (n + w - 1) / w);
+    }
+    {
+      const int32_t n = counts.back();
+      say(fmt::format("decode with {} sessions, greedy tokens on the device, no logits copy", n));
+      executor->set_copy_logits(false);
+      const StatusOr<double> ms = bench.time_decode(sessions, n, false);
+      executor->set_copy_logits(true);
+      CELLM_RETURN_IF_ERROR(ms.status());
+      bench.add_result(fmt::format("decode {} sessions, device argmax only", n), "tok/s",
+                       n * 1e3 / *ms, *ms, n, n, (n + w - 1) / w);
+    }
+    for (const SessionId s : sessions) CELLM_RETURN_IF_ERROR(executor->close_session(s));
+  }
+  if (options.prefill) {
+    say(fmt::format("prefill of {} tokens", w));
+    CELLM_ASSIGN_OR_RETURN(const double ms, bench.time_prompt(w, 2, 5));
+    bench.add_result(fmt::format("prefill {}", w), "tok/s", w * 1e3 / ms, ms, w, 1, 1);
+  }
+  if (options.ttft_tokens > 0) {
+    say(fmt::format("time to first token, {}-token prompt", options.ttft_tokens));
+    CELLM_ASSIGN_OR_RETURN(const double ms, bench.time_prompt(options.ttft_tokens, 1, 3));
+    bench.add_result(fmt::format("ttft {}", options.ttft_tokens), "ms", ms, ms, options.ttft_tokens,
+                     1, (options.ttft_tokens + w - 1) / w);
+  }
+  return report;
+}
+
+std::string bench_report_table(const CudaBenchReport& report) {
+  std::string out = fmt::format(
+      "device: {}\nmodel: {}\nmeasured: {:.0f} GB/s copy (read + write), {:.0f} TFLOP/s bf16 "
+      "GEMM\nweights read per step: {:.2f} GB; matrix FLOPs per token: {:.2f} G\n",
+      report.device, report.model, report.bandwidth_gb_s, report.bf16_tflops,
+      static_cast<double>(report.weight_bytes_per_step) / 1e9,
+      2.0 * static_cast<double>(report.matrix_macs_per_token) / 1e9);
+  out += fmt::format("{:<42} {:>12} {:>10} {:>9} {:>8}\n", "measurement", "value", "step ms",
+                     "of limit", "bound");
+  for (const CudaBenchResult& r : report.results) {
+    out += fmt::format("{:<42} {:>8.1f} {:<4}{:>9.3f} {:>8.1f}% {:>8}\n", r.name, r.value, r.unit,
+                       r.step_ms, 100.0 * r.ratio, r.bound);
+  }
+  return out;
+}
+
+}  // namespace cellm

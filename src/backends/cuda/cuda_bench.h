@@ -1,0 +1,73 @@
+// cuda_bench: throughput and latency of the CUDA executor on a model file or on random weights
+// of a named geometry — what `cellm bench` prints. No CUDA types in this header (apps include
+// it).
+//
+// Measures, each timed with CUDA events on the executor's stream after warm-up (medians), with
+// every step's kept logits copied to pinned host memory: batch-1 decode tokens/s (a session
+// holding `context_tokens` positions); decode tokens/s with N concurrent sessions whose
+// `context_tokens`-token prompts are already in the cache; prefill tokens/s of one W-token step;
+// time to first token of a `ttft_tokens` prompt (one execute of W-token slices). Each result
+// carries its ratio to the hardware limit: the step's floor time — max(weight bytes read /
+// measured bandwidth, matrix FLOPs / measured bf16 tensor-core rate) — over the measured time
+// (hardware_limits.h). Thread-safety: one run at a time.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "program/program_spec.h"
+
+namespace cellm {
+
+struct CudaBenchOptions {
+  std::string model_path;                 // a GGUF model or program; empty: random weights
+  std::string geometry = "llama-3.1-8b";  // named_geometry() when model_path is empty
+  std::string weight_type = "bf16";       // random weights: bf16, f16, q8_0, q4_0, q4_k, q6_k
+  std::string kv_dtype = "bf16";          // cache dtype of the random program (f32, f16, bf16)
+  int32_t max_step_tokens = 0;            // W; 0: the program's (random: 512)
+  int32_t min_prefill_chunk = 0;          // m; 0: the program's (random: cuda_defaults.h)
+  std::vector<int32_t> decode_widths;     // empty: the program's (random: cuda_defaults.h)
+  int32_t context_tokens = 512;           // positions each session holds before decoding
+  std::vector<int32_t> session_counts = {8, 32, 64, 128, 256};  // concurrent decode runs
+  bool batch1 = true;                                           // measure batch-1 decode
+  bool prefill = true;                                          // measure one W-token prefill step
+  int32_t ttft_tokens = 2048;  // 0: skip the time-to-first-token run
+  int32_t decode_steps = 12;   // timed steps per decode measurement
+  int32_t warmup_steps = 3;
+  bool compare_eager = false;      // also time decodes with graphs off
+  bool compare_api_logits = true;  // also time the widest decode with BatchOutput logits
+  bool resident_bf16 = false;      // bf16 copies of quantized matrices for wide products
+  int device = 0;
+  uint64_t seed = 1;
+};
+
+struct CudaBenchResult {
+  std::string name;  // "decode batch 1", "decode 64 sessions", "prefill 512", "ttft 2048"
+  std::string unit;  // "tok/s" or "ms"
+  double value = 0.0;
+  double step_ms = 0.0;  // median time of one timed step (one execute)
+  double ratio = 0.0;    // floor time / measured time (1 = at the hardware limit)
+  std::string bound;     // "memory" or "compute": which limit the floor comes from
+};
+
+struct CudaBenchReport {
+  std::string device;
+  std::string model;            // file or "<geometry> <type> (random)"
+  double bandwidth_gb_s = 0.0;  // measured, read + write
+  double bf16_tflops = 0.0;     // measured
+  uint64_t weight_bytes_per_step = 0;
+  uint64_t matrix_macs_per_token = 0;
+  std::vector<CudaBenchResult> results;
+};
+
+// Runs the measurements; `progress` (may be empty) receives one line per stage.
+StatusOr<CudaBenchReport> run_cuda_bench(const CudaBenchOptions& options,
+                                         const std::function<void(const std::string&)>& progress);
+
+// The report as an aligned table (the command line writes its JSON).
+std::string bench_report_table(const CudaBenchReport& report);
+
+}  // namespace cellm

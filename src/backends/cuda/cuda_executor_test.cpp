@@ -1,0 +1,95 @@
+// The CUDA executor's own contract on stories260K: limits come from the program, bad programs
+// and unsupported weights are clear errors at initialize(), nothing runs before it, and the
+// factory of cuda_backend.h builds a working executor.
+#include "backends/cuda/cuda_executor.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_e2e_support.h"
+
+namespace cellm {
+namespace {
+
+class CudaExecutorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(testing::require_cuda_device());
+    model_ = std::make_unique<CpuModel>(testing::open_model("stories260K.gguf"));
+  }
+  Status initialize(const ProgramSpec& spec, const CudaExecutorOptions& options = {},
+                    const ModelWeights* weights = nullptr) {
+    CudaExecutor executor(model_->config, weights != nullptr ? *weights : model_->weights, spec,
+                          options);
+    return executor.initialize();
+  }
+  std::unique_ptr<CpuModel> model_;
+};
+
+TEST_F(CudaExecutorTest, LimitsComeFromTheProgramAndNothingIsHeldUpFront) {
+  auto executor = testing::make_cuda(*model_, model_->spec);
+  ASSERT_NE(executor, nullptr);
+  const ExecutorLimits limits = executor->limits();
+  EXPECT_EQ(limits.max_step_tokens, 512);
+  EXPECT_EQ(limits.min_prefill_chunk, 5);
+  EXPECT_EQ(limits.max_session_tokens, model_->spec.max_context_len);
+  EXPECT_EQ(limits.vocab_size, 512);
+  const CacheUsage usage = executor->cache_usage();
+  EXPECT_EQ(usage.max_cells, 65536);
+  EXPECT_EQ(usage.num_free, 65536);
+  EXPECT_EQ(usage.high_water, 0);
+  const KvPoolMetrics pool = executor->kv_metrics();
+  EXPECT_GE(pool.num_rows, 1) << "the scratch row";
+  EXPECT_LT(pool.mapped_bytes, pool.reserved_bytes) << "the pool grows with use";
+}
+
+TEST_F(CudaExecutorTest, ExecuteBeforeInitializeIsAnError) {
+  CudaExecutor executor(model_->config, model_->weights, model_->spec);
+  const StatusOr<BatchOutput> output = executor.execute(BatchInput{}, true);
+  ASSERT_FALSE(output.ok());
+  EXPECT_EQ(output.status().code(), StatusCode::kFailedPrecondition);
+}
+
+TEST_F(CudaExecutorTest, InitializeRejectsABadProgramOrOptions) {
+  ProgramSpec widths = model_->spec;
+  widths.decode_widths = {2, 4};
+  EXPECT_EQ(initialize(widths).code(), StatusCode::kInvalidArgument);
+  ProgramSpec last = model_->spec;
+  last.logits_to_keep_mode = LogitsToKeepMode::kLast;
+  EXPECT_EQ(initialize(last).code(), StatusCode::kUnimplemented);
+  CudaExecutorOptions too_long;
+  too_long.max_session_tokens = model_->spec.max_context_len + 1;
+  EXPECT_EQ(initialize(model_->spec, too_long).code(), StatusCode::kInvalidArgument);
+  CudaExecutorOptions no_sessions;
+  no_sessions.max_sessions = 0;
+  EXPECT_FALSE(initialize(model_->spec, no_sessions).ok());
+}
+
+TEST_F(CudaExecutorTest, AWeightTypeTheKernelsLackIsAnErrorNamingTheTensor) {
+  ModelWeights weights = model_->weights;
+  weights.layers[2].w_down.type = TensorType::kQ5_1;
+  const Status status = initialize(model_->spec, {}, &weights);
+  EXPECT_EQ(status.code(), StatusCode::kUnimplemented) << status.to_string();
+  EXPECT_NE(status.message().find("blk.2.ffn_down.weight"), std::string::npos)
+      << status.to_string();
+}
+
+TEST_F(CudaExecutorTest, TheFactoryBuildsAnExecutorThatRunsAStep) {
+  ASSERT_TRUE(cuda_device_available()) << cuda_device_summary();
+  StatusOr<std::unique_ptr<Executor>> made =
+      make_cuda_executor(model_->config, model_->weights, model_->spec, CudaExecutorOptions{});
+  ASSERT_TRUE(made.ok()) << made.status().to_string();
+  Executor& executor = **made;
+  ASSERT_TRUE(executor.initialize().ok());
+  EXPECT_EQ(executor.initialize().code(), StatusCode::kFailedPrecondition) << "twice";
+  const std::vector<int32_t> prompt = {1, 403, 407, 261, 378};
+  const testing::GreedyRun run = testing::run_greedy(executor, prompt, 3);
+  EXPECT_EQ(run.tokens.size(), 3u);
+  std::printf("device: %s\n", cuda_device_summary().c_str());
+}
+
+}  // namespace
+}  // namespace cellm

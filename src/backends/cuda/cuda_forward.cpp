@@ -1,0 +1,326 @@
+#include "backends/cuda/cuda_forward.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/kernels/argmax.cuh"
+#include "backends/cuda/kernels/attention.cuh"
+#include "backends/cuda/kernels/embedding.cuh"
+#include "backends/cuda/kernels/matmul.cuh"
+#include "backends/cuda/kernels/rms_norm.cuh"
+#include "backends/cuda/kernels/rope_kv.cuh"
+#include "backends/cuda/kernels/row_gather.cuh"
+#include "backends/cuda/kernels/swiglu.cuh"
+
+namespace cellm {
+namespace {
+
+constexpr size_t kAlignment = 256;
+
+size_t aligned(size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
+
+}  // namespace
+
+CudaForward::CudaForward(const ModelConfig& config, const CudaWeights& weights, KvPool& pool,
+                         const CudaForwardConfig& forward_config, cublasHandle_t cublas)
+    : config_(config),
+      weights_(weights),
+      pool_(pool),
+      forward_config_(forward_config),
+      cublas_(cublas) {}
+
+CudaForward::~CudaForward() = default;
+
+StatusOr<std::unique_ptr<CudaForward>> CudaForward::create(const ModelConfig& config,
+                                                           const CudaWeights& weights, KvPool& pool,
+                                                           const CudaForwardConfig& fc,
+                                                           cublasHandle_t cublas) {
+  if (fc.max_width < 1 || fc.max_session_tokens < 1 ||
+      static_cast<int32_t>(fc.layer_windows.size()) != config.num_layers) {
+    return invalid_argument("cuda forward: max width " + std::to_string(fc.max_width) +
+                            ", max session tokens " + std::to_string(fc.max_session_tokens) + ", " +
+                            std::to_string(fc.layer_windows.size()) + " layer windows for " +
+                            std::to_string(config.num_layers) + " layers");
+  }
+  std::unique_ptr<CudaForward> forward(new CudaForward(config, weights, pool, fc, cublas));
+  const ModelConfig& c = config;
+  const size_t w = static_cast<size_t>(fc.max_width);
+  const size_t qkv_width = static_cast<size_t>(c.q_width() + c.kv_width() + c.v_width());
+  const size_t attn_width = static_cast<size_t>(c.num_heads) * c.value_head_dim;
+  const size_t f = sizeof(float);
+  CELLM_RETURN_IF_ERROR(kernels::prepare_attention_kernels());
+  int device = 0;
+  CELLM_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  CELLM_CUDA_RETURN_IF_ERROR(
+      cudaDeviceGetAttribute(&forward->num_sms_, cudaDevAttrMultiProcessorCount, device));
+  // Split-context partials of the decode attention: the most any width up to W asks for at the
+  // longest context (enqueue never asks for more than this holds).
+  size_t attention_scratch = 0;
+  for (int32_t t = 1;; t = std::min(2 * t, fc.max_width)) {
+    const int32_t splits = kernels::decode_attention_default_splits(
+        t, c.num_kv_heads, fc.max_session_tokens, forward->num_sms_);
+    attention_scratch = std::max(attention_scratch, kernels::decode_attention_scratch_bytes(
+                                                        t, c.num_heads, c.value_head_dim, splits));
+    if (t == fc.max_width) break;
+  }
+  forward->attention_scratch_bytes_ = attention_scratch;
+  // The wide matmul path's dequantization tiles: the largest any weight needs at W rows.
+  size_t matmul_scratch = 0;
+  const auto consider = [&](const kernels::DeviceWeight& m) {
+    if (m.data != nullptr) {
+      matmul_scratch =
+          std::max(matmul_scratch, kernels::matmul_wide_scratch_bytes(m, fc.max_width));
+    }
+  };
+  consider(weights.output());
+  for (int32_t l = 0; l < c.num_layers; ++l) {
+    const CudaLayerWeights& lw = weights.layer(l);
+    for (const kernels::DeviceWeight* m :
+         {&lw.qkv, &lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.gate_up, &lw.w_gate, &lw.w_up, &lw.w_down}) {
+      consider(*m);
+    }
+  }
+  forward->matmul_scratch_bytes_ = matmul_scratch;
+  const size_t sizes[] = {
+      w * static_cast<size_t>(c.hidden_size) * f,   // x
+      w * static_cast<size_t>(c.hidden_size) * f,   // xn
+      w * qkv_width * f,                            // qkv
+      w * attn_width * f,                           // attn
+      w * 2 * static_cast<size_t>(c.ffn_size) * f,  // gate_up
+      w * static_cast<size_t>(c.ffn_size) * f,      // act
+      w * static_cast<size_t>(c.vocab_size) * f,    // logits
+      forward->attention_scratch_bytes_,            // attention partials
+      matmul_scratch,                               // matmul tiles
+      w * sizeof(int32_t),                          // zero rows (bias broadcast)
+      w * sizeof(int32_t),                          // argmax tokens
+  };
+  size_t total = 0;
+  for (const size_t s : sizes) total += aligned(s);
+  CELLM_ASSIGN_OR_RETURN(forward->scratch_, DeviceBuffer::allocate(total));
+  uint8_t* at = forward->scratch_.as<uint8_t>();
+  const auto take = [&at](size_t bytes) {
+    uint8_t* p = at;
+    at += aligned(bytes);
+    return p;
+  };
+  forward->x_ = reinterpret_cast<float*>(take(sizes[0]));
+  forward->xn_ = reinterpret_cast<float*>(take(sizes[1]));
+  forward->qkv_ = reinterpret_cast<float*>(take(sizes[2]));
+  forward->attn_ = reinterpret_cast<float*>(take(sizes[3]));
+  forward->gate_up_ = reinterpret_cast<float*>(take(sizes[4]));
+  forward->act_ = reinterpret_cast<float*>(take(sizes[5]));
+  forward->logits_ = reinterpret_cast<float*>(take(sizes[6]));
+  forward->attention_scratch_ = sizes[7] > 0 ? take(sizes[7]) : nullptr;
+  forward->matmul_scratch_ = sizes[8] > 0 ? take(sizes[8]) : nullptr;
+  forward->zero_rows_ = reinterpret_cast<int32_t*>(take(sizes[9]));
+  forward->argmax_tokens_ = reinterpret_cast<int32_t*>(take(sizes[10]));
+  CELLM_CUDA_RETURN_IF_ERROR(cudaMemset(forward->zero_rows_, 0, sizes[9]));
+  CELLM_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+  return forward;
+}
+
+Status CudaForward::matmul(const kernels::DeviceWeight& w, const float* x, int64_t x_stride,
+                           int32_t rows, float* y, int64_t y_stride, bool accumulate,
+                           cudaStream_t stream) {
+  kernels::MatmulParams p;
+  p.w = w;
+  p.x = x;
+  p.x_stride = x_stride;
+  p.num_tokens = rows;
+  p.y = y;
+  p.y_stride = y_stride;
+  p.accumulate = accumulate;
+  p.w_bf16 = weights_.bf16_copy(w);
+  p.cublas = cublas_;
+  p.scratch = matmul_scratch_;
+  p.scratch_bytes = matmul_scratch_bytes_;
+  return kernels::launch_matmul(p, stream);
+}
+
+Status CudaForward::rms_norm(const float* weight, float* x, float* y, int32_t rows,
+                             cudaStream_t stream) {
+  kernels::RmsNormParams p;
+  p.num_rows = rows;
+  p.dim = config_.hidden_size;
+  p.eps = config_.rms_norm_eps;
+  p.weight = weight;
+  p.x = x;
+  p.x_stride = config_.hidden_size;
+  p.y = y;
+  p.y_stride = config_.hidden_size;
+  return kernels::launch_rms_norm(p, stream);
+}
+
+int32_t CudaForward::decode_splits(int32_t tokens, int32_t max_context) const {
+  int32_t splits =
+      kernels::decode_attention_default_splits(tokens, config_.num_kv_heads, max_context, num_sms_);
+  while (splits > 1 &&
+         kernels::decode_attention_scratch_bytes(tokens, config_.num_heads, config_.value_head_dim,
+                                                 splits) > attention_scratch_bytes_) {
+    --splits;
+  }
+  return std::max(splits, 1);
+}
+
+Status CudaForward::attention(const DeviceStep& step, int32_t layer, int32_t rows, bool is_static,
+                              cudaStream_t stream) {
+  const ModelConfig& c = config_;
+  kernels::AttentionArgs args;
+  args.num_tokens = rows;
+  args.num_heads = c.num_heads;
+  args.num_kv_heads = c.num_kv_heads;
+  args.head_dim = c.head_dim;
+  args.value_head_dim = c.value_head_dim;
+  args.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  args.window = forward_config_.layer_windows[static_cast<size_t>(layer)];
+  args.q = qkv_;
+  args.q_stride = c.q_width() + c.kv_width() + c.v_width();
+  args.k_cache = pool_.k_data(layer);
+  args.v_cache = pool_.v_data(layer);
+  args.cache_dtype = pool_.geometry().dtype;
+  args.cells.token_step_seq = step.token_seq;
+  args.cells.token_pos = step.positions;
+  args.cells.seq_cell_offsets = step.seq_row_offsets;
+  args.cells.seq_cells = step.seq_rows;
+  args.out = attn_;
+  args.out_stride = static_cast<int64_t>(c.num_heads) * c.value_head_dim;
+  // Prefill tiles pay off when sequences bring several tokens each.
+  const bool runs = !is_static && step.num_tokens >= 4 * std::max(1, step.num_seqs);
+  if (runs) return kernels::launch_prefill_attention(args, stream);
+  kernels::DecodeAttentionParams decode;
+  decode.args = args;
+  decode.max_splits =
+      decode_splits(rows, is_static ? forward_config_.max_session_tokens : step.max_seq_len);
+  // Few (token, kv head) pairs: split contexts finer so enough blocks share the reads.
+  decode.min_cells_per_split = rows * c.num_kv_heads < num_sms_ ? 64 : 256;
+  decode.scratch = static_cast<float*>(attention_scratch_);
+  decode.scratch_bytes = attention_scratch_bytes_;
+  return kernels::launch_decode_attention(decode, stream);
+}
+
+Status CudaForward::enqueue(const DeviceStep& step, ForwardShape shape, cudaStream_t stream) {
+  const ModelConfig& c = config_;
+  const bool is_static = shape == ForwardShape::kStatic;
+  const int32_t rows = is_static ? step.width : step.num_tokens;
+  const int32_t kept = is_static ? step.width : step.num_kept;
+  if (rows < 1 || rows > forward_config_.max_width || step.num_tokens > step.width || kept > rows) {
+    return invalid_argument(
+        "cuda forward: " + std::to_string(rows) + " rows (" + std::to_string(step.num_tokens) +
+        " tokens, width " + std::to_string(step.width) + ", " + std::to_string(kept) +
+        " kept) outside [1, " + std::to_string(forward_config_.max_width) + "]");
+  }
+  const int64_t hidden = c.hidden_size;
+  const int64_t q_width = c.q_width();
+  const int64_t kv_width = c.kv_width();
+  const int64_t qkv_width = q_width + kv_width + c.v_width();
+  const int64_t attn_width = static_cast<int64_t>(c.num_heads) * c.value_head_dim;
+  const int64_t ffn = c.ffn_size;
+
+  kernels::EmbeddingParams embed;
+  embed.table = weights_.token_embd();
+  embed.num_tokens = rows;
+  embed.tokens = step.tokens;
+  embed.out = x_;
+  embed.out_stride = hidden;
+  CELLM_RETURN_IF_ERROR(kernels::launch_embedding(embed, stream));
+
+  for (int32_t l = 0; l < c.num_layers; ++l) {
+    const CudaLayerWeights& w = weights_.layer(l);
+    CELLM_RETURN_IF_ERROR(rms_norm(w.attn_norm, x_, xn_, rows, stream));
+
+    // q | k | v, each row starting from its bias when there is one (the product accumulates).
+    const bool bias = w.qkv_bias != nullptr;
+    if (bias) {
+      kernels::RowGatherParams g;
+      g.num_rows = rows;
+      g.dim = qkv_width;
+      g.rows = zero_rows_;
+      g.src = w.qkv_bias;
+      g.src_stride = qkv_width;
+      g.num_src_rows = 1;
+      g.dst = qkv_;
+      g.dst_stride = qkv_width;
+      CELLM_RETURN_IF_ERROR(kernels::launch_row_gather(g, stream));
+    }
+    if (w.qkv_fused()) {
+      CELLM_RETURN_IF_ERROR(matmul(w.qkv, xn_, hidden, rows, qkv_, qkv_width, bias, stream));
+    } else {
+      CELLM_RETURN_IF_ERROR(matmul(w.wq, xn_, hidden, rows, qkv_, qkv_width, bias, stream));
+      CELLM_RETURN_IF_ERROR(
+          matmul(w.wk, xn_, hidden, rows, qkv_ + q_width, qkv_width, bias, stream));
+      CELLM_RETURN_IF_ERROR(
+          matmul(w.wv, xn_, hidden, rows, qkv_ + q_width + kv_width, qkv_width, bias, stream));
+    }
+
+    // q/k norms, RoPE on q and k, K and V into the tokens' rows.
+    kernels::RopeKvParams rope;
+    rope.num_tokens = rows;
+    rope.positions = step.positions;
+    rope.head_dim = c.head_dim;
+    rope.style = c.rope.style;
+    rope.num_rotary_dims = c.rope.num_rotary_dims;
+    rope.freq_base = c.rope.freq_base;
+    rope.freq_scale = c.rope.freq_scale;
+    rope.freq_factors = weights_.rope_freqs();
+    rope.norm_eps = c.rms_norm_eps;
+    rope.q = qkv_;
+    rope.q_stride = qkv_width;
+    rope.num_heads = c.num_heads;
+    rope.q_norm = w.q_norm;
+    rope.k = qkv_ + q_width;
+    rope.k_stride = qkv_width;
+    rope.v = qkv_ + q_width + kv_width;
+    rope.v_stride = qkv_width;
+    rope.num_kv_heads = c.num_kv_heads;
+    rope.value_head_dim = c.value_head_dim;
+    rope.k_norm = w.k_norm;
+    rope.cells = step.write_rows;
+    rope.k_cache = pool_.k_data(l);
+    rope.v_cache = pool_.v_data(l);
+    rope.cache_dtype = pool_.geometry().dtype;
+    CELLM_RETURN_IF_ERROR(kernels::launch_rope_kv(rope, stream));
+
+    CELLM_RETURN_IF_ERROR(attention(step, l, rows, is_static, stream));
+    CELLM_RETURN_IF_ERROR(matmul(w.wo, attn_, attn_width, rows, x_, hidden, true, stream));
+
+    CELLM_RETURN_IF_ERROR(rms_norm(w.ffn_norm, x_, xn_, rows, stream));
+    if (w.gate_up_fused()) {
+      CELLM_RETURN_IF_ERROR(matmul(w.gate_up, xn_, hidden, rows, gate_up_, 2 * ffn, false, stream));
+    } else {
+      CELLM_RETURN_IF_ERROR(matmul(w.w_gate, xn_, hidden, rows, gate_up_, 2 * ffn, false, stream));
+      CELLM_RETURN_IF_ERROR(
+          matmul(w.w_up, xn_, hidden, rows, gate_up_ + ffn, 2 * ffn, false, stream));
+    }
+    CELLM_RETURN_IF_ERROR(
+        kernels::launch_swiglu(kernels::swiglu_fused_params(gate_up_, rows, ffn, act_), stream));
+    CELLM_RETURN_IF_ERROR(matmul(w.w_down, act_, ffn, rows, x_, hidden, true, stream));
+  }
+
+  // The kept rows only: gather, final norm, LM head.
+  if (kept == 0) return ok_status();
+  kernels::RowGatherParams gather;
+  gather.num_rows = kept;
+  gather.dim = hidden;
+  gather.rows = step.kept_rows;
+  gather.src = x_;
+  gather.src_stride = hidden;
+  gather.num_src_rows = rows;
+  gather.dst = xn_;
+  gather.dst_stride = hidden;
+  CELLM_RETURN_IF_ERROR(kernels::launch_row_gather(gather, stream));
+  CELLM_RETURN_IF_ERROR(rms_norm(weights_.output_norm(), xn_, xn_, kept, stream));
+  CELLM_RETURN_IF_ERROR(
+      matmul(weights_.output(), xn_, hidden, kept, logits_, c.vocab_size, false, stream));
+  if (!forward_config_.argmax) return ok_status();
+  kernels::ArgmaxParams argmax;
+  argmax.num_rows = kept;
+  argmax.vocab = c.vocab_size;
+  argmax.logits = logits_;
+  argmax.stride = c.vocab_size;
+  argmax.out = argmax_tokens_;
+  return kernels::launch_argmax(argmax, stream);
+}
+
+}  // namespace cellm

@@ -1,0 +1,107 @@
+// CudaForward: the forward of one slice on the GPU — the function CpuForward computes
+// (cpu_forward.h), enqueued as kernels on a stream: (tokens, positions, kept rows) → logits of
+// the kept rows, with K/V written into a KvPool at the rows a DeviceStep names.
+//
+// Per layer: RMSNorm; one q/k/v product (fused weights) or three; biases, q/k norms and RoPE on
+// q and k with K/V written to each token's row; attention of each token over its own sequence's
+// rows; the output product added into the residual; RMSNorm; one gate/up product or two; SwiGLU;
+// the down product added into the residual. Then the kept rows are gathered, normed and sent
+// through the LM head into a device logits buffer. Two shapes:
+//   kStatic (decode): every kernel runs `step.width` rows and reads every per-step size from the
+//     step's device arrays, so the same launches replay from a CUDA graph for any step of that
+//     width; the LM head runs all `width` rows (kept rows padded), the caller copies num_kept.
+//   kDynamic (prefill): `step.num_tokens` rows, sizes taken from the host copy; LM head over
+//     step.num_kept rows.
+// It owns its activation scratch (sized for max_width rows), not the weights, pool or step.
+// Thread-safety: one enqueue at a time (scratch is shared by every call).
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "backends/cuda/cuda_weights.h"
+#include "backends/cuda/device_memory.h"
+#include "backends/cuda/device_step.h"
+#include "backends/cuda/kernels/weight_layout.h"
+#include "backends/cuda/kv_pool.h"
+#include "core/status.h"
+#include "model/model_config.h"
+
+namespace cellm {
+
+enum class ForwardShape { kStatic, kDynamic };
+
+struct CudaForwardConfig {
+  int32_t max_width = 0;               // widest slice (W)
+  int32_t max_session_tokens = 0;      // longest context (sizes split attention scratch)
+  std::vector<int32_t> layer_windows;  // [num_layers] 0 = full attention
+  bool argmax = false;                 // also write each kept row's greedy token (argmax_tokens())
+};
+
+class CudaForward {
+ public:
+  // `weights` and `pool` must outlive the forward. `cublas` is the caller's handle with a
+  // workspace set (capture-safe); the forward sets its stream on every launch.
+  static StatusOr<std::unique_ptr<CudaForward>> create(const ModelConfig& config,
+                                                       const CudaWeights& weights, KvPool& pool,
+                                                       const CudaForwardConfig& forward_config,
+                                                       cublasHandle_t cublas);
+  CudaForward(const CudaForward&) = delete;
+  CudaForward& operator=(const CudaForward&) = delete;
+  ~CudaForward();
+
+  // Enqueues one slice. Pool rows for every row the step names must exist (KvPool::reserve_rows
+  // before). Errors: a launch refused (Internal), sizes outside the configured limits
+  // (InvalidArgument).
+  Status enqueue(const DeviceStep& step, ForwardShape shape, cudaStream_t stream);
+
+  // [max_width, vocab] f32 on the device: row i is the logits of kept row i after an enqueue.
+  const float* logits() const { return logits_; }
+  // [max_width] int32 on the device: the argmax of logits row i (when configured with argmax).
+  const int32_t* argmax_tokens() const { return argmax_tokens_; }
+  int32_t vocab_size() const { return config_.vocab_size; }
+
+ private:
+  CudaForward(const ModelConfig& config, const CudaWeights& weights, KvPool& pool,
+              const CudaForwardConfig& forward_config, cublasHandle_t cublas);
+
+  // y[rows, N] (+)= x[rows, K] · wᵀ (strides in floats).
+  Status matmul(const kernels::DeviceWeight& w, const float* x, int64_t x_stride, int32_t rows,
+                float* y, int64_t y_stride, bool accumulate, cudaStream_t stream);
+  // y = RMSNorm(x) · weight over `rows` rows of hidden_size (y may be x).
+  Status rms_norm(const float* weight, float* x, float* y, int32_t rows, cudaStream_t stream);
+  // attn_ = attention of the step's `rows` tokens in layer l: the decode kernel (split contexts)
+  // for static shapes and for slices of mostly one token per sequence, else the prefill kernel.
+  Status attention(const DeviceStep& step, int32_t layer, int32_t rows, bool is_static,
+                   cudaStream_t stream);
+  // Context splits of the decode kernel for `tokens` rows reaching `max_context` cells, no more
+  // than the scratch holds.
+  int32_t decode_splits(int32_t tokens, int32_t max_context) const;
+
+  ModelConfig config_;
+  const CudaWeights& weights_;
+  KvPool& pool_;
+  CudaForwardConfig forward_config_;
+  cublasHandle_t cublas_;
+  DeviceBuffer scratch_;               // every activation buffer below, carved from one allocation
+  float* x_ = nullptr;                 // [W, hidden] residual stream
+  float* xn_ = nullptr;                // [W, hidden] normed input of a block
+  float* qkv_ = nullptr;               // [W, q_width + kv_width + v_width] projections (q | k | v)
+  float* attn_ = nullptr;              // [W, num_heads * value_head_dim] attention output
+  float* gate_up_ = nullptr;           // [W, 2 * ffn] (gate | up)
+  float* act_ = nullptr;               // [W, ffn] SwiGLU output
+  float* logits_ = nullptr;            // [W, vocab]
+  void* attention_scratch_ = nullptr;  // split-context partial results
+  size_t attention_scratch_bytes_ = 0;
+  void* matmul_scratch_ = nullptr;  // the wide matmul path's dequantization tiles
+  size_t matmul_scratch_bytes_ = 0;
+  int32_t* zero_rows_ = nullptr;      // [W] zeros: gathers a bias vector into every row
+  int32_t* argmax_tokens_ = nullptr;  // [W] greedy token of each kept row
+  int32_t num_sms_ = 0;
+};
+
+}  // namespace cellm

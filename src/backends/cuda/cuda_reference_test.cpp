@@ -1,0 +1,91 @@
+// End to end on the CUDA executor against the independent references: stories260K against
+// llama.cpp's greedy run (../shared/models/reference/) and the four tiny architectures against
+// HF transformers in float64 (../shared/models/arch/). The reference prompt ids fed as given,
+// greedy decoding one step at a time (prefill for the prompt when it is at least m tokens, then
+// graph-captured decodes of width 1); every token equal and every logits row within 1e-3 (the
+// CPU executor, the oracle, lands within 1e-4).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cuda_e2e_support.h"
+
+namespace cellm {
+namespace {
+
+constexpr float kTolerance = 1e-3f;
+
+// Checks every case of a reference JSON against a CUDA executor; the model and the logits files
+// it names are in `model_folder` and `logits_folder` of the test models.
+void check_reference(const std::string& json_path, const std::string& model_folder,
+                     const std::string& logits_folder) {
+  std::ifstream in(json_path);
+  ASSERT_TRUE(in) << "cannot open " << json_path;
+  const nlohmann::json reference = nlohmann::json::parse(in);
+  const CpuModel model =
+      testing::open_model(model_folder + reference.at("model").get<std::string>());
+  auto executor = testing::make_cuda(model, model.spec);
+  ASSERT_NE(executor, nullptr);
+  ASSERT_GT(reference.at("cases").size(), 0u);
+  float worst = 0.0f;
+  for (const auto& c : reference.at("cases")) {
+    const auto prompt = c.at("prompt_tokens").get<std::vector<int32_t>>();
+    const auto expected_tokens = c.at("generated_tokens").get<std::vector<int32_t>>();
+    const int32_t vocab = c.at("vocab").get<int32_t>();
+    ASSERT_EQ(vocab, model.config.vocab_size);
+    const std::vector<float> expected_logits = testing::read_f32_file(
+        testing::test_model_path(logits_folder + c.at("logits_file").get<std::string>()));
+    ASSERT_EQ(expected_logits.size(), expected_tokens.size() * static_cast<size_t>(vocab));
+    const testing::GreedyRun run =
+        testing::run_greedy(*executor, prompt, static_cast<int32_t>(expected_tokens.size()));
+    EXPECT_EQ(run.tokens, expected_tokens) << json_path << ", prompt of " << prompt.size();
+    ASSERT_EQ(run.logits.size(), expected_logits.size());
+    for (size_t row = 0; row < expected_tokens.size(); ++row) {
+      const size_t offset = row * static_cast<size_t>(vocab);
+      const float diff =
+          testing::max_abs_diff(std::span<const float>(run.logits).subspan(offset, vocab),
+                                std::span<const float>(expected_logits).subspan(offset, vocab));
+      worst = std::max(worst, diff);
+      EXPECT_LE(diff, kTolerance) << json_path << ", prompt of " << prompt.size() << ", logits row "
+                                  << row;
+    }
+  }
+  EXPECT_GT(executor->stats().num_graph_launches, 0) << "decode ran without graphs";
+  std::printf("%s: worst logits row max abs diff %.3g (tolerance %.3g)\n", json_path.c_str(),
+              static_cast<double>(worst), static_cast<double>(kTolerance));
+}
+
+class CudaReferenceTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(testing::require_cuda_device()); }
+};
+
+TEST_F(CudaReferenceTest, Stories260KMatchesLlamaCppTokensAndLogits) {
+  check_reference(testing::test_model_path("reference/stories260K-greedy.json"), "", "reference/");
+}
+
+class CudaArchReferenceTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(testing::require_cuda_device()); }
+};
+
+TEST_P(CudaArchReferenceTest, GreedyTokensAndLogitsMatchTransformers) {
+  check_reference(testing::test_model_path("arch/" + GetParam() + "-reference.json"), "arch/",
+                  "arch/");
+}
+
+INSTANTIATE_TEST_SUITE_P(Architectures, CudaArchReferenceTest,
+                         ::testing::Values("tiny-llama3", "tiny-qwen2", "tiny-qwen3",
+                                           "tiny-mistral"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string name = info.param;
+                           std::erase(name, '-');
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace cellm

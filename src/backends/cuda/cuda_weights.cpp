@@ -1,0 +1,448 @@
+#include "backends/cuda/cuda_weights.h"
+
+#include <cmath>
+#include <cstring>
+#include <numbers>
+#include <random>
+#include <span>
+#include <string>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/kernels/dequantize.cuh"
+#include "backends/cuda/kernels/random_fill.cuh"
+#include "gguf/dequantize.h"
+
+namespace cellm {
+
+// One tensor of the single allocation: a matrix (rows of the device layout) or an f32 vector.
+struct CudaWeights::Tensor {
+  std::string name;
+  bool is_matrix = true;
+  TensorType type = TensorType::kF32;  // matrices; vectors are f32
+  int64_t num_rows = 0;                // matrices: rows; vectors: 1
+  int64_t num_cols = 0;                // matrices: cols; vectors: elements
+  // Upload: the views whose rows (matrices) or elements (vectors) are concatenated, in order;
+  // a null view stands for zeros of `part_sizes[i]` elements (a missing bias part).
+  std::vector<const WeightView*> sources;
+  std::vector<int64_t> part_sizes;
+  // Random: how a vector is drawn (matrices use kernels::launch_random_fill).
+  enum class Fill { kMatrix, kOnes, kSmall, kRopeFactors } fill = Fill::kMatrix;
+  uint64_t offset = 0;  // in buffer_
+  uint64_t num_bytes = 0;
+  bool has_bf16_copy = false;  // a resident bf16 copy follows at bf16_offset
+  uint64_t bf16_offset = 0;
+  kernels::DeviceWeight* matrix_slot = nullptr;
+  const float** vector_slot = nullptr;
+};
+
+namespace {
+
+constexpr uint64_t kAlignment = 256;
+constexpr size_t kStagingBytes = size_t{64} << 20;
+
+// Two pinned blocks used alternately for host-to-device copies.
+class Stager {
+ public:
+  static StatusOr<Stager> create() {
+    Stager stager;
+    for (int i = 0; i < 2; ++i) {
+      CELLM_ASSIGN_OR_RETURN(stager.blocks_[i], PinnedBuffer::allocate(kStagingBytes));
+      CELLM_ASSIGN_OR_RETURN(stager.events_[i], CudaEvent::create());
+    }
+    CELLM_ASSIGN_OR_RETURN(stager.stream_, CudaStream::create());
+    return stager;
+  }
+  // A block of kStagingBytes free for writing.
+  StatusOr<uint8_t*> next() {
+    current_ = 1 - current_;
+    if (used_[current_]) CELLM_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(events_[current_].get()));
+    used_[current_] = false;
+    return blocks_[current_].as<uint8_t>();
+  }
+  // Copies the first `n` bytes of the current block to `device`.
+  Status send(void* device, size_t n) {
+    CELLM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(device, blocks_[current_].data(), n,
+                                               cudaMemcpyHostToDevice, stream_.get()));
+    CELLM_CUDA_RETURN_IF_ERROR(cudaEventRecord(events_[current_].get(), stream_.get()));
+    used_[current_] = true;
+    return ok_status();
+  }
+  Status finish() { return cuda_status(cudaStreamSynchronize(stream_.get()), "weight upload"); }
+  cudaStream_t stream() const { return stream_.get(); }
+
+ private:
+  PinnedBuffer blocks_[2];
+  CudaEvent events_[2];
+  bool used_[2] = {false, false};
+  int current_ = 1;
+  CudaStream stream_;
+};
+
+uint64_t gguf_row_bytes(TensorType type, int64_t cols) {
+  const TensorTypeTraits& traits = tensor_type_traits(type);
+  return static_cast<uint64_t>(cols) / traits.block_size * traits.block_bytes;
+}
+
+// llama3-style rope divisors for n pairs (theta 500000, factor 8, low/high 1/4, original 8192).
+std::vector<float> llama3_factors(int32_t num_rotary_dims, float freq_base) {
+  std::vector<float> factors(static_cast<size_t>(num_rotary_dims / 2));
+  const double factor = 8.0, low = 1.0, high = 4.0, original = 8192.0;
+  for (size_t i = 0; i < factors.size(); ++i) {
+    const double freq =
+        std::pow(static_cast<double>(freq_base), -2.0 * static_cast<double>(i) / num_rotary_dims);
+    const double wavelength = 2.0 * std::numbers::pi / freq;
+    double f = 1.0;
+    if (wavelength > original / low) {
+      f = factor;
+    } else if (wavelength >= original / high) {
+      const double s = (original / wavelength - low) / (high - low);
+      f = 1.0 / ((1.0 - s) / factor + s);
+    }
+    factors[i] = static_cast<float>(f);
+  }
+  return factors;
+}
+
+// Uploads one matrix tensor: each source's rows, converted to the device layout, in chunks.
+Status upload_matrix(const CudaWeights::Tensor& t, uint8_t* device, Stager& stager) {
+  const uint64_t dev_row = kernels::device_row_bytes(t.type, t.num_cols);
+  const uint64_t src_row = gguf_row_bytes(t.type, t.num_cols);
+  const int64_t rows_per_chunk =
+      std::max<int64_t>(1, static_cast<int64_t>(kStagingBytes / std::max(dev_row, src_row)) / 2);
+  uint64_t at = 0;
+  for (const WeightView* view : t.sources) {
+    if (view->type != t.type || view->num_cols != t.num_cols) {
+      return internal_error("fused weight " + t.name + ": part " + view->name + " differs");
+    }
+    for (int64_t r = 0; r < view->num_rows; r += rows_per_chunk) {
+      const int64_t n = std::min(rows_per_chunk, view->num_rows - r);
+      CELLM_ASSIGN_OR_RETURN(uint8_t * block, stager.next());
+      const std::span<const uint8_t> src =
+          view->bytes.subspan(static_cast<size_t>(r) * src_row, static_cast<size_t>(n) * src_row);
+      CELLM_RETURN_IF_ERROR(kernels::repack_rows_for_device(
+                                t.type, t.num_cols, n, src,
+                                std::span<uint8_t>(block, static_cast<size_t>(n) * dev_row))
+                                .with_context(view->name));
+      CELLM_RETURN_IF_ERROR(stager.send(device + at, static_cast<size_t>(n) * dev_row));
+      at += static_cast<uint64_t>(n) * dev_row;
+    }
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+Status CudaWeights::plan(const ModelWeights* w, TensorType random_type,
+                         const CudaWeightsOptions& options, std::vector<Tensor>* tensors) {
+  const ModelConfig& c = config_;
+  layers_.assign(static_cast<size_t>(c.num_layers), CudaLayerWeights{});
+  const auto matrix = [&](std::string name, std::vector<const WeightView*> sources, int64_t rows,
+                          int64_t cols, kernels::DeviceWeight* slot) -> Status {
+    Tensor t;
+    t.name = std::move(name);
+    t.type = w != nullptr ? sources[0]->type : random_type;
+    t.num_rows = rows;
+    t.num_cols = cols;
+    CELLM_RETURN_IF_ERROR(kernels::check_device_weight(t.type, cols, t.name));
+    if (w != nullptr) t.sources = std::move(sources);
+    t.num_bytes = kernels::device_row_bytes(t.type, cols) * static_cast<uint64_t>(rows);
+    t.matrix_slot = slot;
+    tensors->push_back(std::move(t));
+    return ok_status();
+  };
+  const auto vector = [&](std::string name, std::vector<const WeightView*> sources,
+                          std::vector<int64_t> parts, Tensor::Fill fill, const float** slot) {
+    Tensor t;
+    t.name = std::move(name);
+    t.is_matrix = false;
+    t.num_rows = 1;
+    for (const int64_t n : parts) t.num_cols += n;
+    t.sources = std::move(sources);
+    t.part_sizes = std::move(parts);
+    t.fill = fill;
+    t.num_bytes = static_cast<uint64_t>(t.num_cols) * sizeof(float);
+    t.vector_slot = slot;
+    tensors->push_back(std::move(t));
+  };
+  const int64_t hidden = c.hidden_size;
+  const bool random = w == nullptr;
+  CELLM_RETURN_IF_ERROR(matrix(
+      "token_embd.weight",
+      random ? std::vector<const WeightView*>{} : std::vector<const WeightView*>{&w->token_embd},
+      c.vocab_size, hidden, &token_embd_));
+  if (!c.tied_embeddings) {
+    CELLM_RETURN_IF_ERROR(matrix(
+        "output.weight",
+        random ? std::vector<const WeightView*>{} : std::vector<const WeightView*>{&w->output},
+        c.vocab_size, hidden, &output_));
+  }
+  vector(
+      "output_norm.weight",
+      random ? std::vector<const WeightView*>{} : std::vector<const WeightView*>{&w->output_norm},
+      {hidden}, Tensor::Fill::kOnes, &output_norm_);
+  if (c.rope.has_freq_factors) {
+    vector(
+        "rope_freqs.weight",
+        random ? std::vector<const WeightView*>{} : std::vector<const WeightView*>{&w->rope_freqs},
+        {c.rope.num_rotary_dims / 2}, Tensor::Fill::kRopeFactors, &rope_freqs_);
+  }
+  for (int32_t l = 0; l < c.num_layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    CudaLayerWeights& out = layers_[static_cast<size_t>(l)];
+    const LayerWeights* lw = random ? nullptr : &w->layers[static_cast<size_t>(l)];
+    const auto one = [&](const WeightView LayerWeights::*member) {
+      return random ? std::vector<const WeightView*>{}
+                    : std::vector<const WeightView*>{&(lw->*member)};
+    };
+    vector(p + "attn_norm.weight", one(&LayerWeights::attn_norm), {hidden}, Tensor::Fill::kOnes,
+           &out.attn_norm);
+    vector(p + "ffn_norm.weight", one(&LayerWeights::ffn_norm), {hidden}, Tensor::Fill::kOnes,
+           &out.ffn_norm);
+    const bool fuse_qkv =
+        options.fuse && (random || (lw->wq.type == lw->wk.type && lw->wk.type == lw->wv.type));
+    if (fuse_qkv) {
+      CELLM_RETURN_IF_ERROR(matrix(p + "attn_qkv",
+                                   random
+                                       ? std::vector<const WeightView*>{}
+                                       : std::vector<const WeightView*>{&lw->wq, &lw->wk, &lw->wv},
+                                   c.q_width() + c.kv_width() + c.v_width(), hidden, &out.qkv));
+    } else {
+      CELLM_RETURN_IF_ERROR(
+          matrix(p + "attn_q.weight", one(&LayerWeights::wq), c.q_width(), hidden, &out.wq));
+      CELLM_RETURN_IF_ERROR(
+          matrix(p + "attn_k.weight", one(&LayerWeights::wk), c.kv_width(), hidden, &out.wk));
+      CELLM_RETURN_IF_ERROR(
+          matrix(p + "attn_v.weight", one(&LayerWeights::wv), c.v_width(), hidden, &out.wv));
+    }
+    const bool has_bias =
+        random ? c.has_qkv_bias
+               : (lw->q_bias.present() || lw->k_bias.present() || lw->v_bias.present());
+    if (has_bias) {
+      std::vector<const WeightView*> parts;
+      if (!random) {
+        parts = {lw->q_bias.present() ? &lw->q_bias : nullptr,
+                 lw->k_bias.present() ? &lw->k_bias : nullptr,
+                 lw->v_bias.present() ? &lw->v_bias : nullptr};
+      }
+      vector(p + "attn_qkv.bias", parts, {c.q_width(), c.kv_width(), c.v_width()},
+             Tensor::Fill::kSmall, &out.qkv_bias);
+    }
+    if (c.has_qk_norm) {
+      vector(p + "attn_q_norm.weight", one(&LayerWeights::q_norm), {c.head_dim},
+             Tensor::Fill::kOnes, &out.q_norm);
+      vector(p + "attn_k_norm.weight", one(&LayerWeights::k_norm), {c.head_dim},
+             Tensor::Fill::kOnes, &out.k_norm);
+    }
+    CELLM_RETURN_IF_ERROR(matrix(p + "attn_output.weight", one(&LayerWeights::wo), hidden,
+                                 static_cast<int64_t>(c.num_heads) * c.value_head_dim, &out.wo));
+    const bool fuse_gate_up = options.fuse && (random || lw->w_gate.type == lw->w_up.type);
+    if (fuse_gate_up) {
+      CELLM_RETURN_IF_ERROR(matrix(p + "ffn_gate_up",
+                                   random ? std::vector<const WeightView*>{}
+                                          : std::vector<const WeightView*>{&lw->w_gate, &lw->w_up},
+                                   2 * static_cast<int64_t>(c.ffn_size), hidden, &out.gate_up));
+    } else {
+      CELLM_RETURN_IF_ERROR(matrix(p + "ffn_gate.weight", one(&LayerWeights::w_gate), c.ffn_size,
+                                   hidden, &out.w_gate));
+      CELLM_RETURN_IF_ERROR(
+          matrix(p + "ffn_up.weight", one(&LayerWeights::w_up), c.ffn_size, hidden, &out.w_up));
+    }
+    CELLM_RETURN_IF_ERROR(
+        matrix(p + "ffn_down.weight", one(&LayerWeights::w_down), hidden, c.ffn_size, &out.w_down));
+  }
+  uint64_t offset = 0;
+  const auto aligned = [](uint64_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; };
+  for (Tensor& t : *tensors) {
+    t.offset = offset;
+    offset += aligned(t.num_bytes);
+    const bool quantized =
+        t.type != TensorType::kF32 && t.type != TensorType::kF16 && t.type != TensorType::kBF16;
+    if (t.is_matrix && quantized && options.resident_bf16) {
+      t.has_bf16_copy = true;
+      t.bf16_offset = offset;
+      offset += aligned(static_cast<uint64_t>(t.num_rows) * static_cast<uint64_t>(t.num_cols) * 2);
+    }
+  }
+  CELLM_ASSIGN_OR_RETURN(buffer_, DeviceBuffer::allocate(offset));
+  bind(*tensors);
+  return ok_status();
+}
+
+void CudaWeights::bind(const std::vector<Tensor>& tensors) {
+  uint8_t* base = buffer_.as<uint8_t>();
+  for (const Tensor& t : tensors) {
+    if (t.is_matrix) {
+      *t.matrix_slot = kernels::make_device_weight(base + t.offset, t.type, t.num_rows, t.num_cols);
+      if (t.has_bf16_copy) {
+        bf16_copies_[base + t.offset] = reinterpret_cast<const uint16_t*>(base + t.bf16_offset);
+      }
+    } else {
+      *t.vector_slot = reinterpret_cast<const float*>(base + t.offset);
+    }
+  }
+  if (config_.tied_embeddings) output_ = token_embd_;
+  // Row ranges of the fused matrices.
+  const auto rows_of = [](const kernels::DeviceWeight& m, int64_t first, int64_t count) {
+    kernels::DeviceWeight part = m;
+    part.data = static_cast<const uint8_t*>(m.data) + static_cast<uint64_t>(first) * m.row_bytes;
+    part.num_rows = count;
+    return part;
+  };
+  const ModelConfig& c = config_;
+  for (CudaLayerWeights& l : layers_) {
+    if (l.qkv_fused()) {
+      l.wq = rows_of(l.qkv, 0, c.q_width());
+      l.wk = rows_of(l.qkv, c.q_width(), c.kv_width());
+      l.wv = rows_of(l.qkv, c.q_width() + c.kv_width(), c.v_width());
+    }
+    if (l.gate_up_fused()) {
+      l.w_gate = rows_of(l.gate_up, 0, c.ffn_size);
+      l.w_up = rows_of(l.gate_up, c.ffn_size, c.ffn_size);
+    }
+  }
+}
+
+StatusOr<std::unique_ptr<CudaWeights>> CudaWeights::upload(const ModelConfig& config,
+                                                           const ModelWeights& weights,
+                                                           const CudaWeightsOptions& options) {
+  if (static_cast<int32_t>(weights.layers.size()) != config.num_layers) {
+    return invalid_argument("cuda weights: " + std::to_string(weights.layers.size()) +
+                            " layers of weights for a model of " +
+                            std::to_string(config.num_layers));
+  }
+  CELLM_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device));
+  std::unique_ptr<CudaWeights> out(new CudaWeights(config));
+  std::vector<Tensor> tensors;
+  CELLM_RETURN_IF_ERROR(out->plan(&weights, TensorType::kF32, options, &tensors));
+  CELLM_ASSIGN_OR_RETURN(Stager stager, Stager::create());
+  uint8_t* base = out->buffer_.as<uint8_t>();
+  for (const Tensor& t : tensors) {
+    if (t.is_matrix) {
+      CELLM_RETURN_IF_ERROR(upload_matrix(t, base + t.offset, stager));
+      continue;
+    }
+    CELLM_ASSIGN_OR_RETURN(uint8_t * block, stager.next());
+    float* values = reinterpret_cast<float*>(block);
+    int64_t at = 0;
+    for (size_t i = 0; i < t.part_sizes.size(); ++i) {
+      const WeightView* view = i < t.sources.size() ? t.sources[i] : nullptr;
+      const std::span<float> part(values + at, static_cast<size_t>(t.part_sizes[i]));
+      if (view == nullptr) {
+        std::fill(part.begin(), part.end(), 0.0f);
+      } else {
+        if (view->num_cols * view->num_rows != t.part_sizes[i]) {
+          return internal_error("cuda weights: " + view->name + " has " +
+                                std::to_string(view->num_cols * view->num_rows) +
+                                " elements, expected " + std::to_string(t.part_sizes[i]));
+        }
+        CELLM_RETURN_IF_ERROR(
+            dequantize_row(view->type, view->bytes, part).with_context(view->name));
+      }
+      at += t.part_sizes[i];
+    }
+    CELLM_RETURN_IF_ERROR(stager.send(base + t.offset, static_cast<size_t>(t.num_bytes)));
+  }
+  CELLM_RETURN_IF_ERROR(out->fill_bf16_copies(tensors, stager.stream()));
+  CELLM_RETURN_IF_ERROR(stager.finish());
+  return out;
+}
+
+StatusOr<std::unique_ptr<CudaWeights>> CudaWeights::random(const ModelConfig& config,
+                                                           const RandomWeightsSpec& spec,
+                                                           const CudaWeightsOptions& options) {
+  CELLM_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device));
+  std::unique_ptr<CudaWeights> out(new CudaWeights(config));
+  std::vector<Tensor> tensors;
+  CELLM_RETURN_IF_ERROR(out->plan(nullptr, spec.matrix_type, options, &tensors));
+  CELLM_ASSIGN_OR_RETURN(Stager stager, Stager::create());
+  std::mt19937_64 rng(spec.seed);
+  std::uniform_real_distribution<float> jitter(-1.0f, 1.0f);
+  uint64_t seed = spec.seed * 1000003u;
+  for (const Tensor& t : tensors) {
+    if (t.is_matrix) {
+      // Uniform in ±sqrt(3 / cols): a standard deviation of 1 / sqrt(cols), so activations
+      // keep their scale through the layers.
+      kernels::RandomFillParams fill;
+      fill.data = const_cast<void*>(t.matrix_slot->data);
+      fill.type = t.type;
+      fill.num_rows = t.num_rows;
+      fill.num_cols = t.num_cols;
+      fill.seed = ++seed;
+      fill.scale = std::sqrt(3.0f / static_cast<float>(t.num_cols));
+      CELLM_RETURN_IF_ERROR(
+          kernels::launch_random_fill(fill, stager.stream()).with_context(t.name));
+      continue;
+    }
+    CELLM_ASSIGN_OR_RETURN(uint8_t * block, stager.next());
+    float* values = reinterpret_cast<float*>(block);
+    std::vector<float> factors;
+    if (t.fill == Tensor::Fill::kRopeFactors) {
+      factors = llama3_factors(config.rope.num_rotary_dims, config.rope.freq_base);
+    }
+    for (int64_t i = 0; i < t.num_cols; ++i) {
+      switch (t.fill) {
+        case Tensor::Fill::kOnes:
+          values[i] = 1.0f + 0.1f * jitter(rng);
+          break;
+        case Tensor::Fill::kSmall:
+          values[i] = 0.02f * jitter(rng);
+          break;
+        case Tensor::Fill::kRopeFactors:
+          values[i] = factors[static_cast<size_t>(i)];
+          break;
+        case Tensor::Fill::kMatrix:
+          break;
+      }
+    }
+    CELLM_RETURN_IF_ERROR(
+        stager.send(out->buffer_.as<uint8_t>() + t.offset, static_cast<size_t>(t.num_bytes)));
+  }
+  CELLM_RETURN_IF_ERROR(out->fill_bf16_copies(tensors, stager.stream()));
+  CELLM_RETURN_IF_ERROR(stager.finish());
+  return out;
+}
+
+Status CudaWeights::fill_bf16_copies(const std::vector<Tensor>& tensors, cudaStream_t stream) {
+  for (const Tensor& t : tensors) {
+    if (!t.has_bf16_copy) continue;
+    kernels::DequantizeParams p;
+    p.w = *t.matrix_slot;
+    p.row_begin = 0;
+    p.num_rows = t.num_rows;
+    p.out = const_cast<uint16_t*>(bf16_copies_.at(t.matrix_slot->data));
+    CELLM_RETURN_IF_ERROR(kernels::launch_dequantize_bf16(p, stream).with_context(t.name));
+  }
+  return ok_status();
+}
+
+const uint16_t* CudaWeights::bf16_copy(const kernels::DeviceWeight& w) const {
+  const auto it = bf16_copies_.find(w.data);
+  return it == bf16_copies_.end() ? nullptr : it->second;
+}
+
+uint64_t CudaWeights::matrix_bytes_per_step() const {
+  const auto bytes = [](const kernels::DeviceWeight& m) {
+    return m.data == nullptr ? 0 : m.row_bytes * static_cast<uint64_t>(m.num_rows);
+  };
+  uint64_t total = bytes(output_);
+  for (const CudaLayerWeights& l : layers_) {
+    total += l.qkv_fused() ? bytes(l.qkv) : bytes(l.wq) + bytes(l.wk) + bytes(l.wv);
+    total += bytes(l.wo) + bytes(l.w_down);
+    total += l.gate_up_fused() ? bytes(l.gate_up) : bytes(l.w_gate) + bytes(l.w_up);
+  }
+  return total;
+}
+
+uint64_t CudaWeights::matrix_macs_per_token() const {
+  const auto macs = [](const kernels::DeviceWeight& m) {
+    return static_cast<uint64_t>(m.num_rows) * static_cast<uint64_t>(m.num_cols);
+  };
+  uint64_t total = macs(output_);
+  for (const CudaLayerWeights& l : layers_) {
+    total += macs(l.wq) + macs(l.wk) + macs(l.wv) + macs(l.wo) + macs(l.w_gate) + macs(l.w_up) +
+             macs(l.w_down);
+  }
+  return total;
+}
+
+}  // namespace cellm

@@ -1,0 +1,82 @@
+#include "backends/cuda/model_geometry.h"
+
+namespace cellm {
+namespace {
+
+struct Geometry {
+  std::string_view name;
+  Architecture architecture;
+  int32_t num_layers, hidden, ffn, heads, kv_heads, head_dim, vocab;
+  float rope_base;
+  bool llama3_rope;
+  bool qkv_bias;
+  bool tied;
+  float eps;
+};
+
+constexpr Geometry kGeometries[] = {
+    {"llama-3.1-8b", Architecture::kLlama, 32, 4096, 14336, 32, 8, 128, 128256, 500000.0f, true,
+     false, false, 1e-5f},
+    {"qwen2.5-7b", Architecture::kQwen2, 28, 3584, 18944, 28, 4, 128, 152064, 1000000.0f, false,
+     true, false, 1e-6f},
+    {"llama-3.2-1b", Architecture::kLlama, 16, 2048, 8192, 32, 8, 64, 128256, 500000.0f, true,
+     false, true, 1e-5f},
+    {"tiny", Architecture::kLlama, 4, 512, 1536, 8, 4, 64, 4096, 10000.0f, false, false, false,
+     1e-5f},
+    {"tiny-qwen", Architecture::kQwen2, 3, 256, 768, 4, 2, 64, 2048, 1000000.0f, false, true, false,
+     1e-6f},
+};
+
+}  // namespace
+
+std::vector<std::string> geometry_names() {
+  std::vector<std::string> names;
+  for (const Geometry& g : kGeometries) names.emplace_back(g.name);
+  return names;
+}
+
+StatusOr<ModelConfig> named_geometry(std::string_view name) {
+  for (const Geometry& g : kGeometries) {
+    if (g.name != name) continue;
+    ModelConfig c;
+    c.architecture = g.architecture;
+    c.num_layers = g.num_layers;
+    c.hidden_size = g.hidden;
+    c.ffn_size = g.ffn;
+    c.num_heads = g.heads;
+    c.num_kv_heads = g.kv_heads;
+    c.head_dim = g.head_dim;
+    c.value_head_dim = g.head_dim;
+    c.vocab_size = g.vocab;
+    c.context_length = 131072;
+    c.rms_norm_eps = g.eps;
+    c.rope.style = g.architecture == Architecture::kQwen2 ? RopeStyle::kNeox : RopeStyle::kNormal;
+    c.rope.num_rotary_dims = g.head_dim;
+    c.rope.freq_base = g.rope_base;
+    c.rope.has_freq_factors = g.llama3_rope;
+    c.layer_windows.assign(static_cast<size_t>(g.num_layers), 0);
+    c.has_qkv_bias = g.qkv_bias;
+    c.tied_embeddings = g.tied;
+    return c;
+  }
+  std::string names;
+  for (const std::string& n : geometry_names()) names += (names.empty() ? "" : ", ") + n;
+  return not_found("unknown geometry '" + std::string(name) + "' (known: " + names + ")");
+}
+
+ProgramSpec random_program(const ModelConfig& config, int32_t max_context_len,
+                           int32_t max_step_tokens, int32_t min_prefill_chunk,
+                           std::vector<int32_t> decode_widths, KvDtype kv_dtype,
+                           int32_t max_cells) {
+  ProgramSpec spec = ProgramSpec::defaults_for(config);
+  spec.max_context_len = max_context_len;
+  spec.max_step_tokens = max_step_tokens;
+  spec.min_prefill_chunk = min_prefill_chunk;
+  spec.decode_widths = std::move(decode_widths);
+  spec.kv_dtype = kv_dtype;
+  spec.kv_max_cells = max_cells;
+  spec.source = "random weights";
+  return spec;
+}
+
+}  // namespace cellm

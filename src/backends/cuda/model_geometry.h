@@ -1,0 +1,28 @@
+// model_geometry: ModelConfigs of well-known models by name, for programs with random weights
+// (`cellm bench --geometry`, tests): the shapes, rope and attention layout of the real model,
+// none of its values. No CUDA types. Thread-safety: pure functions.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "model/model_config.h"
+#include "program/program_spec.h"
+
+namespace cellm {
+
+// "llama-3.1-8b", "qwen2.5-7b", "llama-3.2-1b", and small ones for tests: "tiny" (llama, 4
+// layers, hidden 512, vocab 4096) and "tiny-qwen" (qwen2 with q/k/v biases). NotFound lists
+// the names.
+StatusOr<ModelConfig> named_geometry(std::string_view name);
+std::vector<std::string> geometry_names();
+
+// A program for a random model of `config`: ProgramSpec::defaults_for with `max_context_len`
+// positions, W, m and decode widths as given, and `kv_dtype` cells.
+ProgramSpec random_program(const ModelConfig& config, int32_t max_context_len,
+                           int32_t max_step_tokens, int32_t min_prefill_chunk,
+                           std::vector<int32_t> decode_widths, KvDtype kv_dtype, int32_t max_cells);
+
+}  // namespace cellm
