@@ -83,6 +83,12 @@ StatusOr<std::unique_ptr<CudaForward>> CudaForward::create(const ModelConfig& co
     }
   }
   forward->matmul_scratch_bytes_ = matmul_scratch;
+  forward->argmax_scratch_bytes_ = kernels::argmax_scratch_bytes(fc.max_width);
+  // int8 activations of the fused path: up to kDecodeMatmulMaxTokens rows of the widest input.
+  const size_t max_k = static_cast<size_t>(
+      std::max({static_cast<int64_t>(c.hidden_size), static_cast<int64_t>(attn_width),
+                static_cast<int64_t>(c.ffn_size)}));
+  const size_t q8_rows = static_cast<size_t>(kernels::kDecodeMatmulMaxTokens);
   const size_t sizes[] = {
       w * static_cast<size_t>(c.hidden_size) * f,   // x
       w * static_cast<size_t>(c.hidden_size) * f,   // xn
@@ -95,6 +101,9 @@ StatusOr<std::unique_ptr<CudaForward>> CudaForward::create(const ModelConfig& co
       matmul_scratch,                               // matmul tiles
       w * sizeof(int32_t),                          // zero rows (bias broadcast)
       w * sizeof(int32_t),                          // argmax tokens
+      forward->argmax_scratch_bytes_,               // argmax partials and counters
+      q8_rows * max_k,                              // int8 activations
+      q8_rows * (max_k / 32 + 1) * sizeof(float),   // their scales
   };
   size_t total = 0;
   for (const size_t s : sizes) total += aligned(s);
@@ -116,7 +125,12 @@ StatusOr<std::unique_ptr<CudaForward>> CudaForward::create(const ModelConfig& co
   forward->matmul_scratch_ = sizes[8] > 0 ? take(sizes[8]) : nullptr;
   forward->zero_rows_ = reinterpret_cast<int32_t*>(take(sizes[9]));
   forward->argmax_tokens_ = reinterpret_cast<int32_t*>(take(sizes[10]));
+  forward->argmax_scratch_ = take(sizes[11]);
+  forward->x_q8_ = reinterpret_cast<int8_t*>(take(sizes[12]));
+  forward->x_q8_scales_ = reinterpret_cast<float*>(take(sizes[13]));
   CELLM_CUDA_RETURN_IF_ERROR(cudaMemset(forward->zero_rows_, 0, sizes[9]));
+  CELLM_CUDA_RETURN_IF_ERROR(cudaMemset(forward->argmax_scratch_, 0, sizes[11]));
+  forward->plan_fused_path();
   CELLM_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
   return forward;
 }
@@ -217,6 +231,7 @@ Status CudaForward::enqueue(const DeviceStep& step, ForwardShape shape, cudaStre
   const int64_t qkv_width = q_width + kv_width + c.v_width();
   const int64_t attn_width = static_cast<int64_t>(c.num_heads) * c.value_head_dim;
   const int64_t ffn = c.ffn_size;
+  if (rows <= fused_max_rows_) return enqueue_fused(step, rows, kept, is_static, stream);
 
   kernels::EmbeddingParams embed;
   embed.table = weights_.token_embd();
@@ -313,14 +328,20 @@ Status CudaForward::enqueue(const DeviceStep& step, ForwardShape shape, cudaStre
   CELLM_RETURN_IF_ERROR(rms_norm(weights_.output_norm(), xn_, xn_, kept, stream));
   CELLM_RETURN_IF_ERROR(
       matmul(weights_.output(), xn_, hidden, kept, logits_, c.vocab_size, false, stream));
-  if (!forward_config_.argmax) return ok_status();
-  kernels::ArgmaxParams argmax;
-  argmax.num_rows = kept;
-  argmax.vocab = c.vocab_size;
-  argmax.logits = logits_;
-  argmax.stride = c.vocab_size;
-  argmax.out = argmax_tokens_;
-  return kernels::launch_argmax(argmax, stream);
+  return argmax(kept, stream);
+}
+
+Status CudaForward::argmax(int32_t kept, cudaStream_t stream) {
+  if (!forward_config_.argmax || kept == 0) return ok_status();
+  kernels::ArgmaxParams p;
+  p.num_rows = kept;
+  p.vocab = config_.vocab_size;
+  p.logits = logits_;
+  p.stride = config_.vocab_size;
+  p.out = argmax_tokens_;
+  p.scratch = argmax_scratch_;
+  p.scratch_bytes = argmax_scratch_bytes_;
+  return kernels::launch_argmax(p, stream);
 }
 
 }  // namespace cellm

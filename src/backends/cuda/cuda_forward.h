@@ -12,6 +12,17 @@
 //     width; the LM head runs all `width` rows (kept rows padded), the caller copies num_kept.
 //   kDynamic (prefill): `step.num_tokens` rows, sizes taken from the host copy; LM head over
 //     step.num_kept rows.
+// Slices of at most kDecodeMatmulMaxTokens rows (decode, short prefill chunks) run the fused
+// kernels of decode_matmul.cuh when every layer allows it: RMSNorm inside the q|k|v and gate|up
+// products, RoPE and the K/V write in the q|k|v product's epilogue (normal-style RoPE without q/k
+// norms; else the rope_kv kernel), SwiGLU in the gate|up epilogue, the residual adds in the
+// output and down products' epilogues, the kept-row gather and final norm inside the LM head —
+// four product launches per layer plus attention, each allowed to overlap the one before
+// (pdl.cuh). Q8_0 / Q4_0 products there take int8 activations (one quantize launch per input, the
+// norm folded into it) unless int8_activations is off. Quantized weights use this path up to
+// kSmallMMaxTokensQuantized rows, others up to 8; wider slices run the unfused sequence.
+// CELLM_CUDA_FUSED=0 / CELLM_CUDA_INT8=0 in the environment turn the fused path / int8
+// activations off (to measure what they bring).
 // It owns its activation scratch (sized for max_width rows), not the weights, pool or step.
 // Thread-safety: one enqueue at a time (scratch is shared by every call).
 #pragma once
@@ -26,6 +37,7 @@
 #include "backends/cuda/cuda_weights.h"
 #include "backends/cuda/device_memory.h"
 #include "backends/cuda/device_step.h"
+#include "backends/cuda/kernels/decode_matmul.cuh"
 #include "backends/cuda/kernels/weight_layout.h"
 #include "backends/cuda/kv_pool.h"
 #include "core/status.h"
@@ -40,6 +52,10 @@ struct CudaForwardConfig {
   int32_t max_session_tokens = 0;      // longest context (sizes split attention scratch)
   std::vector<int32_t> layer_windows;  // [num_layers] 0 = full attention
   bool argmax = false;                 // also write each kept row's greedy token (argmax_tokens())
+  bool fused_decode = true;            // slices of ≤ 8 rows run the fused kernels (see above)
+  // Q8_0 / Q4_0 products of fused slices take int8 activations (dp4a; about 3e-3 relative
+  // error); false keeps them exact in f32.
+  bool int8_activations = true;
 };
 
 class CudaForward {
@@ -81,6 +97,17 @@ class CudaForward {
   // Context splits of the decode kernel for `tokens` rows reaching `max_context` cells, no more
   // than the scratch holds.
   int32_t decode_splits(int32_t tokens, int32_t max_context) const;
+  // The forward with the fused small-M kernels (cuda_forward_fused.cpp); rows ≤ fused_max_rows_.
+  Status enqueue_fused(const DeviceStep& step, int32_t rows, int32_t kept, bool is_static,
+                       cudaStream_t stream);
+  // Points a fused product's input at x rows [rows, K] (gathered by x_rows, normed by norm when
+  // given): f32, or int8 through one quantize launch when the weight takes int8 activations.
+  Status fused_input(kernels::DecodeMatmulParams* p, const float* x, int64_t x_stride,
+                     const int32_t* x_rows, const float* norm, int32_t rows, cudaStream_t stream);
+  // Decides fused_max_rows_ and rope_fused_ from the weights and the config.
+  void plan_fused_path();
+  // The greedy token of each of `kept` logits rows into argmax_tokens_.
+  Status argmax(int32_t kept, cudaStream_t stream);
 
   ModelConfig config_;
   const CudaWeights& weights_;
@@ -101,6 +128,13 @@ class CudaForward {
   size_t matmul_scratch_bytes_ = 0;
   int32_t* zero_rows_ = nullptr;      // [W] zeros: gathers a bias vector into every row
   int32_t* argmax_tokens_ = nullptr;  // [W] greedy token of each kept row
+  void* argmax_scratch_ = nullptr;    // kernels::argmax_scratch_bytes(W), zeroed
+  size_t argmax_scratch_bytes_ = 0;
+  int8_t* x_q8_ = nullptr;         // [8, max K] int8 activations of the fused path
+  float* x_q8_scales_ = nullptr;   // [8, max K / 32]
+  int32_t fused_max_rows_ = 0;     // slices of at most this many rows run enqueue_fused (0: none)
+  bool rope_fused_ = false;        // the q|k|v product's epilogue does RoPE and the K/V write
+  bool int8_activations_ = false;  // config (and CELLM_CUDA_INT8) allow int8 activations
   int32_t num_sms_ = 0;
 };
 

@@ -39,6 +39,11 @@ Status check_attention_args(const AttentionArgs& a, std::string_view op) {
   return ok_status();
 }
 
+bool tensor_core_attention_applies(const AttentionArgs& a) {
+  return a.cache_dtype != KvDtype::kF32 && a.head_dim == a.value_head_dim &&
+         (a.head_dim == 64 || a.head_dim == 128);
+}
+
 Status prepare_attention_kernels() {
   CELLM_RETURN_IF_ERROR(prepare_decode_attention_kernels());
   return prepare_prefill_attention_kernels();

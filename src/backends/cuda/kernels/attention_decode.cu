@@ -1,4 +1,6 @@
-// attention_decode: the flash-decoding attention kernel and its split combine (attention.cuh).
+// attention_decode: the flash-decoding attention kernel on CUDA cores in f32, its split combine,
+// and the launch that picks the tensor-core kernel (attention_decode_tc.cu) for 16-bit caches
+// with 64- or 128-dim heads (attention.cuh).
 //
 // Block (kv head × batch of up to 8 of its query heads, token, split), 4 warps. The block's query
 // heads sit in shared memory; each warp takes 32-cell tiles of the split in turn, copies their K
@@ -32,14 +34,6 @@ struct DecodeShape {
       size_t{kWarps} * (2 * kMaxGroup + kMaxGroup * kMaxHeadDim) * 4;
   static constexpr size_t kStageBytes = std::max(kWarps * kWarpStageBytes, kCombineBytes);
   static constexpr size_t kSmemBytes = kQBytes + kStageBytes;
-};
-
-struct DecodeKernelArgs {
-  AttentionArgs a;
-  int32_t max_splits = 1;
-  int32_t min_cells = 1;
-  float* partial_out = nullptr;  // [num_tokens, num_heads, max_splits, value_head_dim]
-  float* partial_ml = nullptr;   // [num_tokens, num_heads, max_splits, 2]: max, sum
 };
 
 // Loads 8 consecutive K values (d .. d + 7) of a staged row as f32.
@@ -334,7 +328,8 @@ Status prepare_decode_attention_kernels() {
   static const Status result = [] {
     CELLM_RETURN_IF_ERROR(set_smem_limits<KvDtype::kF32>());
     CELLM_RETURN_IF_ERROR(set_smem_limits<KvDtype::kF16>());
-    return set_smem_limits<KvDtype::kBF16>();
+    CELLM_RETURN_IF_ERROR(set_smem_limits<KvDtype::kBF16>());
+    return prepare_decode_attention_tc_kernels();
   }();
   return result;
 }
@@ -348,8 +343,10 @@ size_t decode_attention_scratch_bytes(int32_t num_tokens, int32_t num_heads, int
 
 int32_t decode_attention_default_splits(int32_t num_tokens, int32_t num_kv_heads,
                                         int32_t max_context, int32_t num_sms) {
+  // About four blocks per SM: three of the tensor-core kernel's fit at once, and a fourth
+  // evens out the tail.
   const int64_t blocks = std::max<int64_t>(1, static_cast<int64_t>(num_tokens) * num_kv_heads);
-  const int64_t wanted = (2 * static_cast<int64_t>(num_sms) + blocks - 1) / blocks;
+  const int64_t wanted = (4 * static_cast<int64_t>(num_sms) + blocks - 1) / blocks;
   const int64_t useful = std::max<int64_t>(1, (max_context + 63) / 64);
   return static_cast<int32_t>(std::clamp<int64_t>(std::min(wanted, useful), 1, 64));
 }
@@ -382,16 +379,20 @@ Status launch_decode_attention(const DecodeAttentionParams& p, cudaStream_t stre
                                       a.value_head_dim;
   }
   const int max_dim = std::max(a.head_dim, a.value_head_dim);
-  switch (a.cache_dtype) {
-    case KvDtype::kF32:
-      launch_for_dtype<KvDtype::kF32>(args, max_dim, stream);
-      break;
-    case KvDtype::kF16:
-      launch_for_dtype<KvDtype::kF16>(args, max_dim, stream);
-      break;
-    case KvDtype::kBF16:
-      launch_for_dtype<KvDtype::kBF16>(args, max_dim, stream);
-      break;
+  if (tensor_core_attention_applies(a)) {
+    launch_decode_attention_tc(args, stream);
+  } else {
+    switch (a.cache_dtype) {
+      case KvDtype::kF32:
+        launch_for_dtype<KvDtype::kF32>(args, max_dim, stream);
+        break;
+      case KvDtype::kF16:
+        launch_for_dtype<KvDtype::kF16>(args, max_dim, stream);
+        break;
+      case KvDtype::kBF16:
+        launch_for_dtype<KvDtype::kBF16>(args, max_dim, stream);
+        break;
+    }
   }
   CELLM_RETURN_IF_ERROR(launch_status("decode_attention"));
   if (p.max_splits > 1) {

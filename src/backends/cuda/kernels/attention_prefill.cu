@@ -1,5 +1,6 @@
 // attention_prefill: tiled causal attention for runs of consecutive tokens of one sequence
-// (attention.cuh), on CUDA cores in f32.
+// (attention.cuh), on CUDA cores in f32 — the kernel for f32 caches and head sizes the
+// tensor-core kernel (attention_prefill_tc.cu, picked by the launch below) does not take.
 //
 // A block takes 64 query rows — Qt consecutive tokens × Gs query heads of one kv head (Gs a power
 // of two ≤ 8, Qt = 64 / Gs) — and, for each run of tokens of one sequence among them, walks the
@@ -300,7 +301,8 @@ Status prepare_prefill_attention_kernels() {
   static const Status result = [] {
     CELLM_RETURN_IF_ERROR(set_smem_limits<KvDtype::kF32>());
     CELLM_RETURN_IF_ERROR(set_smem_limits<KvDtype::kF16>());
-    return set_smem_limits<KvDtype::kBF16>();
+    CELLM_RETURN_IF_ERROR(set_smem_limits<KvDtype::kBF16>());
+    return prepare_prefill_attention_tc_kernels();
   }();
   return result;
 }
@@ -315,6 +317,10 @@ Status launch_prefill_attention(const AttentionArgs& a, cudaStream_t stream) {
     return launch_decode_attention(decode, stream);
   }
   CELLM_RETURN_IF_ERROR(prepare_prefill_attention_kernels());
+  if (tensor_core_attention_applies(a)) {
+    launch_prefill_attention_tc(a, stream);
+    return launch_status("prefill_attention_tc");
+  }
   switch (a.cache_dtype) {
     case KvDtype::kF32:
       launch_for_dtype<KvDtype::kF32>(a, max_dim, stream);

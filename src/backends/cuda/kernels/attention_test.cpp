@@ -1,7 +1,9 @@
 // Parity of the decode (flash-decoding) and prefill attention kernels with cpu_attention, over
 // steps built like CellStep: several sequences of different lengths, cell lists that share a
 // prefix and are not ascending, tokens grouped or interleaved, windows, GQA ratios 1..16, head
-// sizes 8..256, K/V in f32, f16 and bf16, and contexts long enough to split.
+// sizes 8..256, K/V in f32, f16 and bf16, and contexts long enough to split. f16 / bf16 caches
+// with 64- and 128-dim heads run the tensor-core kernels (split high/low 16-bit operands: within
+// 1e-4 of the CPU); the others the f32 CUDA-core kernels (1e-5).
 #include "backends/cuda/kernels/attention.cuh"
 
 #include <gtest/gtest.h>
@@ -193,7 +195,7 @@ void expect_attention_parity(const Case& c, const Step& step, int32_t max_splits
   args.out = out.get();
   args.out_stride = out_stride;
 
-  const double tolerance = 1e-5;
+  const double tolerance = c.dtype == KvDtype::kF32 ? 1e-5 : 1e-4;
   const auto check = [&](const std::string& what, const std::function<void()>& run) {
     out.poison();
     run();
@@ -235,6 +237,10 @@ TEST(AttentionKernelTest, DecodeTokensOfSequencesOfDifferentLengthsMatchTheCpu) 
       {"gqa16 bf16 hd256", 16, 1, 256, 256, KvDtype::kBF16, 0},
       {"gqa2 f32 hd8 (stories)", 8, 4, 8, 8, KvDtype::kF32, 0},
       {"gqa4 f16 hd64 v32", 8, 2, 64, 32, KvDtype::kF16, 37},
+      {"tc gqa7 bf16 hd128", 14, 2, 128, 128, KvDtype::kBF16, 0},
+      {"tc gqa16 f16 hd64 (two head batches)", 16, 1, 64, 64, KvDtype::kF16, 0},
+      {"tc mha bf16 hd64 window", 4, 4, 64, 64, KvDtype::kBF16, 70},
+      {"tc gqa3 f16 hd128", 6, 2, 128, 128, KvDtype::kF16, 0},
   };
   for (const Case& c : cases) expect_attention_parity(c, step, 8, 64, true);
 }
@@ -260,8 +266,23 @@ TEST(AttentionKernelTest, PrefillChunksOfSeveralSequencesAreCausalWithinEach) {
       {"prefill gqa7 f32 hd32", 14, 2, 32, 32, KvDtype::kF32, 0},
       {"prefill gqa16 f16 hd256 (decode fallback)", 16, 1, 256, 256, KvDtype::kF16, 0},
       {"prefill gqa2 f32 hd8", 8, 4, 8, 8, KvDtype::kF32, 0},
+      {"prefill tc gqa7 bf16 hd128", 14, 2, 128, 128, KvDtype::kBF16, 0},
+      {"prefill tc mha f16 hd64", 4, 4, 64, 64, KvDtype::kF16, 0},
+      {"prefill tc gqa16 bf16 hd64 window", 16, 1, 64, 64, KvDtype::kBF16, 40},
+      {"prefill tc gqa3 bf16 hd128", 6, 2, 128, 128, KvDtype::kBF16, 0},
   };
   for (const Case& c : cases) expect_attention_parity(c, grouped, 4, 64, true);
+}
+
+TEST(AttentionKernelTest, TensorCoreKernelsWalkManyKeyTilesOfLongRuns) {
+  CELLM_REQUIRE_DEVICE();
+  // Runs of 300 and 190 new tokens over 700- and 260-position sequences: many 64-key tiles,
+  // partial last tiles, blocks whose tokens straddle the two runs, and decode splits.
+  const Step step = make_step({700, 260, 9}, {300, 190, 9}, 100, false, 23);
+  expect_attention_parity({"long runs gqa4 bf16 hd128", 8, 2, 128, 128, KvDtype::kBF16, 0}, step, 6,
+                          64, true);
+  expect_attention_parity({"long runs gqa8 f16 hd64 window", 16, 2, 64, 64, KvDtype::kF16, 200},
+                          step, 3, 100, true);
 }
 
 TEST(AttentionKernelTest, PrefillHandlesInterleavedTokensOfManySequences) {

@@ -4,7 +4,8 @@
 // (ratio to the copy bandwidth), the wide path's TFLOP/s at M = 64, 256, 512, and the attention
 // kernels at decode and prefill shapes. Every timed region is a captured CUDA graph of several
 // launches (weights rotated through copies larger than L2), replayed after a warm-up; medians.
-// Usage: cuda_kernels_bench [--quick]. Prints tables; never pass/fail (exit 1 only on errors).
+// Usage: cuda_kernels_bench [--quick] [--attention] [--wide] (only those sections; --wide: the
+// wide path by token count). Prints tables; never pass/fail (exit 1 only on errors).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -290,7 +291,7 @@ void bench_matmul(cudaStream_t stream, cublasHandle_t cublas, double copy_bw, do
         char line[256];
         int n = std::snprintf(line, sizeof(line), "%-22s %-6s %-9s", shape.name,
                               std::string(tensor_type_name(type)).c_str(),
-                              use_copy ? "bf16 copy" : (quantized ? "tiles" : "direct"));
+                              use_copy ? "bf16 copy" : (quantized ? "no copy" : "direct"));
         for (const int m : {64, 256, 512}) {
           p.num_tokens = m;
           const double t = time_graph(stream, [&] { BENCH_OK(launch_matmul_wide(p, stream)); });
@@ -304,8 +305,10 @@ void bench_matmul(cudaStream_t stream, cublasHandle_t cublas, double copy_bw, do
       BENCH_CUDA(cudaStreamSynchronize(stream));
     }
   }
-  std::printf("\n== wide matmul (TFLOP/s; %% of measured bf16 rate %.0f TFLOP/s) ==\n",
-              tc_rate / 1e12);
+  std::printf(
+      "\n== wide matmul (TFLOP/s; %% of measured bf16 rate %.0f TFLOP/s; no copy: Q8_0/Q4_0 fused "
+      "up to M=256, else bf16 tiles) ==\n",
+      tc_rate / 1e12);
   std::printf("%-22s %-6s %-9s %11s %11s %11s\n", "shape", "type", "weights", "M=64", "M=256",
               "M=512");
   for (const std::string& line : wide_lines) std::printf("%s\n", line.c_str());
@@ -314,9 +317,68 @@ void bench_matmul(cudaStream_t stream, cublasHandle_t cublas, double copy_bw, do
       "q4_0 4, q4_K 4, q6_K 2) ==\n");
   std::printf("%-22s %-6s %5s %5s %5s %5s\n", "shape", "type", "R=1", "R=2", "R=4", "R=8");
   for (const std::string& line : variant_lines) std::printf("%s\n", line.c_str());
-  std::printf("\n== small-M vs wide path, us (small/wide; wide = bf16 tiles for quantized) ==\n");
+  std::printf(
+      "\n== small-M vs wide path, us (small/wide; wide = fused for Q8_0/Q4_0, bf16 tiles for "
+      "K-quants) ==\n");
   std::printf("%-22s %-6s %15s %15s %15s %15s\n", "shape", "type", "M=2", "M=4", "M=6", "M=8");
   for (const std::string& line : crossover_lines) std::printf("%s\n", line.c_str());
+}
+
+// The wide path alone at the token counts of batched decode and prefill: bf16 through cuBLAS,
+// Q8_0 / Q4_0 through the fused tensor-core kernel (M ≤ 256) or bf16 tiles (M = 512); weight
+// copies rotated past L2. TFLOP/s and GB/s of weight bytes per product.
+void bench_wide(cudaStream_t stream, cublasHandle_t cublas, double copy_bw, double tc_rate) {
+  std::printf(
+      "\n== wide path by token count: TFLOP/s (%% of %.0f) / weight GB/s (%% of %.0f copy) ==\n",
+      tc_rate / 1e12, copy_bw / 1e9);
+  const int ms[] = {16, 64, 128, 256, 512};
+  std::printf("%-22s %-6s", "shape", "type");
+  for (const int m : ms) std::printf("          M=%-4d", m);
+  std::printf("\n");
+  for (const MatShape& shape : kShapes) {
+    for (const TensorType type : {TensorType::kBF16, TensorType::kQ8_0, TensorType::kQ4_0}) {
+      const uint64_t bytes = device_row_bytes(type, shape.cols) * static_cast<uint64_t>(shape.rows);
+      const int copies = static_cast<int>(std::clamp<uint64_t>((512ull << 20) / bytes + 1, 1, 16));
+      std::vector<std::unique_ptr<Buffer>> weights;
+      for (int i = 0; i < copies; ++i) {
+        weights.push_back(std::make_unique<Buffer>(bytes));
+        fill(weights.back()->ptr, type, shape.rows, shape.cols, 30 + i, 0.02f, stream);
+      }
+      const int64_t max_m = 512;
+      Buffer x(sizeof(float) * max_m * shape.cols), y(sizeof(float) * max_m * shape.rows);
+      fill(x.ptr, TensorType::kF32, max_m, shape.cols, 6, 1.0f, stream);
+      MatmulParams p;
+      p.w = make_device_weight(nullptr, type, shape.rows, shape.cols);
+      p.x = x.as<float>();
+      p.x_stride = shape.cols;
+      p.y = y.as<float>();
+      p.y_stride = shape.rows;
+      p.cublas = cublas;
+      const size_t scratch_bytes = matmul_wide_scratch_bytes(p.w, static_cast<int32_t>(max_m));
+      Buffer scratch(scratch_bytes);
+      p.scratch = scratch.ptr;
+      p.scratch_bytes = scratch_bytes;
+      const int launches = std::max(copies, 4);
+      std::printf("%-22s %-6s", shape.name, std::string(tensor_type_name(type)).c_str());
+      for (const int m : ms) {
+        p.num_tokens = m;
+        const double t = time_graph(stream,
+                                    [&] {
+                                      for (int i = 0; i < launches; ++i) {
+                                        p.w.data = weights[static_cast<size_t>(i % copies)]->ptr;
+                                        BENCH_OK(launch_matmul_wide(p, stream));
+                                      }
+                                    }) /
+                         launches;
+        const double flops = 2.0 * m * static_cast<double>(shape.rows) * shape.cols / t;
+        const double gbps = static_cast<double>(bytes) / t;
+        std::printf(" %4.0f %2.0f%%/%4.0f %2.0f%%", flops / 1e12, 100.0 * flops / tc_rate,
+                    gbps / 1e9, 100.0 * gbps / copy_bw);
+      }
+      std::printf("\n");
+      BENCH_CUDA(cudaStreamSynchronize(stream));
+    }
+  }
 }
 
 // Llama-3.1-8B attention geometry, bf16 cache: decode at several batch sizes and a prefill.
@@ -436,9 +498,16 @@ void bench_attention(cudaStream_t stream, double copy_bw, double tc_rate, int nu
 
 int main(int argc, char** argv) {
   using namespace cellm::kernels;
+  // --attention / --wide: only those sections (the wide one by token count); default: all but
+  // the by-token-count wide table.
+  bool only_attention = false;
+  bool only_wide = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) g_reps = 3;
+    if (std::strcmp(argv[i], "--attention") == 0) only_attention = true;
+    if (std::strcmp(argv[i], "--wide") == 0) only_wide = true;
   }
+  const bool all = !only_attention && !only_wide;
   cudaDeviceProp prop{};
   BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s, %d SMs, %.0f MiB L2\n", prop.name, prop.multiProcessorCount,
@@ -459,8 +528,9 @@ int main(int argc, char** argv) {
       "ceilings: copy kernel %.0f GB/s (read + write; cudaMemcpyAsync %.0f), bf16 GEMM "
       "8192^3 %.0f TFLOP/s\n",
       copy_bw / 1e9, memcpy_bw / 1e9, tc_rate / 1e12);
-  bench_matmul(stream, cublas, copy_bw, tc_rate);
-  bench_attention(stream, copy_bw, tc_rate, prop.multiProcessorCount);
+  if (all) bench_matmul(stream, cublas, copy_bw, tc_rate);
+  if (only_wide) bench_wide(stream, cublas, copy_bw, tc_rate);
+  if (all || only_attention) bench_attention(stream, copy_bw, tc_rate, prop.multiProcessorCount);
   cublasDestroy(cublas);
   BENCH_CUDA(cudaStreamDestroy(stream));
   return 0;

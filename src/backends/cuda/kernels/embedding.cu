@@ -4,6 +4,7 @@
 
 #include "backends/cuda/kernels/embedding.cuh"
 #include "backends/cuda/kernels/launch_status.h"
+#include "backends/cuda/kernels/pdl.cuh"
 #include "backends/cuda/kernels/weight_decode.cuh"
 
 namespace cellm::kernels {
@@ -22,6 +23,7 @@ __device__ const uint8_t* table_row(const EmbeddingParams& p, int32_t token) {
 
 template <class Decoder>
 __global__ void __launch_bounds__(kThreads) embedding_interleaved_kernel(const EmbeddingParams p) {
+  pdl_launch_dependents();
   const int32_t token = p.tokens[blockIdx.x];
   float* out = p.out + static_cast<int64_t>(blockIdx.x) * p.out_stride;
   const int64_t num_chunks = p.table.num_cols / Decoder::kChunkElems;
@@ -48,6 +50,7 @@ __global__ void __launch_bounds__(kThreads) embedding_interleaved_kernel(const E
 }
 
 __global__ void __launch_bounds__(kThreads) embedding_gguf_kernel(const EmbeddingParams p) {
+  pdl_launch_dependents();
   const int32_t token = p.tokens[blockIdx.x];
   float* out = p.out + static_cast<int64_t>(blockIdx.x) * p.out_stride;
   const bool valid = valid_token(p, token);

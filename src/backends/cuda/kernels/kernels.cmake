@@ -12,9 +12,12 @@ if(NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
   set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
 endif()
 set(CELLM_CUDA_KERNELS_CU
-  argmax.cu attention_decode.cu attention_prefill.cu dequantize.cu embedding.cu
+  argmax.cu attention_decode.cu attention_prefill.cu decode_matmul.cu dequantize.cu embedding.cu
+  gemv_decode_float.cu gemv_decode_kquant.cu gemv_decode_q8_q4.cu
   gemv_dp4a.cu gemv_float.cu gemv_generic.cu gemv_kquant.cu gemv_q8_q4.cu
   matmul.cu quantize_activations.cu random_fill.cu rms_norm.cu rope_kv.cu row_gather.cu swiglu.cu)
+# Tensor-core attention for 16-bit caches and the fused quantized wide product.
+list(APPEND CELLM_CUDA_KERNELS_CU attention_decode_tc.cu attention_prefill_tc.cu matmul_wide_q.cu)
 list(TRANSFORM CELLM_CUDA_KERNELS_CU PREPEND ${_cellm_kernels_dir}/)
 set(CELLM_CUDA_KERNELS_SOURCES ${CELLM_CUDA_KERNELS_CU}
   ${_cellm_kernels_dir}/attention_args.cpp ${_cellm_kernels_dir}/weight_layout.cpp)
@@ -52,7 +55,7 @@ cellm_add_test(cuda_kernel_layout_test
   LIBS ${_cellm_kernels_lib} cellm_cuda_kernel_test_support cellm_backend_cpu LABELS unit)
 
 # Parity tests against the CPU oracle: they need a GPU (label cuda) and fail without one.
-foreach(_cellm_test attention elementwise matmul rope_kv)
+foreach(_cellm_test attention decode_matmul elementwise matmul rope_kv)
   cellm_add_test(cuda_kernel_${_cellm_test}_test
     SOURCES ${_cellm_kernels_dir}/${_cellm_test}_test.cpp
     LIBS ${_cellm_kernels_lib} cellm_cuda_kernel_test_support cellm_backend_cpu
@@ -67,4 +70,11 @@ if(CELLM_BENCH)
     "-Werror=all-warnings;-Xcompiler=-Wall,-Wextra;-lineinfo")
   target_compile_options(cuda_kernels_bench PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${CELLM_WARNINGS}>)
   target_link_libraries(cuda_kernels_bench PRIVATE ${_cellm_kernels_lib})
+  # The batch-1 decode path: products per type and shape, tuning variants, the step's chain.
+  add_executable(cuda_decode_bench ${_cellm_kernels_dir}/decode_kernels_bench.cpp
+    ${_cellm_kernels_dir}/bench_kernels.cu ${_cellm_kernels_dir}/decode_bench_kernels.cu)
+  set_source_files_properties(${_cellm_kernels_dir}/decode_bench_kernels.cu PROPERTIES
+    COMPILE_OPTIONS "-Werror=all-warnings;-Xcompiler=-Wall,-Wextra;-lineinfo")
+  target_compile_options(cuda_decode_bench PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${CELLM_WARNINGS}>)
+  target_link_libraries(cuda_decode_bench PRIVATE ${_cellm_kernels_lib})
 endif()

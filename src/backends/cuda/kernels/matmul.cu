@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <string>
 
+#include "backends/cuda/kernels/decode_matmul.cuh"
 #include "backends/cuda/kernels/dequantize.cuh"
 #include "backends/cuda/kernels/gemv_launch.h"
 #include "backends/cuda/kernels/launch_status.h"
 #include "backends/cuda/kernels/matmul.cuh"
+#include "backends/cuda/kernels/matmul_wide.cuh"
 
 namespace cellm::kernels {
 namespace {
@@ -103,7 +105,7 @@ size_t matmul_wide_scratch_bytes(const DeviceWeight& w, int32_t max_tokens) {
   if (w.type == TensorType::kF32) return 0;
   size_t bytes = align_up(static_cast<size_t>(max_tokens) * static_cast<size_t>(w.num_cols) * 2);
   if (is_quantized(w.type)) bytes += align_up(static_cast<size_t>(tile_rows(w) * w.num_cols) * 2);
-  return bytes;
+  return std::max(bytes, matmul_wide_fused_scratch_bytes(w, max_tokens));
 }
 
 Status launch_matmul(const MatmulParams& p, cudaStream_t stream) {
@@ -119,8 +121,26 @@ Status launch_matmul_small_m(const MatmulParams& p, cudaStream_t stream) {
                             std::to_string(kSmallMMaxTokens) + " tokens");
   }
   if (p.num_tokens == 0) return ok_status();
+  // The fused decode kernels (decode_matmul.cuh) for every fast layout they cover.
+  const bool dp4a = dp4a_applies(p);
+  if (decode_matmul_supports(p.w) && (dp4a || fast_path_applies(p))) {
+    DecodeMatmulParams d;
+    d.w = p.w;
+    d.num_tokens = p.num_tokens;
+    if (dp4a) {
+      d.x_q8 = p.x_q8;
+      d.x_q8_scales = p.x_q8_scales;
+    } else {
+      d.x = p.x;
+      d.x_stride = p.x_stride;
+    }
+    d.y = p.y;
+    d.y_stride = p.y_stride;
+    d.accumulate = p.accumulate;
+    return launch_decode_matmul(d, stream);
+  }
   const GemvArgs args = gemv_args(p);
-  if (dp4a_applies(p)) {
+  if (dp4a) {
     if (p.w.type == TensorType::kQ8_0) {
       launch_gemv_q8_0_dp4a(args, stream);
     } else {
@@ -163,6 +183,8 @@ Status launch_matmul_small_m(const MatmulParams& p, cudaStream_t stream) {
 Status launch_matmul_wide(const MatmulParams& p, cudaStream_t stream) {
   CELLM_RETURN_IF_ERROR(check_common(p));
   if (p.num_tokens == 0) return ok_status();
+  // Interleaved Q8_0 / Q4_0 up to 256 tokens: the fused tensor-core product (matmul_wide.cuh).
+  if (matmul_wide_fused_applies(p)) return launch_matmul_wide_fused(p, stream);
   if (p.cublas == nullptr) return invalid_argument("matmul_wide: " + describe(p) + ": no handle");
   CELLM_RETURN_IF_ERROR(cublas_status(cublasSetStream(p.cublas, stream), "cublasSetStream"));
   const float beta = p.accumulate ? 1.0f : 0.0f;

@@ -1,15 +1,19 @@
 // matmul: y[M, N] (+)= x[M, K] · Wᵀ for a weight W [N, K] of any type in weight_layout.h, on the
 // GPU. Two paths, picked by launch_matmul from M and the weight type:
 //   small M (M ≤ kSmallMMaxTokens, quantized W: M ≤ kSmallMMaxTokensQuantized): one pass over
-//     the weights, dequantizing in registers and dotting in f32 (a warp's activation loads
-//     coalesced, 16-byte weight loads for the interleaved layouts); memory-bound at M = 1 — the
-//     decode kernel. Its cost grows with M (4-bit weights at M = 8 run at a fifth of their M = 1
-//     bandwidth on an H200), hence the lower bound for quantized weights, measured there.
+//     the weights, dequantizing in registers and dotting in f32 or, given int8 activations
+//     (x_q8), with dp4a (a warp's activation loads coalesced, 16-byte weight loads) — the decode
+//     kernels of decode_matmul.cuh for every fast layout, older ones (gemv_launch.h) for the
+//     rest; memory-bound at M = 1. Its cost grows with M (4-bit weights at M = 8 ran at a fifth
+//     of their M = 1 bandwidth on an H200 with f32 activations, a quarter with int8 ones), hence
+//     the lower bound for quantized weights.
 //   wide (larger M): tensor cores through cuBLAS. F32 weights: cublasSgemm in true
 //     f32 (no TF32). F16 / BF16 weights: activations rounded to the weight's 16-bit type, then
-//     cublasGemmEx with f32 accumulation and f32 output. Quantized weights: dequantized to bf16
-//     (into a caller's resident copy `w_bf16` when given, else tile by tile into `scratch`), then
-//     the bf16 GEMM. Rounding activations to 16 bits costs about 1e-3 relative error.
+//     cublasGemmEx with f32 accumulation and f32 output. Interleaved Q8_0 / Q4_0 weights up to
+//     256 tokens: a fused tensor-core kernel that dequantizes in registers (matmul_wide.cuh).
+//     Other quantized weights: dequantized to bf16 (into a caller's resident copy `w_bf16` when
+//     given, else tile by tile into `scratch`), then the bf16 GEMM. Rounding activations (and
+//     dequantized weights) to 16 bits costs about 1e-3 relative error.
 // Every launch is stream-ordered, allocates nothing and reads no device data on the host, so it
 // can be captured into a CUDA graph; the wide path needs a cuBLAS handle whose workspace the
 // caller set (cublasSetWorkspace; kCublasWorkspaceBytes suffices) — launches set its stream.

@@ -1,7 +1,8 @@
 // Parity of the matrix products with cpu_matmul for every weight type: the small-M path (fast
-// interleaved/aligned kernels and the generic GGUF-layout kernel) at M = 1..8, the cuBLAS wide
-// path (f32 exact; 16-bit operands, resident bf16 copies and tiled dequantization), the
-// accumulate epilogue, strided inputs and outputs, and dequantization to bf16.
+// interleaved/aligned kernels and the generic GGUF-layout kernel) at M = 1..8, the wide path
+// (cuBLAS: f32 exact; 16-bit operands, resident bf16 copies and tiled dequantization; the fused
+// tensor-core product of interleaved Q8_0 / Q4_0 up to 256 tokens), the accumulate epilogue,
+// strided inputs and outputs, and dequantization to bf16.
 #include "backends/cuda/kernels/matmul.cuh"
 
 #include <gtest/gtest.h>
@@ -178,8 +179,26 @@ TEST_F(MatmulKernelTest, DispatchKeepsQuantizedWeightsOnTheExactPathUpToFourToke
 }
 
 TEST_F(MatmulKernelTest, WidePathDequantizesLargeWeightsTileByTile) {
-  // 16384 columns: 1024-row tiles, so 1100 rows take two tiles.
-  expect_matmul({TensorType::kQ4_0, 1100, 16384}, 9, Path::kWide, false, 1e-2);
+  // 16384 columns: 1024-row tiles, so 1100 rows take two tiles (Q4_K: Q4_0 and Q8_0 up to 256
+  // tokens take the fused product instead).
+  expect_matmul({TensorType::kQ4_K, 1100, 16384}, 9, Path::kWide, false, 1e-2);
+  expect_matmul({TensorType::kQ4_0, 300, 2048}, 257, Path::kWide, false, 1e-2);
+}
+
+TEST_F(MatmulKernelTest, FusedQuantizedProductMatchesTheCpu) {
+  // Interleaved Q4_0 / Q8_0 read directly by the tensor-core kernel: one and several 64-token
+  // blocks, rows that are no multiple of 8 or 128, column splits (few row blocks) and one split
+  // (many), and the residual add.
+  const Shape shapes[] = {{TensorType::kQ4_0, 300, 4096},
+                          {TensorType::kQ8_0, 200, 2048},
+                          {TensorType::kQ4_0, 2051, 512},
+                          {TensorType::kQ8_0, 8200, 256}};
+  for (const Shape& s : shapes) {
+    ASSERT_EQ(device_weight_layout(s.type, s.cols), WeightLayout::kInterleaved);
+    for (const int32_t m : {5, 64, 130}) expect_matmul(s, m, Path::kWide, false, 1e-2);
+    expect_matmul(s, 77, Path::kWide, true, 1e-2);
+  }
+  expect_matmul({TensorType::kQ4_0, 160, 1024}, 256, Path::kWide, true, 1e-2);
 }
 
 TEST_F(MatmulKernelTest, DequantizeToBf16RoundsTheCpuValues) {

@@ -1,30 +1,80 @@
-// quantize_activations: one warp per block of 32 activations (quantize_activations.cuh).
+// quantize_activations: one warp per block of 32 activations (quantize_activations.cuh); with a
+// norm, every CTA first sums the squares of its row (each CTA redoes it: a row is a few KB).
 #include <string>
 
 #include "backends/cuda/kernels/launch_status.h"
+#include "backends/cuda/kernels/op_math.cuh"
+#include "backends/cuda/kernels/pdl.cuh"
 #include "backends/cuda/kernels/quantize_activations.cuh"
 
 namespace cellm::kernels {
 namespace {
 
 constexpr int kWarps = 8;
+constexpr int kThreads = kWarps * 32;
 
-__global__ void __launch_bounds__(kWarps * 32)
+// Grid: (column blocks of kWarps quantization blocks, row).
+__global__ void __launch_bounds__(kThreads)
     quantize_activations_kernel(const QuantizeActivationsParams p) {
+  pdl_launch_dependents();
+  pdl_wait();
   const int64_t blocks_per_row = p.num_cols / 32;
-  const int64_t block = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
-  if (block >= p.num_tokens * blocks_per_row) return;
+  const int64_t t = blockIdx.y;
+  const float* x = p.x + (p.x_rows != nullptr ? p.x_rows[t] : t) * p.x_stride;
   const int lane = threadIdx.x & 31;
-  const int64_t t = block / blocks_per_row;
-  const int64_t e = (block % blocks_per_row) * 32 + lane;
-  const float x = p.x[t * p.x_stride + e];
-  float amax = fabsf(x);
+  const int warp = threadIdx.x >> 5;
+  float norm_scale = 1.0f;
+  if (p.norm_weight != nullptr) {
+    double sum = 0.0;
+    if (reinterpret_cast<uintptr_t>(x) % 16 == 0) {
+      // float4 loads, kUnroll of them issued together (unconditional: past the row they read
+      // its first elements, which are not summed) — one L2 round trip for a 4096-float row.
+      constexpr int kUnroll = 4;
+      constexpr int64_t kStep = 4 * kThreads;
+      for (int64_t base = 4 * static_cast<int64_t>(threadIdx.x); base < p.num_cols;
+           base += kUnroll * kStep) {
+        float4 v[kUnroll];
+        CELLM_UNROLL
+        for (int u = 0; u < kUnroll; ++u) {
+          const int64_t i = base + u * kStep;
+          v[u] = __ldg(reinterpret_cast<const float4*>(x + (i < p.num_cols ? i : 0)));
+        }
+        CELLM_UNROLL
+        for (int u = 0; u < kUnroll; ++u) {
+          if (base + u * kStep < p.num_cols) {
+            sum += static_cast<double>(__fmul_rn(v[u].x, v[u].x));
+            sum += static_cast<double>(__fmul_rn(v[u].y, v[u].y));
+            sum += static_cast<double>(__fmul_rn(v[u].z, v[u].z));
+            sum += static_cast<double>(__fmul_rn(v[u].w, v[u].w));
+          }
+        }
+      }
+    } else {
+      for (int64_t i = threadIdx.x; i < p.num_cols; i += kThreads) {
+        sum += static_cast<double>(__fmul_rn(x[i], x[i]));
+      }
+    }
+    for (int offset = 16; offset > 0; offset >>= 1)
+      sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+    __shared__ double partial[kWarps];
+    if (lane == 0) partial[warp] = sum;
+    __syncthreads();
+    double total = 0.0;
+    for (int w = 0; w < kWarps; ++w) total += partial[w];
+    norm_scale = rms_inverse(total, p.num_cols, p.norm_eps);
+  }
+  const int64_t block = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
+  if (block >= blocks_per_row) return;
+  const int64_t e = block * 32 + lane;
+  float v = x[e];
+  if (p.norm_weight != nullptr) v = __fmul_rn(__fmul_rn(v, norm_scale), p.norm_weight[e]);
+  float amax = fabsf(v);
   for (int offset = 16; offset > 0; offset >>= 1) {
     amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
   }
   const float scale = q8_block_scale(amax);
-  p.q[t * p.num_cols + interleaved_q8_offset(e)] = q8_quantize(x, scale);
-  if (lane == 0) p.scales[t * blocks_per_row + e / 32] = scale;
+  p.q[t * p.num_cols + interleaved_q8_offset(e)] = q8_quantize(v, scale);
+  if (lane == 0) p.scales[t * blocks_per_row + block] = scale;
 }
 
 }  // namespace
@@ -33,16 +83,17 @@ Status launch_quantize_activations(const QuantizeActivationsParams& p, cudaStrea
   if (p.num_tokens < 0 || p.num_cols <= 0 || p.num_cols % 256 != 0 || p.x_stride < p.num_cols ||
       (p.num_tokens > 0 && (p.x == nullptr || p.q == nullptr || p.scales == nullptr)) ||
       reinterpret_cast<uintptr_t>(p.q) % 16 != 0 ||
-      reinterpret_cast<uintptr_t>(p.scales) % 16 != 0) {
+      reinterpret_cast<uintptr_t>(p.scales) % 16 != 0 || p.num_tokens > 65535) {
     return invalid_argument("quantize_activations: " + std::to_string(p.num_tokens) + " rows of " +
                             std::to_string(p.num_cols) + " (a multiple of 256), stride " +
                             std::to_string(p.x_stride) + ", or a null or unaligned pointer");
   }
   if (p.num_tokens == 0) return ok_status();
-  const int64_t blocks = p.num_tokens * (p.num_cols / 32);
-  quantize_activations_kernel<<<static_cast<unsigned>(ceil_div(blocks, kWarps)), kWarps * 32, 0,
-                                stream>>>(p);
-  return launch_status("quantize_activations");
+  const dim3 grid(static_cast<unsigned>(ceil_div(p.num_cols / 32, kWarps)),
+                  static_cast<unsigned>(p.num_tokens));
+  return pdl_launch_status(
+      launch_pdl(quantize_activations_kernel, grid, dim3(kThreads), 0, stream, p),
+      "quantize_activations");
 }
 
 }  // namespace cellm::kernels

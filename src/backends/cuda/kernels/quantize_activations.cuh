@@ -1,10 +1,13 @@
 // quantize_activations: f32 activations → int8 with one f32 scale per block of 32 (like GGML's
 // Q8_0 activations), on the GPU, in the interleaved element order of Q8_0 weights
 // (weight_decode.cuh), for the dp4a small-M products of Q8_0 / Q4_0 weights (matmul.cuh,
-// MatmulParams::x_q8). Per block: d = max|x| / 127, q = round-to-nearest-even(x · (1/d)) (q = 0
-// when the block is all zeros). The rounding costs about 3e-3 relative error in a product.
-// Stream-ordered, capturable. Who calls it: the CUDA forward (once per distinct matmul input),
-// the tests, the benchmark. Thread-safety: launches on a stream.
+// MatmulParams::x_q8; decode_matmul.cuh). Per block: d = max|x| / 127,
+// q = round-to-nearest-even(x · (1/d)) (q = 0 when the block is all zeros). The rounding costs
+// about 3e-3 relative error in a product. Optionally the rows are gathered (x_rows) and
+// RMS-normalized first ((x · scale) · norm_weight, as rms_norm), so one launch replaces the norm
+// before a product. Launched with programmatic dependent launch (pdl.cuh). Stream-ordered,
+// capturable. Who calls it: the CUDA forward (once per distinct int8 matmul input), the tests,
+// the benchmark. Thread-safety: launches on a stream.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -22,8 +25,11 @@ struct QuantizeActivationsParams {
   int64_t num_cols = 0;      // K, a multiple of 256
   const float* x = nullptr;  // [num_tokens, x_stride] f32
   int64_t x_stride = 0;
-  int8_t* q = nullptr;      // [num_tokens, num_cols], interleaved order, 16-byte aligned
-  float* scales = nullptr;  // [num_tokens, num_cols / 32] f32, 16-byte aligned
+  int8_t* q = nullptr;                 // [num_tokens, num_cols], interleaved order, 16-byte aligned
+  float* scales = nullptr;             // [num_tokens, num_cols / 32] f32, 16-byte aligned
+  const int32_t* x_rows = nullptr;     // [num_tokens] device: row t reads x row x_rows[t]; null: t
+  const float* norm_weight = nullptr;  // [num_cols] f32: RMSNorm each row first, or null
+  float norm_eps = 0.0f;
 };
 
 Status launch_quantize_activations(const QuantizeActivationsParams& params, cudaStream_t stream);

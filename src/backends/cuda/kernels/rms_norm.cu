@@ -3,6 +3,8 @@
 
 #include "backends/cuda/kernels/kernel_common.cuh"
 #include "backends/cuda/kernels/launch_status.h"
+#include "backends/cuda/kernels/op_math.cuh"
+#include "backends/cuda/kernels/pdl.cuh"
 #include "backends/cuda/kernels/rms_norm.cuh"
 
 namespace cellm::kernels {
@@ -15,13 +17,9 @@ __device__ double warp_sum(double v) {
   return v;
 }
 
-// 1 / sqrtf(mean + eps) with mean = (float)(sum / dim), as the CPU computes it.
-__device__ float inverse_rms(double sum_squares, int32_t dim, float eps) {
-  const auto mean = static_cast<float>(sum_squares / static_cast<double>(dim));
-  return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(mean, eps)));
-}
-
 __global__ void __launch_bounds__(kThreads) rms_norm_kernel(const RmsNormParams p) {
+  pdl_launch_dependents();
+  pdl_wait();
   const int64_t row = blockIdx.x;
   float* x = p.x + row * p.x_stride;
   double sum = 0.0;
@@ -39,7 +37,7 @@ __global__ void __launch_bounds__(kThreads) rms_norm_kernel(const RmsNormParams 
   __syncthreads();
   double total = 0.0;
   for (int w = 0; w < kThreads / 32; ++w) total += partial[w];
-  const float scale = inverse_rms(total, p.dim, p.eps);
+  const float scale = rms_inverse(total, p.dim, p.eps);
   float* y = p.y + row * p.y_stride;
   // Each thread re-reads the elements it wrote (or read) above: no cross-thread dependency.
   for (int32_t i = threadIdx.x; i < p.dim; i += kThreads) {
@@ -50,6 +48,8 @@ __global__ void __launch_bounds__(kThreads) rms_norm_kernel(const RmsNormParams 
 constexpr int kHeadWarps = 4;
 
 __global__ void __launch_bounds__(kHeadWarps * 32) head_rms_norm_kernel(const HeadRmsNormParams p) {
+  pdl_launch_dependents();
+  pdl_wait();
   const int64_t head = static_cast<int64_t>(blockIdx.x) * kHeadWarps + (threadIdx.x >> 5);
   if (head >= static_cast<int64_t>(p.num_tokens) * p.num_heads) return;
   const int lane = threadIdx.x & 31;
@@ -63,7 +63,7 @@ __global__ void __launch_bounds__(kHeadWarps * 32) head_rms_norm_kernel(const He
     sum += static_cast<double>(__fmul_rn(values[j], values[j]));
   }
   sum = warp_sum(sum);
-  const float scale = inverse_rms(sum, p.head_dim, p.eps);
+  const float scale = rms_inverse(sum, p.head_dim, p.eps);
 #pragma unroll
   for (int j = 0; j < 32; ++j) {
     const int32_t i = lane + 32 * j;
@@ -82,8 +82,9 @@ Status launch_rms_norm(const RmsNormParams& p, cudaStream_t stream) {
                             " y " + std::to_string(p.y_stride) + ", or a null pointer");
   }
   if (p.num_rows == 0) return ok_status();
-  rms_norm_kernel<<<static_cast<unsigned>(p.num_rows), kThreads, 0, stream>>>(p);
-  return launch_status("rms_norm");
+  return pdl_launch_status(launch_pdl(rms_norm_kernel, dim3(static_cast<unsigned>(p.num_rows)),
+                                      dim3(kThreads), 0, stream, p),
+                           "rms_norm");
 }
 
 Status launch_head_rms_norm(const HeadRmsNormParams& p, cudaStream_t stream) {
@@ -96,9 +97,10 @@ Status launch_head_rms_norm(const HeadRmsNormParams& p, cudaStream_t stream) {
   }
   if (p.num_tokens == 0) return ok_status();
   const int64_t heads = static_cast<int64_t>(p.num_tokens) * p.num_heads;
-  head_rms_norm_kernel<<<static_cast<unsigned>(ceil_div(heads, kHeadWarps)), kHeadWarps * 32, 0,
-                         stream>>>(p);
-  return launch_status("head_rms_norm");
+  return pdl_launch_status(
+      launch_pdl(head_rms_norm_kernel, dim3(static_cast<unsigned>(ceil_div(heads, kHeadWarps))),
+                 dim3(kHeadWarps * 32), 0, stream, p),
+      "head_rms_norm");
 }
 
 }  // namespace cellm::kernels

@@ -5,26 +5,14 @@
 
 #include "backends/cuda/kernels/kernel_common.cuh"
 #include "backends/cuda/kernels/launch_status.h"
+#include "backends/cuda/kernels/op_math.cuh"
+#include "backends/cuda/kernels/pdl.cuh"
 #include "backends/cuda/kernels/rope_kv.cuh"
 
 namespace cellm::kernels {
 namespace {
 
 constexpr int kWarps = 4;
-
-__device__ void store_cache(void* cache, KvDtype dtype, int64_t index, float value) {
-  switch (dtype) {
-    case KvDtype::kF32:
-      static_cast<float*>(cache)[index] = value;
-      break;
-    case KvDtype::kF16:
-      static_cast<uint16_t*>(cache)[index] = float_to_f16_bits(value);
-      break;
-    case KvDtype::kBF16:
-      static_cast<uint16_t*>(cache)[index] = float_to_bf16_bits(value);
-      break;
-  }
-}
 
 __device__ double warp_sum(double v) {
   for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
@@ -35,18 +23,15 @@ __global__ void __launch_bounds__(kWarps * 32) rope_kv_kernel(const RopeKvParams
   __shared__ float cos_table[kRopeMaxHeadDim / 2];
   __shared__ float sin_table[kRopeMaxHeadDim / 2];
   __shared__ float head_buffer[kWarps][kRopeMaxHeadDim];
+  pdl_launch_dependents();
+  pdl_wait();
   const int t = blockIdx.x;
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
   const int32_t num_pairs = p.num_rotary_dims / 2;
-  const double pos = static_cast<double>(p.positions[t]) * static_cast<double>(p.freq_scale);
   for (int32_t i = threadIdx.x; i < num_pairs; i += kWarps * 32) {
-    double theta =
-        pos * pow(static_cast<double>(p.freq_base),
-                  -2.0 * static_cast<double>(i) / static_cast<double>(p.num_rotary_dims));
-    if (p.freq_factors != nullptr) theta /= static_cast<double>(p.freq_factors[i]);
-    cos_table[i] = static_cast<float>(cos(theta));
-    sin_table[i] = static_cast<float>(sin(theta));
+    rope_cos_sin(p.positions[t], i, p.num_rotary_dims, p.freq_base, p.freq_scale, p.freq_factors,
+                 &cos_table[i], &sin_table[i]);
   }
   __syncthreads();
 
@@ -70,8 +55,7 @@ __global__ void __launch_bounds__(kWarps * 32) rope_kv_kernel(const RopeKvParams
     }
     if (norm != nullptr) {
       sum = warp_sum(sum);
-      const auto mean = static_cast<float>(sum / static_cast<double>(p.head_dim));
-      const float scale = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(mean, p.norm_eps)));
+      const float scale = rms_inverse(sum, p.head_dim, p.norm_eps);
       for (int32_t d = lane; d < p.head_dim; d += 32) {
         buffer[d] = __fmul_rn(__fmul_rn(buffer[d], scale), norm[d]);
       }
@@ -83,17 +67,18 @@ __global__ void __launch_bounds__(kWarps * 32) rope_kv_kernel(const RopeKvParams
       if (is_q) {
         q_out[d] = value;
       } else {
-        store_cache(p.k_cache, p.cache_dtype, k_base + d, value);
+        store_cache_value(p.k_cache, p.cache_dtype, k_base + d, value);
       }
     };
     for (int32_t i = lane; i < num_pairs; i += 32) {
       const int32_t first = neox ? i : 2 * i;
       const float x0 = buffer[first];
       const float x1 = buffer[first + partner];
-      const float c = cos_table[i];
-      const float s = sin_table[i];
-      write(first, __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s)));
-      write(first + partner, __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c)));
+      float y0 = 0.0f;
+      float y1 = 0.0f;
+      rope_rotate(x0, x1, cos_table[i], sin_table[i], &y0, &y1);
+      write(first, y0);
+      write(first + partner, y1);
     }
     for (int32_t d = p.num_rotary_dims + lane; d < p.head_dim; d += 32) write(d, buffer[d]);
     __syncwarp();  // the buffer is reused by this warp's next head
@@ -103,7 +88,7 @@ __global__ void __launch_bounds__(kWarps * 32) rope_kv_kernel(const RopeKvParams
     const float* src = p.v + t * p.v_stride + h * p.value_head_dim;
     const int64_t base = (cell * p.num_kv_heads + h) * p.value_head_dim;
     for (int32_t d = lane; d < p.value_head_dim; d += 32) {
-      store_cache(p.v_cache, p.cache_dtype, base + d, src[d]);
+      store_cache_value(p.v_cache, p.cache_dtype, base + d, src[d]);
     }
   }
 }
@@ -133,8 +118,9 @@ Status launch_rope_kv(const RopeKvParams& p, cudaStream_t stream) {
         " kv " + std::to_string(p.num_kv_heads) + ": a bad size, stride or null pointer");
   }
   if (p.num_tokens == 0 || (!has_q && !has_kv)) return ok_status();
-  rope_kv_kernel<<<static_cast<unsigned>(p.num_tokens), kWarps * 32, 0, stream>>>(p);
-  return launch_status("rope_kv");
+  return pdl_launch_status(launch_pdl(rope_kv_kernel, dim3(static_cast<unsigned>(p.num_tokens)),
+                                      dim3(kWarps * 32), 0, stream, p),
+                           "rope_kv");
 }
 
 }  // namespace cellm::kernels

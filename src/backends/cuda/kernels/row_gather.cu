@@ -3,6 +3,7 @@
 
 #include "backends/cuda/kernels/kernel_common.cuh"
 #include "backends/cuda/kernels/launch_status.h"
+#include "backends/cuda/kernels/pdl.cuh"
 #include "backends/cuda/kernels/row_gather.cuh"
 
 namespace cellm::kernels {
@@ -12,6 +13,8 @@ constexpr int kThreads = 256;
 
 // Grid: (row, column block).
 __global__ void __launch_bounds__(kThreads) row_gather_kernel(const RowGatherParams p) {
+  pdl_launch_dependents();
+  pdl_wait();
   const int64_t i = static_cast<int64_t>(blockIdx.y) * kThreads + threadIdx.x;
   if (i >= p.dim) return;
   const int32_t src_row = p.rows[blockIdx.x];
@@ -33,8 +36,8 @@ Status launch_row_gather(const RowGatherParams& p, cudaStream_t stream) {
   if (p.num_rows == 0 || p.dim == 0) return ok_status();
   const dim3 grid(static_cast<unsigned>(p.num_rows),
                   static_cast<unsigned>(ceil_div(p.dim, kThreads)));
-  row_gather_kernel<<<grid, kThreads, 0, stream>>>(p);
-  return launch_status("row_gather");
+  return pdl_launch_status(launch_pdl(row_gather_kernel, grid, dim3(kThreads), 0, stream, p),
+                           "row_gather");
 }
 
 }  // namespace cellm::kernels

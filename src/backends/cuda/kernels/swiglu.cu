@@ -3,6 +3,8 @@
 
 #include "backends/cuda/kernels/kernel_common.cuh"
 #include "backends/cuda/kernels/launch_status.h"
+#include "backends/cuda/kernels/op_math.cuh"
+#include "backends/cuda/kernels/pdl.cuh"
 #include "backends/cuda/kernels/swiglu.cuh"
 
 namespace cellm::kernels {
@@ -11,14 +13,15 @@ namespace {
 constexpr int kThreads = 256;
 
 __global__ void __launch_bounds__(kThreads) swiglu_kernel(const SwigluParams p) {
+  pdl_launch_dependents();
+  pdl_wait();
   const int64_t index = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   if (index >= p.num_tokens * p.dim) return;
   const int64_t t = index / p.dim;
   const int64_t i = index % p.dim;
   const float g = p.gate[t * p.gate_stride + i];
   const float u = p.up[t * p.up_stride + i];
-  // (g / (1 + e^-g)) · u, each operation rounded as the CPU rounds it.
-  p.out[t * p.out_stride + i] = __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), u);
+  p.out[t * p.out_stride + i] = silu_mul(g, u);  // each operation rounded as the CPU rounds it
 }
 
 }  // namespace
@@ -45,9 +48,11 @@ Status launch_swiglu(const SwigluParams& p, cudaStream_t stream) {
                             std::to_string(p.dim) + " with strides shorter than a row, or null");
   }
   if (p.num_tokens * p.dim == 0) return ok_status();
-  swiglu_kernel<<<static_cast<unsigned>(ceil_div(p.num_tokens * p.dim, kThreads)), kThreads, 0,
-                  stream>>>(p);
-  return launch_status("swiglu");
+  return pdl_launch_status(
+      launch_pdl(swiglu_kernel,
+                 dim3(static_cast<unsigned>(ceil_div(p.num_tokens * p.dim, kThreads))),
+                 dim3(kThreads), 0, stream, p),
+      "swiglu");
 }
 
 }  // namespace cellm::kernels

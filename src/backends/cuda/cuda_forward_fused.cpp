@@ -1,0 +1,203 @@
+// CudaForward's fused small-M path (cuda_forward.h): slices of at most kDecodeMatmulMaxTokens
+// rows with the norms, RoPE + K/V write, SwiGLU, residual adds and the kept-row gather folded
+// into the matrix products (kernels/decode_matmul.cuh).
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "backends/cuda/cuda_forward.h"
+#include "backends/cuda/kernels/embedding.cuh"
+#include "backends/cuda/kernels/matmul.cuh"
+#include "backends/cuda/kernels/quantize_activations.cuh"
+#include "backends/cuda/kernels/rope_kv.cuh"
+
+namespace cellm {
+namespace {
+
+// False when the environment variable is "0" (measurement switches, read once per forward).
+bool env_allows(const char* name) {
+  const char* value = std::getenv(name);
+  return value == nullptr || std::strcmp(value, "0") != 0;
+}
+
+bool quantized(TensorType type) {
+  return type != TensorType::kF32 && type != TensorType::kF16 && type != TensorType::kBF16;
+}
+
+}  // namespace
+
+void CudaForward::plan_fused_path() {
+  const ModelConfig& c = config_;
+  int8_activations_ = forward_config_.int8_activations && env_allows("CELLM_CUDA_INT8");
+  fused_max_rows_ = 0;
+  if (!forward_config_.fused_decode || !env_allows("CELLM_CUDA_FUSED")) return;
+  int32_t max_rows = kernels::kDecodeMatmulMaxTokens;
+  // Quantized weights stay small-M only up to kSmallMMaxTokensQuantized rows, as in
+  // launch_matmul: wider, the tensor-core path is faster (int8 activations too: at 8 rows the
+  // dp4a products ran at a quarter of their one-row bandwidth on the H200).
+  const auto allow = [&](const kernels::DeviceWeight& w) {
+    if (w.data == nullptr || !kernels::decode_matmul_supports(w)) return false;
+    if (quantized(w.type)) max_rows = std::min(max_rows, kernels::kSmallMMaxTokensQuantized);
+    return true;
+  };
+  bool ok = allow(weights_.output()) && weights_.output_norm() != nullptr;
+  bool norms_free = true;
+  for (int32_t l = 0; ok && l < c.num_layers; ++l) {
+    const CudaLayerWeights& w = weights_.layer(l);
+    ok = w.qkv_fused() && w.gate_up_fused() && allow(w.qkv) && allow(w.wo) && allow(w.gate_up) &&
+         allow(w.w_down) && w.attn_norm != nullptr && w.ffn_norm != nullptr;
+    norms_free = norms_free && w.q_norm == nullptr && w.k_norm == nullptr;
+  }
+  if (!ok) return;
+  fused_max_rows_ = max_rows;
+  rope_fused_ = norms_free && c.rope.style == RopeStyle::kNormal && c.head_dim % 2 == 0 &&
+                c.rope.num_rotary_dims % 2 == 0 && c.rope.num_rotary_dims <= c.head_dim &&
+                c.v_width() % 2 == 0;
+}
+
+Status CudaForward::fused_input(kernels::DecodeMatmulParams* p, const float* x, int64_t x_stride,
+                                const int32_t* x_rows, const float* norm, int32_t rows,
+                                cudaStream_t stream) {
+  if (int8_activations_ && kernels::decode_matmul_takes_int8(p->w)) {
+    kernels::QuantizeActivationsParams q;
+    q.num_tokens = rows;
+    q.num_cols = p->w.num_cols;
+    q.x = x;
+    q.x_stride = x_stride;
+    q.x_rows = x_rows;
+    q.norm_weight = norm;
+    q.norm_eps = config_.rms_norm_eps;
+    q.q = x_q8_;
+    q.scales = x_q8_scales_;
+    CELLM_RETURN_IF_ERROR(kernels::launch_quantize_activations(q, stream));
+    p->x_q8 = x_q8_;
+    p->x_q8_scales = x_q8_scales_;
+    return ok_status();
+  }
+  p->x = x;
+  p->x_stride = x_stride;
+  p->x_rows = x_rows;
+  p->norm_weight = norm;
+  p->norm_eps = config_.rms_norm_eps;
+  return ok_status();
+}
+
+Status CudaForward::enqueue_fused(const DeviceStep& step, int32_t rows, int32_t kept,
+                                  bool is_static, cudaStream_t stream) {
+  const ModelConfig& c = config_;
+  const int64_t hidden = c.hidden_size;
+  const int64_t q_width = c.q_width();
+  const int64_t kv_width = c.kv_width();
+  const int64_t qkv_width = q_width + kv_width + c.v_width();
+  const int64_t attn_width = static_cast<int64_t>(c.num_heads) * c.value_head_dim;
+  const int64_t ffn = c.ffn_size;
+  const auto product = [rows](const kernels::DeviceWeight& w) {
+    kernels::DecodeMatmulParams p;
+    p.w = w;
+    p.num_tokens = rows;
+    return p;
+  };
+
+  kernels::EmbeddingParams embed;
+  embed.table = weights_.token_embd();
+  embed.num_tokens = rows;
+  embed.tokens = step.tokens;
+  embed.out = x_;
+  embed.out_stride = hidden;
+  CELLM_RETURN_IF_ERROR(kernels::launch_embedding(embed, stream));
+
+  for (int32_t l = 0; l < c.num_layers; ++l) {
+    const CudaLayerWeights& w = weights_.layer(l);
+
+    // q | k | v of the normed residual (+ bias); RoPE and the K/V write in its epilogue.
+    kernels::DecodeMatmulParams qkv = product(w.qkv);
+    CELLM_RETURN_IF_ERROR(fused_input(&qkv, x_, hidden, nullptr, w.attn_norm, rows, stream));
+    qkv.bias = w.qkv_bias;
+    qkv.y = qkv_;
+    qkv.y_stride = qkv_width;
+    if (rope_fused_) {
+      qkv.output = kernels::DecodeOutput::kRopeKv;
+      kernels::RopeKvOutput& r = qkv.rope;
+      r.positions = step.positions;
+      r.cells = step.write_rows;
+      r.q_width = static_cast<int32_t>(q_width);
+      r.kv_width = static_cast<int32_t>(kv_width);
+      r.v_width = c.v_width();
+      r.head_dim = c.head_dim;
+      r.num_rotary_dims = c.rope.num_rotary_dims;
+      r.freq_base = c.rope.freq_base;
+      r.freq_scale = c.rope.freq_scale;
+      r.freq_factors = weights_.rope_freqs();
+      r.k_cache = pool_.k_data(l);
+      r.v_cache = pool_.v_data(l);
+      r.cache_dtype = pool_.geometry().dtype;
+    }
+    CELLM_RETURN_IF_ERROR(kernels::launch_decode_matmul(qkv, stream));
+    if (!rope_fused_) {
+      kernels::RopeKvParams rope;
+      rope.num_tokens = rows;
+      rope.positions = step.positions;
+      rope.head_dim = c.head_dim;
+      rope.style = c.rope.style;
+      rope.num_rotary_dims = c.rope.num_rotary_dims;
+      rope.freq_base = c.rope.freq_base;
+      rope.freq_scale = c.rope.freq_scale;
+      rope.freq_factors = weights_.rope_freqs();
+      rope.norm_eps = c.rms_norm_eps;
+      rope.q = qkv_;
+      rope.q_stride = qkv_width;
+      rope.num_heads = c.num_heads;
+      rope.q_norm = w.q_norm;
+      rope.k = qkv_ + q_width;
+      rope.k_stride = qkv_width;
+      rope.v = qkv_ + q_width + kv_width;
+      rope.v_stride = qkv_width;
+      rope.num_kv_heads = c.num_kv_heads;
+      rope.value_head_dim = c.value_head_dim;
+      rope.k_norm = w.k_norm;
+      rope.cells = step.write_rows;
+      rope.k_cache = pool_.k_data(l);
+      rope.v_cache = pool_.v_data(l);
+      rope.cache_dtype = pool_.geometry().dtype;
+      CELLM_RETURN_IF_ERROR(kernels::launch_rope_kv(rope, stream));
+    }
+
+    CELLM_RETURN_IF_ERROR(attention(step, l, rows, is_static, stream));
+
+    // The output product added into the residual.
+    kernels::DecodeMatmulParams o = product(w.wo);
+    CELLM_RETURN_IF_ERROR(fused_input(&o, attn_, attn_width, nullptr, nullptr, rows, stream));
+    o.y = x_;
+    o.y_stride = hidden;
+    o.accumulate = true;
+    CELLM_RETURN_IF_ERROR(kernels::launch_decode_matmul(o, stream));
+
+    // gate | up of the normed residual, SwiGLU in the epilogue; the down product added in.
+    kernels::DecodeMatmulParams gate_up = product(w.gate_up);
+    CELLM_RETURN_IF_ERROR(fused_input(&gate_up, x_, hidden, nullptr, w.ffn_norm, rows, stream));
+    gate_up.output = kernels::DecodeOutput::kSwiglu;
+    gate_up.y = act_;
+    gate_up.y_stride = ffn;
+    CELLM_RETURN_IF_ERROR(kernels::launch_decode_matmul(gate_up, stream));
+
+    kernels::DecodeMatmulParams down = product(w.w_down);
+    CELLM_RETURN_IF_ERROR(fused_input(&down, act_, ffn, nullptr, nullptr, rows, stream));
+    down.y = x_;
+    down.y_stride = hidden;
+    down.accumulate = true;
+    CELLM_RETURN_IF_ERROR(kernels::launch_decode_matmul(down, stream));
+  }
+
+  // The LM head over the kept rows, gathered and normed in its prologue.
+  if (kept == 0) return ok_status();
+  kernels::DecodeMatmulParams head = product(weights_.output());
+  head.num_tokens = kept;
+  CELLM_RETURN_IF_ERROR(
+      fused_input(&head, x_, hidden, step.kept_rows, weights_.output_norm(), kept, stream));
+  head.y = logits_;
+  head.y_stride = c.vocab_size;
+  CELLM_RETURN_IF_ERROR(kernels::launch_decode_matmul(head, stream));
+  return argmax(kept, stream);
+}
+
+}  // namespace cellm

@@ -1,0 +1,224 @@
+// attention_tc: the per-warp steps of the tensor-core attention kernels (attention_decode_tc.cu,
+// attention_prefill_tc.cu) for 16-bit K/V caches — staging K/V rows of a key tile through the
+// cell list into shared memory, S = Q·Kᵀ and O += P·V with mma.sync, online softmax in f32.
+//
+// A warp owns 8 *logical rows* (each a (token, query head) pair) in one m16 tile: tile row g holds
+// the high 16-bit part of logical row g's scaled query and tile row g + 8 the rounded remainder
+// (split_pair), so one mma gives S_high and S_low and the lane group g that holds both (c0, c1 and
+// c2, c3) adds them: S to about 2^-18 relative, K being exact in the cache type. Probabilities
+// enter P·V the same way (rows g and g + 8 hold high and low parts of p), so the accumulators
+// hold O_high (c0, c1) and O_low (c2, c3) of logical row g, summed at the end. Hence the kernels'
+// error stays near f32's (≤ 1e-4 relative against the CPU) at no extra tensor-core work for
+// decode (a group's heads fill 8 rows) and twice the minimal work for prefill — far below the
+// memory and softmax costs at these sizes.
+//
+// Staged tiles are row-major [key][kDim + 8] 16-bit elements (16 padding bytes per row: the
+// ldmatrix row addresses of 8 consecutive keys fall in distinct banks). Rows outside the valid
+// range are zero-filled, so masked keys multiply finite values.
+// Device code; include only from .cu files. Thread-safety: warp-synchronous device functions.
+#pragma once
+
+#include <climits>
+
+#include "backends/cuda/kernels/attention_common.cuh"
+#include "backends/cuda/kernels/mma_common.cuh"
+
+namespace cellm::kernels {
+
+template <int kDim, bool kF16>
+struct WarpRowsState {
+  static_assert(kDim % 16 == 0, "head size must be a multiple of 16");
+  uint32_t q[kDim / 16][4];  // A fragments of the scaled query, per 16-dim k-step
+  float o[kDim / 8][4];      // per 8-dim n-tile: c0, c1 = O_high, c2, c3 = O_low of row g
+                             // (output_value adds them)
+  float m;                   // running max of logical row g (same in the group's 4 lanes)
+  float l;                   // this lane's share of the running sum (sum the 4 lanes at the end)
+};
+
+// Loads logical row g = lane / 4's query (scaled; null: zeros) into the A fragments.
+template <int kDim, bool kF16>
+__device__ __forceinline__ void warp_rows_init(WarpRowsState<kDim, kF16>& st, const float* q_row,
+                                               float scale, int lane) {
+  const int t = lane & 3;
+  CELLM_UNROLL
+  for (int ks = 0; ks < kDim / 16; ++ks) {
+    float x[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // dims 16ks + 2t, +1, +8, +9
+    if (q_row != nullptr) {
+      x[0] = __fmul_rn(q_row[16 * ks + 2 * t], scale);
+      x[1] = __fmul_rn(q_row[16 * ks + 2 * t + 1], scale);
+      x[2] = __fmul_rn(q_row[16 * ks + 2 * t + 8], scale);
+      x[3] = __fmul_rn(q_row[16 * ks + 2 * t + 9], scale);
+    }
+    split_pair<kF16>(x[0], x[1], &st.q[ks][0], &st.q[ks][1]);
+    split_pair<kF16>(x[2], x[3], &st.q[ks][2], &st.q[ks][3]);
+  }
+  CELLM_UNROLL
+  for (int nt = 0; nt < kDim / 8; ++nt) {
+    CELLM_UNROLL
+    for (int c = 0; c < 4; ++c) st.o[nt][c] = 0.0f;
+  }
+  st.m = -INFINITY;
+  st.l = 0.0f;
+}
+
+// s[nt] = C tiles of keys 8nt .. 8nt + 7 of the 16 staged rows at k_rows.
+template <int kDim, bool kF16>
+__device__ __forceinline__ void scores16(const uint16_t* k_rows, int stride,
+                                         const uint32_t (&q)[kDim / 16][4], float (&s)[2][4],
+                                         int lane) {
+  CELLM_UNROLL
+  for (int nt = 0; nt < 2; ++nt) {
+    CELLM_UNROLL
+    for (int c = 0; c < 4; ++c) s[nt][c] = 0.0f;
+  }
+  // Matrix i = lane / 8: keys 8·(i / 2) + lane % 8, dims 8·(i % 2) of the k-step.
+  const uint16_t* base =
+      k_rows + ((lane & 7) + ((lane >> 4) << 3)) * stride + ((lane >> 3) & 1) * 8;
+  CELLM_UNROLL
+  for (int ks = 0; ks < kDim / 16; ++ks) {
+    uint32_t b[4];
+    ldmatrix_x4(b, base + 16 * ks);
+    mma_16816<kF16>(s[0], q[ks], b[0], b[1]);
+    mma_16816<kF16>(s[1], q[ks], b[2], b[3]);
+  }
+}
+
+// o += P·V for the 16 staged V rows at v_rows; p holds the A fragment of P (high / low rows).
+template <int kDim, bool kF16>
+__device__ __forceinline__ void accumulate_pv16(const uint16_t* v_rows, int stride,
+                                                const uint32_t (&p)[4], float (&o)[kDim / 8][4],
+                                                int lane) {
+  // Matrix i = lane / 8 (transposed): keys 8·(i % 2) + lane % 8, dims 8·(i / 2) of the pair.
+  const uint16_t* base =
+      v_rows + ((lane & 7) + (((lane >> 3) & 1) << 3)) * stride + (lane >> 4) * 8;
+  CELLM_UNROLL
+  for (int np = 0; np < kDim / 16; ++np) {
+    uint32_t b[4];
+    ldmatrix_x4_trans(b, base + 16 * np);
+    mma_16816<kF16>(o[2 * np], p, b[0], b[1]);
+    mma_16816<kF16>(o[2 * np + 1], p, b[2], b[3]);
+  }
+}
+
+// Visibility of a key position for this lane's logical row.
+struct KeysBefore {  // decode: every key of the split before `end`
+  int32_t end;
+  __device__ __forceinline__ bool operator()(int32_t pos) const { return pos < end; }
+};
+struct KeysWithin {  // prefill: [first, last] (causal, window); first > last for no row
+  int32_t first;
+  int32_t last;
+  __device__ __forceinline__ bool operator()(int32_t pos) const {
+    return pos >= first && pos <= last;
+  }
+};
+
+// Folds 16·kGroups staged keys (rows k_rows / v_rows; row 0 at position pos0) into the state.
+template <int kDim, bool kF16, int kGroups, class Visible>
+__device__ __forceinline__ void attend_keys(WarpRowsState<kDim, kF16>& st, const uint16_t* k_rows,
+                                            const uint16_t* v_rows, int stride, int32_t pos0,
+                                            const Visible& visible, int lane) {
+  const int t = lane & 3;
+  float x[kGroups][2][2];  // scores of keys 16gi + 8nt + 2t + j, −inf when masked
+  float tile_max = -INFINITY;
+  CELLM_UNROLL
+  for (int gi = 0; gi < kGroups; ++gi) {
+    float s[2][4];
+    scores16<kDim, kF16>(k_rows + 16 * gi * stride, stride, st.q, s, lane);
+    CELLM_UNROLL
+    for (int nt = 0; nt < 2; ++nt) {
+      CELLM_UNROLL
+      for (int j = 0; j < 2; ++j) {
+        const int32_t pos = pos0 + 16 * gi + 8 * nt + 2 * t + j;
+        x[gi][nt][j] =
+            visible(pos) ? fmaf(s[nt][j + 2], kSplitLowInverse<kF16>, s[nt][j]) : -INFINITY;
+        tile_max = fmaxf(tile_max, x[gi][nt][j]);
+      }
+    }
+  }
+  tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+  tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+  const float m_new = fmaxf(st.m, tile_max);
+  const float alpha = exp_diff(st.m, m_new);  // 0 while nothing was visible
+  float sum = 0.0f;
+  uint32_t p[kGroups][4];
+  CELLM_UNROLL
+  for (int gi = 0; gi < kGroups; ++gi) {
+    CELLM_UNROLL
+    for (int nt = 0; nt < 2; ++nt) {
+      float pr[2];
+      CELLM_UNROLL
+      for (int j = 0; j < 2; ++j) {
+        pr[j] = x[gi][nt][j] == -INFINITY ? 0.0f : expf(x[gi][nt][j] - m_new);
+        sum += pr[j];
+      }
+      // nt 0: a0 (high, row g), a1 (low, row g + 8); nt 1: a2, a3 (keys + 8).
+      split_pair<kF16>(pr[0], pr[1], &p[gi][2 * nt], &p[gi][2 * nt + 1]);
+    }
+  }
+  st.l = fmaf(st.l, alpha, sum);
+  st.m = m_new;
+  CELLM_UNROLL
+  for (int nt = 0; nt < kDim / 8; ++nt) {
+    CELLM_UNROLL
+    for (int c = 0; c < 4; ++c) st.o[nt][c] *= alpha;
+  }
+  CELLM_UNROLL
+  for (int gi = 0; gi < kGroups; ++gi) {
+    accumulate_pv16<kDim, kF16>(v_rows + 16 * gi * stride, stride, p[gi], st.o, lane);
+  }
+}
+
+// Output dim 8nt + 2·(lane % 4) + j of logical row g: O_high + O_low.
+template <int kDim, bool kF16>
+__device__ __forceinline__ float output_value(const WarpRowsState<kDim, kF16>& st, int nt, int j) {
+  return fmaf(st.o[nt][j + 2], kSplitLowInverse<kF16>, st.o[nt][j]);
+}
+
+// The row sum of logical row g: the 4 lanes' shares added.
+__device__ __forceinline__ float row_group_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  v += __shfl_xor_sync(0xffffffffu, v, 2);
+  return v;
+}
+
+// min / max over the warp.
+__device__ __forceinline__ int32_t warp_min_i32(int32_t v) {
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    v = min(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  }
+  return v;
+}
+__device__ __forceinline__ int32_t warp_max_i32(int32_t v) {
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    v = max(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  }
+  return v;
+}
+
+// Issues cp.async copies of the K and V rows of positions [pos0, pos0 + kTileKeys) of one kv
+// head into k_dst / v_dst ([kTileKeys][kDim + 8]); positions ≥ valid_end are zero-filled.
+// `cells` maps a position of the sequence to its cell. Every thread of the block calls it.
+template <int kDim, int kTileKeys, int kThreads>
+__device__ __forceinline__ void stage_kv_tile(uint16_t* k_dst, uint16_t* v_dst,
+                                              const uint8_t* k_cache, const uint8_t* v_cache,
+                                              int64_t cell_bytes, int64_t head_offset,
+                                              const int32_t* cells, int32_t pos0, int32_t valid_end,
+                                              int tid) {
+  constexpr int kPieces = kDim * 2 / 16;  // 16-byte pieces per row
+  constexpr int kStride = kDim + 8;
+  static_assert(kThreads % kPieces == 0 && (kTileKeys * kPieces) % kThreads == 0);
+  const int piece = tid % kPieces;
+  CELLM_UNROLL
+  for (int i = 0; i < kTileKeys * kPieces / kThreads; ++i) {
+    const int row = tid / kPieces + i * (kThreads / kPieces);
+    const int32_t pos = pos0 + row;
+    const bool valid = pos < valid_end;
+    const int32_t cell = valid ? __ldg(cells + pos) : 0;
+    const int64_t offset = static_cast<int64_t>(cell) * cell_bytes + head_offset + 16 * piece;
+    cp_async_16_zfill(k_dst + row * kStride + 8 * piece, k_cache + offset, valid);
+    cp_async_16_zfill(v_dst + row * kStride + 8 * piece, v_cache + offset, valid);
+  }
+}
+
+}  // namespace cellm::kernels

@@ -1,0 +1,445 @@
+// decode_kernels_bench: figures for the batch-1 decode path's kernels on Llama-3.1-8B shapes with
+// random weights — the measured copy bandwidth (the ceiling); the small-M product's GB/s per
+// weight type and shape: the previous kernel (gemv_kernel.cuh, its shipped rows per block) and
+// the fused decode kernel (decode_matmul.cuh) with f32, normed f32 and int8 inputs at M = 1, and
+// at M = 2, 4, 8; a tuning table of the decode kernel's rows-per-block / chunks-in-flight variants
+// at M = 1 (each checked against the shipped variant's output); and the whole chain of a decode
+// step's products (32 layers of q|k|v with RoPE, output, gate|up with SwiGLU, down, then the LM
+// head and argmax; int8 quantize launches where they apply; no attention) as one captured graph,
+// against the sum of its parts and the bytes it reads. Every timed region is a graph replayed
+// after a warm-up; medians; weights rotated through copies larger than L2.
+// Usage: cuda_decode_bench [--chain-only] [--quick]. CELLM_CUDA_PDL=0 times the same launches
+// without programmatic dependent launch. Prints tables; never pass/fail (exit 1 on errors).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/kernels/argmax.cuh"
+#include "backends/cuda/kernels/bench_kernels.h"
+#include "backends/cuda/kernels/decode_bench_kernels.h"
+#include "backends/cuda/kernels/decode_matmul.cuh"
+#include "backends/cuda/kernels/pdl.cuh"
+#include "backends/cuda/kernels/quantize_activations.cuh"
+#include "backends/cuda/kernels/random_fill.cuh"
+#include "core/check.h"
+
+namespace cellm::kernels {
+namespace {
+
+#define BENCH_CUDA(expr)                                                                           \
+  do {                                                                                             \
+    const cudaError_t bench_error_ = (expr);                                                       \
+    CELLM_CHECK(bench_error_ == cudaSuccess) << #expr << ": " << cudaGetErrorString(bench_error_); \
+  } while (false)
+#define BENCH_OK(expr)                                            \
+  do {                                                            \
+    const ::cellm::Status bench_status_ = (expr);                 \
+    CELLM_CHECK(bench_status_.ok()) << bench_status_.to_string(); \
+  } while (false)
+
+int g_reps = 15;
+
+struct Buffer {
+  void* ptr = nullptr;
+  explicit Buffer(size_t bytes) { BENCH_CUDA(cudaMalloc(&ptr, std::max<size_t>(bytes, 256))); }
+  ~Buffer() { cudaFree(ptr); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(ptr);
+  }
+};
+
+double time_graph(cudaStream_t stream, const std::function<void()>& body) {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  BENCH_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  body();
+  BENCH_CUDA(cudaStreamEndCapture(stream, &graph));
+  BENCH_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  cudaEvent_t start, stop;
+  BENCH_CUDA(cudaEventCreate(&start));
+  BENCH_CUDA(cudaEventCreate(&stop));
+  for (int i = 0; i < 3; ++i) BENCH_CUDA(cudaGraphLaunch(exec, stream));
+  std::vector<double> seconds;
+  for (int i = 0; i < g_reps; ++i) {
+    BENCH_CUDA(cudaEventRecord(start, stream));
+    BENCH_CUDA(cudaGraphLaunch(exec, stream));
+    BENCH_CUDA(cudaEventRecord(stop, stream));
+    BENCH_CUDA(cudaEventSynchronize(stop));
+    float ms = 0.0f;
+    BENCH_CUDA(cudaEventElapsedTime(&ms, start, stop));
+    seconds.push_back(ms * 1e-3);
+  }
+  BENCH_CUDA(cudaEventDestroy(start));
+  BENCH_CUDA(cudaEventDestroy(stop));
+  BENCH_CUDA(cudaGraphExecDestroy(exec));
+  BENCH_CUDA(cudaGraphDestroy(graph));
+  std::sort(seconds.begin(), seconds.end());
+  return seconds[seconds.size() / 2];
+}
+
+void fill(void* data, TensorType type, int64_t rows, int64_t cols, uint64_t seed, float scale,
+          cudaStream_t stream) {
+  RandomFillParams p;
+  p.data = data;
+  p.type = type;
+  p.num_rows = rows;
+  p.num_cols = cols;
+  p.seed = seed;
+  p.scale = scale;
+  BENCH_OK(launch_random_fill(p, stream));
+}
+
+double copy_ceiling(cudaStream_t stream) {
+  const size_t bytes = size_t{1} << 30;
+  Buffer a(bytes), b(bytes);
+  fill(a.ptr, TensorType::kF32, 1, static_cast<int64_t>(bytes / 4), 1, 1.0f, stream);
+  const double t = time_graph(stream, [&] { launch_copy_kernel(a.ptr, b.ptr, bytes, stream); });
+  return 2.0 * static_cast<double>(bytes) / t;
+}
+
+struct Shape {
+  const char* name;
+  int64_t rows;
+  int64_t cols;
+};
+const Shape kShapes[] = {{"qkv 6144x4096", 6144, 4096},
+                         {"o 4096x4096", 4096, 4096},
+                         {"gate|up 28672x4096", 28672, 4096},
+                         {"down 4096x14336", 4096, 14336},
+                         {"lm head 128256x4096", 128256, 4096}};
+const TensorType kTypes[] = {TensorType::kBF16, TensorType::kQ8_0, TensorType::kQ4_0};
+
+// Random weights of one shape, in copies that together exceed L2.
+struct Copies {
+  std::vector<std::unique_ptr<Buffer>> buffers;
+  uint64_t bytes = 0;  // of one copy
+  Copies(TensorType type, const Shape& s, cudaStream_t stream) {
+    bytes = device_row_bytes(type, s.cols) * static_cast<uint64_t>(s.rows);
+    const int n = static_cast<int>(std::clamp<uint64_t>((512ull << 20) / bytes + 1, 1, 16));
+    for (int i = 0; i < n; ++i) {
+      buffers.push_back(std::make_unique<Buffer>(bytes));
+      fill(buffers.back()->ptr, type, s.rows, s.cols, 10 + i, 0.02f, stream);
+    }
+  }
+  int launches() const { return std::max(static_cast<int>(buffers.size()), 8); }
+  const void* at(int i) const { return buffers[static_cast<size_t>(i) % buffers.size()]->ptr; }
+};
+
+// Activations: f32 rows, their int8 quantization, a norm weight.
+struct Inputs {
+  Buffer x, norm, xq, xs, y;
+  Inputs(int64_t k, int64_t n, cudaStream_t stream)
+      : x(sizeof(float) * 8 * static_cast<size_t>(k)),
+        norm(sizeof(float) * static_cast<size_t>(k)),
+        xq(8 * static_cast<size_t>(k)),
+        xs(sizeof(float) * 8 * static_cast<size_t>(k / 32 + 1)),
+        y(sizeof(float) * 8 * static_cast<size_t>(n)) {
+    fill(x.ptr, TensorType::kF32, 8, k, 5, 1.0f, stream);
+    fill(norm.ptr, TensorType::kF32, 1, k, 6, 1.0f, stream);
+    QuantizeActivationsParams q;
+    q.num_tokens = 8;
+    q.num_cols = k;
+    q.x = x.as<float>();
+    q.x_stride = k;
+    q.q = xq.as<int8_t>();
+    q.scales = xs.as<float>();
+    BENCH_OK(launch_quantize_activations(q, stream));
+  }
+};
+
+DecodeMatmulParams product_params(TensorType type, const Shape& s, const Inputs& in, int32_t m,
+                                  bool normed, bool int8) {
+  DecodeMatmulParams p;
+  p.w = make_device_weight(nullptr, type, s.rows, s.cols);
+  p.num_tokens = m;
+  if (int8) {
+    p.x_q8 = in.xq.as<int8_t>();
+    p.x_q8_scales = in.xs.as<float>();
+  } else {
+    p.x = in.x.as<float>();
+    p.x_stride = s.cols;
+    if (normed) {
+      p.norm_weight = in.norm.as<float>();
+      p.norm_eps = 1e-5f;
+    }
+  }
+  p.y = in.y.as<float>();
+  p.y_stride = s.rows;
+  return p;
+}
+
+// GB/s of weights read by `launches` launches of p over the copies.
+double product_gbps(cudaStream_t stream, const Copies& w, DecodeMatmulParams p) {
+  const double t = time_graph(stream, [&] {
+    for (int i = 0; i < w.launches(); ++i) {
+      p.w.data = w.at(i);
+      BENCH_OK(launch_decode_matmul(p, stream));
+    }
+  });
+  return static_cast<double>(w.bytes) * w.launches() / t / 1e9;
+}
+
+void bench_products(cudaStream_t stream, double ceiling) {
+  std::printf("\n== decode products, GB/s of weights (%% of copy bandwidth %.0f GB/s) ==\n",
+              ceiling / 1e9);
+  std::printf("%-20s %-5s %11s %11s %11s %11s %11s %11s %11s\n", "shape", "type", "old M=1",
+              "f32 M=1", "norm M=1", "i8 M=1", "M=2", "M=4", "M=8");
+  std::vector<std::string> tuning;
+  const auto cell = [ceiling](double gbps) {
+    char text[32];
+    std::snprintf(text, sizeof(text), " %5.0f %4.0f%%", gbps, 100.0 * gbps * 1e9 / ceiling);
+    return std::string(text);
+  };
+  for (const Shape& s : kShapes) {
+    for (const TensorType type : kTypes) {
+      const Copies w(type, s, stream);
+      const Inputs in(s.cols, s.rows, stream);
+      const bool has_int8 = type != TensorType::kBF16;
+      std::string line;
+      {  // the previous kernel with its shipped rows per block
+        GemvArgs args;
+        args.num_rows = s.rows;
+        args.num_cols = s.cols;
+        args.row_bytes = device_row_bytes(type, s.cols);
+        args.x = in.x.as<float>();
+        args.x_stride = s.cols;
+        args.num_tokens = 1;
+        args.y = in.y.as<float>();
+        args.y_stride = s.rows;
+        const int rows = type == TensorType::kBF16
+                             ? 2
+                             : (s.rows <= 8192 ? 1 : (type == TensorType::kQ4_0 ? 4 : 2));
+        const double t = time_graph(stream, [&] {
+          for (int i = 0; i < w.launches(); ++i) {
+            args.w = static_cast<const uint8_t*>(w.at(i));
+            CELLM_CHECK(launch_gemv_variant(type, rows, args, stream));
+          }
+        });
+        line += cell(static_cast<double>(w.bytes) * w.launches() / t / 1e9);
+      }
+      line += cell(product_gbps(stream, w, product_params(type, s, in, 1, false, false)));
+      line += cell(product_gbps(stream, w, product_params(type, s, in, 1, true, false)));
+      line += has_int8 ? cell(product_gbps(stream, w, product_params(type, s, in, 1, false, true)))
+                       : std::string(12, ' ');
+      for (const int32_t m : {2, 4, 8}) {
+        line += cell(product_gbps(stream, w, product_params(type, s, in, m, false, has_int8)));
+      }
+      std::printf("%-20s %-5s%s\n", s.name, std::string(tensor_type_name(type)).c_str(),
+                  line.c_str());
+
+      // Tuning: variants at M = 1, with the largest relative difference from the shipped output.
+      for (const bool int8 : {false, true}) {
+        if (int8 && !has_int8) continue;
+        const std::vector<DecodeVariant> variants = decode_variants(type, int8);
+        if (variants.empty()) continue;
+        DecodeMatmulParams p = product_params(type, s, in, 1, false, int8);
+        p.w.data = w.at(0);
+        // The stream does not synchronize with the legacy default stream: wait for it explicitly.
+        BENCH_OK(launch_decode_matmul(p, stream));
+        BENCH_CUDA(cudaStreamSynchronize(stream));
+        std::vector<float> shipped(static_cast<size_t>(s.rows)), got(shipped.size());
+        BENCH_CUDA(
+            cudaMemcpy(shipped.data(), in.y.ptr, shipped.size() * 4, cudaMemcpyDeviceToHost));
+        char text[512];
+        int n = std::snprintf(text, sizeof(text), "%-20s %-5s %-4s", s.name,
+                              std::string(tensor_type_name(type)).c_str(), int8 ? "i8" : "f32");
+        for (const DecodeVariant& v : variants) {
+          DecodeGemvArgs a = make_decode_gemv_args(p);
+          BENCH_CUDA(cudaMemsetAsync(in.y.ptr, 0xff, shipped.size() * 4, stream));
+          BENCH_CUDA(v.launch(a, stream));
+          BENCH_CUDA(cudaStreamSynchronize(stream));
+          BENCH_CUDA(cudaMemcpy(got.data(), in.y.ptr, got.size() * 4, cudaMemcpyDeviceToHost));
+          double worst = 0.0;
+          for (size_t i = 0; i < got.size(); ++i) {
+            const double d = std::fabs(static_cast<double>(got[i]) - shipped[i]) /
+                             std::max(1e-3, std::fabs(static_cast<double>(shipped[i])));
+            worst = std::isnan(d) ? INFINITY : std::max(worst, d);
+          }
+          const double t = time_graph(stream, [&] {
+            for (int i = 0; i < w.launches(); ++i) {
+              a.w = static_cast<const uint8_t*>(w.at(i));
+              BENCH_CUDA(v.launch(a, stream));
+            }
+          });
+          n += std::snprintf(text + n, sizeof(text) - static_cast<size_t>(n),
+                             "  R%dD%d %5.0f (%.0e)", v.rows_per_block, v.chunks_in_flight,
+                             static_cast<double>(w.bytes) * w.launches() / t / 1e9, worst);
+        }
+        tuning.push_back(text);
+      }
+      BENCH_CUDA(cudaStreamSynchronize(stream));
+    }
+  }
+  std::printf(
+      "\n== tuning at M=1: GB/s per rows-per-block R / chunks-in-flight D (max rel diff "
+      "from shipped) ==\n");
+  for (const std::string& line : tuning) std::printf("%s\n", line.c_str());
+}
+
+// A decode step's products (no attention) for 32 Llama-3.1-8B layers and the LM head.
+void bench_chain(cudaStream_t stream, double ceiling, TensorType type, bool int8) {
+  const int64_t hidden = 4096, ffn = 14336, vocab = 128256, kv = 1024;
+  const int64_t qkv_rows = hidden + 2 * kv;
+  const int layers = 32;
+  const bool q8 = int8 && type != TensorType::kBF16;
+  struct Layer {
+    std::unique_ptr<Buffer> qkv, o, gate_up, down;
+  };
+  std::vector<Layer> w(layers);
+  uint64_t bytes = 0;
+  const auto make = [&](int64_t rows, int64_t cols, uint64_t seed) {
+    const uint64_t b = device_row_bytes(type, cols) * static_cast<uint64_t>(rows);
+    bytes += b;
+    auto buffer = std::make_unique<Buffer>(b);
+    fill(buffer->ptr, type, rows, cols, seed, 0.02f, stream);
+    return buffer;
+  };
+  for (int l = 0; l < layers; ++l) {
+    w[l].qkv = make(qkv_rows, hidden, 100 + 4 * l);
+    w[l].o = make(hidden, hidden, 101 + 4 * l);
+    w[l].gate_up = make(2 * ffn, hidden, 102 + 4 * l);
+    w[l].down = make(hidden, ffn, 103 + 4 * l);
+  }
+  const std::unique_ptr<Buffer> head = make(vocab, hidden, 99);
+  Buffer x(4 * hidden), qkv(4 * qkv_rows), act(4 * ffn), logits(4 * vocab), norm(4 * hidden);
+  Buffer xq(ffn), xs(4 * (ffn / 32)), k_cache(2 * 2 * kv), v_cache(2 * 2 * kv), token(4);
+  Buffer positions(4), cells(4), scratch(argmax_scratch_bytes(1));
+  fill(x.ptr, TensorType::kF32, 1, hidden, 7, 1.0f, stream);
+  fill(norm.ptr, TensorType::kF32, 1, hidden, 8, 1.0f, stream);
+  BENCH_CUDA(cudaMemsetAsync(positions.ptr, 0, 4, stream));
+  BENCH_CUDA(cudaMemsetAsync(cells.ptr, 0, 4, stream));
+  BENCH_CUDA(cudaMemsetAsync(scratch.ptr, 0, argmax_scratch_bytes(1), stream));
+  BENCH_CUDA(cudaStreamSynchronize(stream));
+  const auto input = [&](DecodeMatmulParams* p, const float* src, int64_t k, bool normed) {
+    if (q8) {
+      QuantizeActivationsParams q;
+      q.num_tokens = 1;
+      q.num_cols = k;
+      q.x = src;
+      q.x_stride = k;
+      q.norm_weight = normed ? norm.as<float>() : nullptr;
+      q.norm_eps = 1e-5f;
+      q.q = xq.as<int8_t>();
+      q.scales = xs.as<float>();
+      BENCH_OK(launch_quantize_activations(q, stream));
+      p->x_q8 = xq.as<int8_t>();
+      p->x_q8_scales = xs.as<float>();
+    } else {
+      p->x = src;
+      p->x_stride = k;
+      p->norm_weight = normed ? norm.as<float>() : nullptr;
+      p->norm_eps = 1e-5f;
+    }
+  };
+  const auto product = [&](const void* data, int64_t rows, int64_t cols) {
+    DecodeMatmulParams p;
+    p.w = make_device_weight(data, type, rows, cols);
+    p.num_tokens = 1;
+    return p;
+  };
+  const double t = time_graph(stream, [&] {
+    for (int l = 0; l < layers; ++l) {
+      DecodeMatmulParams a = product(w[l].qkv->ptr, qkv_rows, hidden);
+      input(&a, x.as<float>(), hidden, true);
+      a.y = qkv.as<float>();
+      a.y_stride = qkv_rows;
+      a.output = DecodeOutput::kRopeKv;
+      a.rope = {positions.as<int32_t>(),
+                cells.as<int32_t>(),
+                4096,
+                1024,
+                1024,
+                128,
+                128,
+                500000.0f,
+                1.0f,
+                nullptr,
+                k_cache.ptr,
+                v_cache.ptr,
+                KvDtype::kBF16};
+      BENCH_OK(launch_decode_matmul(a, stream));
+      DecodeMatmulParams o = product(w[l].o->ptr, hidden, hidden);
+      input(&o, qkv.as<float>(), hidden, false);  // q stands in for the attention output
+      o.y = x.as<float>();
+      o.y_stride = hidden;
+      o.accumulate = true;
+      BENCH_OK(launch_decode_matmul(o, stream));
+      DecodeMatmulParams g = product(w[l].gate_up->ptr, 2 * ffn, hidden);
+      input(&g, x.as<float>(), hidden, true);
+      g.output = DecodeOutput::kSwiglu;
+      g.y = act.as<float>();
+      g.y_stride = ffn;
+      BENCH_OK(launch_decode_matmul(g, stream));
+      DecodeMatmulParams d = product(w[l].down->ptr, hidden, ffn);
+      input(&d, act.as<float>(), ffn, false);
+      d.y = x.as<float>();
+      d.y_stride = hidden;
+      d.accumulate = true;
+      BENCH_OK(launch_decode_matmul(d, stream));
+    }
+    DecodeMatmulParams h = product(head->ptr, vocab, hidden);
+    input(&h, x.as<float>(), hidden, true);
+    h.y = logits.as<float>();
+    h.y_stride = vocab;
+    BENCH_OK(launch_decode_matmul(h, stream));
+    ArgmaxParams am;
+    am.num_rows = 1;
+    am.vocab = vocab;
+    am.logits = logits.as<float>();
+    am.stride = vocab;
+    am.out = token.as<int32_t>();
+    am.scratch = scratch.ptr;
+    am.scratch_bytes = argmax_scratch_bytes(1);
+    BENCH_OK(launch_argmax(am, stream));
+  });
+  const double gbps = static_cast<double>(bytes) / t / 1e9;
+  std::printf(
+      "%-5s %-4s %-6s %8.3f ms  %6.2f GB  %5.0f GB/s  %4.1f%% of copy bandwidth  (%.0f tok/s "
+      "without attention and host)\n",
+      std::string(tensor_type_name(type)).c_str(), q8 ? "i8" : "f32",
+      pdl_enabled() ? "pdl" : "no-pdl", t * 1e3, static_cast<double>(bytes) / 1e9, gbps,
+      100.0 * gbps * 1e9 / ceiling, 1.0 / t);
+}
+
+}  // namespace
+}  // namespace cellm::kernels
+
+int main(int argc, char** argv) {
+  using namespace cellm::kernels;
+  using cellm::TensorType;
+  bool chain_only = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--chain-only") == 0) chain_only = true;
+    if (std::strcmp(argv[i], "--quick") == 0) g_reps = 5;
+  }
+  cudaDeviceProp prop{};
+  BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device: %s, %d SMs, %.0f MiB L2; programmatic dependent launch %s\n", prop.name,
+              prop.multiProcessorCount, prop.l2CacheSize / 1048576.0,
+              pdl_enabled() ? "on" : "off (CELLM_CUDA_PDL=0)");
+  cudaStream_t stream;
+  BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const double ceiling = copy_ceiling(stream);
+  std::printf("ceiling: copy kernel %.0f GB/s (read + write)\n", ceiling / 1e9);
+  if (!chain_only) bench_products(stream, ceiling);
+  std::printf("\n== decode step's products as one graph (32 layers + LM head + argmax) ==\n");
+  for (const TensorType type : kTypes) {
+    for (const bool int8 : {false, true}) {
+      if (int8 && type == TensorType::kBF16) continue;
+      if (chain_only && !int8 && type != TensorType::kBF16) continue;
+      bench_chain(stream, ceiling, type, int8);
+    }
+  }
+  BENCH_CUDA(cudaStreamDestroy(stream));
+  return 0;
+}

@@ -1,0 +1,172 @@
+// decode_matmul: argument checks and the dispatch by weight type of the fused decode product
+// (decode_matmul.cuh; kernels in gemv_decode.cuh).
+#include <string>
+
+#include "backends/cuda/kernels/decode_matmul.cuh"
+#include "backends/cuda/kernels/gemv_decode.cuh"
+
+namespace cellm::kernels {
+namespace {
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+std::string describe(const DecodeMatmulParams& p) {
+  return "decode_matmul: " + std::string(tensor_type_name(p.w.type)) + " weight [" +
+         std::to_string(p.w.num_rows) + ", " + std::to_string(p.w.num_cols) + "], " +
+         std::to_string(p.num_tokens) + " tokens";
+}
+
+Status bad(const DecodeMatmulParams& p, const std::string& what) {
+  return invalid_argument(describe(p) + ": " + what);
+}
+
+Status check_input(const DecodeMatmulParams& p) {
+  const int64_t k = p.w.num_cols;
+  if (p.x_q8 != nullptr) {
+    if (!decode_matmul_takes_int8(p.w)) return bad(p, "int8 activations need Q8_0 / Q4_0 weights");
+    if (p.x != nullptr || p.x_rows != nullptr || p.norm_weight != nullptr) {
+      return bad(p, "int8 activations take no f32 x, row gather or norm");
+    }
+    if (p.x_q8_scales == nullptr || !aligned16(p.x_q8) || !aligned16(p.x_q8_scales)) {
+      return bad(p, "int8 activations or scales null or not 16-byte aligned");
+    }
+    return ok_status();
+  }
+  if (p.x == nullptr || !aligned16(p.x) || p.x_stride < k || p.x_stride % 4 != 0) {
+    return bad(p, "x null, not 16-byte aligned, or stride " + std::to_string(p.x_stride) +
+                      " not a multiple of 4 of at least K");
+  }
+  if (p.norm_weight != nullptr && !aligned16(p.norm_weight)) {
+    return bad(p, "norm weight not 16-byte aligned");
+  }
+  return ok_status();
+}
+
+Status check_output(const DecodeMatmulParams& p) {
+  const int64_t n = p.w.num_rows;
+  if (p.y == nullptr) return bad(p, "null y");
+  switch (p.output) {
+    case DecodeOutput::kStore:
+      if (p.y_stride < n) return bad(p, "y stride " + std::to_string(p.y_stride) + " < N");
+      return ok_status();
+    case DecodeOutput::kSwiglu:
+      if (n % 2 != 0 || p.y_stride < n / 2 || p.accumulate) {
+        return bad(p, "SwiGLU needs an even N, y stride ≥ N / 2 and no accumulate");
+      }
+      return ok_status();
+    case DecodeOutput::kRopeKv: {
+      const RopeKvOutput& r = p.rope;
+      const bool ok = !p.accumulate && r.head_dim > 0 && r.head_dim % 2 == 0 &&
+                      r.num_rotary_dims >= 0 && r.num_rotary_dims % 2 == 0 &&
+                      r.num_rotary_dims <= r.head_dim && r.q_width % r.head_dim == 0 &&
+                      r.kv_width % r.head_dim == 0 && r.v_width % 2 == 0 && r.kv_width > 0 &&
+                      static_cast<int64_t>(r.q_width) + r.kv_width + r.v_width == n &&
+                      p.y_stride >= r.q_width && r.positions != nullptr && r.cells != nullptr &&
+                      r.k_cache != nullptr && r.v_cache != nullptr;
+      if (!ok) {
+        return bad(p, "RoPE output: q/k/v widths " + std::to_string(r.q_width) + "/" +
+                          std::to_string(r.kv_width) + "/" + std::to_string(r.v_width) +
+                          ", head_dim " + std::to_string(r.head_dim) + ", " +
+                          std::to_string(r.num_rotary_dims) +
+                          " rotary dims: odd or mismatched sizes, accumulate, or a null pointer");
+      }
+      return ok_status();
+    }
+  }
+  return bad(p, "unknown output");
+}
+
+}  // namespace
+
+bool decode_matmul_supports(const DeviceWeight& w) {
+  if (!aligned16(w.data) || w.num_cols <= 0) return false;
+  switch (w.type) {
+    case TensorType::kF32:
+      return w.num_cols % 4 == 0;
+    case TensorType::kF16:
+    case TensorType::kBF16:
+      return w.num_cols % 8 == 0;
+    case TensorType::kQ8_0:
+    case TensorType::kQ4_0:
+    case TensorType::kQ4_K:
+    case TensorType::kQ6_K:
+      return w.layout == WeightLayout::kInterleaved;
+    default:
+      return false;
+  }
+}
+
+bool decode_matmul_takes_int8(const DeviceWeight& w) {
+  return (w.type == TensorType::kQ8_0 || w.type == TensorType::kQ4_0) &&
+         w.layout == WeightLayout::kInterleaved && aligned16(w.data);
+}
+
+DecodeGemvArgs make_decode_gemv_args(const DecodeMatmulParams& p) {
+  DecodeGemvArgs a;
+  a.w = static_cast<const uint8_t*>(p.w.data);
+  a.num_rows = p.w.num_rows;
+  a.num_cols = p.w.num_cols;
+  a.row_bytes = p.w.row_bytes;
+  a.num_tokens = p.num_tokens;
+  a.x = p.x;
+  a.x_stride = p.x_stride;
+  a.x_rows = p.x_rows;
+  a.norm_weight = p.norm_weight;
+  a.norm_eps = p.norm_eps;
+  a.x_q8 = p.x_q8;
+  a.x_q8_scales = p.x_q8_scales;
+  a.bias = p.bias;
+  a.output = p.output;
+  a.y = p.y;
+  a.y_stride = p.y_stride;
+  a.accumulate = p.accumulate;
+  a.rope = p.rope;
+  return a;
+}
+
+Status launch_decode_matmul(const DecodeMatmulParams& p, cudaStream_t stream) {
+  CELLM_RETURN_IF_ERROR(check_device_weight(p.w.type, p.w.num_cols, "decode_matmul"));
+  if (p.w.data == nullptr || p.w.num_rows <= 0 ||
+      p.w.row_bytes != device_row_bytes(p.w.type, p.w.num_cols) ||
+      p.w.layout != device_weight_layout(p.w.type, p.w.num_cols)) {
+    return bad(p, "null data, no rows, or row_bytes/layout not from make_device_weight");
+  }
+  if (!decode_matmul_supports(p.w)) return bad(p, "not a fast layout (or unaligned data)");
+  if (p.num_tokens < 0 || p.num_tokens > kDecodeMatmulMaxTokens) {
+    return bad(p, "token count outside [0, " + std::to_string(kDecodeMatmulMaxTokens) + "]");
+  }
+  if (p.num_tokens == 0) return ok_status();
+  CELLM_RETURN_IF_ERROR(check_input(p));
+  CELLM_RETURN_IF_ERROR(check_output(p));
+
+  const DecodeGemvArgs a = make_decode_gemv_args(p);
+  cudaError_t launched = cudaSuccess;
+  switch (p.w.type) {
+    case TensorType::kF32:
+      launched = launch_gemv_decode_f32_weights(a, stream);
+      break;
+    case TensorType::kF16:
+      launched = launch_gemv_decode_f16(a, stream);
+      break;
+    case TensorType::kBF16:
+      launched = launch_gemv_decode_bf16(a, stream);
+      break;
+    case TensorType::kQ8_0:
+      launched = launch_gemv_decode_q8_0(a, stream);
+      break;
+    case TensorType::kQ4_0:
+      launched = launch_gemv_decode_q4_0(a, stream);
+      break;
+    case TensorType::kQ4_K:
+      launched = launch_gemv_decode_q4_k(a, stream);
+      break;
+    case TensorType::kQ6_K:
+      launched = launch_gemv_decode_q6_k(a, stream);
+      break;
+    default:
+      return internal_error(describe(p));
+  }
+  return pdl_launch_status(launched, "decode_matmul");
+}
+
+}  // namespace cellm::kernels

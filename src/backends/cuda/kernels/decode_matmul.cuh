@@ -1,0 +1,89 @@
+// decode_matmul: the small-M matrix product of the decode path (M ≤ 8 token rows) with the ops
+// around it fused in, so a transformer layer runs in a few launches:
+//   prologue: token t reads x row x_rows[t] (the LM head's kept rows) and RMS-normalizes it
+//     (x · scale) · norm_weight exactly as rms_norm does, before the product — each block
+//     recomputes the row's sum of squares (K floats, from L2);
+//   epilogue: + bias, then one of: store or add into y (the residual stream); SwiGLU of a
+//     [gate; up] product (silu(g) · u, as the swiglu kernel); RoPE of a [q; k; v] product with
+//     k and v written into the K/V cache rows of the tokens (as rope_kv, normal-style pairs).
+// Every f32 value is rounded as the separate kernels round it, so a fused layer equals the unfused
+// one within the product's summation order (f32 weights and activations: 1e-5 of the CPU).
+// Input is either f32 activations or, for Q8_0 / Q4_0 weights, int8 activations with per-32
+// scales (quantize_activations: one dp4a per 4 weights, about 3e-3 relative error).
+// Weights must be in a fast layout (decode_matmul_supports): F32 with K % 4 == 0, F16 / BF16
+// with K % 8 == 0, interleaved Q8_0 / Q4_0 / Q4_K / Q6_K. A block of 128 threads owns 2 or 4
+// output rows (all M tokens), splits K across its threads with 16-byte weight loads, and keeps
+// several loads per thread in flight; its first loads are issued before pdl_wait() (pdl.cuh), so
+// under programmatic dependent launch the weights stream while the previous kernel finishes.
+// Stream-ordered, allocation-free, capturable; device arrays (positions, cells, x_rows) are data
+// the caller validated. Who calls it: the CUDA forward (decode and short prefill slices), the
+// small-M path of launch_matmul, tests, the kernel benchmark. Thread-safety: launches on a stream.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backends/cuda/kernels/weight_layout.h"
+#include "core/status.h"
+#include "program/program_spec.h"
+
+namespace cellm::kernels {
+
+inline constexpr int32_t kDecodeMatmulMaxTokens = 8;
+
+enum class DecodeOutput : int32_t {
+  kStore,   // y[t, r] = p[t, r], or y[t, r] += p[t, r] with accumulate (N columns)
+  kSwiglu,  // W = [gate; up] (N = 2F rows): y[t, j] = silu(p[t, j]) · p[t, F + j] (F columns)
+  kRopeKv,  // W = [q; k; v]: q rows rotated into y (q_width columns); k rows rotated into
+            // k_cache, v rows into v_cache, at row cells[t] of each
+};
+
+// The RoPE / K-V write of a fused q|k|v product (rope_kv.cuh's op with normal-style pairs
+// (2i, 2i + 1), no q/k norms).
+struct RopeKvOutput {
+  const int32_t* positions = nullptr;  // [num_tokens] device
+  const int32_t* cells = nullptr;      // [num_tokens] device: the cache row token t writes
+  int32_t q_width = 0;                 // num_heads · head_dim: rows [0, q_width) are q
+  int32_t kv_width = 0;                // num_kv_heads · head_dim: the next rows are k
+  int32_t v_width = 0;                 // num_kv_heads · value_head_dim: then v
+  int32_t head_dim = 0;                // even
+  int32_t num_rotary_dims = 0;         // even, ≤ head_dim: leading dims of a head that rotate
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f;
+  const float* freq_factors = nullptr;  // [num_rotary_dims / 2] device divisors, or null
+  void* k_cache = nullptr;              // [rows, kv_width] in cache_dtype
+  void* v_cache = nullptr;              // [rows, v_width] in cache_dtype
+  KvDtype cache_dtype = KvDtype::kF32;
+};
+
+struct DecodeMatmulParams {
+  DeviceWeight w;          // [N = w.num_rows, K = w.num_cols]; decode_matmul_supports(w)
+  int32_t num_tokens = 0;  // M in [0, kDecodeMatmulMaxTokens] (0 launches nothing)
+
+  // f32 input (x), or int8 input (x_q8; then x, x_rows and norm_weight must be null).
+  const float* x = nullptr;         // [*, x_stride] f32, 16-byte aligned; columns [0, K) read
+  int64_t x_stride = 0;             // ≥ K, a multiple of 4
+  const int32_t* x_rows = nullptr;  // [num_tokens] device: token t reads x row x_rows[t]; null: t
+  const float* norm_weight = nullptr;  // [K] f32, 16-byte aligned: RMSNorm x rows first, or null
+  float norm_eps = 0.0f;
+  const int8_t* x_q8 = nullptr;        // [num_tokens, K] interleaved order, 16-byte aligned
+  const float* x_q8_scales = nullptr;  // [num_tokens, K / 32], 16-byte aligned
+
+  const float* bias = nullptr;  // [N] f32 added to every token's product, or null
+  DecodeOutput output = DecodeOutput::kStore;
+  float* y = nullptr;  // [num_tokens, y_stride] f32 (columns per DecodeOutput)
+  int64_t y_stride = 0;
+  bool accumulate = false;  // kStore only
+  RopeKvOutput rope;        // kRopeKv only
+};
+
+// Whether the weight is in a layout these kernels run (see the header comment).
+bool decode_matmul_supports(const DeviceWeight& w);
+// Whether the weight can take int8 activations (interleaved Q8_0 / Q4_0).
+bool decode_matmul_takes_int8(const DeviceWeight& w);
+
+// Errors (invalid argument) name what is wrong with the params.
+Status launch_decode_matmul(const DecodeMatmulParams& params, cudaStream_t stream);
+
+}  // namespace cellm::kernels

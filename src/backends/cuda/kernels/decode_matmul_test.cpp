@@ -1,0 +1,609 @@
+// Parity of the fused decode product (decode_matmul.cuh) with the CPU ops it replaces: the
+// RMSNorm and row-gather prologue (cpu_rms_norm then cpu_matmul) for every weight type and token
+// count, bias and residual add, the SwiGLU epilogue (cpu_silu_mul), the RoPE + K/V cache epilogue
+// (cpu_rope, cells of f32 and bf16 caches, untouched rows left alone), int8 activations quantized
+// from normed, gathered rows (aligned or not), launches chained through a captured graph
+// (programmatic dependent launch), the split argmax, and refused arguments.
+#include "backends/cuda/kernels/decode_matmul.cuh"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/cpu_ops.h"
+#include "backends/cuda/kernels/argmax.cuh"
+#include "backends/cuda/kernels/kernel_test_support.h"
+#include "backends/cuda/kernels/quantize_activations.cuh"
+#include "core/float16.h"
+
+namespace cellm::kernels {
+namespace {
+
+using testing::DeviceArray;
+using testing::random_floats;
+
+#define EXPECT_OK(expr)                                                   \
+  do {                                                                    \
+    const ::cellm::Status expect_ok_status_ = (expr);                     \
+    EXPECT_TRUE(expect_ok_status_.ok()) << expect_ok_status_.to_string(); \
+  } while (false)
+
+constexpr float kEps = 1e-5f;
+
+// A random weight: GGUF bytes for the CPU, the device layout uploaded for the GPU.
+struct Weight {
+  TensorType type;
+  int64_t rows;
+  int64_t cols;
+  std::vector<uint8_t> gguf;
+  DeviceArray<uint8_t> bytes;
+  DeviceWeight device;
+};
+
+Weight make_weight(TensorType type, int64_t rows, int64_t cols, uint32_t seed) {
+  Weight w{type, rows, cols, testing::random_gguf_rows(type, rows, cols, seed), {}, {}};
+  std::vector<uint8_t> device(device_row_bytes(type, cols) * static_cast<size_t>(rows));
+  const Status status = repack_rows_for_device(type, cols, rows, w.gguf, device);
+  CELLM_CHECK(status.ok()) << status.to_string();
+  w.bytes = DeviceArray<uint8_t>(device);
+  w.device = make_device_weight(w.bytes.get(), type, rows, cols);
+  return w;
+}
+
+std::string name(const Weight& w) {
+  return std::string(tensor_type_name(w.type)) + " [" + std::to_string(w.rows) + ", " +
+         std::to_string(w.cols) + "]";
+}
+
+// cpu_matmul of `m` compact rows of x.
+std::vector<float> cpu_product(const Weight& w, const std::vector<float>& x, int32_t m) {
+  std::vector<float> out(static_cast<size_t>(m * w.rows));
+  cpu_matmul(testing::weight_view(w.type, w.rows, w.cols, w.gguf), x.data(), m, out.data(),
+             nullptr);
+  return out;
+}
+
+// Columns [0, cols) of `m` rows of a [m, stride] array.
+std::vector<float> columns(const std::vector<float>& values, int32_t m, int64_t stride,
+                           int64_t cols) {
+  std::vector<float> out;
+  for (int32_t t = 0; t < m; ++t) {
+    out.insert(out.end(), values.begin() + t * stride, values.begin() + t * stride + cols);
+  }
+  return out;
+}
+
+// Source rows and which of them each token reads: token t reads row (3t + 1) mod rows.
+struct GatheredInput {
+  int64_t stride = 0;
+  std::vector<float> x;         // [num_src_rows, stride]
+  std::vector<int32_t> rows;    // [m]
+  std::vector<float> gathered;  // [m, K] compact, normed when a norm is given
+  std::vector<float> norm;      // [K]
+};
+
+GatheredInput gathered_input(int64_t k, int32_t m, uint32_t seed, bool normed) {
+  GatheredInput in;
+  const int32_t num_src = m + 4;
+  in.stride = k + 4;
+  in.x = random_floats(static_cast<size_t>(num_src * in.stride), seed);
+  in.norm = random_floats(static_cast<size_t>(k), seed + 1);
+  for (int32_t t = 0; t < m; ++t) {
+    const int32_t row = (3 * t + 1) % num_src;
+    in.rows.push_back(row);
+    in.gathered.insert(in.gathered.end(), in.x.begin() + row * in.stride,
+                       in.x.begin() + row * in.stride + k);
+  }
+  if (normed) cpu_rms_norm(in.gathered.data(), in.norm.data(), m, k, kEps, in.gathered.data());
+  return in;
+}
+
+TEST(DecodeMatmulTest, NormAndRowGatherMatchRmsNormThenTheProductForEveryType) {
+  CELLM_REQUIRE_DEVICE();
+  const struct {
+    TensorType type;
+    int64_t rows, cols;
+  } shapes[] = {{TensorType::kF32, 37, 68},    {TensorType::kF16, 41, 264},
+                {TensorType::kBF16, 131, 520}, {TensorType::kQ8_0, 67, 512},
+                {TensorType::kQ4_0, 66, 1280}, {TensorType::kQ4_K, 45, 768},
+                {TensorType::kQ6_K, 45, 1792}};
+  for (const auto& s : shapes) {
+    const Weight w = make_weight(s.type, s.rows, s.cols, 11);
+    ASSERT_TRUE(decode_matmul_supports(w.device)) << name(w);
+    for (const int32_t m : {1, 3, 8}) {
+      SCOPED_TRACE(name(w) + " M=" + std::to_string(m));
+      const GatheredInput in = gathered_input(s.cols, m, 12, true);
+      const std::vector<float> ref = cpu_product(w, in.gathered, m);
+      DeviceArray<float> x(in.x);
+      DeviceArray<int32_t> rows(in.rows);
+      DeviceArray<float> norm(in.norm);
+      const int64_t y_stride = s.rows + 3;
+      DeviceArray<float> y(static_cast<size_t>(m * y_stride));
+      y.poison();
+      DecodeMatmulParams p;
+      p.w = w.device;
+      p.num_tokens = m;
+      p.x = x.get();
+      p.x_stride = in.stride;
+      p.x_rows = rows.get();
+      p.norm_weight = norm.get();
+      p.norm_eps = kEps;
+      p.y = y.get();
+      p.y_stride = y_stride;
+      EXPECT_OK(launch_decode_matmul(p, nullptr));
+      EXPECT_TRUE(testing::near_relative("normed product",
+                                         columns(y.download(), m, y_stride, s.rows), ref, 1e-5));
+    }
+  }
+}
+
+TEST(DecodeMatmulTest, StoreAddsTheBiasAndAccumulatesIntoTheResidual) {
+  CELLM_REQUIRE_DEVICE();
+  const Weight w = make_weight(TensorType::kBF16, 131, 520, 21);
+  const int32_t m = 2;
+  const std::vector<float> x = random_floats(static_cast<size_t>(m * w.cols), 22);
+  const std::vector<float> bias = random_floats(static_cast<size_t>(w.rows), 23);
+  const std::vector<float> residual = random_floats(static_cast<size_t>(m * w.rows), 24);
+  std::vector<float> ref = cpu_product(w, x, m);
+  for (int32_t t = 0; t < m; ++t) {
+    for (int64_t r = 0; r < w.rows; ++r) {
+      ref[t * w.rows + r] = residual[t * w.rows + r] + (ref[t * w.rows + r] + bias[r]);
+    }
+  }
+  DeviceArray<float> x_dev(x);
+  DeviceArray<float> bias_dev(bias);
+  DeviceArray<float> y(residual);
+  DecodeMatmulParams p;
+  p.w = w.device;
+  p.num_tokens = m;
+  p.x = x_dev.get();
+  p.x_stride = w.cols;
+  p.bias = bias_dev.get();
+  p.y = y.get();
+  p.y_stride = w.rows;
+  p.accumulate = true;
+  EXPECT_OK(launch_decode_matmul(p, nullptr));
+  EXPECT_TRUE(testing::near_relative("bias + residual", y.download(), ref, 1e-5));
+}
+
+TEST(DecodeMatmulTest, SwigluOutputIsSiluOfTheGateRowsTimesTheUpRows) {
+  CELLM_REQUIRE_DEVICE();
+  const struct {
+    TensorType type;
+    int64_t ffn, cols;
+    bool normed;
+  } cases[] = {{TensorType::kQ4_0, 97, 512, false},
+               {TensorType::kBF16, 130, 264, true},
+               {TensorType::kQ8_0, 33, 256, true}};
+  for (const auto& c : cases) {
+    const Weight w = make_weight(c.type, 2 * c.ffn, c.cols, 31);
+    for (const int32_t m : {1, 5}) {
+      SCOPED_TRACE(name(w) + " M=" + std::to_string(m));
+      const GatheredInput in = gathered_input(c.cols, m, 32, c.normed);
+      const std::vector<float> product = cpu_product(w, in.gathered, m);
+      std::vector<float> ref(static_cast<size_t>(m * c.ffn));
+      for (int32_t t = 0; t < m; ++t) {
+        cpu_silu_mul(product.data() + t * 2 * c.ffn, product.data() + t * 2 * c.ffn + c.ffn, c.ffn,
+                     ref.data() + t * c.ffn);
+      }
+      DeviceArray<float> x(in.x);
+      DeviceArray<int32_t> rows(in.rows);
+      DeviceArray<float> norm(in.norm);
+      const int64_t y_stride = c.ffn + 2;
+      DeviceArray<float> y(static_cast<size_t>(m * y_stride));
+      y.poison();
+      DecodeMatmulParams p;
+      p.w = w.device;
+      p.num_tokens = m;
+      p.x = x.get();
+      p.x_stride = in.stride;
+      p.x_rows = rows.get();
+      p.norm_weight = c.normed ? norm.get() : nullptr;
+      p.norm_eps = kEps;
+      p.output = DecodeOutput::kSwiglu;
+      p.y = y.get();
+      p.y_stride = y_stride;
+      EXPECT_OK(launch_decode_matmul(p, nullptr));
+      EXPECT_TRUE(
+          testing::near_relative("swiglu", columns(y.download(), m, y_stride, c.ffn), ref, 1e-5));
+    }
+  }
+}
+
+// The cache's rounding of a value, read back as f32.
+float stored(float value, KvDtype dtype) {
+  return dtype == KvDtype::kBF16 ? bf16_to_f32(f32_to_bf16(value)) : value;
+}
+
+float cache_value(const std::vector<uint8_t>& bytes, KvDtype dtype, int64_t index) {
+  if (dtype == KvDtype::kF32) {
+    float v;
+    std::memcpy(&v, bytes.data() + 4 * index, 4);
+    return v;
+  }
+  uint16_t bits;
+  std::memcpy(&bits, bytes.data() + 2 * index, 2);
+  return bf16_to_f32(bits);
+}
+
+TEST(DecodeMatmulTest, RopeKvOutputRotatesQAndWritesKAndVIntoTheTokensCells) {
+  CELLM_REQUIRE_DEVICE();
+  const int32_t heads = 4, kv_heads = 2, head_dim = 64, rot = 48, value_dim = 32;
+  const int32_t q_width = heads * head_dim, kv_width = kv_heads * head_dim;
+  const int32_t v_width = kv_heads * value_dim;
+  const int64_t n = q_width + kv_width + v_width;
+  const int64_t k = 256;
+  const int32_t m = 3;
+  const int32_t cache_rows = 13;
+  const std::vector<int32_t> positions = {5, 0, 4095};
+  const std::vector<int32_t> cells = {7, 2, 11};
+  std::vector<float> factors = random_floats(rot / 2, 41, 4.0f);
+  for (float& f : factors) f = 1.0f + std::fabs(f);
+  RopeParams rope;
+  rope.style = RopeStyle::kNormal;
+  rope.head_dim = head_dim;
+  rope.num_rotary_dims = rot;
+  rope.freq_base = 500000.0f;
+  rope.freq_scale = 0.5f;
+  rope.freq_factors = factors.data();
+  for (const TensorType type : {TensorType::kF32, TensorType::kQ8_0}) {
+    for (const KvDtype dtype : {KvDtype::kF32, KvDtype::kBF16}) {
+      const Weight w = make_weight(type, n, k, 42);
+      SCOPED_TRACE(name(w) + (dtype == KvDtype::kF32 ? " f32 cache" : " bf16 cache"));
+      const GatheredInput in = gathered_input(k, m, 43, true);
+      const std::vector<float> bias = random_floats(static_cast<size_t>(n), 44);
+      std::vector<float> product = cpu_product(w, in.gathered, m);
+      std::vector<float> q_ref, k_ref, v_ref;
+      for (int32_t t = 0; t < m; ++t) {
+        for (int64_t r = 0; r < n; ++r) product[t * n + r] += bias[r];
+        const float* row = product.data() + t * n;
+        q_ref.insert(q_ref.end(), row, row + q_width);
+        k_ref.insert(k_ref.end(), row + q_width, row + q_width + kv_width);
+        v_ref.insert(v_ref.end(), row + q_width + kv_width, row + n);
+      }
+      cpu_rope(q_ref.data(), positions.data(), m, heads, rope);
+      cpu_rope(k_ref.data(), positions.data(), m, kv_heads, rope);
+
+      DeviceArray<float> x(in.x);
+      DeviceArray<int32_t> rows(in.rows);
+      DeviceArray<float> norm(in.norm);
+      DeviceArray<float> bias_dev(bias);
+      DeviceArray<int32_t> pos_dev(positions);
+      DeviceArray<int32_t> cells_dev(cells);
+      DeviceArray<float> factors_dev(factors);
+      const size_t elem = dtype == KvDtype::kF32 ? 4 : 2;
+      DeviceArray<uint8_t> k_cache(static_cast<size_t>(cache_rows) * kv_width * elem);
+      DeviceArray<uint8_t> v_cache(static_cast<size_t>(cache_rows) * v_width * elem);
+      k_cache.poison();
+      v_cache.poison();
+      const int64_t y_stride = n;  // the q|k|v buffer: only the q columns are written
+      DeviceArray<float> y(static_cast<size_t>(m * y_stride));
+      y.poison();
+      DecodeMatmulParams p;
+      p.w = w.device;
+      p.num_tokens = m;
+      p.x = x.get();
+      p.x_stride = in.stride;
+      p.x_rows = rows.get();
+      p.norm_weight = norm.get();
+      p.norm_eps = kEps;
+      p.bias = bias_dev.get();
+      p.output = DecodeOutput::kRopeKv;
+      p.y = y.get();
+      p.y_stride = y_stride;
+      RopeKvOutput& r = p.rope;
+      r.positions = pos_dev.get();
+      r.cells = cells_dev.get();
+      r.q_width = q_width;
+      r.kv_width = kv_width;
+      r.v_width = v_width;
+      r.head_dim = head_dim;
+      r.num_rotary_dims = rot;
+      r.freq_base = rope.freq_base;
+      r.freq_scale = rope.freq_scale;
+      r.freq_factors = factors_dev.get();
+      r.k_cache = k_cache.get();
+      r.v_cache = v_cache.get();
+      r.cache_dtype = dtype;
+      EXPECT_OK(launch_decode_matmul(p, nullptr));
+      EXPECT_TRUE(
+          testing::near_relative("q", columns(y.download(), m, y_stride, q_width), q_ref, 1e-5));
+      const std::vector<uint8_t> k_bytes = k_cache.download();
+      const std::vector<uint8_t> v_bytes = v_cache.download();
+      std::vector<float> k_got, v_got, k_want, v_want;
+      for (int32_t t = 0; t < m; ++t) {
+        for (int32_t i = 0; i < kv_width; ++i) {
+          k_got.push_back(cache_value(k_bytes, dtype, cells[t] * kv_width + i));
+          k_want.push_back(stored(k_ref[t * kv_width + i], dtype));
+        }
+        for (int32_t i = 0; i < v_width; ++i) {
+          v_got.push_back(cache_value(v_bytes, dtype, cells[t] * v_width + i));
+          v_want.push_back(stored(v_ref[t * v_width + i], dtype));
+        }
+      }
+      const double tolerance = dtype == KvDtype::kF32 ? 1e-5 : 5e-3;
+      EXPECT_TRUE(testing::near_relative("k cache", k_got, k_want, tolerance));
+      EXPECT_TRUE(testing::near_relative("v cache", v_got, v_want, tolerance));
+      // Rows no token writes keep their poison (all bits set).
+      for (int32_t row = 0; row < cache_rows; ++row) {
+        if (std::find(cells.begin(), cells.end(), row) != cells.end()) continue;
+        for (size_t b = 0; b < kv_width * elem; ++b) {
+          ASSERT_EQ(k_bytes[row * kv_width * elem + b], 0xff) << "k row " << row << " written";
+        }
+        for (size_t b = 0; b < v_width * elem; ++b) {
+          ASSERT_EQ(v_bytes[row * v_width * elem + b], 0xff) << "v row " << row << " written";
+        }
+      }
+    }
+  }
+}
+
+TEST(DecodeMatmulTest, Int8InputQuantizedFromNormedGatheredRowsGivesTheQuantizedProduct) {
+  CELLM_REQUIRE_DEVICE();
+  for (const TensorType type : {TensorType::kQ4_0, TensorType::kQ8_0}) {
+    const Weight w = make_weight(type, 67, 1280, 51);
+    const int64_t k = w.cols;
+    for (const int32_t m : {1, 3, 8}) {
+      SCOPED_TRACE(name(w) + " M=" + std::to_string(m));
+      const GatheredInput in = gathered_input(k, m, 52, true);
+      // Host quantization of the normed rows, and the products of its values and of the f32 ones.
+      std::vector<int8_t> xq(static_cast<size_t>(m * k));
+      std::vector<float> xs(static_cast<size_t>(m * k / 32));
+      std::vector<double> rounded(static_cast<size_t>(m * k));
+      for (int32_t t = 0; t < m; ++t) {
+        for (int64_t b = 0; b < k / 32; ++b) {
+          float amax = 0.0f;
+          for (int i = 0; i < 32; ++i)
+            amax = std::max(amax, std::fabs(in.gathered[t * k + 32 * b + i]));
+          const float scale = q8_block_scale(amax);
+          xs[t * (k / 32) + b] = scale;
+          for (int i = 0; i < 32; ++i) {
+            const int64_t e = 32 * b + i;
+            const int8_t q = q8_quantize(in.gathered[t * k + e], scale);
+            xq[t * k + interleaved_q8_offset(e)] = q;
+            rounded[t * k + e] = static_cast<double>(q) * scale;
+          }
+        }
+      }
+      const std::vector<float> values = testing::dequantize_rows(w.type, w.rows, k, w.gguf);
+      std::vector<float> exact(static_cast<size_t>(m * w.rows));
+      for (int32_t t = 0; t < m; ++t) {
+        for (int64_t r = 0; r < w.rows; ++r) {
+          double sum = 0.0;
+          for (int64_t e = 0; e < k; ++e)
+            sum += static_cast<double>(values[r * k + e]) * rounded[t * k + e];
+          exact[t * w.rows + r] = static_cast<float>(sum);
+        }
+      }
+      const std::vector<float> f32 = cpu_product(w, in.gathered, m);
+
+      DeviceArray<float> x(in.x);
+      DeviceArray<int32_t> rows(in.rows);
+      DeviceArray<float> norm(in.norm);
+      DeviceArray<int8_t> xq_dev(xq.size());
+      DeviceArray<float> xs_dev(xs.size());
+      xq_dev.poison();
+      xs_dev.poison();
+      QuantizeActivationsParams q;
+      q.num_tokens = m;
+      q.num_cols = k;
+      q.x = x.get();
+      q.x_stride = in.stride;
+      q.x_rows = rows.get();
+      q.norm_weight = norm.get();
+      q.norm_eps = kEps;
+      q.q = xq_dev.get();
+      q.scales = xs_dev.get();
+      EXPECT_OK(launch_quantize_activations(q, nullptr));
+      EXPECT_EQ(xq_dev.download(), xq) << "int8 activations differ from the host's";
+      EXPECT_EQ(xs_dev.download(), xs) << "activation scales differ from the host's";
+
+      DeviceArray<float> y(static_cast<size_t>(m * w.rows));
+      y.poison();
+      DecodeMatmulParams p;
+      p.w = w.device;
+      p.num_tokens = m;
+      p.x_q8 = xq_dev.get();
+      p.x_q8_scales = xs_dev.get();
+      p.y = y.get();
+      p.y_stride = w.rows;
+      EXPECT_OK(launch_decode_matmul(p, nullptr));
+      const std::vector<float> got = y.download();
+      EXPECT_TRUE(testing::near_relative("vs quantized activations", got, exact, 1e-5));
+      EXPECT_TRUE(testing::near_relative("vs f32 activations", got, f32, 2e-2));
+    }
+  }
+}
+
+TEST(DecodeMatmulTest, QuantizeWithANormAlsoReadsRowsThatAreNotSixteenByteAligned) {
+  CELLM_REQUIRE_DEVICE();
+  // Rows of 257 floats: row 0 is 16-byte aligned (float4 loads), rows 1 and 2 are not.
+  const int64_t k = 256;
+  const int64_t stride = k + 1;
+  const int32_t m = 3;
+  const std::vector<float> x = random_floats(static_cast<size_t>(m * stride), 91);
+  const std::vector<float> norm = random_floats(static_cast<size_t>(k), 92);
+  std::vector<float> normed = columns(x, m, stride, k);
+  cpu_rms_norm(normed.data(), norm.data(), m, k, kEps, normed.data());
+  std::vector<int8_t> want(static_cast<size_t>(m * k));
+  std::vector<float> want_scales(static_cast<size_t>(m * k / 32));
+  for (int32_t t = 0; t < m; ++t) {
+    for (int64_t b = 0; b < k / 32; ++b) {
+      float amax = 0.0f;
+      for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(normed[t * k + 32 * b + i]));
+      const float scale = q8_block_scale(amax);
+      want_scales[t * (k / 32) + b] = scale;
+      for (int i = 0; i < 32; ++i) {
+        const int64_t e = 32 * b + i;
+        want[t * k + interleaved_q8_offset(e)] = q8_quantize(normed[t * k + e], scale);
+      }
+    }
+  }
+  DeviceArray<float> x_dev(x);
+  DeviceArray<float> norm_dev(norm);
+  DeviceArray<int8_t> q(want.size());
+  DeviceArray<float> scales(want_scales.size());
+  q.poison();
+  scales.poison();
+  QuantizeActivationsParams p;
+  p.num_tokens = m;
+  p.num_cols = k;
+  p.x = x_dev.get();
+  p.x_stride = stride;
+  p.norm_weight = norm_dev.get();
+  p.norm_eps = kEps;
+  p.q = q.get();
+  p.scales = scales.get();
+  EXPECT_OK(launch_quantize_activations(p, nullptr));
+  EXPECT_EQ(q.download(), want);
+  EXPECT_EQ(scales.download(), want_scales);
+}
+
+TEST(DecodeMatmulTest, ChainedLaunchesInACapturedGraphSeeEachOthersResults) {
+  CELLM_REQUIRE_DEVICE();
+  // y1 = W1 · x; y2 = W2 · norm(y1) + residual, three times over (the graph replays), each
+  // launch allowed to start before the previous one ends.
+  const Weight w1 = make_weight(TensorType::kBF16, 256, 512, 61);
+  const Weight w2 = make_weight(TensorType::kQ4_0, 96, 256, 62);
+  const int32_t m = 2;
+  const std::vector<float> x = random_floats(static_cast<size_t>(m * 512), 63);
+  const std::vector<float> norm = random_floats(256, 64);
+  const std::vector<float> residual = random_floats(static_cast<size_t>(m * 96), 65);
+  std::vector<float> y1 = cpu_product(w1, x, m);
+  cpu_rms_norm(y1.data(), norm.data(), m, 256, kEps, y1.data());
+  const std::vector<float> product = cpu_product(w2, y1, m);
+  std::vector<float> ref(residual);
+  for (int rep = 0; rep < 3; ++rep) {
+    for (size_t i = 0; i < ref.size(); ++i) ref[i] += product[i];
+  }
+
+  DeviceArray<float> x_dev(x);
+  DeviceArray<float> norm_dev(norm);
+  DeviceArray<float> y1_dev(static_cast<size_t>(m * 256));
+  DeviceArray<float> y2_dev(residual);
+  y1_dev.poison();
+  DecodeMatmulParams first;
+  first.w = w1.device;
+  first.num_tokens = m;
+  first.x = x_dev.get();
+  first.x_stride = 512;
+  first.y = y1_dev.get();
+  first.y_stride = 256;
+  DecodeMatmulParams second;
+  second.w = w2.device;
+  second.num_tokens = m;
+  second.x = y1_dev.get();
+  second.x_stride = 256;
+  second.norm_weight = norm_dev.get();
+  second.norm_eps = kEps;
+  second.y = y2_dev.get();
+  second.y_stride = 96;
+  second.accumulate = true;
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  for (int rep = 0; rep < 3; ++rep) {
+    EXPECT_OK(launch_decode_matmul(first, stream));
+    EXPECT_OK(launch_decode_matmul(second, stream));
+  }
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  EXPECT_TRUE(testing::near_relative("graph chain", y2_dev.download(), ref, 1e-5));
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+TEST(DecodeMatmulTest, SplitArgmaxFindsTheLowestIndexOfTheLargestFiniteLogitTwice) {
+  CELLM_REQUIRE_DEVICE();
+  const int64_t vocab = 128256;
+  const int32_t rows = 4;
+  std::vector<float> logits = random_floats(static_cast<size_t>(rows * vocab), 71, 10.0f);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  logits[0 * vocab + 100000] = logits[0 * vocab + 70000] = 60.0f;  // tie across splits → 70000
+  logits[1 * vocab + 7] = inf;
+  logits[1 * vocab + 8] = nan;
+  logits[1 * vocab + vocab - 1] = 55.0f;
+  std::fill(logits.begin() + 2 * vocab, logits.begin() + 3 * vocab, nan);  // none finite → -1
+  logits[3 * vocab + 4000] = 70.0f;
+  logits[3 * vocab + 4001] = 70.0f;
+  const std::vector<int32_t> want = {70000, static_cast<int32_t>(vocab - 1), -1, 4000};
+  DeviceArray<float> logits_dev(logits);
+  DeviceArray<int32_t> out(rows);
+  DeviceArray<uint8_t> scratch(argmax_scratch_bytes(rows));
+  ASSERT_EQ(cudaMemset(scratch.get(), 0, scratch.size()), cudaSuccess);
+  ArgmaxParams p;
+  p.num_rows = rows;
+  p.vocab = vocab;
+  p.logits = logits_dev.get();
+  p.stride = vocab;
+  p.out = out.get();
+  p.scratch = scratch.get();
+  p.scratch_bytes = scratch.size();
+  for (int run = 0; run < 2; ++run) {  // the first run must leave the scratch ready
+    out.poison();
+    EXPECT_OK(launch_argmax(p, nullptr));
+    EXPECT_EQ(out.download(), want) << "run " << run;
+  }
+  p.scratch_bytes = 16;
+  EXPECT_EQ(launch_argmax(p, nullptr).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(DecodeMatmulTest, RefusesInputsAndOutputsTheKernelsCannotRun) {
+  CELLM_REQUIRE_DEVICE();
+  const Weight bf16 = make_weight(TensorType::kBF16, 6, 256, 81);
+  const Weight odd = make_weight(TensorType::kBF16, 6, 260, 82);  // K % 8 != 0
+  DeviceArray<float> x(8 * 512);
+  DeviceArray<float> y(8 * 512);
+  DeviceArray<int8_t> xq(8 * 512);
+  DeviceArray<float> xs(8 * 16);
+  DecodeMatmulParams p;
+  p.w = bf16.device;
+  p.num_tokens = 1;
+  p.x = x.get();
+  p.x_stride = 256;
+  p.y = y.get();
+  p.y_stride = 6;
+  EXPECT_OK(launch_decode_matmul(p, nullptr));
+  DecodeMatmulParams bad = p;
+  bad.num_tokens = 9;
+  EXPECT_EQ(launch_decode_matmul(bad, nullptr).code(), StatusCode::kInvalidArgument);
+  bad = p;
+  bad.x = nullptr;
+  bad.x_q8 = xq.get();  // int8 activations with bf16 weights
+  bad.x_q8_scales = xs.get();
+  EXPECT_EQ(launch_decode_matmul(bad, nullptr).code(), StatusCode::kInvalidArgument);
+  bad = p;
+  bad.w = odd.device;
+  bad.x_stride = 260;
+  EXPECT_FALSE(decode_matmul_supports(odd.device));
+  EXPECT_EQ(launch_decode_matmul(bad, nullptr).code(), StatusCode::kInvalidArgument);
+  bad = p;
+  bad.output = DecodeOutput::kSwiglu;
+  bad.accumulate = true;
+  EXPECT_EQ(launch_decode_matmul(bad, nullptr).code(), StatusCode::kInvalidArgument);
+  bad = p;
+  bad.output = DecodeOutput::kRopeKv;  // widths that do not add up to N, null caches
+  bad.rope.q_width = 4;
+  bad.rope.kv_width = 4;
+  bad.rope.v_width = 4;
+  bad.rope.head_dim = 4;
+  EXPECT_EQ(launch_decode_matmul(bad, nullptr).code(), StatusCode::kInvalidArgument);
+  bad = p;
+  bad.x_stride = 254;
+  EXPECT_EQ(launch_decode_matmul(bad, nullptr).code(), StatusCode::kInvalidArgument);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+}  // namespace
+}  // namespace cellm::kernels

@@ -1,0 +1,20 @@
+// gemv_decode_float: the fused decode product (gemv_decode.cuh) for F32 weights (16-byte chunks
+// of 4 elements) and F16 / BF16 weights (16-byte chunks of 8), two rows per block, four chunks
+// per row in flight.
+#include "backends/cuda/kernels/gemv_decode.cuh"
+
+namespace cellm::kernels {
+
+cudaError_t launch_gemv_decode_f32_weights(const DecodeGemvArgs& a, cudaStream_t stream) {
+  return launch_gemv_decode_f32<DecodeF32, 2, 4>(a, stream);
+}
+
+cudaError_t launch_gemv_decode_f16(const DecodeGemvArgs& a, cudaStream_t stream) {
+  return launch_gemv_decode_f32<DecodeF16x8, 2, 4>(a, stream);
+}
+
+cudaError_t launch_gemv_decode_bf16(const DecodeGemvArgs& a, cudaStream_t stream) {
+  return launch_gemv_decode_f32<DecodeBF16x8, 2, 4>(a, stream);
+}
+
+}  // namespace cellm::kernels

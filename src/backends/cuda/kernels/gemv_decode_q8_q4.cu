@@ -1,0 +1,23 @@
+// gemv_decode_q8_q4: the fused decode product (gemv_decode.cuh) for interleaved Q8_0 (two rows
+// per block) and Q4_0 (four rows per block, so each activation load feeds four rows) weights,
+// one chunk per row in flight (64 registers: eight blocks of 128 threads fit an SM, which keeps
+// 64 KB of weights in flight per SM), with f32 activations (exact) or int8 activations (dp4a).
+#include "backends/cuda/kernels/gemv_decode.cuh"
+
+namespace cellm::kernels {
+
+cudaError_t launch_gemv_decode_q8_0(const DecodeGemvArgs& a, cudaStream_t stream) {
+  if (a.x_q8 != nullptr) {
+    return launch_gemv_decode_typed<DecodeQ8_0, 2, 1, DecodeInt8Input>(a, stream);
+  }
+  return launch_gemv_decode_f32<DecodeQ8_0, 2, 1>(a, stream);
+}
+
+cudaError_t launch_gemv_decode_q4_0(const DecodeGemvArgs& a, cudaStream_t stream) {
+  if (a.x_q8 != nullptr) {
+    return launch_gemv_decode_typed<DecodeQ4_0, 4, 1, DecodeInt8Input>(a, stream);
+  }
+  return launch_gemv_decode_f32<DecodeQ4_0, 4, 1>(a, stream);
+}
+
+}  // namespace cellm::kernels

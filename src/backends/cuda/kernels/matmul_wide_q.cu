@@ -1,0 +1,359 @@
+// matmul_wide_q: the fused tensor-core product for interleaved Q8_0 / Q4_0 weights
+// (matmul_wide.cuh).
+//
+// The element order (weight_decode.cuh): in span s (256 columns) lane l ∈ [0, 8) of a row owns
+// elements 32b + 4l + i (i < 4) of every block b — for Q4_0 in qs bytes [128s + 16l, +16) (word
+// w, byte i: block 2w low nibble, block 2w + 1 high nibble), for Q8_0 in bytes [256s + 32l, +32)
+// (word b, byte i). One mma k-step takes half a block: step (b, h) gives mma lane t the elements
+// of layout lane 2t + h — b0 = elements i = 0, 1, b1 = i = 2, 3 — so a k-step's logical column
+// c = 8p + 2T + j is physical column 32b + 8T + 4h + 2p + j. The activations are permuted to
+// match (column 32b + 16h + c of the copy holds that physical column), which lets ldmatrix load
+// their A fragments from plainly staged rows.
+#include <algorithm>
+#include <string>
+
+#include "backends/cuda/kernels/kernel_common.cuh"
+#include "backends/cuda/kernels/launch_status.h"
+#include "backends/cuda/kernels/matmul_wide.cuh"
+#include "backends/cuda/kernels/mma_common.cuh"
+
+namespace cellm::kernels {
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kBlockRows = 128;        // weight rows per block: 4 warps × 4 n-tiles of 8
+constexpr int kBlockTokens = 64;       // tokens per block: 4 m-tiles of 16
+constexpr int kSpan = 256;             // columns per weight load
+constexpr int kHalf = kSpan / 2;       // columns per shared-memory stage
+constexpr int kActStride = kHalf + 8;  // staged bf16 row, padded: ldmatrix rows in distinct banks
+constexpr int kStageElems = kBlockTokens * kActStride;
+constexpr int32_t kMaxSplits = 8;
+constexpr size_t kPartialBudgetBytes = size_t{32} << 20;
+constexpr size_t kAlign = 256;
+
+size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+bool fused_type(TensorType type) { return type == TensorType::kQ4_0 || type == TensorType::kQ8_0; }
+
+template <TensorType kType>
+struct FusedWeight;
+
+template <>
+struct FusedWeight<TensorType::kQ4_0> {
+  static constexpr int kWords = 8;  // lanes 2t and 2t + 1 of a span: 32 contiguous bytes
+  static constexpr int kMinBlocks = 3;
+  __device__ __forceinline__ static const uint8_t* quants(const uint8_t* row, int64_t span, int t) {
+    return row + 128 * span + 32 * t;
+  }
+  __device__ __forceinline__ static const uint8_t* scales(const uint8_t* row, int64_t num_cols,
+                                                          int64_t span) {
+    return row + num_cols / 2 + 16 * span;  // 8 f16 block scales
+  }
+  // Elements i = 0..3 of block b in layout lane 2t + h, as q − 8 (exact).
+  __device__ __forceinline__ static void values(const uint32_t (&w)[kWords], int b, int h,
+                                                float (&v)[4]) {
+    const uint32_t word = w[4 * h + (b >> 1)] >> (4 * (b & 1));
+    CELLM_UNROLL
+    for (int i = 0; i < 4; ++i) {
+      v[i] = bits_to_float(0x4b000000u | ((word >> (8 * i)) & 0xfu)) - (kMagic + 8.0f);
+    }
+  }
+};
+
+template <>
+struct FusedWeight<TensorType::kQ8_0> {
+  static constexpr int kWords = 16;  // lanes 2t and 2t + 1 of a span: 64 contiguous bytes
+  static constexpr int kMinBlocks = 2;
+  __device__ __forceinline__ static const uint8_t* quants(const uint8_t* row, int64_t span, int t) {
+    return row + 256 * span + 64 * t;
+  }
+  __device__ __forceinline__ static const uint8_t* scales(const uint8_t* row, int64_t num_cols,
+                                                          int64_t span) {
+    return row + num_cols + 16 * span;
+  }
+  // Elements i = 0..3 of block b in layout lane 2t + h, as signed values (exact): flipping the
+  // sign bit maps the byte to value + 128.
+  __device__ __forceinline__ static void values(const uint32_t (&w)[kWords], int b, int h,
+                                                float (&v)[4]) {
+    const uint32_t word = w[8 * h + b] ^ 0x80808080u;
+    CELLM_UNROLL
+    for (int i = 0; i < 4; ++i) {
+      v[i] = bits_to_float(0x4b000000u | ((word >> (8 * i)) & 0xffu)) - (kMagic + 128.0f);
+    }
+  }
+};
+
+struct FusedArgs {
+  const uint8_t* w = nullptr;  // [num_rows, row_bytes] interleaved
+  int64_t num_rows = 0;        // N
+  int64_t num_cols = 0;        // K
+  uint64_t row_bytes = 0;
+  const uint16_t* act = nullptr;  // [num_tokens, num_cols] bf16, permuted
+  int32_t num_tokens = 0;         // M
+  float* y = nullptr;             // [num_tokens, y_stride]
+  int64_t y_stride = 0;
+  bool accumulate = false;
+  float* partial = nullptr;  // [splits, num_tokens, num_rows] when split
+  int32_t num_spans = 0;
+  int32_t spans_per_split = 0;
+};
+
+// One thread per output pair: column o (even) of the permuted copy of row r.
+__global__ void __launch_bounds__(256)
+    permute_activations_kernel(const float* x, int64_t x_stride, int32_t num_tokens,
+                               int64_t num_cols, uint16_t* out) {
+  const int64_t pairs = num_cols / 2;
+  const int64_t index = static_cast<int64_t>(blockIdx.x) * 256 + threadIdx.x;
+  if (index >= num_tokens * pairs) return;
+  const int64_t r = index / pairs;
+  const int64_t o = 2 * (index - r * pairs);
+  const int c = static_cast<int>(o & 31);  // 16h + 8p + 2T + j, j = 0
+  const int src = 8 * ((c >> 1) & 3) + 4 * (c >> 4) + 2 * ((c >> 3) & 1);
+  const float* in = x + r * x_stride + (o - c) + src;
+  const uint32_t packed = static_cast<uint32_t>(float_to_bf16_bits(in[0])) |
+                          (static_cast<uint32_t>(float_to_bf16_bits(in[1])) << 16);
+  *reinterpret_cast<uint32_t*>(out + r * num_cols + o) = packed;
+}
+
+template <TensorType kType>
+__global__ void __launch_bounds__(kThreads, FusedWeight<kType>::kMinBlocks)
+    fused_quantized_kernel(const FusedArgs args) {
+  using W = FusedWeight<kType>;
+  __shared__ __align__(16) uint16_t act_s[2][kStageElems];  // [stage][token][column]
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int g = lane >> 2;
+  const int t = lane & 3;
+  const int64_t n_warp = static_cast<int64_t>(blockIdx.x) * kBlockRows + 32 * warp;
+  const int m_block = static_cast<int>(blockIdx.y) * kBlockTokens;
+  const int32_t span_begin = static_cast<int32_t>(blockIdx.z) * args.spans_per_split;
+  const int32_t span_end = min(span_begin + args.spans_per_split, args.num_spans);
+  const uint8_t* rows[4];  // this lane's weight row per n-tile (rows past N read the last row)
+  CELLM_UNROLL
+  for (int nt = 0; nt < 4; ++nt) {
+    const int64_t n = min(n_warp + 8 * nt + g, args.num_rows - 1);
+    rows[nt] = args.w + n * static_cast<int64_t>(args.row_bytes);
+  }
+  float acc[4][4][4];  // [m-tile][n-tile][c]
+  CELLM_UNROLL
+  for (int mt = 0; mt < 4; ++mt) {
+    CELLM_UNROLL
+    for (int nt = 0; nt < 4; ++nt) {
+      CELLM_UNROLL
+      for (int c = 0; c < 4; ++c) acc[mt][nt][c] = 0.0f;
+    }
+  }
+
+  // Stage q covers columns [128q, 128q + 128) of the split: 64 rows × 16 pieces of 16 bytes.
+  const int num_stages = 2 * (span_end - span_begin);
+  const auto stage = [&](int q) {
+    const int64_t col0 = static_cast<int64_t>(span_begin) * kSpan + static_cast<int64_t>(q) * kHalf;
+    CELLM_UNROLL
+    for (int i = 0; i < kBlockTokens * 16 / kThreads; ++i) {
+      const int index = static_cast<int>(threadIdx.x) + i * kThreads;
+      const int r = index >> 4;
+      const int piece = index & 15;
+      const int m = m_block + r;
+      const bool valid = m < args.num_tokens;
+      const uint16_t* src =
+          args.act + static_cast<int64_t>(valid ? m : 0) * args.num_cols + col0 + 8 * piece;
+      cp_async_16_zfill(&act_s[q & 1][r * kActStride + 8 * piece], src, valid);
+    }
+    cp_async_commit();
+  };
+
+  if (num_stages > 0) stage(0);
+  for (int32_t span = span_begin; span < span_end; ++span) {
+    uint32_t wq[4][W::kWords];
+    uint4 sc[4];
+    CELLM_UNROLL
+    for (int nt = 0; nt < 4; ++nt) {
+      const uint8_t* quants = W::quants(rows[nt], span, t);
+      CELLM_UNROLL
+      for (int v = 0; v < W::kWords / 4; ++v) {
+        const uint4 chunk = load_stream_u4(quants + 16 * v);
+        wq[nt][4 * v] = chunk.x;
+        wq[nt][4 * v + 1] = chunk.y;
+        wq[nt][4 * v + 2] = chunk.z;
+        wq[nt][4 * v + 3] = chunk.w;
+      }
+      sc[nt] = load_u4(W::scales(rows[nt], args.num_cols, span));
+    }
+    CELLM_UNROLL
+    for (int half = 0; half < 2; ++half) {
+      const int q = 2 * (span - span_begin) + half;
+      if (q + 1 < num_stages) {
+        stage(q + 1);  // its buffer was last read before the previous stage's closing barrier
+        cp_async_wait<1>();
+      } else {
+        cp_async_wait<0>();
+      }
+      __syncthreads();
+      const uint16_t* tile = act_s[q & 1];
+      CELLM_UNROLL
+      for (int bb = 0; bb < 4; ++bb) {
+        const int b = 4 * half + bb;
+        float d[4];
+        CELLM_UNROLL
+        for (int nt = 0; nt < 4; ++nt) d[nt] = f16_bits_to_float(half_of(sc[nt], b));
+        CELLM_UNROLL
+        for (int h = 0; h < 2; ++h) {
+          uint32_t bf[4][2];
+          CELLM_UNROLL
+          for (int nt = 0; nt < 4; ++nt) {
+            float v[4];
+            W::values(wq[nt], b, h, v);
+            bf[nt][0] = pack_pair<false>(__fmul_rn(v[0], d[nt]), __fmul_rn(v[1], d[nt]));
+            bf[nt][1] = pack_pair<false>(__fmul_rn(v[2], d[nt]), __fmul_rn(v[3], d[nt]));
+          }
+          CELLM_UNROLL
+          for (int mt = 0; mt < 4; ++mt) {
+            uint32_t a[4];
+            ldmatrix_x4(a, tile + (16 * mt + (lane & 15)) * kActStride + 32 * bb + 16 * h +
+                               (lane >> 4) * 8);
+            CELLM_UNROLL
+            for (int nt = 0; nt < 4; ++nt) mma_16816<false>(acc[mt][nt], a, bf[nt][0], bf[nt][1]);
+          }
+        }
+      }
+      __syncthreads();
+    }
+  }
+
+  const bool direct = gridDim.z == 1;
+  CELLM_UNROLL
+  for (int mt = 0; mt < 4; ++mt) {
+    CELLM_UNROLL
+    for (int nt = 0; nt < 4; ++nt) {
+      CELLM_UNROLL
+      for (int c = 0; c < 4; ++c) {
+        const int m = m_block + 16 * mt + g + 8 * (c >> 1);
+        const int64_t n = n_warp + 8 * nt + 2 * t + (c & 1);
+        if (m >= args.num_tokens || n >= args.num_rows) continue;
+        if (direct) {
+          float* out = args.y + m * args.y_stride + n;
+          *out = args.accumulate ? *out + acc[mt][nt][c] : acc[mt][nt][c];
+        } else {
+          args.partial[(static_cast<int64_t>(blockIdx.z) * args.num_tokens + m) * args.num_rows +
+                       n] = acc[mt][nt][c];
+        }
+      }
+    }
+  }
+}
+
+// y (+)= Σ over splits (in split order) of the partial sums.
+__global__ void __launch_bounds__(256)
+    reduce_splits_kernel(const float* partial, int32_t num_splits, int32_t num_tokens,
+                         int64_t num_rows, float* y, int64_t y_stride, bool accumulate) {
+  const int64_t index = static_cast<int64_t>(blockIdx.x) * 256 + threadIdx.x;
+  const int64_t count = num_tokens * num_rows;
+  if (index >= count) return;
+  const int64_t m = index / num_rows;
+  const int64_t n = index - m * num_rows;
+  float sum = 0.0f;
+  for (int32_t s = 0; s < num_splits; ++s) sum += partial[s * count + index];
+  float* out = y + m * y_stride + n;
+  *out = accumulate ? *out + sum : sum;
+}
+
+unsigned blocks_for(int64_t n, int threads) { return static_cast<unsigned>(ceil_div(n, threads)); }
+
+std::string describe(const MatmulParams& p) {
+  return std::string(tensor_type_name(p.w.type)) + " weight [" + std::to_string(p.w.num_rows) +
+         ", " + std::to_string(p.w.num_cols) + "], " + std::to_string(p.num_tokens) + " tokens";
+}
+
+}  // namespace
+
+bool matmul_wide_fused_applies(const MatmulParams& p) {
+  return fused_type(p.w.type) && p.w.layout == WeightLayout::kInterleaved && p.w_bf16 == nullptr &&
+         p.num_tokens >= 1 && p.num_tokens <= kFusedMaxTokens &&
+         reinterpret_cast<uintptr_t>(p.w.data) % 16 == 0 && p.w.row_bytes % 16 == 0 &&
+         p.w.num_cols % kSpan == 0;
+}
+
+size_t matmul_wide_fused_scratch_bytes(const DeviceWeight& w, int32_t max_tokens) {
+  if (!fused_type(w.type) || w.layout != WeightLayout::kInterleaved) return 0;
+  const auto m = static_cast<size_t>(std::clamp(max_tokens, 1, kFusedMaxTokens));
+  const size_t partials = std::min(
+      static_cast<size_t>(kMaxSplits) * m * static_cast<size_t>(w.num_rows) * sizeof(float),
+      kPartialBudgetBytes);
+  return align_up(m * static_cast<size_t>(w.num_cols) * 2) + align_up(partials);
+}
+
+Status launch_matmul_wide_fused(const MatmulParams& p, cudaStream_t stream) {
+  if (!matmul_wide_fused_applies(p)) {
+    return invalid_argument("matmul_wide_fused: " + describe(p) +
+                            ": not an interleaved Q8_0/Q4_0 weight at 1.." +
+                            std::to_string(kFusedMaxTokens) + " tokens without a bf16 copy");
+  }
+  const int64_t k = p.w.num_cols;
+  const int64_t n = p.w.num_rows;
+  const int32_t m = p.num_tokens;
+  if (p.x == nullptr || p.y == nullptr || p.x_stride < k || p.y_stride < n) {
+    return invalid_argument("matmul_wide_fused: " + describe(p) + ": null x/y or short strides");
+  }
+  const size_t act_bytes = align_up(static_cast<size_t>(m) * static_cast<size_t>(k) * 2);
+  if (p.scratch == nullptr || p.scratch_bytes < act_bytes ||
+      reinterpret_cast<uintptr_t>(p.scratch) % kAlign != 0) {
+    return invalid_argument("matmul_wide_fused: " + describe(p) + ": scratch of " +
+                            std::to_string(p.scratch_bytes) + " bytes, need " +
+                            std::to_string(act_bytes) + " (256-byte aligned)");
+  }
+  int device = 0;
+  int num_sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    return launch_status("matmul_wide_fused: device attributes");
+  }
+  // Split the columns when the row × token blocks leave the GPU short of two blocks per SM,
+  // as far as the scratch holds the partial sums.
+  const int64_t blocks = ceil_div(n, kBlockRows) * ceil_div(m, kBlockTokens);
+  const auto num_spans = static_cast<int32_t>(k / kSpan);
+  int64_t splits = std::clamp<int64_t>(ceil_div(2 * static_cast<int64_t>(num_sms), blocks), 1,
+                                       std::min<int64_t>(num_spans, kMaxSplits));
+  const size_t split_bytes = static_cast<size_t>(m) * static_cast<size_t>(n) * sizeof(float);
+  if (splits > 1) {
+    splits = std::min<int64_t>(splits,
+                               static_cast<int64_t>((p.scratch_bytes - act_bytes) / split_bytes));
+    splits = std::max<int64_t>(splits, 1);
+  }
+  const auto spans_per_split = static_cast<int32_t>(ceil_div(num_spans, splits));
+  splits = ceil_div(num_spans, spans_per_split);
+
+  auto* act = static_cast<uint16_t*>(p.scratch);
+  permute_activations_kernel<<<blocks_for(m * (k / 2), 256), 256, 0, stream>>>(p.x, p.x_stride, m,
+                                                                               k, act);
+  CELLM_RETURN_IF_ERROR(launch_status("matmul_wide_fused: permute activations"));
+  FusedArgs args;
+  args.w = static_cast<const uint8_t*>(p.w.data);
+  args.num_rows = n;
+  args.num_cols = k;
+  args.row_bytes = p.w.row_bytes;
+  args.act = act;
+  args.num_tokens = m;
+  args.y = p.y;
+  args.y_stride = p.y_stride;
+  args.accumulate = p.accumulate;
+  args.partial =
+      splits > 1 ? reinterpret_cast<float*>(static_cast<uint8_t*>(p.scratch) + act_bytes) : nullptr;
+  args.num_spans = num_spans;
+  args.spans_per_split = spans_per_split;
+  const dim3 grid(static_cast<unsigned>(ceil_div(n, kBlockRows)),
+                  static_cast<unsigned>(ceil_div(m, kBlockTokens)), static_cast<unsigned>(splits));
+  if (p.w.type == TensorType::kQ4_0) {
+    fused_quantized_kernel<TensorType::kQ4_0><<<grid, kThreads, 0, stream>>>(args);
+  } else {
+    fused_quantized_kernel<TensorType::kQ8_0><<<grid, kThreads, 0, stream>>>(args);
+  }
+  CELLM_RETURN_IF_ERROR(launch_status("matmul_wide_fused"));
+  if (splits > 1) {
+    reduce_splits_kernel<<<blocks_for(m * n, 256), 256, 0, stream>>>(
+        args.partial, static_cast<int32_t>(splits), m, n, p.y, p.y_stride, p.accumulate);
+    CELLM_RETURN_IF_ERROR(launch_status("matmul_wide_fused: reduce splits"));
+  }
+  return ok_status();
+}
+
+}  // namespace cellm::kernels

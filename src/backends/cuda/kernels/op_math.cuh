@@ -1,0 +1,60 @@
+// op_math: the per-element arithmetic that the separate kernels (rope_kv, swiglu, rms_norm) and the
+// fused decode product (decode_matmul.cuh) share, so a fused op rounds every value exactly as the
+// separate kernel does — the CPU oracle's arithmetic (cpu_ops.h): rotary angles in double,
+// rotations and SwiGLU in f32 without FMAs, RMS scale from a double sum of squares.
+// Device code; include only from .cu files. Thread-safety: pure functions.
+#pragma once
+
+#include "backends/cuda/kernels/kernel_common.cuh"
+#include "program/program_spec.h"
+
+namespace cellm::kernels {
+
+// cos and sin of pair i's angle at `position`:
+// position · freq_scale · freq_base^(−2i / num_rotary_dims) / freq_factors[i].
+__device__ __forceinline__ void rope_cos_sin(int32_t position, int32_t i, int32_t num_rotary_dims,
+                                             float freq_base, float freq_scale,
+                                             const float* freq_factors, float* c, float* s) {
+  const double pos = static_cast<double>(position) * static_cast<double>(freq_scale);
+  double theta = pos * pow(static_cast<double>(freq_base),
+                           -2.0 * static_cast<double>(i) / static_cast<double>(num_rotary_dims));
+  if (freq_factors != nullptr) theta /= static_cast<double>(freq_factors[i]);
+  *c = static_cast<float>(cos(theta));
+  *s = static_cast<float>(sin(theta));
+}
+
+// (x0, x1) turned by the angle of (c, s), in f32 without FMAs.
+__device__ __forceinline__ void rope_rotate(float x0, float x1, float c, float s, float* y0,
+                                            float* y1) {
+  *y0 = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+  *y1 = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
+}
+
+// cache[index] = value in the cache dtype (f16 / bf16 rounded to nearest even).
+__device__ __forceinline__ void store_cache_value(void* cache, KvDtype dtype, int64_t index,
+                                                  float value) {
+  switch (dtype) {
+    case KvDtype::kF32:
+      static_cast<float*>(cache)[index] = value;
+      break;
+    case KvDtype::kF16:
+      static_cast<uint16_t*>(cache)[index] = float_to_f16_bits(value);
+      break;
+    case KvDtype::kBF16:
+      static_cast<uint16_t*>(cache)[index] = float_to_bf16_bits(value);
+      break;
+  }
+}
+
+// silu(g) · u rounded as the CPU rounds it: (g / (1 + e^−g)) · u.
+__device__ __forceinline__ float silu_mul(float g, float u) {
+  return __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), u);
+}
+
+// 1 / sqrtf(mean + eps) with mean = (float)(sum_squares / dim), as cpu_rms_norm computes it.
+__device__ __forceinline__ float rms_inverse(double sum_squares, int64_t dim, float eps) {
+  const auto mean = static_cast<float>(sum_squares / static_cast<double>(dim));
+  return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(mean, eps)));
+}
+
+}  // namespace cellm::kernels

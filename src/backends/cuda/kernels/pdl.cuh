@@ -1,0 +1,80 @@
+// pdl: programmatic dependent launch (Hopper) for the kernels of a forward — a kernel launched
+// with launch_pdl() may start while the kernel before it on the stream is still running, so its
+// blocks can load what no earlier kernel writes (weights) and wait at pdl_wait() for the rest.
+//
+// The contract every kernel launched through launch_pdl() keeps: each block calls pdl_wait()
+// before it reads anything an earlier kernel writes and before it writes anything an earlier
+// kernel reads, and no block leaves before its pdl_wait(). pdl_wait() returns once the previous
+// kernel has finished and its writes are visible; since that kernel waited in turn for the one
+// before it, the order of the whole stream holds. pdl_launch_dependents() lets the next kernel
+// start launching once every block of this one has called it (kernels call it first thing).
+// Launched plainly (<<< >>>) or with PDL off, both are no-ops, so the same kernel runs either
+// way. A kernel that follows something other than a kernel (a copy, an event) waits for it
+// fully. Capturable: the dependency becomes a programmatic edge of the graph.
+// CELLM_CUDA_PDL=0 in the environment turns the attribute off process-wide (for measuring what
+// it brings). Who calls it: the kernels' launch functions. Thread-safety: pure launches.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "backends/cuda/kernels/launch_status.h"
+#include "core/status.h"
+
+namespace cellm::kernels {
+
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// False when CELLM_CUDA_PDL is "0" (read once).
+inline bool pdl_enabled() {
+  static const bool enabled = [] {
+    const char* value = std::getenv("CELLM_CUDA_PDL");
+    return value == nullptr || std::strcmp(value, "0") != 0;
+  }();
+  return enabled;
+}
+
+// kernel<<<grid, block, smem_bytes, stream>>>(args...), allowed to overlap the previous kernel.
+template <typename... KernelArgs, typename... Args>
+cudaError_t launch_pdl(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem_bytes,
+                       cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem_bytes;
+  config.stream = stream;
+  config.attrs = attribute;
+  config.numAttrs = pdl_enabled() ? 1 : 0;
+  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
+
+// The Status of a launch_pdl() call: its own error, else launch_status(op).
+inline Status pdl_launch_status(cudaError_t launched, std::string_view op) {
+  if (launched != cudaSuccess) {
+    (void)cudaGetLastError();  // clear it: the error is reported here
+    return internal_error(std::string(op) + ": " + cudaGetErrorName(launched) + ": " +
+                          cudaGetErrorString(launched));
+  }
+  return launch_status(op);
+}
+
+}  // namespace cellm::kernels
