@@ -39,9 +39,20 @@ tsan: deps
 	cmake --build --preset tsan -j $(JOBS)
 	CELLM_TEST_MODELS=$(abspath $(MODELS)) ctest --preset tsan -j $(JOBS) -L threads
 
+# Builds the libFuzzer targets, writes seed corpora under build/fuzz/corpus (gguf_fuzz_seeds from
+# the test models; the arch models' safetensors files), then fuzzes each reader for FUZZ_SECONDS.
+FUZZ_SECONDS ?= 30
+FUZZ_CORPUS := build/fuzz/corpus
 fuzz: deps
 	cmake --preset fuzz >/dev/null
-	cmake --build --preset fuzz -j $(JOBS)
+	cmake --build --preset fuzz -j $(JOBS) --target gguf_fuzz_seeds gguf_reader_fuzz safetensors_fuzz
+	mkdir -p $(FUZZ_CORPUS)/gguf $(FUZZ_CORPUS)/safetensors
+	build/fuzz/fuzz/gguf_fuzz_seeds $(FUZZ_CORPUS)/gguf $(MODELS)/stories260K.gguf \
+	  $(MODELS)/llama-2-tiny-random.gguf $(wildcard $(MODELS)/arch/*.gguf)
+	for f in $(MODELS)/arch/*-hf/*.safetensors; do \
+	  cp "$$f" $(FUZZ_CORPUS)/safetensors/$$(basename $$(dirname "$$f")).safetensors; done
+	build/fuzz/fuzz/gguf_reader_fuzz $(FUZZ_CORPUS)/gguf -max_total_time=$(FUZZ_SECONDS)
+	build/fuzz/fuzz/safetensors_fuzz $(FUZZ_CORPUS)/safetensors -max_total_time=$(FUZZ_SECONDS)
 
 ci:
 	.ci/run

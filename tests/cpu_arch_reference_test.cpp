@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "cpu_e2e_support.h"
+#include "cpu_executor_testing.h"
 
 namespace cellm {
 namespace {
@@ -43,11 +43,10 @@ TEST_P(CpuArchReferenceTest, GreedyTokensAndLogitsMatchTransformers) {
   std::ifstream in(json_path);
   ASSERT_TRUE(in) << "cannot open " << json_path;
   const nlohmann::json reference = nlohmann::json::parse(in);
-  const std::unique_ptr<CpuModel> opened =
-      testing::open_test_model("arch/" + reference.at("model").get<std::string>());
-  ASSERT_NE(opened, nullptr);
-  const CpuModel& model = *opened;
-  const ModelConfig& config = model.config;
+  const std::unique_ptr<Program> program =
+      testing::load_test_program("arch/" + reference.at("model").get<std::string>());
+  ASSERT_NE(program, nullptr);
+  const ModelConfig& config = program->config();
   EXPECT_EQ(config.architecture, arch.architecture);
   EXPECT_EQ(config.rope.style, arch.rope_style);
   EXPECT_EQ(config.rope.has_freq_factors, arch.rope_factors);
@@ -56,7 +55,7 @@ TEST_P(CpuArchReferenceTest, GreedyTokensAndLogitsMatchTransformers) {
   EXPECT_EQ(config.has_qk_norm, arch.qk_norm);
   EXPECT_EQ(config.num_kv_heads, arch.num_kv_heads);
   EXPECT_EQ(config.head_dim, arch.head_dim);
-  auto executor = testing::make_executor(model);
+  auto executor = testing::make_executor(*program);
   ASSERT_GE(reference.at("cases").size(), 2u);
 
   float worst = 0.0f;
@@ -65,7 +64,7 @@ TEST_P(CpuArchReferenceTest, GreedyTokensAndLogitsMatchTransformers) {
     const auto prompt = c.at("prompt_tokens").get<std::vector<int32_t>>();
     const auto expected_tokens = c.at("generated_tokens").get<std::vector<int32_t>>();
     const int32_t vocab = c.at("vocab").get<int32_t>();
-    ASSERT_EQ(vocab, model.config.vocab_size);
+    ASSERT_EQ(vocab, config.vocab_size);
     const std::vector<float> expected_logits = testing::read_f32_file(
         testing::test_model_path("arch/" + c.at("logits_file").get<std::string>()));
     ASSERT_EQ(expected_logits.size(), expected_tokens.size() * static_cast<size_t>(vocab));
@@ -73,15 +72,9 @@ TEST_P(CpuArchReferenceTest, GreedyTokensAndLogitsMatchTransformers) {
     const testing::GreedyRun run =
         testing::run_greedy(*executor, prompt, static_cast<int32_t>(expected_tokens.size()));
     EXPECT_EQ(run.tokens, expected_tokens) << name << " case " << case_number;
-    ASSERT_EQ(run.logits.size(), expected_logits.size());
-    for (size_t row = 0; row < expected_tokens.size(); ++row) {
-      const size_t offset = row * static_cast<size_t>(vocab);
-      const float diff =
-          testing::max_abs_diff(std::span<const float>(run.logits).subspan(offset, vocab),
-                                std::span<const float>(expected_logits).subspan(offset, vocab));
-      worst = std::max(worst, diff);
-      EXPECT_LE(diff, kTolerance) << name << " case " << case_number << ", logits row " << row;
-    }
+    worst =
+        std::max(worst, testing::expect_rows_near(run.logits, expected_logits, vocab, kTolerance,
+                                                  name + " case " + std::to_string(case_number)));
   }
   std::printf("%s: worst logits row max abs diff %.3g (tolerance %.3g)\n", name.c_str(),
               static_cast<double>(worst), static_cast<double>(kTolerance));

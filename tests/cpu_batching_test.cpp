@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "cpu_e2e_support.h"
+#include "cpu_executor_testing.h"
 
 namespace cellm {
 namespace {
@@ -23,9 +23,8 @@ using Tokens = std::vector<int32_t>;
 class CpuBatchingTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    model_ = testing::open_test_model("stories260K.gguf");
-    ASSERT_NE(model_, nullptr);
-    vocab_ = model_->config.vocab_size;
+    program_ = &testing::stories260k();
+    vocab_ = program_->config().vocab_size;
     const std::string path = testing::test_model_path("reference/stories260K-greedy.json");
     std::ifstream in(path);
     ASSERT_TRUE(in) << "cannot open " << path;
@@ -45,10 +44,8 @@ class CpuBatchingTest : public ::testing::Test {
   // The model's default program with another slicing plan (and optionally a smaller pool).
   ProgramSpec plan(int32_t max_step_tokens, int32_t min_prefill_chunk, Tokens decode_widths,
                    int32_t max_cells = ProgramSpec::kDefaultMaxCells) const {
-    ProgramSpec spec = model_->spec;
-    spec.max_step_tokens = max_step_tokens;
-    spec.min_prefill_chunk = min_prefill_chunk;
-    spec.decode_widths = std::move(decode_widths);
+    ProgramSpec spec = testing::with_plan(program_->spec(), max_step_tokens, min_prefill_chunk,
+                                          std::move(decode_widths));
     spec.kv_max_cells = max_cells;
     return spec;
   }
@@ -69,14 +66,7 @@ class CpuBatchingTest : public ::testing::Test {
   // Every row of a and b within kTolerance.
   void expect_rows_near(const std::vector<float>& a, const std::vector<float>& b,
                         const std::string& what) const {
-    ASSERT_EQ(a.size(), b.size()) << what;
-    for (size_t row = 0; row * static_cast<size_t>(vocab_) < a.size(); ++row) {
-      const size_t offset = row * static_cast<size_t>(vocab_);
-      EXPECT_LE(testing::max_abs_diff(std::span<const float>(a).subspan(offset, vocab_),
-                                      std::span<const float>(b).subspan(offset, vocab_)),
-                kTolerance)
-          << what << ", row " << row;
-    }
+    testing::expect_rows_near(a, b, vocab_, kTolerance, what);
   }
 
   std::span<const float> row(const BatchOutput& output, size_t index) const {
@@ -84,7 +74,7 @@ class CpuBatchingTest : public ::testing::Test {
         .subspan(index * static_cast<size_t>(vocab_), static_cast<size_t>(vocab_));
   }
 
-  std::unique_ptr<CpuModel> model_;
+  const Program* program_ = nullptr;
   int32_t vocab_ = 0;
   nlohmann::json reference_;
 };
@@ -93,14 +83,14 @@ TEST_F(CpuBatchingTest, TwoPromptsInterleavedInOneStepMatchTheirSoloRuns) {
   const Tokens prompt_a = sequence(3, 14);  // 25 tokens
   const Tokens prompt_b = sequence(5, 4);   // 13 tokens
   constexpr int32_t kNumSteps = 24;
-  for (const ProgramSpec& spec : {model_->spec, plan(8, 2, {1}), plan(8, 5, {1, 2, 4, 8})}) {
+  for (const ProgramSpec& spec : {program_->spec(), plan(8, 2, {1}), plan(8, 5, {1, 2, 4, 8})}) {
     SCOPED_TRACE("W=" + std::to_string(spec.max_step_tokens) +
                  " m=" + std::to_string(spec.min_prefill_chunk));
-    auto solo = testing::make_executor(*model_, spec);
+    auto solo = testing::make_executor(*program_, spec);
     const testing::GreedyRun solo_a = testing::run_greedy(*solo, prompt_a, kNumSteps);
     const testing::GreedyRun solo_b = testing::run_greedy(*solo, prompt_b, kNumSteps);
 
-    auto packed = testing::make_executor(*model_, spec);
+    auto packed = testing::make_executor(*program_, spec);
     const SessionId a = *packed->open_session();
     const SessionId b = *packed->open_session();
     // Prefill: a's and b's tokens alternate on the packed axis while both last.
@@ -145,11 +135,11 @@ TEST_F(CpuBatchingTest, TwoPromptsInterleavedInOneStepMatchTheirSoloRuns) {
 
 TEST_F(CpuBatchingTest, RewoundSessionReproducesAFreshSessionsLogits) {
   const Tokens tokens = sequence(0, 30);  // 35 tokens
-  auto fresh = testing::make_executor(*model_);
+  auto fresh = testing::make_executor(*program_);
   const std::vector<float> expected =
       logits_at_every_position(*fresh, *fresh->open_session(), 0, tokens);
 
-  auto executor = testing::make_executor(*model_);
+  auto executor = testing::make_executor(*program_);
   const SessionId session = *executor->open_session();
   const SessionId other = *executor->open_session();
   const Tokens other_tokens = sequence(2, 6);
@@ -182,7 +172,7 @@ TEST_F(CpuBatchingTest, RewoundSessionReproducesAFreshSessionsLogits) {
 
 TEST_F(CpuBatchingTest, SlicingPlansAndChunkingGiveTheSameLogits) {
   const Tokens tokens = sequence(1, 38);  // 43 tokens: 5 full slices of 8 and 3 left over
-  auto reference_executor = testing::make_executor(*model_, plan(512, 5, {1}));
+  auto reference_executor = testing::make_executor(*program_, plan(512, 5, {1}));
   const std::vector<float> expected =
       logits_at_every_position(*reference_executor, *reference_executor->open_session(), 0, tokens);
 
@@ -191,7 +181,7 @@ TEST_F(CpuBatchingTest, SlicingPlansAndChunkingGiveTheSameLogits) {
     const std::string what = "W=" + std::to_string(spec.max_step_tokens) +
                              " m=" + std::to_string(spec.min_prefill_chunk) + " widths " +
                              std::to_string(spec.decode_widths.size());
-    auto executor = testing::make_executor(*model_, spec);
+    auto executor = testing::make_executor(*program_, spec);
     expect_rows_near(logits_at_every_position(*executor, *executor->open_session(), 0, tokens),
                      expected, what + ", one step");
 
@@ -213,10 +203,10 @@ TEST_F(CpuBatchingTest, SlicingPlansAndChunkingGiveTheSameLogits) {
 TEST_F(CpuBatchingTest, ClonedSessionContinuesLikeASoloSession) {
   const Tokens prompt = sequence(4, 10);  // 11 tokens
   constexpr int32_t kNumSteps = 12;
-  auto solo = testing::make_executor(*model_);
+  auto solo = testing::make_executor(*program_);
   const testing::GreedyRun expected = testing::run_greedy(*solo, prompt, kNumSteps);
 
-  auto executor = testing::make_executor(*model_);
+  auto executor = testing::make_executor(*program_);
   SessionId source = 0;
   testing::run_greedy(*executor, prompt, 4, &source);  // the source moves past the prompt
   const int32_t upto = static_cast<int32_t>(prompt.size()) - 1;
@@ -248,12 +238,12 @@ TEST_F(CpuBatchingTest, RefusedBatchesChangeNothing) {
   CpuExecutorOptions options;
   options.max_session_tokens = 30;
   const ProgramSpec spec = plan(8, 2, {1, 2, 4}, 40);
-  auto control = testing::make_executor(*model_, spec, options);
+  auto control = testing::make_executor(*program_, spec, options);
   const SessionId control_session = *control->open_session();
   logits_at_every_position(*control, control_session, 0, head);
   const std::vector<float> expected = logits_at_every_position(*control, control_session, 15, rest);
 
-  auto executor = testing::make_executor(*model_, spec, options);
+  auto executor = testing::make_executor(*program_, spec, options);
   const SessionId a = *executor->open_session();
   const SessionId b = *executor->open_session();
   logits_at_every_position(*executor, a, 0, head);
@@ -283,7 +273,7 @@ TEST_F(CpuBatchingTest, RefusedBatchesChangeNothing) {
       {"past max_session_tokens, after a rewind",
        {{testing::step_input(a, 11, long_tokens, 0, 20, true)}},
        StatusCode::kOutOfRange},
-      // 16 free cells + 5 freed by a's rewind < 3 + 20 tokens.
+      // 16 free cells < 3 + 20 tokens (the 5 cells a's rewind drops stay held for a rollback).
       {"more tokens than free cells, after a rewind",
        {{testing::step_input(b, 9, three, 0, 3, true),
          testing::step_input(a, 10, long_tokens, 0, 20, true)}},
@@ -307,14 +297,14 @@ TEST_F(CpuBatchingTest, RefusedBatchesChangeNothing) {
 
 TEST_F(CpuBatchingTest, HalfPrecisionCachesStayCloseToF32) {
   const Tokens tokens = sequence(0, 40);
-  auto f32 = testing::make_executor(*model_);
+  auto f32 = testing::make_executor(*program_);
   const std::vector<float> expected =
       logits_at_every_position(*f32, *f32->open_session(), 0, tokens);
   std::vector<float> diffs;  // f16, bf16
   for (const KvDtype dtype : {KvDtype::kF16, KvDtype::kBF16}) {
-    ProgramSpec spec = model_->spec;
+    ProgramSpec spec = program_->spec();
     spec.kv_dtype = dtype;
-    auto executor = testing::make_executor(*model_, spec);
+    auto executor = testing::make_executor(*program_, spec);
     const std::vector<float> logits =
         logits_at_every_position(*executor, *executor->open_session(), 0, tokens);
     const float diff = testing::max_abs_diff(logits, expected);

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "cpu_e2e_support.h"
+#include "cpu_executor_testing.h"
 
 namespace cellm {
 namespace {
@@ -22,11 +22,10 @@ void check_reference(const std::string& json_name, float tolerance) {
   std::ifstream in(json_path);
   ASSERT_TRUE(in) << "cannot open " << json_path;
   const nlohmann::json reference = nlohmann::json::parse(in);
-  const std::unique_ptr<CpuModel> opened =
-      testing::open_test_model(reference.at("model").get<std::string>());
-  ASSERT_NE(opened, nullptr);
-  const CpuModel& model = *opened;
-  auto executor = testing::make_executor(model);
+  const std::unique_ptr<Program> program =
+      testing::load_test_program(reference.at("model").get<std::string>());
+  ASSERT_NE(program, nullptr);
+  auto executor = testing::make_executor(*program);
   ASSERT_GT(reference.at("cases").size(), 0u);
 
   float worst = 0.0f;
@@ -34,7 +33,7 @@ void check_reference(const std::string& json_name, float tolerance) {
     const auto prompt = c.at("prompt_tokens").get<std::vector<int32_t>>();
     const auto expected_tokens = c.at("generated_tokens").get<std::vector<int32_t>>();
     const int32_t vocab = c.at("vocab").get<int32_t>();
-    ASSERT_EQ(vocab, model.config.vocab_size);
+    ASSERT_EQ(vocab, program->config().vocab_size);
     const std::vector<float> expected_logits = testing::read_f32_file(
         testing::test_model_path("reference/" + c.at("logits_file").get<std::string>()));
     ASSERT_EQ(expected_logits.size(), expected_tokens.size() * static_cast<size_t>(vocab));
@@ -43,16 +42,9 @@ void check_reference(const std::string& json_name, float tolerance) {
         testing::run_greedy(*executor, prompt, static_cast<int32_t>(expected_tokens.size()));
     EXPECT_EQ(run.tokens, expected_tokens)
         << "prompt \"" << c.at("prompt").get<std::string>() << "\"";
-    ASSERT_EQ(run.logits.size(), expected_logits.size());
-    for (size_t row = 0; row < expected_tokens.size(); ++row) {
-      const size_t offset = row * static_cast<size_t>(vocab);
-      const float diff =
-          testing::max_abs_diff(std::span<const float>(run.logits).subspan(offset, vocab),
-                                std::span<const float>(expected_logits).subspan(offset, vocab));
-      worst = std::max(worst, diff);
-      EXPECT_LE(diff, tolerance) << "prompt \"" << c.at("prompt").get<std::string>()
-                                 << "\", logits row " << row;
-    }
+    worst = std::max(
+        worst, testing::expect_rows_near(run.logits, expected_logits, vocab, tolerance,
+                                         "prompt \"" + c.at("prompt").get<std::string>() + "\""));
   }
   std::printf("%s: worst logits row max abs diff %.3g (tolerance %.3g)\n", json_name.c_str(),
               static_cast<double>(worst), static_cast<double>(tolerance));

@@ -13,8 +13,6 @@
 namespace cellm {
 namespace {
 
-namespace et = export_testing;
-
 class ExportArchTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ExportArchTest, ProgramMatchesTheHfReferenceAndLlamaCppTensors) {

@@ -15,7 +15,6 @@ namespace cellm {
 namespace {
 
 using ::testing::HasSubstr;
-namespace et = export_testing;
 
 constexpr int32_t kSteps = 48;
 

@@ -16,9 +16,6 @@ namespace cellm {
 namespace {
 
 using ::testing::HasSubstr;
-namespace et = export_testing;
-namespace st = safetensors_testing;
-using Json = nlohmann::json;
 
 class ExportErrorsTest : public ::testing::Test {
  protected:

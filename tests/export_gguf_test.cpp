@@ -13,7 +13,6 @@ namespace cellm {
 namespace {
 
 using ::testing::HasSubstr;
-namespace et = export_testing;
 
 ExportOptions stories_options(const std::string& output) {
   ExportOptions options;

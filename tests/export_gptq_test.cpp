@@ -18,9 +18,6 @@ namespace cellm {
 namespace {
 
 using ::testing::HasSubstr;
-namespace et = export_testing;
-namespace st = safetensors_testing;
-using Json = nlohmann::json;
 
 constexpr int64_t kHidden = 128, kFfn = 256, kHeads = 4, kKvHeads = 2, kHeadDim = 32;
 constexpr int64_t kLayers = 2, kVocab = 512;

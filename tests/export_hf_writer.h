@@ -272,3 +272,12 @@ inline void write_hf_checkpoint(const GgufFile& model, const std::string& dir,
 }
 
 }  // namespace cellm::export_testing
+
+namespace cellm {
+
+// The short names every export suite uses (test code only).
+namespace et = export_testing;
+namespace st = safetensors_testing;
+using Json = nlohmann::json;
+
+}  // namespace cellm

@@ -5,11 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "backends/cpu/cpu_executor.h"
-#include "cpu_e2e_support.h"
+#include "cpu_executor_testing.h"
 #include "export_hf_writer.h"
 #include "program/exporter.h"
 #include "program/program.h"
@@ -21,10 +22,9 @@ inline testing::GreedyRun greedy(const Program& program, const std::vector<int32
                                  int32_t num_steps) {
   CpuExecutorOptions options;
   options.num_threads = 1;
-  CpuExecutor executor(program.config(), program.weights(), program.spec(), options);
-  const Status status = executor.initialize();
-  EXPECT_TRUE(status.ok()) << status.to_string();
-  return testing::run_greedy(executor, prompt, num_steps);
+  const std::unique_ptr<CpuExecutor> executor =
+      testing::make_executor(program, program.spec(), options);
+  return testing::run_greedy(*executor, prompt, num_steps);
 }
 
 }  // namespace cellm::export_testing

@@ -17,9 +17,6 @@ namespace cellm {
 namespace {
 
 using ::testing::HasSubstr;
-namespace et = export_testing;
-namespace st = safetensors_testing;
-using Json = nlohmann::json;
 
 GgufFile open_model(const std::string& relative) {
   StatusOr<GgufFile> file = GgufFile::open(testing::test_model_path(relative));

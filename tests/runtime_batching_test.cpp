@@ -31,10 +31,10 @@ class RuntimeBatchingTest : public ::testing::TestWithParam<ExecutorShape> {};
 TEST_P(RuntimeBatchingTest, SixteenSessionsStartedTogetherEqualTheirSoloRuns) {
   const std::vector<Tokens> all = prompts();
   const std::vector<GenConfig> configs = testing::greedy_configs(all.size(), kNewTokens);
-  std::unique_ptr<CpuExecutor> solo_executor = testing::make_executor(GetParam());
-  const testing::RunResult solo = testing::run_requests(*solo_executor, all, configs, false);
-  std::unique_ptr<CpuExecutor> executor = testing::make_executor(GetParam());
-  const testing::RunResult batched = testing::run_requests(*executor, all, configs, true);
+  const testing::SoloAndBatched runs = testing::run_solo_and_batched(GetParam(), all, configs);
+  const testing::RunResult& solo = runs.solo;
+  const testing::RunResult& batched = runs.batched;
+  const CpuExecutor* executor = runs.batched_executor.get();
   for (size_t i = 0; i < all.size(); ++i) {
     ASSERT_EQ(solo.tokens[i].size(), static_cast<size_t>(kNewTokens)) << "request " << i;
     EXPECT_EQ(batched.tokens[i], solo.tokens[i])

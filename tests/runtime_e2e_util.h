@@ -14,27 +14,12 @@
 #include <vector>
 
 #include "backends/cpu/cpu_executor.h"
-#include "backends/cpu/cpu_model.h"
 #include "batching/runner.h"
-#include "test_models.h"
+#include "cpu_executor_testing.h"
 
 namespace cellm::testing {
 
 using Tokens = std::vector<int32_t>;
-
-// stories260K, loaded once per process. (CpuModel, not Program: program.h brings the tokenizer,
-// whose vocab.h also defines cellm::kNoToken, which batch.h defines; see the report.)
-inline const CpuModel& stories260k() {
-  static const CpuModel* model = [] {
-    StatusOr<CpuModel> loaded = CpuModel::open(test_model_path("stories260K.gguf"));
-    if (!loaded.ok()) {
-      ADD_FAILURE() << loaded.status().to_string();
-      return static_cast<CpuModel*>(nullptr);
-    }
-    return new CpuModel(std::move(loaded).value());
-  }();
-  return *model;
-}
 
 struct ExecutorShape {
   int32_t max_step_tokens = 512;
@@ -44,21 +29,17 @@ struct ExecutorShape {
   int32_t max_sessions = 64;
 };
 
+// An initialized executor over stories260K (loaded once per process) with `shape`.
 inline std::unique_ptr<CpuExecutor> make_executor(const ExecutorShape& shape) {
-  const CpuModel& model = stories260k();
-  ProgramSpec spec = model.spec;
-  spec.max_step_tokens = shape.max_step_tokens;
-  spec.min_prefill_chunk = shape.min_prefill_chunk;
-  spec.decode_widths = shape.decode_widths;
+  const Program& program = stories260k();
+  ProgramSpec spec = with_plan(program.spec(), shape.max_step_tokens, shape.min_prefill_chunk,
+                               shape.decode_widths);
   spec.kv_max_cells = shape.max_cells;
   spec.max_context_len = std::max(spec.max_context_len, shape.max_step_tokens + 1);
   CpuExecutorOptions options;
   options.max_sessions = shape.max_sessions;
   options.num_threads = 2;
-  auto executor = std::make_unique<CpuExecutor>(model.config, model.weights, spec, options);
-  const Status status = executor->initialize();
-  EXPECT_TRUE(status.ok()) << status.to_string();
-  return executor;
+  return make_executor(program, spec, options);
 }
 
 // BOS then `n` random ordinary tokens (ids 3..vocab-1), from `rng`.
@@ -146,6 +127,25 @@ inline std::vector<GenConfig> greedy_configs(size_t n, int32_t max_new_tokens) {
   GenConfig config;
   config.max_new_tokens = max_new_tokens;
   return std::vector<GenConfig>(n, config);
+}
+
+// The same requests run one at a time on one executor of `shape` and all started together on
+// another (kept, so tests can read its stats).
+struct SoloAndBatched {
+  RunResult solo;
+  RunResult batched;
+  std::unique_ptr<CpuExecutor> batched_executor;
+};
+
+inline SoloAndBatched run_solo_and_batched(const ExecutorShape& shape,
+                                           const std::vector<Tokens>& prompts,
+                                           const std::vector<GenConfig>& configs) {
+  SoloAndBatched out;
+  const std::unique_ptr<CpuExecutor> solo_executor = make_executor(shape);
+  out.solo = run_requests(*solo_executor, prompts, configs, /*together=*/false);
+  out.batched_executor = make_executor(shape);
+  out.batched = run_requests(*out.batched_executor, prompts, configs, /*together=*/true);
+  return out;
 }
 
 }  // namespace cellm::testing

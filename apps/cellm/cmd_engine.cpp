@@ -42,6 +42,50 @@ StatusOr<std::vector<int32_t>> parse_int_list(const std::string& text, const std
   return values;
 }
 
+void add_engine_flags(CLI::App& command, EngineFlags& flags) {
+  command.add_option("--backend", flags.backend, "cpu, cuda or auto (default)");
+  command.add_option("--threads", flags.num_threads, "CPU forward threads (default: all cores)");
+  command.add_option("--max-sessions", flags.max_sessions, "Sessions at once (default: all)");
+  command.add_option("--max-session-tokens", flags.max_session_tokens, "Positions per session");
+  command.add_option("--max-cells", flags.max_cells, "Cells in the shared KV pool");
+  command.add_option("--max-decode-sequences", flags.max_decode_sequences, "Decodes per step");
+  command.add_option("--max-step-tokens", flags.max_step_tokens, "W: the widest forward");
+  command.add_option("--min-prefill-chunk", flags.min_prefill_chunk, "m: the narrowest prefill");
+  command.add_option("--decode-widths", flags.decode_widths, "Static decode widths, e.g. 1,2,4,8");
+}
+
+void add_sampling_flags(CLI::App& command, SamplingFlags& flags) {
+  command.add_option("--temperature", flags.temperature, "0 = greedy (default)");
+  command.add_option("--top-k", flags.top_k, "Keep the k most likely; 0 = off");
+  command.add_option("--top-p", flags.top_p, "Nucleus mass, (0, 1]");
+  command.add_option("--min-p", flags.min_p, "Drop tokens below min-p x the best; 0 = off");
+}
+
+StatusOr<GenConfig> gen_config_from_flags(const SamplingFlags& flags,
+                                          const std::vector<std::string>& stop_strings) {
+  if (flags.max_new_tokens < 0) {
+    return invalid_argument("--max-new-tokens " + std::to_string(flags.max_new_tokens) +
+                            ": must be at least 0");
+  }
+  GenConfig config;
+  config.max_new_tokens = flags.max_new_tokens;
+  config.sampling.temperature = flags.temperature;
+  config.sampling.top_k = flags.top_k;
+  config.sampling.top_p = flags.top_p;
+  config.sampling.min_p = flags.min_p;
+  config.seed = flags.seed;
+  config.use_default_stop_tokens = !flags.ignore_eos;
+  config.stop_strings = stop_strings;
+  const Status status = validate_gen_config(config);
+  if (!status.ok()) {  // "top_p is 2; ..." -> "--top-p is 2; ..."
+    std::string message = status.message();
+    const size_t word = message.find(' ');
+    std::replace(message.begin(), message.begin() + std::min(word, message.size()), '_', '-');
+    return invalid_argument("--" + message);
+  }
+  return config;
+}
+
 Status check_engine_flags(const EngineFlags& flags) {
   if (flags.backend != "cpu" && flags.backend != "cuda" && flags.backend != "auto") {
     return invalid_argument("--backend '" + flags.backend + "': must be cpu, cuda or auto");
@@ -84,13 +128,13 @@ StatusOr<Engine> load_engine(const std::string& model_path, const EngineFlags& f
   }
   Engine engine;
   engine.backend = "cpu";
-  CELLM_ASSIGN_OR_RETURN(CpuModel model, CpuModel::open(model_path));
-  engine.model = std::make_unique<CpuModel>(std::move(model));
-  ProgramSpec spec = engine.model->spec;
+  CELLM_ASSIGN_OR_RETURN(Program program, Program::load(model_path));
+  engine.program = std::make_unique<Program>(std::move(program));
+  ProgramSpec spec = engine.program->spec();
   if (flags.max_step_tokens != kUnset) {
     spec.max_step_tokens = flags.max_step_tokens;
     // A plain model's context is only a default: keep room for one more position than W.
-    if (engine.model->spec_is_default) {
+    if (engine.program->uses_default_spec()) {
       spec.max_context_len = std::max(spec.max_context_len, spec.max_step_tokens + 1);
     }
   }
@@ -122,8 +166,8 @@ StatusOr<Engine> load_engine(const std::string& model_path, const EngineFlags& f
   if (flags.max_sessions != kUnset) options.max_sessions = flags.max_sessions;
   if (flags.max_session_tokens != kUnset) options.max_session_tokens = flags.max_session_tokens;
   if (flags.num_threads != kUnset) options.num_threads = flags.num_threads;
-  auto executor =
-      std::make_unique<CpuExecutor>(engine.model->config, engine.model->weights, spec, options);
+  auto executor = std::make_unique<CpuExecutor>(engine.program->config(), engine.program->weights(),
+                                                spec, options);
   CELLM_RETURN_IF_ERROR(executor->initialize().with_context(model_path));
   engine.spec = spec;
   engine.limits = executor->limits();

@@ -1,24 +1,26 @@
-// The engine as the run and generate commands build it: the model opened on the chosen backend
-// with the flags' limits applied to its program spec, an initialized Executor, and the
-// scheduler's configuration.
+// The engine as the run and generate commands build it: the program loaded on the chosen backend
+// with the flags' limits applied to its spec, an initialized Executor, and the scheduler's
+// configuration; and the engine and sampling flags the two commands share.
 //
 // Flags are checked here first (check_engine_flags: bad values are the user's, exit status 2,
-// the message names the flag); then load_engine opens the model and initializes the executor
+// the message names the flag); then load_engine loads the program and initializes the executor
 // (failures there are exit status 1). The only place the two commands pick a backend: `cpu`,
 // `auto` (the CPU until a CUDA executor exists) or `cuda` (a clear error while it is not built
 // or has no executor). Thread-safety: plain data; the Executor is then the Runner's.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <climits>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "backends/cpu/cpu_model.h"
 #include "batching/executor.h"
+#include "batching/gen_config.h"
 #include "batching/scheduler.h"
 #include "core/status.h"
+#include "program/program.h"
 #include "program/program_spec.h"
 
 namespace cellm::app {
@@ -38,14 +40,37 @@ struct EngineFlags {
   int32_t num_threads = kUnset;  // forward threads; unset = every core
 };
 
+// Registers the engine flags (--backend, --threads, --max-sessions ... --decode-widths).
+void add_engine_flags(CLI::App& command, EngineFlags& flags);
+
 // InvalidArgument naming the flag (--max-cells ...) for a value no model could take.
 Status check_engine_flags(const EngineFlags& flags);
+
+// The sampling flags the run and generate commands share.
+struct SamplingFlags {
+  int32_t max_new_tokens = 128;
+  float temperature = 0.0f;
+  int32_t top_k = 0;
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  uint64_t seed = 0;
+  bool ignore_eos = false;
+};
+
+// Registers --temperature, --top-k, --top-p and --min-p (each command adds --max-new-tokens,
+// --seed and --ignore-eos with its own words).
+void add_sampling_flags(CLI::App& command, SamplingFlags& flags);
+
+// The generation the flags ask for (seed as given, stop strings added); InvalidArgument naming
+// the flag ("--top-p is 2; ...") when validate_gen_config refuses it.
+StatusOr<GenConfig> gen_config_from_flags(const SamplingFlags& flags,
+                                          const std::vector<std::string>& stop_strings = {});
 
 // "1,2,4" -> {1, 2, 4}; InvalidArgument naming `flag` for anything else.
 StatusOr<std::vector<int32_t>> parse_int_list(const std::string& text, const std::string& flag);
 
 struct Engine {
-  std::unique_ptr<CpuModel> model;  // keeps the file (and the weights' mapping) alive
+  std::unique_ptr<Program> program;  // keeps the file (and the weights' mapping) alive
   std::unique_ptr<Executor> executor;
   std::string backend;  // the one chosen: "cpu"
   ProgramSpec spec;     // after the flags
@@ -53,7 +78,8 @@ struct Engine {
   SchedulerConfig scheduler;
 };
 
-// Opens `model_path` and builds an initialized executor; errors name the file or the flag.
+// Loads the program at `model_path` and builds an initialized executor; errors name the file or
+// the flag.
 // InvalidArgument means the flags do not fit this model (exit status 2); anything else is a
 // failure to load or initialize (exit status 1).
 StatusOr<Engine> load_engine(const std::string& model_path, const EngineFlags& flags);

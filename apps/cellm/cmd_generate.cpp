@@ -23,13 +23,7 @@ struct GenerateOptions {
   std::string model;
   std::optional<std::string> prompt;
   std::string prompt_tokens;
-  int32_t max_new_tokens = 128;
-  float temperature = 0.0f;
-  int32_t top_k = 0;
-  float top_p = 1.0f;
-  float min_p = 0.0f;
-  uint64_t seed = 0;
-  bool ignore_eos = false;
+  SamplingFlags sampling;
   bool chat = false;
   bool json = false;
   EngineFlags engine;
@@ -40,26 +34,12 @@ int fail(const Status& status, int exit_code) {
   return exit_code;
 }
 
-StatusOr<GenConfig> make_config(const GenerateOptions& o) {
-  GenConfig config;
-  config.max_new_tokens = o.max_new_tokens;
-  config.sampling.temperature = o.temperature;
-  config.sampling.top_k = o.top_k;
-  config.sampling.top_p = o.top_p;
-  config.sampling.min_p = o.min_p;
-  config.seed = o.seed;
-  config.use_default_stop_tokens = !o.ignore_eos;
-  const Status status = validate_gen_config(config);
-  if (!status.ok()) return invalid_argument(status.message());
-  return config;
-}
-
 int generate_command(const GenerateOptions& o) {
   if (o.prompt.has_value() == !o.prompt_tokens.empty()) {
     return fail(invalid_argument("give exactly one of --prompt and --prompt-tokens"), 2);
   }
   if (o.chat && !o.prompt) return fail(invalid_argument("--chat needs --prompt"), 2);
-  StatusOr<GenConfig> config = make_config(o);
+  StatusOr<GenConfig> config = gen_config_from_flags(o.sampling);
   if (!config.ok()) return fail(config.status(), 2);
   if (const Status flags = check_engine_flags(o.engine); !flags.ok()) return fail(flags, 2);
   std::vector<int32_t> prompt_tokens;
@@ -73,8 +53,7 @@ int generate_command(const GenerateOptions& o) {
   if (!engine.ok()) {
     return fail(engine.status(), engine.status().code() == StatusCode::kInvalidArgument ? 2 : 1);
   }
-  StatusOr<TextCodec> codec = TextCodec::from_gguf(engine->model->file, engine->limits.vocab_size);
-  if (!codec.ok()) return fail(codec.status(), 1);
+  const TextCodec codec = TextCodec::from_program(*engine->program);
   for (const int32_t id : prompt_tokens) {
     if (id < 0 || id >= engine->limits.vocab_size) {
       return fail(invalid_argument("--prompt-tokens: id " + std::to_string(id) +
@@ -85,14 +64,14 @@ int generate_command(const GenerateOptions& o) {
   }
   if (o.prompt) {
     StatusOr<std::vector<int32_t>> ids =
-        o.chat ? codec->encode_chat(*o.prompt) : codec->encode_prompt(*o.prompt);
+        o.chat ? codec.encode_chat(*o.prompt) : codec.encode_prompt(*o.prompt);
     if (!ids.ok()) return fail(ids.status(), 1);
     prompt_tokens = std::move(ids).value();
   }
 
   RunnerOptions runner_options;
-  runner_options.default_stop_tokens = codec->stop_token_ids();
-  runner_options.text_streams = codec->text_streams();
+  runner_options.default_stop_tokens = codec.stop_token_ids();
+  runner_options.text_streams = codec.text_streams();
   Runner runner(*engine->executor, DecodeFirstScheduler(engine->scheduler), runner_options);
   Session session = runner.open_session();
   const bool stream = !o.json;
@@ -126,17 +105,13 @@ void add_generate_command(CLI::App& app, CommandResult& result) {
   c->add_option("--model", o->model, "Program or GGUF model file")->required();
   c->add_option("--prompt", o->prompt, "Prompt text (BOS added when the model adds one)");
   c->add_option("--prompt-tokens", o->prompt_tokens, "Prompt token ids, e.g. 1,45,23 (as given)");
-  c->add_option("-n,--max-new-tokens", o->max_new_tokens, "Tokens to generate (128)");
-  c->add_option("--temperature", o->temperature, "0 = greedy (default)");
-  c->add_option("--top-k", o->top_k, "Keep the k most likely; 0 = off");
-  c->add_option("--top-p", o->top_p, "Nucleus mass, (0, 1]");
-  c->add_option("--min-p", o->min_p, "Drop tokens below min-p x the best; 0 = off");
-  c->add_option("--seed", o->seed, "Seed of the random draws");
-  c->add_flag("--ignore-eos", o->ignore_eos, "Keep generating past EOS");
+  c->add_option("-n,--max-new-tokens", o->sampling.max_new_tokens, "Tokens to generate (128)");
+  add_sampling_flags(*c, o->sampling);
+  c->add_option("--seed", o->sampling.seed, "Seed of the random draws");
+  c->add_flag("--ignore-eos", o->sampling.ignore_eos, "Keep generating past EOS");
   c->add_flag("--chat", o->chat, "Apply the model's chat template to the prompt");
   c->add_flag("--json", o->json, "Print one JSON object instead of streaming text");
-  c->add_option("--backend", o->engine.backend, "cpu, cuda or auto (default)");
-  c->add_option("--threads", o->engine.num_threads, "CPU forward threads (default: all cores)");
+  add_engine_flags(*c, o->engine);
   c->callback([o, &result] { result.exit_code = generate_command(*o); });
 }
 

@@ -28,6 +28,7 @@
 #include "cmd_run_report.h"
 #include "cmd_text.h"
 #include "commands.h"
+#include "core/check.h"
 
 namespace cellm::app {
 namespace {
@@ -38,13 +39,7 @@ struct RunOptions {
   std::string prompts_file;
   std::string prompt_tokens_file;
   bool chat = false;
-  int32_t max_new_tokens = 128;
-  float temperature = 0.0f;
-  float top_p = 1.0f;
-  int32_t top_k = 0;
-  float min_p = 0.0f;
-  uint64_t seed = 0;
-  bool ignore_eos = false;
+  SamplingFlags sampling;  // sampling.seed is prompt 0's; prompt i uses seed + i
   std::vector<std::string> stop;
   std::string report_json;
   EngineFlags engine;
@@ -97,24 +92,7 @@ Status check_options(const RunOptions& o) {
   if (o.prompts.empty() && o.prompts_file.empty() && o.prompt_tokens_file.empty()) {
     return invalid_argument("no prompts: give --prompt, --prompts-file or --prompt-tokens-file");
   }
-  if (o.max_new_tokens < 0) {
-    return invalid_argument("--max-new-tokens " + std::to_string(o.max_new_tokens) +
-                            ": must be at least 0");
-  }
-  GenConfig config;
-  config.max_new_tokens = o.max_new_tokens;
-  config.sampling.temperature = o.temperature;
-  config.sampling.top_k = o.top_k;
-  config.sampling.top_p = o.top_p;
-  config.sampling.min_p = o.min_p;
-  config.stop_strings = o.stop;
-  const Status status = validate_gen_config(config);
-  if (!status.ok()) {  // "top_p is 2; ..." -> "--top-p is 2; ..."
-    std::string message = status.message();
-    const size_t word = message.find(' ');
-    std::replace(message.begin(), message.begin() + std::min(word, message.size()), '_', '-');
-    return invalid_argument("--" + message);
-  }
+  CELLM_RETURN_IF_ERROR(gen_config_from_flags(o.sampling, o.stop).status());
   return check_engine_flags(o.engine);
 }
 
@@ -154,17 +132,13 @@ StatusOr<std::vector<PromptInput>> read_prompts(const RunOptions& o, const TextC
   return prompts;
 }
 
+// Prompt `index`'s generation: a fixed seed per request. The flags were checked up front.
 GenConfig config_for(const RunOptions& o, size_t index) {
-  GenConfig config;
-  config.max_new_tokens = o.max_new_tokens;
-  config.sampling.temperature = o.temperature;
-  config.sampling.top_k = o.top_k;
-  config.sampling.top_p = o.top_p;
-  config.sampling.min_p = o.min_p;
-  config.seed = o.seed + index;  // a fixed seed per request
-  config.use_default_stop_tokens = !o.ignore_eos;
-  config.stop_strings = o.stop;
-  return config;
+  SamplingFlags flags = o.sampling;
+  flags.seed += index;
+  StatusOr<GenConfig> config = gen_config_from_flags(flags, o.stop);
+  CELLM_CHECK(config.ok()) << "flags checked by check_options: " << config.status().to_string();
+  return std::move(config).value();
 }
 
 nlohmann::ordered_json config_json(const RunOptions& o, const Engine& engine, int32_t max_sessions,
@@ -181,13 +155,13 @@ nlohmann::ordered_json config_json(const RunOptions& o, const Engine& engine, in
           {"max_batch_tokens", engine.scheduler.max_batch_tokens},
           {"max_decode_sequences", engine.scheduler.max_decode_sequences},
           {"max_prefill_chunk", engine.scheduler.max_prefill_chunk},
-          {"max_new_tokens", o.max_new_tokens},
-          {"temperature", o.temperature},
-          {"top_k", o.top_k},
-          {"top_p", o.top_p},
-          {"min_p", o.min_p},
-          {"seed", o.seed},
-          {"ignore_eos", o.ignore_eos},
+          {"max_new_tokens", o.sampling.max_new_tokens},
+          {"temperature", o.sampling.temperature},
+          {"top_k", o.sampling.top_k},
+          {"top_p", o.sampling.top_p},
+          {"min_p", o.sampling.min_p},
+          {"seed", o.sampling.seed},
+          {"ignore_eos", o.sampling.ignore_eos},
           {"chat", o.chat},
           {"stop", o.stop}};
 }
@@ -208,9 +182,8 @@ int run_command(const RunOptions& o) {
     const bool bad_flags = engine.status().code() == StatusCode::kInvalidArgument;
     return report_error(engine.status(), bad_flags ? kBadArguments : kFailure);
   }
-  StatusOr<TextCodec> codec = TextCodec::from_gguf(engine->model->file, engine->limits.vocab_size);
-  if (!codec.ok()) return report_error(codec.status(), kFailure);
-  StatusOr<std::vector<PromptInput>> prompts = read_prompts(o, *codec);
+  const TextCodec codec = TextCodec::from_program(*engine->program);
+  StatusOr<std::vector<PromptInput>> prompts = read_prompts(o, codec);
   if (!prompts.ok()) {
     const bool bad_input = prompts.status().code() == StatusCode::kInvalidArgument ||
                            prompts.status().code() == StatusCode::kNotFound;
@@ -224,8 +197,8 @@ int run_command(const RunOptions& o) {
       std::min<int32_t>(engine->limits.max_sessions, static_cast<int32_t>(n));
 
   RunnerOptions runner_options;
-  runner_options.default_stop_tokens = codec->stop_token_ids();
-  runner_options.text_streams = codec->text_streams();
+  runner_options.default_stop_tokens = codec.stop_token_ids();
+  runner_options.text_streams = codec.text_streams();
   Runner runner(*engine->executor, DecodeFirstScheduler(engine->scheduler), runner_options);
 
   std::mutex mutex;
@@ -327,23 +300,13 @@ void add_run_command(CLI::App& app, CommandResult& result) {
   c->add_option("--prompt-tokens-file", o->prompt_tokens_file,
                 "Prompts as token ids, one per line (no BOS added)");
   c->add_flag("--chat", o->chat, "Apply the model's chat template to each text prompt");
-  c->add_option("--max-new-tokens", o->max_new_tokens, "Tokens to generate per prompt (128)");
-  c->add_option("--temperature", o->temperature, "0 = greedy (default)");
-  c->add_option("--top-p", o->top_p, "Nucleus mass, (0, 1]");
-  c->add_option("--top-k", o->top_k, "Keep the k most likely; 0 = off");
-  c->add_option("--min-p", o->min_p, "Drop tokens below min-p x the best; 0 = off");
-  c->add_option("--seed", o->seed, "Seed of prompt 0; prompt i uses seed + i");
-  c->add_flag("--ignore-eos", o->ignore_eos, "Do not stop at EOS or end-of-turn tokens");
+  c->add_option("--max-new-tokens", o->sampling.max_new_tokens,
+                "Tokens to generate per prompt (128)");
+  add_sampling_flags(*c, o->sampling);
+  c->add_option("--seed", o->sampling.seed, "Seed of prompt 0; prompt i uses seed + i");
+  c->add_flag("--ignore-eos", o->sampling.ignore_eos, "Do not stop at EOS or end-of-turn tokens");
   c->add_option("--stop", o->stop, "A stop string (repeatable)");
-  c->add_option("--max-sessions", o->engine.max_sessions, "Sessions at once (default: all)");
-  c->add_option("--max-session-tokens", o->engine.max_session_tokens, "Positions per session");
-  c->add_option("--max-cells", o->engine.max_cells, "Cells in the shared KV pool");
-  c->add_option("--max-decode-sequences", o->engine.max_decode_sequences, "Decodes per step");
-  c->add_option("--max-step-tokens", o->engine.max_step_tokens, "W: the widest forward");
-  c->add_option("--min-prefill-chunk", o->engine.min_prefill_chunk, "m: the narrowest prefill");
-  c->add_option("--decode-widths", o->engine.decode_widths, "Static decode widths, e.g. 1,2,4,8");
-  c->add_option("--backend", o->engine.backend, "cpu, cuda or auto (default)");
-  c->add_option("--threads", o->engine.num_threads, "CPU forward threads (default: all cores)");
+  add_engine_flags(*c, o->engine);
   c->add_option("--report-json", o->report_json, "Write generations, engine metrics, config");
   c->callback([o, &result] { result.exit_code = run_command(*o); });
 }

@@ -37,24 +37,19 @@ class DetokenizerStream : public TextStream {
 
 }  // namespace
 
-StatusOr<TextCodec> TextCodec::from_gguf(const GgufFile& file, int32_t vocab_size) {
-  CELLM_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::from_gguf(file));
-  if (tokenizer.vocab_size() != vocab_size) {
-    return invalid_argument(
-        file.path() + ": the tokenizer has " + std::to_string(tokenizer.vocab_size()) +
-        " tokens but the model's LM head has " + std::to_string(vocab_size) + " rows");
-  }
-  auto state = std::make_shared<State>(State{std::move(tokenizer), std::nullopt, ok_status()});
+TextCodec TextCodec::from_program(const Program& program) {
+  const std::string& path = program.file().path();
+  auto state = std::make_shared<State>(State{program.tokenizer(), std::nullopt, ok_status()});
   const std::string& source = state->tokenizer.vocab().chat_template;
   if (source.empty()) {
     state->chat_status =
-        failed_precondition(file.path() + " has no chat template (tokenizer.chat_template)");
+        failed_precondition(path + " has no chat template (tokenizer.chat_template)");
   } else {
     StatusOr<ChatTemplate> chat = ChatTemplate::detect(source);
     if (chat.ok()) {
       state->chat = *chat;
     } else {
-      state->chat_status = chat.status().with_context(file.path());
+      state->chat_status = chat.status().with_context(path);
     }
   }
   return TextCodec(std::move(state));

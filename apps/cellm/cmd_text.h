@@ -3,8 +3,8 @@
 // model's chat template, the model's stop tokens, and the TextStreamFactory that gives the Runner
 // streaming text (whole UTF-8 characters; the first generated token keeps its leading space).
 //
-// This header names no tokenizer type (pimpl): files that include the Runner (batching/batch.h)
-// must not also include tokenizer/vocab.h, which defines cellm::kNoToken a second time.
+// Built from a loaded Program, whose tokenizer Program::load already checked against the LM head.
+// This header names no tokenizer type (pimpl), so the commands' files see only the Runner's.
 // Who calls it: the run and generate commands. Thread-safety: immutable after creation; the
 // factory may be called from the engine thread.
 #pragma once
@@ -18,14 +18,14 @@
 
 #include "batching/stop_matcher.h"
 #include "core/status.h"
-#include "gguf/gguf_file.h"
+#include "program/program.h"
 
 namespace cellm::app {
 
 class TextCodec {
  public:
-  // The file's tokenizer; its vocabulary must have `vocab_size` tokens (the LM head's rows).
-  static StatusOr<TextCodec> from_gguf(const GgufFile& file, int32_t vocab_size);
+  // The program's tokenizer (Program::load checked it against the LM head) and chat template.
+  static TextCodec from_program(const Program& program);
 
   // Plain text: BOS first when the vocabulary adds one; special-token text stays plain text.
   StatusOr<std::vector<int32_t>> encode_prompt(std::string_view text) const;

@@ -1,13 +1,14 @@
 // Executor: the seam between batching and a backend (DESIGN §5).
 //
 // The Runner (and tests) drive an executor through this interface only; CpuExecutor and
-// CudaExecutor implement it over the shared SessionTable, the cell cache and plan_slices, so a
-// step means the same thing on every backend. execute() runs one BatchInput: it packs it (the
-// whole batch validated before anything changes), plans slices, places each slice's cells, runs
-// the program's methods, and returns one OutputRow per input that asked for one, with the logits
-// of those rows when asked. A failed execute() returns an error and leaves every session as it
-// was before the call. Knows no tensors or devices. Thread-safety: every call comes from the
-// engine thread.
+// CudaExecutor implement it over the shared SessionTable, the cell cache and plan_slices (the
+// shared half is TableExecutor, table_executor.h), so a step means the same thing on every
+// backend. execute() runs one BatchInput: it packs it (the whole batch validated before anything
+// changes), plans slices, places each slice's cells, runs the program's methods, and returns one
+// OutputRow per input that asked for one, with the logits of those rows when asked. A failed
+// execute() returns an error and leaves every session exactly as it was before the call (a
+// rewind the batch asked for included). Knows no tensors or devices. Thread-safety: every call
+// comes from the engine thread.
 #pragma once
 
 #include <cstdint>

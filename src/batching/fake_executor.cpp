@@ -5,25 +5,15 @@
 
 #include "batching/step_plan.h"
 #include "core/check.h"
+#include "core/hash.h"
 
 namespace cellm::testing {
-namespace {
-
-uint64_t mix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
-
 std::vector<float> fake_logits(std::span<const int32_t> context, int32_t vocab_size) {
   uint64_t h = 0xCBF29CE484222325ULL;
-  for (const int32_t token : context) h = mix(h ^ static_cast<uint64_t>(token));
+  for (const int32_t token : context) h = splitmix64(h ^ static_cast<uint64_t>(token));
   std::vector<float> logits(vocab_size);
   for (int32_t v = 0; v < vocab_size; ++v) {
-    logits[v] = static_cast<float>(mix(h + static_cast<uint64_t>(v)) >> 40) * 0x1.0p-24f;
+    logits[v] = static_cast<float>(splitmix64(h + static_cast<uint64_t>(v)) >> 40) * 0x1.0p-24f;
   }
   return logits;
 }
@@ -41,23 +31,19 @@ std::vector<int32_t> fake_greedy(std::vector<int32_t> context, int32_t n, int32_
 }
 
 FakeExecutor::FakeExecutor(const FakeExecutorConfig& config)
-    : config_(config),
-      cache_(config.max_cells),
-      table_(cache_, {config.max_sessions, config.max_session_tokens, config.vocab_size}) {}
+    : TableExecutor("FakeExecutor"), config_(config), cell_tokens_(config.max_cells, kNoToken) {
+  create_sessions(config.max_cells,
+                  {config.max_sessions, config.max_session_tokens, config.vocab_size});
+}
 
 ExecutorLimits FakeExecutor::limits() const {
   return {config_.max_step_tokens, config_.min_prefill_chunk, config_.max_sessions,
           config_.max_session_tokens, config_.vocab_size};
 }
 
-CacheUsage FakeExecutor::cache_usage() const {
-  return {cache_.max_cells(), cache_.num_free(), cache_.high_water()};
-}
-
 std::optional<SessionId> FakeExecutor::open_session() {
-  const std::optional<SessionId> id = table_.open();
+  const std::optional<SessionId> id = TableExecutor::open_session();
   if (id) {
-    held_[*id] = {};
     std::lock_guard<std::mutex> lock(mutex_);
     ++counts_.num_open;
     counts_.opened.push_back(*id);
@@ -70,30 +56,28 @@ Status FakeExecutor::close_session(SessionId id) {
     std::lock_guard<std::mutex> lock(mutex_);
     ++counts_.closes[id];
   }
-  CELLM_RETURN_IF_ERROR(table_.close(id));
-  held_.erase(id);
+  CELLM_RETURN_IF_ERROR(TableExecutor::close_session(id));
   std::lock_guard<std::mutex> lock(mutex_);
   --counts_.num_open;
   return ok_status();
 }
 
 StatusOr<SessionId> FakeExecutor::clone_session(SessionId src, int32_t upto) {
-  CELLM_ASSIGN_OR_RETURN(const SessionId id, table_.clone(src, upto));
-  const std::vector<int32_t>& source = held_.at(src);
-  held_[id] = std::vector<int32_t>(source.begin(), source.begin() + upto);
+  CELLM_ASSIGN_OR_RETURN(const SessionId id, TableExecutor::clone_session(src, upto));
   std::lock_guard<std::mutex> lock(mutex_);
   ++counts_.num_open;
   counts_.opened.push_back(id);
   return id;
 }
 
-StatusOr<int32_t> FakeExecutor::session_length(SessionId id) const { return table_.length(id); }
-
-Status FakeExecutor::rewind_session(SessionId id, int32_t pos) {
-  CELLM_RETURN_IF_ERROR(table_.rewind(id, pos));
-  held_.at(id).resize(pos);
-  check_consistent();
-  return ok_status();
+std::vector<int32_t> FakeExecutor::context_of(const PackedStep& step, int32_t token_index) const {
+  const std::span<const int32_t> cells = cache().cells(step.seq_ids[token_index]);
+  const int32_t pos = step.positions[token_index];
+  CELLM_CHECK_LT(pos, static_cast<int32_t>(cells.size()))
+      << "a kept row at position " << pos << " past its session's cells";
+  std::vector<int32_t> context(pos + 1);
+  for (int32_t p = 0; p <= pos; ++p) context[p] = cell_tokens_[cells[p]];
+  return context;
 }
 
 StatusOr<BatchOutput> FakeExecutor::execute(const BatchInput& batch, bool return_logits) {
@@ -105,19 +89,18 @@ StatusOr<BatchOutput> FakeExecutor::execute(const BatchInput& batch, bool return
     during = during_execute_;
   }
   if (fail_hook) CELLM_RETURN_IF_ERROR(fail_hook(batch));
-  CELLM_ASSIGN_OR_RETURN(PackedStep step, table_.pack(batch));
-  for (const SessionStart& start : step.session_starts) held_.at(start.session).resize(start.pos);
+  CELLM_ASSIGN_OR_RETURN(PackedStep step, table().pack(batch));
+  CellStep cells;
   for (const SliceCall& call : plan_slices(step.num_tokens, config_.max_step_tokens,
                                            config_.min_prefill_chunk, config_.decode_widths)) {
-    const std::span<const SeqId> seqs(step.seq_ids.data() + call.begin, call.num_tokens);
-    const std::span<const int32_t> positions(step.positions.data() + call.begin, call.num_tokens);
-    StatusOr<bool> admitted = cache_.declare_step(seqs, positions);
-    CELLM_CHECK(admitted.ok() && *admitted) << "a packed step did not fit the cache";
-    cache_.place();
+    const Status placed = place_call(step, call, &cells);
+    CELLM_CHECK(placed.ok()) << "a packed step did not fit the cache: " << placed.to_string();
+    for (int32_t t = 0; t < cells.num_tokens; ++t) {
+      cell_tokens_[cells.token_cell[t]] = step.tokens[call.begin + t];
+    }
   }
-  for (int32_t t = 0; t < step.num_tokens; ++t)
-    held_.at(step.sessions[t]).push_back(step.tokens[t]);
-  check_consistent();
+  const Status invariants = cache().check_invariants();
+  CELLM_CHECK(invariants.ok()) << invariants.to_string();
   if (during) during();
 
   BatchOutput out = step.make_output();
@@ -125,13 +108,12 @@ StatusOr<BatchOutput> FakeExecutor::execute(const BatchInput& batch, bool return
     out.vocab_size = config_.vocab_size;
     out.logits.reserve(step.kept_rows.size() * config_.vocab_size);
     for (const KeptRow& row : step.kept_rows) {
-      const std::vector<int32_t>& held = held_.at(row.session);
-      const int32_t pos = step.positions[row.token_index];
       const std::vector<float> logits =
-          fake_logits(std::span<const int32_t>(held.data(), pos + 1), config_.vocab_size);
+          fake_logits(context_of(step, row.token_index), config_.vocab_size);
       out.logits.insert(out.logits.end(), logits.begin(), logits.end());
     }
   }
+  commit_step();
   std::lock_guard<std::mutex> lock(mutex_);
   ++counts_.num_executes;
   counts_.num_tokens += step.num_tokens;
@@ -152,17 +134,6 @@ void FakeExecutor::set_during_execute(std::function<void()> hook) {
 FakeExecutor::Counts FakeExecutor::counts() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return counts_;
-}
-
-void FakeExecutor::check_consistent() const {
-  for (const auto& [id, held] : held_) {
-    const StatusOr<int32_t> length = table_.length(id);
-    CELLM_CHECK(length.ok() && *length == static_cast<int32_t>(held.size()))
-        << "session " << id << " holds " << held.size() << " tokens but the cache says "
-        << (length.ok() ? std::to_string(*length) : length.status().to_string());
-  }
-  const Status invariants = cache_.check_invariants();
-  CELLM_CHECK(invariants.ok()) << invariants.to_string();
 }
 
 }  // namespace cellm::testing

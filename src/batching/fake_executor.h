@@ -3,11 +3,13 @@
 //
 // fake_logits(context) is the whole model: row v is a pseudo-random value of (hash of every
 // token at positions [0, p], v), so the next token depends on the entire context and any lost,
-// duplicated or reordered token changes what follows. Tests compute expected outputs with
-// fake_greedy() directly, independently of the Runner. Hooks inject failures and let a test act
-// while a step is running. Every call also checks that the executor's held tokens equal what the
-// cache holds. Test code only (compiled into test binaries). Thread-safety: Executor methods on
-// the engine thread; the counters and hooks setters may be used from the test thread (mutex).
+// duplicated or reordered token changes what follows. Like a real backend it stores what a token
+// leaves behind per cell (its id, where a real one keeps K/V) and reads a session's context
+// through the session's cell list, so a cache or rollback bug changes the logits. Tests compute
+// expected outputs with fake_greedy() directly, independently of the Runner. Hooks inject
+// failures and let a test act while a step is running; every step checks the cache's invariants.
+// Test code only (compiled into test binaries). Thread-safety: Executor methods on the engine
+// thread; the counters and hooks setters may be used from the test thread (mutex).
 #pragma once
 
 #include <cstdint>
@@ -17,9 +19,7 @@
 #include <span>
 #include <vector>
 
-#include "batching/executor.h"
-#include "batching/session_table.h"
-#include "cache/cell_cache.h"
+#include "batching/table_executor.h"
 
 namespace cellm::testing {
 
@@ -38,19 +38,17 @@ std::vector<float> fake_logits(std::span<const int32_t> context, int32_t vocab_s
 // Greedy continuation of `context` by the toy model: n tokens.
 std::vector<int32_t> fake_greedy(std::vector<int32_t> context, int32_t n, int32_t vocab_size);
 
-class FakeExecutor : public Executor {
+class FakeExecutor : public TableExecutor {
  public:
   explicit FakeExecutor(const FakeExecutorConfig& config);
 
   Status initialize() override { return ok_status(); }
   ExecutorLimits limits() const override;
-  CacheUsage cache_usage() const override;
+  StatusOr<BatchOutput> execute(const BatchInput& batch, bool return_logits) override;
+  // The session verbs are TableExecutor's, counted here.
   std::optional<SessionId> open_session() override;
   Status close_session(SessionId id) override;
   StatusOr<SessionId> clone_session(SessionId src, int32_t upto) override;
-  StatusOr<int32_t> session_length(SessionId id) const override;
-  Status rewind_session(SessionId id, int32_t pos) override;
-  StatusOr<BatchOutput> execute(const BatchInput& batch, bool return_logits) override;
 
   // ---- Test controls (any thread) ----
   // Called at the start of every execute(); a non-OK result fails that step (nothing changes).
@@ -69,12 +67,11 @@ class FakeExecutor : public Executor {
   Counts counts() const;
 
  private:
-  void check_consistent() const;  // held tokens vs cache lengths (CELLM_CHECK)
+  // The context of the token at `token_index` of `step`: its session's tokens [0, its position].
+  std::vector<int32_t> context_of(const PackedStep& step, int32_t token_index) const;
 
   FakeExecutorConfig config_;
-  CellCache cache_;
-  SessionTable table_;
-  std::map<SessionId, std::vector<int32_t>> held_;  // [length] tokens each session holds
+  std::vector<int32_t> cell_tokens_;  // [max_cells] the token last written to each cell
 
   mutable std::mutex mutex_;  // guards the hooks and counts_
   std::function<Status(const BatchInput&)> fail_hook_;

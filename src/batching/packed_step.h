@@ -28,7 +28,8 @@ struct KeptRow {
 struct SessionStart {
   SessionId session = 0;
   SeqId seq = 0;
-  int32_t pos = 0;  // its length before this step's tokens; rollback returns it here
+  int32_t pos = 0;  // its length before this step's tokens; rollback rewinds it here, then
+                    // puts back the tail its rewind held (SessionTable::rollback)
 };
 
 // The kept rows inside one slice [begin, end) of the packed axis.

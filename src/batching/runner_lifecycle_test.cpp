@@ -9,26 +9,8 @@
 #include "batching/runner.h"
 #include "batching/runner_test_util.h"
 
-namespace cellm {
+namespace cellm::testing {
 namespace {
-
-using testing::concat;
-using testing::expect_every_session_closed_once;
-using testing::fake_greedy;
-using testing::FakeExecutorConfig;
-using testing::greedy;
-using testing::Recorder;
-using testing::Rig;
-using testing::StepGate;
-using Tokens = std::vector<int32_t>;
-
-constexpr int32_t kVocab = 32;
-
-Tokens ramp(int32_t n, int32_t offset = 0) {
-  Tokens tokens(n);
-  for (int32_t i = 0; i < n; ++i) tokens[i] = (i * 7 + offset) % kVocab;
-  return tokens;
-}
 
 FakeExecutorConfig narrow() {
   FakeExecutorConfig config;
@@ -264,4 +246,4 @@ TEST(RunnerLifecycleTest, AnExecutorFailureFailsItsStepAndPoisonsThoseSessionsOn
 }
 
 }  // namespace
-}  // namespace cellm
+}  // namespace cellm::testing

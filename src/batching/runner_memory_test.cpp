@@ -4,27 +4,11 @@
 #include "batching/runner.h"
 #include "batching/runner_test_util.h"
 
-namespace cellm {
+namespace cellm::testing {
 namespace {
 
-using testing::concat;
-using testing::fake_greedy;
-using testing::FakeExecutorConfig;
-using testing::greedy;
-using testing::Recorder;
-using testing::Rig;
-using Tokens = std::vector<int32_t>;
-
-constexpr int32_t kVocab = 32;
-
-Tokens ramp(int32_t n, int32_t offset = 0) {
-  Tokens tokens(n);
-  for (int32_t i = 0; i < n; ++i) tokens[i] = (i * 5 + offset) % kVocab;
-  return tokens;
-}
-
 // Starts a generation expected to be refused; returns its error message.
-std::string refused(Session& session, Tokens prompt, GenConfig config) {
+std::string refused(Session& session, Tokens prompt, const GenConfig& config) {
   Recorder recorder;
   GenerationHandle handle = session.generate_async(std::move(prompt), config, recorder.callback());
   handle.wait();
@@ -164,7 +148,8 @@ TEST(RunnerMemoryTest, MovedAndEmptySessionsFailCleanly) {
   Rig rig;
   Session a = rig.runner.open_session();
   Session b = std::move(a);
-  EXPECT_FALSE(a.valid());  // NOLINT(bugprone-use-after-move): testing the moved-from state
+  // NOLINTNEXTLINE(bugprone-use-after-move,clang-analyzer-cplusplus.Move): the moved-from state
+  EXPECT_FALSE(a.valid());
   Recorder recorder;
   GenerationHandle handle = a.generate_async({1}, greedy(1), recorder.callback());
   ASSERT_TRUE(handle.done());
@@ -176,4 +161,4 @@ TEST(RunnerMemoryTest, MovedAndEmptySessionsFailCleanly) {
 }
 
 }  // namespace
-}  // namespace cellm
+}  // namespace cellm::testing

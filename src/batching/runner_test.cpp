@@ -8,18 +8,8 @@
 
 #include "batching/runner_test_util.h"
 
-namespace cellm {
+namespace cellm::testing {
 namespace {
-
-using testing::concat;
-using testing::fake_greedy;
-using testing::FakeExecutorConfig;
-using testing::greedy;
-using testing::Recorder;
-using testing::Rig;
-using Tokens = std::vector<int32_t>;
-
-constexpr int32_t kVocab = 32;
 
 TEST(RunnerTest, GreedyGenerationEqualsTheModelsOwnContinuation) {
   Rig rig;
@@ -300,4 +290,4 @@ TEST(RunnerTest, EngineMetricsCountWhatRan) {
 }
 
 }  // namespace
-}  // namespace cellm
+}  // namespace cellm::testing

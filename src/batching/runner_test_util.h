@@ -19,6 +19,18 @@
 
 namespace cellm::testing {
 
+using Tokens = std::vector<int32_t>;
+
+// FakeExecutorConfig's default vocabulary: every token id of the runner tests is below it.
+inline constexpr int32_t kVocab = 32;
+
+// n tokens (7i + offset) mod kVocab: prompts that differ with the offset and rarely repeat.
+inline Tokens ramp(int32_t n, int32_t offset = 0) {
+  Tokens tokens(n);
+  for (int32_t i = 0; i < n; ++i) tokens[i] = (i * 7 + offset) % kVocab;
+  return tokens;
+}
+
 // Records every update of one generation and checks the callback contract as it goes.
 struct Recorder {
   std::vector<int32_t> tokens;

@@ -6,16 +6,10 @@
 #include <string>
 
 #include "core/check.h"
+#include "core/hash.h"
 
 namespace cellm {
 namespace {
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
 
 // Higher score first; the lower id wins a tie (so every order is total and reproducible).
 struct ByScore {

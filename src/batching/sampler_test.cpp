@@ -20,6 +20,22 @@ int32_t sample(const SamplingParams& params, const std::vector<float>& logits,
   return token.ok() ? *token : -1;
 }
 
+// Every token `num_draws` draws of one sampler give (contexts of 0, 1, ... tokens: new draws).
+std::set<int32_t> tokens_drawn(const SamplingParams& params, const std::vector<float>& logits,
+                               uint64_t seed, int32_t num_draws) {
+  Sampler sampler(params, seed);
+  std::set<int32_t> seen;
+  for (int32_t n = 0; n < num_draws; ++n) {
+    const StatusOr<int32_t> token = sampler.sample(logits, Tokens(n, 0));
+    EXPECT_TRUE(token.ok()) << token.status().to_string();
+    if (token.ok()) seen.insert(*token);
+  }
+  return seen;
+}
+
+// Probabilities 0.1, 0.2, 0.3, 0.4 at temperature 1.
+const std::vector<float> kTenthsLogits = {0.0f, std::log(2.0f), std::log(3.0f), std::log(4.0f)};
+
 SamplingParams with_temperature(float temperature) {
   SamplingParams params;
   params.temperature = temperature;
@@ -123,37 +139,26 @@ TEST(SamplerTest, TemperatureSamplingFollowsTheSoftmax) {
 TEST(SamplerTest, TopKOneIsGreedyAtAnyTemperature) {
   SamplingParams params = with_temperature(5.0f);
   params.top_k = 1;
-  const std::vector<float> logits = {0.3f, 0.2f, 0.9f, 0.1f};
-  Sampler sampler(params, 11);
-  for (int32_t n = 0; n < 200; ++n) EXPECT_EQ(*sampler.sample(logits, Tokens(n, 0)), 2);
+  EXPECT_EQ(tokens_drawn(params, {0.3f, 0.2f, 0.9f, 0.1f}, 11, 200), (std::set<int32_t>{2}));
 }
 
 TEST(SamplerTest, TopPKeepsOnlyTheNucleus) {
-  // Probabilities 0.1, 0.2, 0.3, 0.4: top_p 0.6 keeps {3, 2} (0.4 + 0.3 >= 0.6).
+  // top_p 0.6 keeps {3, 2} (0.4 + 0.3 >= 0.6).
   SamplingParams params = with_temperature(1.0f);
   params.top_p = 0.6f;
-  const std::vector<float> logits = {0.0f, std::log(2.0f), std::log(3.0f), std::log(4.0f)};
-  Sampler sampler(params, 5);
-  std::set<int32_t> seen;
-  for (int32_t n = 0; n < 2000; ++n) seen.insert(*sampler.sample(logits, Tokens(n, 0)));
-  EXPECT_EQ(seen, (std::set<int32_t>{2, 3}));
+  EXPECT_EQ(tokens_drawn(params, kTenthsLogits, 5, 2000), (std::set<int32_t>{2, 3}));
 }
 
 TEST(SamplerTest, MinPDropsTokensBelowAFractionOfTheBest) {
-  // Probabilities 0.1, 0.2, 0.3, 0.4: min_p 0.6 keeps p >= 0.24, i.e. {2, 3}.
+  // min_p 0.6 keeps p >= 0.6 * 0.4 = 0.24, i.e. {2, 3}.
   SamplingParams params = with_temperature(1.0f);
   params.min_p = 0.6f;
-  const std::vector<float> logits = {0.0f, std::log(2.0f), std::log(3.0f), std::log(4.0f)};
-  Sampler sampler(params, 5);
-  std::set<int32_t> seen;
-  for (int32_t n = 0; n < 2000; ++n) seen.insert(*sampler.sample(logits, Tokens(n, 0)));
-  EXPECT_EQ(seen, (std::set<int32_t>{2, 3}));
+  EXPECT_EQ(tokens_drawn(params, kTenthsLogits, 5, 2000), (std::set<int32_t>{2, 3}));
 }
 
 TEST(SamplerTest, LowTemperatureConcentratesOnTheBest) {
-  const std::vector<float> logits = {1.0f, 2.0f, 1.5f};
-  Sampler sampler(with_temperature(0.01f), 8);
-  for (int32_t n = 0; n < 200; ++n) EXPECT_EQ(*sampler.sample(logits, Tokens(n, 0)), 1);
+  EXPECT_EQ(tokens_drawn(with_temperature(0.01f), {1.0f, 2.0f, 1.5f}, 8, 200),
+            (std::set<int32_t>{1}));
 }
 
 TEST(GenConfigTest, BadFieldsAreNamed) {

@@ -51,7 +51,18 @@ StatusOr<int32_t> SessionTable::length(SessionId id) const {
   return cache_.pos(it->second);
 }
 
+StatusOr<std::span<const int32_t>> SessionTable::cells(SessionId id) const {
+  const auto it = sessions_.find(id);
+  if (it == sessions_.end()) return not_found("session " + std::to_string(id) + " is not open");
+  return cache_.cells(it->second);
+}
+
+void SessionTable::commit() {
+  if (cache_.num_holders() > 0) cache_.release_held();
+}
+
 std::optional<SessionId> SessionTable::open() {
+  commit();
   if (num_sessions() >= config_.max_sessions) return std::nullopt;
   const SessionId id = next_id_++;
   sessions_.emplace(id, cache_.seq_new());
@@ -59,6 +70,7 @@ std::optional<SessionId> SessionTable::open() {
 }
 
 Status SessionTable::close(SessionId id) {
+  commit();
   const auto it = sessions_.find(id);
   if (it == sessions_.end())
     return not_found("close: session " + std::to_string(id) + " is not open");
@@ -68,6 +80,7 @@ Status SessionTable::close(SessionId id) {
 }
 
 StatusOr<SessionId> SessionTable::clone(SessionId src, int32_t upto) {
+  commit();
   const auto it = sessions_.find(src);
   if (it == sessions_.end()) {
     return not_found("clone: session " + std::to_string(src) + " is not open");
@@ -87,6 +100,7 @@ StatusOr<SessionId> SessionTable::clone(SessionId src, int32_t upto) {
 }
 
 Status SessionTable::rewind(SessionId id, int32_t pos) {
+  commit();
   const auto it = sessions_.find(id);
   if (it == sessions_.end()) {
     return not_found("rewind: session " + std::to_string(id) + " is not open");
@@ -102,6 +116,7 @@ Status SessionTable::rewind(SessionId id, int32_t pos) {
 
 StatusOr<PackedStep> SessionTable::pack(const BatchInput& batch) {
   CELLM_CHECK(!cache_.has_declared_step()) << "pack while a step is declared in the cache";
+  commit();  // the previous step, if its executor did not
   // Validate everything first; nothing below changes the table or the cache until `walks` is
   // complete and the pool check passed.
   std::vector<Walk> walks;
@@ -159,21 +174,17 @@ StatusOr<PackedStep> SessionTable::pack(const BatchInput& batch) {
     walks[walk_it->second].next = last;
     num_tokens += input.end - input.begin;
   }
-  std::vector<SeqRewind> rewinds;
-  for (const Walk& walk : walks) {
-    if (walk.rewinds) rewinds.push_back({walk.seq, walk.start});
-  }
-  const int64_t num_available =
-      static_cast<int64_t>(cache_.num_free()) + cache_.num_freed_by_rewinds(rewinds);
-  if (num_tokens > num_available) {
+  if (num_tokens > cache_.num_free()) {
     return resource_exhausted("batch of " + std::to_string(num_tokens) + " tokens does not fit " +
-                              "the cell pool: " + std::to_string(num_available) +
-                              " cells free (counting its rewinds) of " +
-                              std::to_string(cache_.max_cells()));
+                              "the cell pool: " + std::to_string(cache_.num_free()) +
+                              " cells free of " + std::to_string(cache_.max_cells()) +
+                              " (cells the batch's own rewinds drop stay held until it commits)");
   }
 
-  // Valid: apply the rewinds, then pack.
-  for (const SeqRewind& rewind : rewinds) cache_.rewind(rewind.seq, rewind.pos);
+  // Valid: apply the rewinds (held, so that rollback can undo them), then pack.
+  for (const Walk& walk : walks) {
+    if (walk.rewinds) cache_.rewind_held(walk.seq, walk.start);
+  }
   PackedStep step;
   step.num_tokens = static_cast<int32_t>(num_tokens);  // <= num_free, so it fits
   step.tokens.reserve(num_tokens);
@@ -204,6 +215,7 @@ void SessionTable::rollback(const PackedStep& step) {
     const auto it = sessions_.find(start.session);
     if (it == sessions_.end() || it->second != start.seq) continue;
     cache_.rewind(start.seq, start.pos);
+    if (!cache_.held_cells(start.seq).empty()) cache_.restore_held(start.seq);
   }
 }
 

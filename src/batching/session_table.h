@@ -4,7 +4,9 @@
 // Shared by every executor. Session ids are 64-bit and never reused; each open session owns one
 // sequence of the cache. pack() validates the whole batch against the sessions, the limits and
 // the pool before it changes anything, so a refused batch leaves the table and the cache exactly
-// as they were; only then does it apply the rewinds the batch asks for. It does not place cells:
+// as they were; only then does it apply the rewinds the batch asks for, as held rewinds
+// (CellCache::rewind_held): the dropped cells stay owned until the step commits, so rollback()
+// after a failed forward restores every session's cell list exactly. It does not place cells:
 // the executor declares and places each slice in the cache (packed_step.h). It knows no tensors,
 // no sampling and no threads. User input reaches it unchecked, so every bad id or batch is a
 // Status; only misuse by cellm itself (a step left declared in the cache) is a CELLM_CHECK.
@@ -13,6 +15,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <unordered_map>
 
 #include "batching/batch.h"
@@ -44,6 +47,8 @@ class SessionTable {
   bool contains(SessionId id) const { return sessions_.count(id) != 0; }
   // The session's length: the position its next token takes. NotFound for an unknown id.
   StatusOr<int32_t> length(SessionId id) const;
+  // The session's cell list (position -> cell), valid until the next call. NotFound.
+  StatusOr<std::span<const int32_t>> cells(SessionId id) const;
 
   // A new empty session; nullopt when max_sessions are open.
   std::optional<SessionId> open();
@@ -56,19 +61,27 @@ class SessionTable {
   // NotFound, or OutOfRange when pos is outside [0, length].
   Status rewind(SessionId id, int32_t pos);
 
-  // Validates the whole batch, then applies its rewinds and returns it packed. Errors, each
-  // leaving table and cache untouched and naming the input: NotFound (unknown session);
-  // InvalidArgument (negative start, slice empty or outside its payload, token outside the
-  // vocabulary, an input starting past its session's length — a gap — or, for a session's later
-  // input, not exactly where its previous input ended — gap or overlap); OutOfRange (a session
-  // would pass max_session_tokens); ResourceExhausted (the pool, counting the cells the batch's
-  // rewinds free, has fewer free cells than the batch has tokens — the scheduler may preempt).
-  // Once it returns a step, placing every token of it in the cache cannot fail for lack of cells.
+  // Validates the whole batch, then applies its rewinds (held until the step commits) and returns
+  // it packed. Errors, each leaving table and cache untouched and naming the input: NotFound
+  // (unknown session); InvalidArgument (negative start, slice empty or outside its payload, token
+  // outside the vocabulary, an input starting past its session's length — a gap — or, for a
+  // session's later input, not exactly where its previous input ended — gap or overlap);
+  // OutOfRange (a session would pass max_session_tokens); ResourceExhausted (the pool has fewer
+  // free cells than the batch has tokens — the scheduler may preempt). The cells a batch's own
+  // rewinds drop do not count as free: they are held until the step commits, so that a rollback
+  // can give them back (rewind_session() first to free them for the step). Once it returns a
+  // step, placing every token of it in the cache cannot fail for lack of cells.
   StatusOr<PackedStep> pack(const BatchInput& batch);
 
-  // After a failed forward: returns every session of the step to step.session_starts (cells
-  // placed for the step are released; rewinds pack applied are not undone). Sessions closed since
-  // are skipped. Requires no step declared in the cache (cancel_step() first).
+  // The step pack() returned last succeeded: the cells its rewinds dropped are freed. Every other
+  // verb (and the next pack) commits a pending step first, so an executor that never calls it
+  // only keeps those cells a step longer.
+  void commit();
+
+  // After a failed forward, before any other call: returns every session of the step to exactly
+  // where it was before pack() — its placed cells released, the cells its rewind dropped put
+  // back. Sessions closed since are skipped. Requires no step declared in the cache
+  // (cancel_step() first).
   void rollback(const PackedStep& step);
 
  private:

@@ -225,19 +225,40 @@ TEST_F(SessionTableTest, OverflowingThePoolIsRefused) {
   EXPECT_TRUE(table_.pack({{whole(a_, 6, fourteen, false), whole(b_, 3, nine, true)}}).ok());
 }
 
-TEST_F(SessionTableTest, ThePoolCheckCountsCellsFreedByTheBatchsRewinds) {
+TEST_F(SessionTableTest, CellsTheBatchsRewindsDropAreHeldUntilTheStepCommits) {
+  const Tokens eighteen(18, 1);
+  const Tokens fourteen(14, 1);
+  const Tokens nine(9, 1);
+  // a rewinds to 2, dropping 4 cells that a rollback would need back: they are not free for
+  // the batch, so 18 + 9 tokens do not fit the 23 free cells.
+  expect_refused({{whole(a_, 2, eighteen, true), whole(b_, 3, nine, true)}},
+                 StatusCode::kResourceExhausted, "held");
+  StatusOr<PackedStep> fits =
+      table_.pack({{whole(a_, 2, fourteen, true), whole(b_, 3, nine, true)}});
+  ASSERT_TRUE(fits.ok()) << fits.status().to_string();
+  EXPECT_EQ(*table_.length(a_), 2);
+  EXPECT_EQ(cache_.num_free(), 23) << "the dropped cells are held, not free";
+  place_all(cache_, *fits);
+  EXPECT_EQ(cache_.num_free(), 0);
+  table_.commit();
+  EXPECT_EQ(cache_.num_free(), 4) << "committing frees the held cells";
+  const Status invariants = cache_.check_invariants();
+  EXPECT_TRUE(invariants.ok()) << invariants.to_string();
+}
+
+TEST_F(SessionTableTest, RewindingBeforeTheStepFreesTheCellsForIt) {
   const Tokens eighteen(18, 1);
   const Tokens nine(9, 1);
-  // a rewinds to 2, freeing 4 cells: 23 + 4 free cells hold exactly 18 + 9 tokens.
+  ASSERT_TRUE(table_.rewind(a_, 2).ok());
+  EXPECT_EQ(cache_.num_free(), 27);
   StatusOr<PackedStep> fits =
       table_.pack({{whole(a_, 2, eighteen, true), whole(b_, 3, nine, true)}});
   ASSERT_TRUE(fits.ok()) << fits.status().to_string();
-  EXPECT_EQ(cache_.num_free(), 27);
   place_all(cache_, *fits);
   EXPECT_EQ(cache_.num_free(), 0);
 }
 
-TEST(SessionTablePoolTest, ThePoolCheckDoesNotCountSharedCellsAsFreed) {
+TEST(SessionTablePoolTest, CommittingARewindFreesOnlyCellsNoOtherSessionOwns) {
   CellCache cache(16);
   SessionTable table(cache, kConfig);
   const SessionId x = *table.open();
@@ -245,18 +266,30 @@ TEST(SessionTablePoolTest, ThePoolCheckDoesNotCountSharedCellsAsFreed) {
   StatusOr<PackedStep> setup = table.pack({{whole(x, 0, six, true)}});
   ASSERT_TRUE(setup.ok());
   place_all(cache, *setup);
-  const StatusOr<SessionId> y = table.clone(x, 6);
+  const StatusOr<SessionId> y = table.clone(x, 4);
   ASSERT_TRUE(y.ok());
-  // x rewinds to 2 and runs 11 tokens: 10 free cells, and the clone keeps x's dropped ones.
-  const Tokens eleven(11, 1);
-  const StatusOr<PackedStep> refused = table.pack({{whole(x, 2, eleven, true)}});
-  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
-  EXPECT_EQ(*table.length(x), 6);
-  EXPECT_EQ(cache.num_free(), 10);
-  // Without the clone the same batch fits: 10 + 4 freed >= 11.
-  ASSERT_TRUE(table.close(*y).ok());
-  EXPECT_TRUE(table.pack({{whole(x, 2, eleven, true)}}).ok());
-  EXPECT_EQ(*table.length(x), 2);
+  // x rewinds to 2 and runs 3 tokens; the clone keeps cells 2 and 3, so only 4 and 5 are freed.
+  const Tokens three(3, 1);
+  StatusOr<PackedStep> step = table.pack({{whole(x, 2, three, true)}});
+  ASSERT_TRUE(step.ok()) << step.status().to_string();
+  place_all(cache, *step);
+  EXPECT_EQ(cache.num_free(), 16 - 6 - 3);
+  table.commit();
+  EXPECT_EQ(cache.num_free(), 16 - 4 - 3);
+  EXPECT_EQ(*table.length(*y), 4);
+  const Status invariants = cache.check_invariants();
+  EXPECT_TRUE(invariants.ok()) << invariants.to_string();
+}
+
+TEST_F(SessionTableTest, AnyLaterVerbCommitsAPendingStep) {
+  const Tokens two = {1, 2};
+  StatusOr<PackedStep> step = table_.pack({{whole(a_, 3, two, true)}});
+  ASSERT_TRUE(step.ok()) << step.status().to_string();
+  place_all(cache_, *step);
+  EXPECT_EQ(cache_.num_free(), 21);
+  ASSERT_TRUE(table_.open().has_value());
+  EXPECT_EQ(cache_.num_free(), 24) << "open() committed the step: a's 3 dropped cells are free";
+  EXPECT_EQ(cache_.num_holders(), 0);
 }
 
 TEST_F(SessionTableTest, ARewindIsAppliedOnlyAfterTheWholeBatchValidated) {
@@ -273,9 +306,12 @@ TEST_F(SessionTableTest, ARewindIsAppliedOnlyAfterTheWholeBatchValidated) {
   EXPECT_EQ(*table_.length(a_), 3);
   EXPECT_EQ(step->positions, (Tokens{3, 4, 3, 4}));
   place_all(cache_, *step);
-  // a's dropped cells 3, 4 and 5 went back and were reused lowest first (b took 5 as well).
+  // a's dropped cells 3, 4 and 5 are held until the step commits: the step took 9 and up.
   const auto a_cells = cache_.cells(seqs_[0]);
-  EXPECT_EQ(std::vector<int32_t>(a_cells.begin(), a_cells.end()), (Tokens{0, 1, 2, 3, 4}));
+  EXPECT_EQ(std::vector<int32_t>(a_cells.begin(), a_cells.end()), (Tokens{0, 1, 2, 9, 10}));
+  table_.commit();
+  EXPECT_EQ(cache_.refcount(3), 0);
+  EXPECT_EQ(cache_.refcount(5), 0);
 }
 
 TEST_F(SessionTableTest, CloneAndRewindCheckTheirArguments) {
@@ -304,6 +340,30 @@ TEST_F(SessionTableTest, RollbackAfterAFailedForwardRestoresEverySession) {
   EXPECT_NE(now(), before);
   table_.rollback(*step);
   EXPECT_EQ(now(), before);
+}
+
+TEST_F(SessionTableTest, RollbackOfAStepThatRewoundRestoresTheExactCells) {
+  const State before = now();
+  const Tokens two = {1, 2};
+  const Tokens four = {1, 2, 3, 4};
+  // a rewinds to 2 and b to 1; the step's own tokens take other cells than the held ones.
+  StatusOr<PackedStep> step = table_.pack({{whole(a_, 2, four, true), whole(b_, 1, two, true)}});
+  ASSERT_TRUE(step.ok()) << step.status().to_string();
+  EXPECT_EQ(*table_.length(a_), 2);
+  place_all(cache_, *step);
+  for (const int32_t cell : {2, 3, 4, 5, 7, 8}) {
+    EXPECT_EQ(cache_.refcount(cell), 1) << "held cell " << cell << " was reused";
+  }
+  EXPECT_NE(now(), before);
+  table_.rollback(*step);
+  EXPECT_EQ(now(), before) << "every session's length and cells as before the batch";
+  EXPECT_EQ(cache_.num_holders(), 0);
+  const Status invariants = cache_.check_invariants();
+  EXPECT_TRUE(invariants.ok()) << invariants.to_string();
+  // The same batch then runs as if the failed one never happened.
+  StatusOr<PackedStep> again = table_.pack({{whole(a_, 2, four, true), whole(b_, 1, two, true)}});
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
+  EXPECT_EQ(again->positions, step->positions);
 }
 
 TEST_F(SessionTableTest, SliceBySliceExecutionPlacesEveryTokenAndKeepsEveryRowOnce) {

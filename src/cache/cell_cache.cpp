@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <set>
 #include <string>
-#include <unordered_map>
 
 #include "core/check.h"
 
@@ -82,9 +82,18 @@ void CellCache::drop_positions(Sequence& seq, int32_t pos) {
   if (pos < length) seq.cells.resize(pos);
 }
 
+void CellCache::release_tail(SeqId seq) {
+  Sequence& sequence = seqs_[seq];
+  if (sequence.held.empty()) return;
+  for (auto it = sequence.held.rbegin(); it != sequence.held.rend(); ++it) release(*it);
+  sequence.held.clear();
+  holders_.erase(std::find(holders_.begin(), holders_.end(), seq));
+}
+
 void CellCache::seq_rm(SeqId seq) {
   check_no_declared_step();
   check_live(seq);
+  release_tail(seq);
   drop_positions(seqs_[seq], 0);
   seqs_[seq].cells.shrink_to_fit();
   seqs_[seq].live = false;
@@ -96,7 +105,56 @@ void CellCache::rewind(SeqId seq, int32_t pos) {
   check_no_declared_step();
   check_live(seq);
   CELLM_CHECK_GE(pos, 0) << "rewind of sequence " << seq << " to a negative position";
+  const Sequence& sequence = seqs_[seq];
+  CELLM_CHECK(sequence.held.empty() || pos >= sequence.held_from)
+      << "rewind of sequence " << seq << " to " << pos << ", below its held tail at "
+      << sequence.held_from << ": restore_held() or release_held() first";
   drop_positions(seqs_[seq], pos);
+}
+
+void CellCache::rewind_held(SeqId seq, int32_t pos) {
+  check_no_declared_step();
+  check_live(seq);
+  Sequence& sequence = seqs_[seq];
+  CELLM_CHECK(pos >= 0 && pos <= static_cast<int32_t>(sequence.cells.size()))
+      << "rewind_held of sequence " << seq << " to " << pos << " outside [0, its length "
+      << sequence.cells.size() << "]";
+  CELLM_CHECK(sequence.held.empty())
+      << "rewind_held of sequence " << seq << ", which already holds a tail";
+  if (pos == static_cast<int32_t>(sequence.cells.size())) return;
+  // The cells move from the list to the tail with their refcounts: nothing is freed.
+  sequence.held.assign(sequence.cells.begin() + pos, sequence.cells.end());
+  sequence.held_from = pos;
+  sequence.cells.resize(pos);
+  holders_.push_back(seq);
+}
+
+void CellCache::restore_held(SeqId seq) {
+  check_no_declared_step();
+  check_live(seq);
+  Sequence& sequence = seqs_[seq];
+  CELLM_CHECK(!sequence.held.empty()) << "restore_held of sequence " << seq << ", which holds none";
+  CELLM_CHECK_EQ(static_cast<int32_t>(sequence.cells.size()), sequence.held_from)
+      << "restore_held of sequence " << seq << ": its list must end where the tail was dropped";
+  sequence.cells.insert(sequence.cells.end(), sequence.held.begin(), sequence.held.end());
+  sequence.held.clear();
+  holders_.erase(std::find(holders_.begin(), holders_.end(), seq));
+}
+
+void CellCache::release_held() {
+  check_no_declared_step();
+  while (!holders_.empty()) release_tail(holders_.back());
+}
+
+std::span<const int32_t> CellCache::held_cells(SeqId seq) const {
+  check_live(seq);
+  return seqs_[seq].held;
+}
+
+int32_t CellCache::held_from(SeqId seq) const {
+  check_live(seq);
+  const Sequence& sequence = seqs_[seq];
+  return sequence.held.empty() ? static_cast<int32_t>(sequence.cells.size()) : sequence.held_from;
 }
 
 void CellCache::clear() {
@@ -105,34 +163,10 @@ void CellCache::clear() {
   seqs_.clear();
   free_ids_.clear();
   step_index_.clear();
+  holders_.clear();
   num_live_ = 0;
   declared_ = false;
   declared_seqs_.clear();
-}
-
-int32_t CellCache::num_freed_by_rewinds(std::span<const SeqRewind> rewinds) const {
-  int32_t num_freed = 0;
-  std::unordered_map<int32_t, int32_t> drops;  // shared cell -> owners dropping it
-  std::vector<SeqId> seen;
-  for (const SeqRewind& rewind : rewinds) {
-    check_live(rewind.seq);
-    CELLM_CHECK_GE(rewind.pos, 0) << "rewind of sequence " << rewind.seq << " below 0";
-    CELLM_CHECK(std::find(seen.begin(), seen.end(), rewind.seq) == seen.end())
-        << "sequence " << rewind.seq << " rewound twice";
-    seen.push_back(rewind.seq);
-    const std::vector<int32_t>& cells = seqs_[rewind.seq].cells;
-    for (size_t p = rewind.pos; p < cells.size(); ++p) {
-      if (refcount_[cells[p]] == 1) {
-        ++num_freed;
-      } else {
-        ++drops[cells[p]];
-      }
-    }
-  }
-  for (const auto& [cell, num_drops] : drops) {
-    if (num_drops == refcount_[cell]) ++num_freed;
-  }
-  return num_freed;
 }
 
 StatusOr<bool> CellCache::declare_step(std::span<const SeqId> token_seqs) {
@@ -280,15 +314,28 @@ Status CellCache::check_invariants() const {
                             " was not reset");
     }
     if (!seq.live) {
-      if (!seq.cells.empty()) {
+      if (!seq.cells.empty() || !seq.held.empty()) {
         return internal_error("cell cache: removed sequence " + std::to_string(id) +
-                              " still lists cells");
+                              " still lists or holds cells");
       }
       continue;
     }
     ++num_live;
-    for (size_t p = 0; p < seq.cells.size(); ++p) {
-      const int32_t cell = seq.cells[p];
+    const bool listed_holder = std::find(holders_.begin(), holders_.end(), id) != holders_.end();
+    if (seq.held.empty() == listed_holder) {
+      return internal_error("cell cache: sequence " + std::to_string(id) + " holds " +
+                            std::to_string(seq.held.size()) + " cells but is " +
+                            (listed_holder ? "" : "not ") + "listed as a holder");
+    }
+    if (!seq.held.empty() && seq.held_from > static_cast<int32_t>(seq.cells.size())) {
+      return internal_error("cell cache: sequence " + std::to_string(id) +
+                            " is shorter than the position its held tail was dropped at");
+    }
+    // Positions first, then the held tail (numbered on from the list's end in messages).
+    std::vector<int32_t> owned = seq.cells;
+    owned.insert(owned.end(), seq.held.begin(), seq.held.end());
+    for (size_t p = 0; p < owned.size(); ++p) {
+      const int32_t cell = owned[p];
       if (cell < 0 || cell >= num_cells) {
         return internal_error("cell cache: sequence " + std::to_string(id) + " position " +
                               std::to_string(p) + " names cell " + std::to_string(cell) +
@@ -300,6 +347,13 @@ Status CellCache::check_invariants() const {
       }
       last_owner[cell] = id;
       ++owners[cell];
+    }
+  }
+  std::set<SeqId> holders;
+  for (SeqId id : holders_) {
+    if (!is_live(id) || seqs_[id].held.empty() || !holders.insert(id).second) {
+      return internal_error("cell cache: holder " + std::to_string(id) +
+                            " is not live, holds nothing or is listed twice");
     }
   }
   if (num_live != num_live_) {

@@ -7,7 +7,10 @@
 // A step is two calls: declare_step() is the admission gate (refuses and changes nothing when the
 // pool cannot hold the step; once it admits, placement cannot fail), then place() appends every
 // token at the next position of its sequence, taking the lowest free cell each time, and returns
-// a CellStep (cell_step.h). Verbs run only between steps. It says where bytes go, in integers:
+// a CellStep (cell_step.h). Verbs run only between steps. A rewind that a failed step must be
+// able to undo is a held rewind: the dropped cells stay owned as the sequence's held tail (not
+// free, so no step overwrites them) until release_held() makes it final or restore_held() puts the
+// tail back. It says where bytes go, in integers:
 // it knows no tensors, layers or devices (a backend owns K/V storage sized by high_water()), and
 // no sessions (batching/session_table.h maps those onto sequences). Sequence misuse (an id that is
 // not live, a clone past the end) is a bug in the caller and a CELLM_CHECK failure; SessionTable
@@ -23,12 +26,6 @@
 #include "core/status.h"
 
 namespace cellm {
-
-// Drop positions >= pos of seq (see CellCache::num_freed_by_rewinds).
-struct SeqRewind {
-  SeqId seq = 0;
-  int32_t pos = 0;
-};
 
 class CellCache {
  public:
@@ -47,7 +44,19 @@ class CellCache {
   void seq_rm(SeqId seq);
   // Drops positions >= pos of seq (none when pos >= its length); cells still owned by other
   // sequences survive. Rewinding to a sequence's length before a step undoes the step exactly.
+  // A sequence with a held tail may not rewind below where the tail was dropped.
   void rewind(SeqId seq, int32_t pos);
+  // Drops positions >= pos of seq from its list like rewind(), but the dropped cells keep their
+  // owner (refcounts unchanged; not free, so no step places them) as seq's held tail, until
+  // release_held() frees them or restore_held() puts them back. 0 <= pos <= pos(seq); seq must not
+  // hold a tail already. pos == pos(seq) holds nothing.
+  void rewind_held(SeqId seq, int32_t pos);
+  // Puts seq's held tail back after its list, which must end exactly where the tail was dropped
+  // (rewind away what was placed since): the list is then what it was before rewind_held().
+  void restore_held(SeqId seq);
+  // Frees every held tail of every sequence (cells other sequences still own survive): the held
+  // rewinds become final.
+  void release_held();
   // Removes every sequence and frees every cell; drops a declared step. Ids start over.
   void clear();
 
@@ -64,11 +73,15 @@ class CellCache {
   int32_t pos(SeqId seq) const;
   // seq's cell list (position -> cell); valid until the next verb or step.
   std::span<const int32_t> cells(SeqId seq) const;
-  // Owners of a cell (0 = free).
+  // Owners of a cell (0 = free); a held tail owns its cells.
   int32_t refcount(int32_t cell) const;
-  // How many cells would become free if every rewind were applied (each sequence at most once):
-  // a cell counts when all of its owners drop it. Changes nothing.
-  int32_t num_freed_by_rewinds(std::span<const SeqRewind> rewinds) const;
+  // seq's held tail: the cells its positions [held_from(seq), held_from(seq) + size) had before
+  // rewind_held(); empty when it holds none. Valid until the next verb or step.
+  std::span<const int32_t> held_cells(SeqId seq) const;
+  // Where seq's held tail was dropped; its length when it holds none.
+  int32_t held_from(SeqId seq) const;
+  // Sequences holding a tail now.
+  int32_t num_holders() const { return static_cast<int32_t>(holders_.size()); }
 
   // ---- A step ----
 
@@ -94,8 +107,9 @@ class CellCache {
   // when the forward fails after placement). Sequences removed since are skipped.
   void rollback(const CellStep& step);
 
-  // Recounts everything: every live cell owned, refcounts equal owners, free set disjoint from
-  // used cells, counts and high water right, no cell twice in one sequence, id bookkeeping.
+  // Recounts everything: every live cell owned, refcounts equal owners (lists and held tails),
+  // free set disjoint from used cells, counts and high water right, no cell twice in one sequence
+  // (list and tail together), held-tail bookkeeping, id bookkeeping.
   // O(max_cells + total cells): for tests and debug builds.
   Status check_invariants() const;
 
@@ -104,6 +118,11 @@ class CellCache {
     bool live = false;
     // Position -> cell: length = cells.size(); distinct cells; each holds refcount >= 1.
     std::vector<int32_t> cells;
+    // The held tail (rewind_held): cells of positions [held_from, held_from + held.size()) before
+    // that rewind, still owned; distinct from `cells`. Non-empty <=> listed in holders_, and then
+    // held_from <= cells.size().
+    std::vector<int32_t> held;
+    int32_t held_from = 0;
   };
 
   StatusOr<bool> declare(std::span<const SeqId> token_seqs,
@@ -112,12 +131,14 @@ class CellCache {
   void check_no_declared_step() const;
   void release(int32_t cell);  // drops one owner; frees the cell at zero
   void drop_positions(Sequence& seq, int32_t pos);
+  void release_tail(SeqId seq);  // frees seq's held tail, if any
 
   FreeCellSet free_;               // cell is free <=> refcount_[cell] == 0
   std::vector<int32_t> refcount_;  // [max_cells] owners of each cell: live sequences listing it
   std::vector<Sequence> seqs_;     // indexed by SeqId; dead slots have no cells
   std::vector<SeqId> free_ids_;    // exactly the dead slots of seqs_, reused last-in first-out
   int32_t num_live_ = 0;           // live entries of seqs_
+  std::vector<SeqId> holders_;     // the live sequences whose held tail is not empty, distinct
 
   bool declared_ = false;             // a step passed declare_step and awaits place/cancel
   std::vector<SeqId> declared_seqs_;  // [tokens of the declared step]; size <= num_free()

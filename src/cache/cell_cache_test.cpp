@@ -321,21 +321,58 @@ TEST(CellCacheTest, AThousandLiveSequencesWork) {
   EXPECT_INVARIANTS(cache);
 }
 
-TEST(CellCacheTest, FreedCountOfRewindsCountsASharedCellOnlyWhenEveryOwnerDropsIt) {
+TEST(CellCacheTest, AHeldRewindKeepsItsCellsOwnedUntilReleased) {
   CellCache cache(16);
   const SeqId a = cache.seq_new();
-  step(cache, {a, a, a, a});
+  step(cache, {a, a, a, a, a});  // a: 0 1 2 3 4
   const SeqId b = cache.seq_clone(a, 4);
-  step(cache, {b});  // b: 0 1 2 3 4
-  const Snapshot before = snapshot(cache, {a, b});
-  EXPECT_EQ(cache.num_freed_by_rewinds(std::vector<SeqRewind>{{b, 2}}), 1);
-  EXPECT_EQ(cache.num_freed_by_rewinds(std::vector<SeqRewind>{{a, 2}}), 0);
-  // Cell 3 loses both owners, cell 4 its only one; a keeps 1 and 2.
-  EXPECT_EQ(cache.num_freed_by_rewinds(std::vector<SeqRewind>{{a, 3}, {b, 1}}), 2);
-  EXPECT_EQ(cache.num_freed_by_rewinds(std::vector<SeqRewind>{{a, 1}, {b, 1}}), 4);
-  EXPECT_EQ(cache.num_freed_by_rewinds(std::vector<SeqRewind>{{a, 0}, {b, 0}}), 5);
-  EXPECT_EQ(cache.num_freed_by_rewinds(std::vector<SeqRewind>{{a, 9}}), 0);
-  EXPECT_EQ(snapshot(cache, {a, b}), before);
+  cache.rewind_held(a, 2);
+  EXPECT_EQ(cache.pos(a), 2);
+  EXPECT_EQ(to_vector(cache.held_cells(a)), (Cells{2, 3, 4}));
+  EXPECT_EQ(cache.held_from(a), 2);
+  EXPECT_EQ(cache.num_holders(), 1);
+  EXPECT_EQ(cache.num_free(), 11) << "held cells are not free";
+  EXPECT_INVARIANTS(cache);
+  // A step takes other cells; then the release frees cell 4 only (b still owns 2 and 3).
+  EXPECT_EQ(step(cache, {a, a}).token_cell, (Cells{5, 6}));
+  cache.release_held();
+  EXPECT_TRUE(cache.held_cells(a).empty());
+  EXPECT_EQ(cache.num_holders(), 0);
+  EXPECT_EQ(cache.refcount(2), 1);
+  EXPECT_EQ(cache.refcount(4), 0);
+  EXPECT_EQ(cache.num_free(), 16 - 6);
+  EXPECT_EQ(cells_of(cache, b), (Cells{0, 1, 2, 3}));
+  EXPECT_INVARIANTS(cache);
+}
+
+TEST(CellCacheTest, RestoringAHeldTailGivesBackTheExactList) {
+  CellCache cache(16);
+  const SeqId a = cache.seq_new();
+  const SeqId other = cache.seq_new();
+  step(cache, {a, other, a, a, other, a});  // a: 0 2 3 5, other: 1 4
+  const Snapshot before = snapshot(cache, {a, other});
+  cache.rewind_held(a, 1);
+  const CellStep placed = step(cache, {a, other, a});
+  EXPECT_EQ(placed.token_cell, (Cells{6, 7, 8}));
+  cache.rollback(placed);  // a back at 1, other at 2
+  cache.restore_held(a);
+  EXPECT_EQ(snapshot(cache, {a, other}), before);
+  EXPECT_EQ(cache.num_holders(), 0);
+  EXPECT_INVARIANTS(cache);
+  // Holding nothing (rewind to the length) is allowed and leaves no tail.
+  cache.rewind_held(a, cache.pos(a));
+  EXPECT_EQ(cache.num_holders(), 0);
+}
+
+TEST(CellCacheTest, RemovingAHolderFreesItsHeldTail) {
+  CellCache cache(8);
+  const SeqId a = cache.seq_new();
+  step(cache, {a, a, a});
+  cache.rewind_held(a, 1);
+  cache.seq_rm(a);
+  EXPECT_EQ(cache.num_free(), 8);
+  EXPECT_EQ(cache.num_holders(), 0);
+  EXPECT_INVARIANTS(cache);
 }
 
 TEST(CellCacheTest, AnEmptyStepPlacesNothing) {
@@ -373,6 +410,17 @@ TEST(CellCacheDeathTest, AVerbWhileAStepIsDeclaredIsABug) {
   ASSERT_TRUE(*cache.declare_step(std::vector<SeqId>{a}));
   EXPECT_DEATH(cache.rewind(a, 0), "a step is declared");
   EXPECT_DEATH(cache.seq_clone(a, 0), "a step is declared");
+}
+
+TEST(CellCacheDeathTest, RewindingBelowAHeldTailIsABug) {
+  CellCache cache(8);
+  const SeqId a = cache.seq_new();
+  step(cache, {a, a, a});
+  cache.rewind_held(a, 2);
+  EXPECT_DEATH(cache.rewind(a, 1), "below its held tail");
+  EXPECT_DEATH(cache.rewind_held(a, 1), "already holds a tail");
+  step(cache, {a});
+  EXPECT_DEATH(cache.restore_held(a), "where the tail was dropped");
 }
 
 TEST(CellCacheDeathTest, ACloneBeyondItsSourceIsABug) {

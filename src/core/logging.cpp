@@ -54,18 +54,19 @@ LogLevel log_level() { return level_storage().load(std::memory_order_relaxed); }
 void set_log_level(LogLevel level) { level_storage().store(level, std::memory_order_relaxed); }
 
 bool parse_log_level(std::string_view name, LogLevel* level) {
-  if (name == "debug")
+  if (name == "debug") {
     *level = LogLevel::kDebug;
-  else if (name == "info")
+  } else if (name == "info") {
     *level = LogLevel::kInfo;
-  else if (name == "warn")
+  } else if (name == "warn") {
     *level = LogLevel::kWarn;
-  else if (name == "error")
+  } else if (name == "error") {
     *level = LogLevel::kError;
-  else if (name == "off")
+  } else if (name == "off") {
     *level = LogLevel::kOff;
-  else
+  } else {
     return false;
+  }
   return true;
 }
 

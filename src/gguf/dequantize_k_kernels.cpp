@@ -2,7 +2,6 @@
 //
 // Element i of a super-block belongs to sub-block i / 16 (Q2_K, Q3_K, Q6_K) or i / 32 (Q4_K,
 // Q5_K). The float operations and their order follow the GGML reference dequantizers.
-#include <cstring>
 
 #include "core/float16.h"
 #include "gguf/block_formats.h"
@@ -12,13 +11,6 @@ namespace cellm::internal {
 namespace {
 
 using blocks::kQK_K;
-
-template <typename Block>
-Block load_block(const uint8_t* src, size_t index) {
-  Block block;
-  std::memcpy(&block, src + index * sizeof(Block), sizeof(Block));
-  return block;
-}
 
 // Q3_K's 16 6-bit scales in 12 bytes: the low 4 bits of scale s are the low (s < 8) or high
 // (s >= 8) nibble of byte s % 8; its high 2 bits are bits 2*(s/4)..2*(s/4)+1 of byte 8 + s % 4.
@@ -41,6 +33,33 @@ void unpack_k4_scale_min(const uint8_t (&packed)[12], int j, int* scale, int* mi
   } else {
     *scale = (packed[j + 4] & 0x0f) | ((packed[j - 4] >> 6) << 4);
     *min = (packed[j + 4] >> 4) | ((packed[j] >> 6) << 4);
+  }
+}
+
+// Q4_K / Q5_K share their layout: element 64*k + 32*h + l (k < 4, h < 2, l < 32) is the low
+// (h = 0) or high (h = 1) nibble of qs[32*k + l], in sub-block 2*k + h, scaled and shifted by
+// that sub-block's 6-bit scale and min. `high_bit(block, k, h, l)` gives the quant's bits above
+// the nibble (0 for Q4_K).
+template <typename Block, typename HighBit>
+void dequantize_k4(const uint8_t* src, size_t num_blocks, float* dst, HighBit high_bit) {
+  for (size_t b = 0; b < num_blocks; ++b) {
+    const auto block = load_block<Block>(src, b);
+    const float d = f16_to_f32(block.d);
+    const float dmin = f16_to_f32(block.dmin);
+    for (size_t k = 0; k < 4; ++k) {
+      const uint8_t* q = block.qs + 32 * k;
+      for (size_t h = 0; h < 2; ++h) {
+        int scale_q, min_q;
+        unpack_k4_scale_min(block.scales, static_cast<int>(2 * k + h), &scale_q, &min_q);
+        const float scale = d * static_cast<float>(scale_q);
+        const float min = dmin * static_cast<float>(min_q);
+        const size_t shift = 4 * h;
+        for (size_t l = 0; l < 32; ++l) {
+          const int value = ((q[l] >> shift) & 0x0f) | high_bit(block, k, h, l);
+          *dst++ = scale * static_cast<float>(value) - min;
+        }
+      }
+    }
   }
 }
 
@@ -96,51 +115,17 @@ void dequantize_q3_k(const uint8_t* src, size_t num_blocks, float* dst) {
   }
 }
 
-// Element 64*k + 32*h + l (k < 4, h < 2, l < 32) is the low (h = 0) or high (h = 1) nibble of
-// qs[32*k + l]; its sub-block is 2*k + h.
 void dequantize_q4_k(const uint8_t* src, size_t num_blocks, float* dst) {
-  for (size_t b = 0; b < num_blocks; ++b) {
-    const auto block = load_block<blocks::BlockQ4_K>(src, b);
-    const float d = f16_to_f32(block.d);
-    const float dmin = f16_to_f32(block.dmin);
-    for (size_t k = 0; k < 4; ++k) {
-      const uint8_t* q = block.qs + 32 * k;
-      for (size_t h = 0; h < 2; ++h) {
-        int scale_q, min_q;
-        unpack_k4_scale_min(block.scales, static_cast<int>(2 * k + h), &scale_q, &min_q);
-        const float scale = d * static_cast<float>(scale_q);
-        const float min = dmin * static_cast<float>(min_q);
-        const size_t shift = 4 * h;
-        for (size_t l = 0; l < 32; ++l) {
-          *dst++ = scale * static_cast<float>((q[l] >> shift) & 0x0f) - min;
-        }
-      }
-    }
-  }
+  dequantize_k4<blocks::BlockQ4_K>(
+      src, num_blocks, dst, [](const blocks::BlockQ4_K&, size_t, size_t, size_t) { return 0; });
 }
 
-// As Q4_K; the 5th bit of element 64*k + 32*h + l is bit 2*k + h of qh[l].
+// The 5th bit of element 64*k + 32*h + l is bit 2*k + h of qh[l].
 void dequantize_q5_k(const uint8_t* src, size_t num_blocks, float* dst) {
-  for (size_t b = 0; b < num_blocks; ++b) {
-    const auto block = load_block<blocks::BlockQ5_K>(src, b);
-    const float d = f16_to_f32(block.d);
-    const float dmin = f16_to_f32(block.dmin);
-    for (size_t k = 0; k < 4; ++k) {
-      const uint8_t* q = block.qs + 32 * k;
-      for (size_t h = 0; h < 2; ++h) {
-        int scale_q, min_q;
-        unpack_k4_scale_min(block.scales, static_cast<int>(2 * k + h), &scale_q, &min_q);
-        const float scale = d * static_cast<float>(scale_q);
-        const float min = dmin * static_cast<float>(min_q);
-        const size_t shift = 4 * h;
-        const size_t high_shift = 2 * k + h;
-        for (size_t l = 0; l < 32; ++l) {
-          const int value = ((q[l] >> shift) & 0x0f) | (((block.qh[l] >> high_shift) & 1) << 4);
-          *dst++ = scale * static_cast<float>(value) - min;
-        }
-      }
-    }
-  }
+  dequantize_k4<blocks::BlockQ5_K>(
+      src, num_blocks, dst, [](const blocks::BlockQ5_K& block, size_t k, size_t h, size_t l) {
+        return ((block.qh[l] >> (2 * k + h)) & 1) << 4;
+      });
 }
 
 // Element 128*n + 32*g + l (n < 2, g < 4, l < 32): low 4 bits from ql[64*n + 32*(g % 2) + l]

@@ -10,18 +10,20 @@ namespace {
 
 using blocks::kQK;
 
-// Copies block `index` out of the byte stream: GGUF data need not be aligned for the struct.
-template <typename Block>
-Block load_block(const uint8_t* src, size_t index) {
-  Block block;
-  std::memcpy(&block, src + index * sizeof(Block), sizeof(Block));
-  return block;
-}
-
 uint32_t load_u32(const uint8_t (&bytes)[4]) {
   uint32_t value;
   std::memcpy(&value, bytes, sizeof(value));  // little-endian host (block_formats.h)
   return value;
+}
+
+// Q5_0 / Q5_1: the 5-bit quant of each of the block's 32 elements. Element j < 16 is the low
+// nibble of qs[j] and element j + 16 its high nibble; the 5th bit of element e is bit e of qh.
+void unpack_q5(const uint8_t (&qs)[kQK / 2], const uint8_t (&qh_bytes)[4], int (&quants)[kQK]) {
+  const uint32_t qh = load_u32(qh_bytes);
+  for (size_t j = 0; j < kQK / 2; ++j) {
+    quants[j] = (qs[j] & 0x0f) | (static_cast<int>((qh >> j) & 1u) << 4);
+    quants[j + kQK / 2] = (qs[j] >> 4) | (static_cast<int>((qh >> (j + kQK / 2)) & 1u) << 4);
+  }
 }
 
 }  // namespace
@@ -73,13 +75,9 @@ void dequantize_q5_0(const uint8_t* src, size_t num_blocks, float* dst) {
   for (size_t b = 0; b < num_blocks; ++b, dst += kQK) {
     const auto block = load_block<blocks::BlockQ5_0>(src, b);
     const float d = f16_to_f32(block.d);
-    const uint32_t qh = load_u32(block.qh);
-    for (size_t j = 0; j < kQK / 2; ++j) {
-      const int high_lo = static_cast<int>((qh >> j) & 1u) << 4;              // element j
-      const int high_hi = static_cast<int>((qh >> (j + kQK / 2)) & 1u) << 4;  // element j + 16
-      dst[j] = static_cast<float>(((block.qs[j] & 0x0f) | high_lo) - 16) * d;
-      dst[j + kQK / 2] = static_cast<float>(((block.qs[j] >> 4) | high_hi) - 16) * d;
-    }
+    int quants[kQK];
+    unpack_q5(block.qs, block.qh, quants);
+    for (size_t j = 0; j < kQK; ++j) dst[j] = static_cast<float>(quants[j] - 16) * d;
   }
 }
 
@@ -88,13 +86,9 @@ void dequantize_q5_1(const uint8_t* src, size_t num_blocks, float* dst) {
     const auto block = load_block<blocks::BlockQ5_1>(src, b);
     const float d = f16_to_f32(block.d);
     const float m = f16_to_f32(block.m);
-    const uint32_t qh = load_u32(block.qh);
-    for (size_t j = 0; j < kQK / 2; ++j) {
-      const int high_lo = static_cast<int>((qh >> j) & 1u) << 4;
-      const int high_hi = static_cast<int>((qh >> (j + kQK / 2)) & 1u) << 4;
-      dst[j] = static_cast<float>((block.qs[j] & 0x0f) | high_lo) * d + m;
-      dst[j + kQK / 2] = static_cast<float>((block.qs[j] >> 4) | high_hi) * d + m;
-    }
+    int quants[kQK];
+    unpack_q5(block.qs, block.qh, quants);
+    for (size_t j = 0; j < kQK; ++j) dst[j] = static_cast<float>(quants[j]) * d + m;
   }
 }
 

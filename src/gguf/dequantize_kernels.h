@@ -9,12 +9,21 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "gguf/tensor_type.h"
 
 namespace cellm::internal {
 
 using DequantizeKernel = void (*)(const uint8_t* src, size_t num_blocks, float* dst);
+
+// Copies block `index` out of the byte stream: GGUF data need not be aligned for the struct.
+template <typename Block>
+Block load_block(const uint8_t* src, size_t index) {
+  Block block;
+  std::memcpy(&block, src + index * sizeof(Block), sizeof(Block));
+  return block;
+}
 
 // Plain floats and the 32-element types (dequantize_kernels.cpp).
 void dequantize_f32(const uint8_t* src, size_t num_blocks, float* dst);

@@ -171,7 +171,8 @@ GgufFile getter_file(std::vector<uint8_t>* storage) {
       {"f32s", V::array(GgufValueType::kFloat32, {V::f32(0.5f), V::f32(-2.0f)})},
       {"f64s", V::array(GgufValueType::kFloat64, {V::f64(0.25)})},
   };
-  for (const auto& [key, value] : entries) CELLM_CHECK(writer.add_metadata(key, value).ok()) << key;
+  for (const auto& [key, value] : entries)
+    CELLM_CHECK(writer.add_metadata(key, value).ok()) << "test key " << key << " refused";
   *storage = std::move(writer.write_bytes()).value();
   return std::move(GgufFile::parse(*storage)).value();
 }

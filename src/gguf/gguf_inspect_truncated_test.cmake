@@ -2,15 +2,8 @@
 # the offset, print nothing on stdout, and exit 1. Run by ctest (reader.cmake) as
 #   cmake -DCELLM=... -DTRUNCATE=... -DMODELS_DEFAULT=... -DWORK_DIR=... -P <this file>
 # $CELLM_TEST_MODELS overrides MODELS_DEFAULT, as for the gtest suites.
-if(DEFINED ENV{CELLM_TEST_MODELS} AND NOT "$ENV{CELLM_TEST_MODELS}" STREQUAL "")
-  set(models "$ENV{CELLM_TEST_MODELS}")
-else()
-  set(models "${MODELS_DEFAULT}")
-endif()
-set(model "${models}/stories260K.gguf")
-if(NOT EXISTS "${model}")
-  message(FATAL_ERROR "test model '${model}' does not exist; set CELLM_TEST_MODELS")
-endif()
+include("${CMAKE_CURRENT_LIST_DIR}/../../tests/support/cli_test.cmake")
+cellm_test_model(model "stories260K.gguf")
 
 file(MAKE_DIRECTORY "${WORK_DIR}")
 set(truncated "${WORK_DIR}/stories260K-cut-at-5000.gguf")
@@ -23,17 +16,6 @@ endif()
 execute_process(COMMAND "${CELLM}" inspect "${truncated}"
   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 message(STATUS "exit ${rc}; stderr: ${err}")
-if(NOT rc EQUAL 1)
-  message(FATAL_ERROR "expected exit status 1, got '${rc}'")
-endif()
-if(NOT out STREQUAL "")
-  message(FATAL_ERROR "expected nothing on stdout, got: ${out}")
-endif()
-string(REGEX MATCHALL "\n" newlines "${err}")
-list(LENGTH newlines num_lines)
-if(NOT num_lines EQUAL 1)
-  message(FATAL_ERROR "expected exactly one error line, got ${num_lines}")
-endif()
-if(NOT err MATCHES "^cellm inspect: [^\n]*stories260K-cut-at-5000\\.gguf: gguf: [^\n]*offset [0-9]+")
-  message(FATAL_ERROR "the error line does not name the file and the offset")
-endif()
+# The line names the file and the offset.
+cellm_expect_one_error_line("${rc}" "${out}" "${err}"
+  "^cellm inspect: [^\n]*stories260K-cut-at-5000\\.gguf: gguf: [^\n]*offset [0-9]+")

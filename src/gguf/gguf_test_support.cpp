@@ -51,7 +51,7 @@ std::string check_tensor(const GgufFile& file, const GgufTensorInfo& info,
     return name + "data outside the bytes";
   }
   const std::span<const uint8_t> data = file.tensor_data(info);
-  if (data.size() != info.size_bytes || (data.size() > 0 && data.data() != bytes.data() + begin)) {
+  if (data.size() != info.size_bytes || (!data.empty() && data.data() != bytes.data() + begin)) {
     return name + "tensor_data is not the tensor's bytes";
   }
   return "";

@@ -214,7 +214,8 @@ void GptqLinear::repack_row(int64_t channel, std::span<uint8_t> out) const {
 }
 
 void GptqLinear::dequantize_row(int64_t channel, std::span<float> out) const {
-  CELLM_CHECK_EQ(out.size(), static_cast<size_t>(num_inputs_)) << prefix_;
+  CELLM_CHECK_EQ(out.size(), static_cast<size_t>(num_inputs_))
+      << prefix_ << ": dequantize_row into a buffer of the wrong size";
   const int64_t group = config_.group_size;
   for (int64_t i = 0; i < num_inputs_; ++i) {
     const int64_t g = i / group;

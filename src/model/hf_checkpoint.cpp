@@ -206,8 +206,10 @@ Status HfCheckpoint::map_tensors() {
 }
 
 void HfCheckpoint::read_row_f32(const CheckpointTensor& t, int64_t row, std::span<float> out) {
-  CELLM_CHECK_EQ(out.size(), static_cast<size_t>(t.num_cols)) << t.gguf_name;
-  CELLM_CHECK(row >= 0 && row < t.num_rows) << t.gguf_name << " row " << row;
+  CELLM_CHECK_EQ(out.size(), static_cast<size_t>(t.num_cols))
+      << t.gguf_name << ": the row buffer must hold exactly one row";
+  CELLM_CHECK(row >= 0 && row < t.num_rows)
+      << t.gguf_name << " row " << row << " outside its " << t.num_rows << " rows";
   if (!t.values.empty()) {
     std::copy(t.values.begin(), t.values.end(), out.begin());
     return;

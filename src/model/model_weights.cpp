@@ -82,8 +82,8 @@ StatusOr<ModelWeights> ModelWeights::from_gguf(const GgufFile& file, const Model
     CELLM_RETURN_IF_ERROR(
         bind_weight(file, p + "attn_v.weight", hidden, c.v_width(), Need::kRequired, &l.wv));
     CELLM_RETURN_IF_ERROR(bind_weight(file, p + "attn_output.weight",
-                                      c.num_heads * c.value_head_dim, hidden, Need::kRequired,
-                                      &l.wo));
+                                      static_cast<int64_t>(c.num_heads) * c.value_head_dim, hidden,
+                                      Need::kRequired, &l.wo));
     CELLM_RETURN_IF_ERROR(bind_weight(file, p + "attn_q.bias", c.q_width(), 1, bias, &l.q_bias));
     CELLM_RETURN_IF_ERROR(bind_weight(file, p + "attn_k.bias", c.kv_width(), 1, bias, &l.k_bias));
     CELLM_RETURN_IF_ERROR(bind_weight(file, p + "attn_v.bias", c.v_width(), 1, bias, &l.v_bias));

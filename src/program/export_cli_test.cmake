@@ -3,15 +3,8 @@
 # and leaves no file. Run by ctest (src/program/CMakeLists.txt) as
 #   cmake -DCELLM=... -DMODELS_DEFAULT=... -DWORK_DIR=... -P <this file>
 # $CELLM_TEST_MODELS overrides MODELS_DEFAULT, as for the gtest suites.
-if(DEFINED ENV{CELLM_TEST_MODELS} AND NOT "$ENV{CELLM_TEST_MODELS}" STREQUAL "")
-  set(models "$ENV{CELLM_TEST_MODELS}")
-else()
-  set(models "${MODELS_DEFAULT}")
-endif()
-set(model "${models}/stories260K.gguf")
-if(NOT EXISTS "${model}")
-  message(FATAL_ERROR "test model '${model}' does not exist; set CELLM_TEST_MODELS")
-endif()
+include("${CMAKE_CURRENT_LIST_DIR}/../../tests/support/cli_test.cmake")
+cellm_test_model(model "stories260K.gguf")
 file(REMOVE_RECURSE "${WORK_DIR}")
 file(MAKE_DIRECTORY "${WORK_DIR}")
 set(program "${WORK_DIR}/stories260K.program.gguf")
@@ -47,12 +40,8 @@ set(refused "${WORK_DIR}/refused.gguf")
 execute_process(COMMAND "${CELLM}" export --gguf "${model}" --output "${refused}"
                         --max-step-tokens 4 --min-prefill-chunk 5
   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(NOT rc EQUAL 1)
-  message(FATAL_ERROR "expected exit status 1, got '${rc}'")
-endif()
-if(NOT err STREQUAL "cellm export: --max-step-tokens (W = 4) must be at least --min-prefill-chunk (m = 5)\n")
-  message(FATAL_ERROR "unexpected error output: '${err}'")
-endif()
+cellm_expect_one_error_line("${rc}" "${out}" "${err}"
+  "^cellm export: --max-step-tokens \\(W = 4\\) must be at least --min-prefill-chunk \\(m = 5\\)\n$")
 file(GLOB left "${WORK_DIR}/refused*")
 if(left)
   message(FATAL_ERROR "a refused export left files: ${left}")

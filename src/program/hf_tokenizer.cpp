@@ -9,6 +9,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <utility>
 
 #include "tokenizer/pretokenizer.h"
 #include "tokenizer/vocab.h"
@@ -265,7 +266,12 @@ Status read_merges(const Json& tokenizer, const std::string& where, HfVocab* v) 
       return data_loss(fmt::format("{}: model.merges[{}] is not a merge", where, rank));
     }
     first_rank.emplace(left + right, static_cast<int64_t>(rank));
-    if (!v->spm) v->merges.push_back(left + " " + right);
+    if (!v->spm) {
+      std::string merge = left;
+      merge += ' ';
+      merge += right;
+      v->merges.push_back(std::move(merge));
+    }
   }
   if (v->spm) {
     const auto num_merges = static_cast<float>(merges.size());

@@ -70,7 +70,7 @@ StatusOr<bool> Regex::Matcher::find(std::string_view subject, size_t start, Rege
   match->end = ovector[1];
   match->group = 0;
   for (int g = 1; g < rc; ++g) {
-    if (ovector[2 * g] != PCRE2_UNSET) {
+    if (ovector[2 * static_cast<size_t>(g)] != PCRE2_UNSET) {
       match->group = g;
       break;
     }

@@ -2,37 +2,26 @@
 
 #include <gtest/gtest.h>
 
+#include <ostream>
+#include <string>
 #include <vector>
 
-#include "backends/cpu/cpu_model.h"
-#include "test_models.h"
+#include "cpu_executor_testing.h"
 
 namespace cellm {
 namespace {
 
 class CpuExecutorTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    StatusOr<CpuModel> model = CpuModel::open(testing::test_model_path("stories260K.gguf"));
-    ASSERT_TRUE(model.ok()) << model.status().to_string();
-    model_ = std::make_unique<CpuModel>(std::move(model).value());
-  }
-
   ProgramSpec plan(int32_t max_step_tokens, int32_t min_prefill_chunk,
                    std::vector<int32_t> decode_widths) const {
-    ProgramSpec spec = model_->spec;
-    spec.max_step_tokens = max_step_tokens;
-    spec.min_prefill_chunk = min_prefill_chunk;
-    spec.decode_widths = std::move(decode_widths);
-    return spec;
+    return testing::with_plan(program_.spec(), max_step_tokens, min_prefill_chunk,
+                              std::move(decode_widths));
   }
 
   std::unique_ptr<CpuExecutor> executor(const ProgramSpec& spec,
                                         const CpuExecutorOptions& options = {}) const {
-    auto executor = std::make_unique<CpuExecutor>(model_->config, model_->weights, spec, options);
-    const Status status = executor->initialize();
-    EXPECT_TRUE(status.ok()) << status.to_string();
-    return executor;
+    return testing::make_executor(program_, spec, options);
   }
 
   // Runs `n` tokens (ids 3, 4, ...) on a new session in one input keeping its last row.
@@ -47,16 +36,18 @@ class CpuExecutorTest : public ::testing::Test {
     return executor.execute(batch, return_logits);
   }
 
-  std::unique_ptr<CpuModel> model_;
+  const Program& program_ = testing::stories260k();
+  const ModelConfig& config_ = program_.config();
+  const ModelWeights& weights_ = program_.weights();
 };
 
 TEST_F(CpuExecutorTest, DefaultsForAPlainModelComeFromTheProgram) {
-  EXPECT_TRUE(model_->spec_is_default);
-  auto ex = executor(model_->spec);
+  EXPECT_TRUE(program_.uses_default_spec());
+  auto ex = executor(program_.spec());
   const ExecutorLimits limits = ex->limits();
   EXPECT_EQ(limits.max_step_tokens, 512);
   EXPECT_EQ(limits.min_prefill_chunk, 5);
-  EXPECT_EQ(limits.max_session_tokens, model_->spec.max_context_len);
+  EXPECT_EQ(limits.max_session_tokens, program_.spec().max_context_len);
   EXPECT_EQ(limits.vocab_size, 512);
   EXPECT_EQ(ex->preferred_batch_tokens(), 512);
   const CacheUsage usage = ex->cache_usage();
@@ -67,7 +58,7 @@ TEST_F(CpuExecutorTest, DefaultsForAPlainModelComeFromTheProgram) {
 }
 
 TEST_F(CpuExecutorTest, ExecuteBeforeInitializeIsAnError) {
-  CpuExecutor ex(model_->config, model_->weights, model_->spec);
+  CpuExecutor ex(config_, weights_, program_.spec());
   const StatusOr<BatchOutput> output = ex.execute(BatchInput{}, true);
   ASSERT_FALSE(output.ok());
   EXPECT_EQ(output.status().code(), StatusCode::kFailedPrecondition);
@@ -75,22 +66,22 @@ TEST_F(CpuExecutorTest, ExecuteBeforeInitializeIsAnError) {
 
 TEST_F(CpuExecutorTest, InitializeRejectsABadProgramOrOptions) {
   const auto initialize = [&](const ProgramSpec& spec, const CpuExecutorOptions& options) {
-    CpuExecutor ex(model_->config, model_->weights, spec, options);
+    CpuExecutor ex(config_, weights_, spec, options);
     return ex.initialize();
   };
   EXPECT_FALSE(initialize(plan(4, 5, {1}), {}).ok()) << "W < m";
   EXPECT_FALSE(initialize(plan(8, 2, {2, 4}), {}).ok()) << "decode widths not from 1";
   EXPECT_FALSE(initialize(plan(8, 2, {1, 16}), {}).ok()) << "decode width past W";
-  ProgramSpec wrong_vocab = model_->spec;
+  ProgramSpec wrong_vocab = program_.spec();
   wrong_vocab.vocab_size = 100;
   EXPECT_FALSE(initialize(wrong_vocab, {}).ok());
   CpuExecutorOptions too_long;
-  too_long.max_session_tokens = model_->spec.max_context_len + 1;
-  const Status status = initialize(model_->spec, too_long);
+  too_long.max_session_tokens = program_.spec().max_context_len + 1;
+  const Status status = initialize(program_.spec(), too_long);
   EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status.to_string();
   CpuExecutorOptions no_sessions;
   no_sessions.max_sessions = 0;
-  EXPECT_FALSE(initialize(model_->spec, no_sessions).ok());
+  EXPECT_FALSE(initialize(program_.spec(), no_sessions).ok());
 }
 
 TEST_F(CpuExecutorTest, CallsFollowTheSlicePlan) {
@@ -118,12 +109,12 @@ TEST_F(CpuExecutorTest, CallsFollowTheSlicePlan) {
 
 TEST_F(CpuExecutorTest, OutputsWithoutLogitsStillAdvanceTheSession) {
   std::vector<int32_t> tokens;
-  auto with_logits = executor(model_->spec);
+  auto with_logits = executor(program_.spec());
   const StatusOr<BatchOutput> expected = run_prompt(*with_logits, 9, true, tokens);
   ASSERT_TRUE(expected.ok());
   ASSERT_EQ(expected->logits.size(), 512u);
 
-  auto ex = executor(model_->spec);
+  auto ex = executor(program_.spec());
   const StatusOr<BatchOutput> output = run_prompt(*ex, 9, false, tokens);
   ASSERT_TRUE(output.ok()) << output.status().to_string();
   ASSERT_EQ(output->outputs.size(), 1u);
@@ -146,7 +137,7 @@ TEST_F(CpuExecutorTest, OutputsWithoutLogitsStillAdvanceTheSession) {
 TEST_F(CpuExecutorTest, SessionVerbsReachTheSessionTable) {
   CpuExecutorOptions options;
   options.max_sessions = 2;
-  auto ex = executor(model_->spec, options);
+  auto ex = executor(program_.spec(), options);
   std::vector<int32_t> tokens;
   const StatusOr<BatchOutput> output = run_prompt(*ex, 6, true, tokens);
   ASSERT_TRUE(output.ok()) << output.status().to_string();
@@ -163,6 +154,88 @@ TEST_F(CpuExecutorTest, SessionVerbsReachTheSessionTable) {
   EXPECT_EQ(ex->cache_usage().num_free, 65536 - 2);
   EXPECT_EQ(ex->close_session(*clone).code(), StatusCode::kNotFound);
   EXPECT_EQ(ex->session_length(*clone).status().code(), StatusCode::kNotFound);
+}
+
+// Everything a failed step must leave as it was: each session's length and cells, the pool.
+struct SessionState {
+  std::vector<int32_t> lengths;
+  std::vector<std::vector<int32_t>> cells;
+  int32_t num_free = 0;
+  int32_t high_water = 0;
+  bool operator==(const SessionState&) const = default;
+};
+
+// NOLINTNEXTLINE(readability-identifier-naming): the name GoogleTest looks for
+void PrintTo(const SessionState& state, std::ostream* os) {
+  *os << "lengths " << ::testing::PrintToString(state.lengths) << ", cells "
+      << ::testing::PrintToString(state.cells) << ", " << state.num_free << " free, high water "
+      << state.high_water;
+}
+
+SessionState session_state(const CpuExecutor& ex, const std::vector<SessionId>& sessions) {
+  SessionState state;
+  for (const SessionId id : sessions) {
+    state.lengths.push_back(*ex.session_length(id));
+    state.cells.push_back(*ex.session_cells(id));
+  }
+  state.num_free = ex.cache_usage().num_free;
+  state.high_water = ex.cache_usage().high_water;
+  return state;
+}
+
+TEST_F(CpuExecutorTest, AFailedStepThatRewoundLeavesEverySessionExactlyAsItWas) {
+  // W=8, m=2: the failing batch of 9 tokens is a prefill call of 8 and a decode call of 1.
+  const ProgramSpec spec = plan(8, 2, {1});
+  const std::vector<int32_t> history_a = {3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14};
+  const std::vector<int32_t> history_b = {20, 21, 22, 23, 24};
+  const std::vector<int32_t> redo_a = {40, 41, 42, 43, 44, 45};  // a from position 4
+  const std::vector<int32_t> more_b = {50, 51, 52};
+  const std::vector<int32_t> next = {60};
+  for (const int64_t failing_call : {0, 1}) {
+    SCOPED_TRACE("the step's call " + std::to_string(failing_call) + " fails");
+    int64_t fail_at = -1;  // the executor's call index to fail; -1 = none
+    CpuExecutorOptions options;
+    options.after_call_for_test = [&fail_at](int64_t call) {
+      return call == fail_at ? internal_error("injected fault") : ok_status();
+    };
+    auto ex = executor(spec, options);
+    auto control = executor(spec);
+    std::vector<SessionId> sessions;
+    for (CpuExecutor* e : {ex.get(), control.get()}) {
+      const SessionId a = *e->open_session();
+      const SessionId b = *e->open_session();
+      sessions = {a, b};  // the same ids on both fresh executors
+      BatchInput history;
+      history.inputs = {{a, 0, history_a, 0, 12, true}, {b, 0, history_b, 0, 5, true}};
+      ASSERT_TRUE(e->execute(history, false).ok());
+    }
+    const SessionId a = sessions[0];
+    const SessionId b = sessions[1];
+    const SessionState before = session_state(*ex, sessions);
+
+    BatchInput step;  // a rewinds from 12 to 4 (dropping 8 cells), b continues
+    step.inputs = {{a, 4, redo_a, 0, 6, true}, {b, 5, more_b, 0, 3, true}};
+    fail_at = ex->stats().num_prefill_calls + ex->stats().num_decode_calls + failing_call;
+    const StatusOr<BatchOutput> failed = ex->execute(step, true);
+    ASSERT_FALSE(failed.ok());
+    EXPECT_NE(failed.status().message().find("injected fault"), std::string::npos)
+        << failed.status().to_string();
+    EXPECT_EQ(session_state(*ex, sessions), before)
+        << "a failed step changed a session's length or cells, or the pool";
+    EXPECT_EQ(ex->stats().num_steps, 1);
+
+    // The sessions then continue exactly like the control's, which never saw the failure.
+    fail_at = -1;
+    for (const BatchInput& batch :
+         {step, BatchInput{{{a, 10, next, 0, 1, true}, {b, 8, next, 0, 1, true}}}}) {
+      const StatusOr<BatchOutput> got = ex->execute(batch, true);
+      const StatusOr<BatchOutput> expected = control->execute(batch, true);
+      ASSERT_TRUE(got.ok()) << got.status().to_string();
+      ASSERT_TRUE(expected.ok()) << expected.status().to_string();
+      EXPECT_EQ(got->logits, expected->logits);
+      EXPECT_EQ(session_state(*ex, sessions), session_state(*control, sessions));
+    }
+  }
 }
 
 }  // namespace

@@ -14,7 +14,8 @@ std::vector<float> read_vector(const WeightView& w) {
   if (!w.present()) return {};
   std::vector<float> values(static_cast<size_t>(w.num_cols * w.num_rows));
   const Status status = dequantize_row(w.type, w.bytes, values);
-  CELLM_CHECK(status.ok()) << w.name << ": " << status.to_string();
+  CELLM_CHECK(status.ok()) << w.name << " failed to dequantize after ModelWeights checked it: "
+                           << status.to_string();
   return values;
 }
 

@@ -23,7 +23,9 @@ const float* row_as_f32(const WeightView& w, int64_t r, std::vector<float>& buff
   }
   buffer.resize(static_cast<size_t>(w.num_cols));
   const Status status = dequantize_row(w.type, bytes, buffer);
-  CELLM_CHECK(status.ok()) << w.name << " row " << r << ": " << status.to_string();
+  CELLM_CHECK(status.ok()) << w.name << " row " << r
+                           << " failed to dequantize after ModelWeights checked it: "
+                           << status.to_string();
   return buffer.data();
 }
 

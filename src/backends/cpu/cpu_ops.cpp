@@ -85,7 +85,9 @@ void cpu_embed(const WeightView& table, const int32_t* tokens, int64_t num_token
         << "token " << tokens[t] << " outside " << table.name << "'s " << table.num_rows << " rows";
     const Status status = dequantize_row(table.type, table.row(tokens[t]),
                                          std::span<float>(out + t * dim, static_cast<size_t>(dim)));
-    CELLM_CHECK(status.ok()) << table.name << ": " << status.to_string();
+    CELLM_CHECK(status.ok()) << table.name
+                             << " failed to dequantize after ModelWeights checked it: "
+                             << status.to_string();
   }
 }
 

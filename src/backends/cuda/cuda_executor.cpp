@@ -300,6 +300,7 @@ StatusOr<BatchOutput> CudaExecutor::execute(const BatchInput& batch, bool return
     output.vocab_size = config_.vocab_size;
     output.logits.assign(last_logits_.begin(), last_logits_.end());
   }
+  table_->commit();  // the step succeeded: cells its rewinds dropped are free now
   ++stats_.num_steps;
   for (const SliceCall& call : calls) {
     if (call.method == SliceMethod::kPrefill) {

@@ -1,8 +1,10 @@
-// Shared helpers of the CPU end-to-end suites (tests/cpu_*_test.cpp): open a model into a
-// CpuExecutor, drive greedy generation one step at a time through Executor::execute, compare
-// logits rows. Header-only because each suite is its own binary. Greedy argmax here is the
-// test's own (lowest id wins ties, as the references' drivers did), not the engine's sampler.
-// Thread-safety: test code, one thread.
+// Shared helpers of the tests that run a real model on the CpuExecutor (backend unit tests and
+// the end-to-end suites in tests/): load a program from the test models folder, give it another
+// slicing plan, build an initialized executor, drive greedy generation one step at a time
+// through Executor::execute, compare logits rows. Greedy argmax here is the test's own (lowest
+// id wins ties, as the references' drivers did), not the engine's sampler. Header-only: each
+// suite is its own binary, linked against the CPU backend. Thread-safety: test code; the
+// programs stories260k() caches are immutable once loaded.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -13,35 +15,58 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/cpu_executor.h"
-#include "backends/cpu/cpu_model.h"
+#include "program/program.h"
 #include "test_models.h"
 
 namespace cellm::testing {
 
-// Opens a model from the test models folder; null (and a test failure) when it cannot.
-inline std::unique_ptr<CpuModel> open_test_model(const std::string& relative) {
-  StatusOr<CpuModel> model = CpuModel::open(test_model_path(relative));
-  if (!model.ok()) {
-    ADD_FAILURE() << model.status().to_string();
+// Loads a program (or plain GGUF model) from the test models folder; null and a test failure
+// when it cannot.
+inline std::unique_ptr<Program> load_test_program(const std::string& relative) {
+  StatusOr<Program> program = Program::load(test_model_path(relative));
+  if (!program.ok()) {
+    ADD_FAILURE() << program.status().to_string();
     return nullptr;
   }
-  return std::make_unique<CpuModel>(std::move(model).value());
+  return std::make_unique<Program>(std::move(program).value());
 }
 
-// An initialized executor over `model` with `spec` (its W, m, widths, cache) and `options`.
-inline std::unique_ptr<CpuExecutor> make_executor(const CpuModel& model, const ProgramSpec& spec,
+// stories260K, loaded once per process and kept for its lifetime. A load failure is a test
+// failure and aborts the binary (nothing can run without it).
+inline const Program& stories260k() {
+  static const Program* const program = [] {
+    std::unique_ptr<Program> loaded = load_test_program("stories260K.gguf");
+    if (loaded == nullptr) std::abort();
+    return loaded.release();
+  }();
+  return *program;
+}
+
+// `spec` with another slicing plan: W, m and the static decode widths.
+inline ProgramSpec with_plan(ProgramSpec spec, int32_t max_step_tokens, int32_t min_prefill_chunk,
+                             std::vector<int32_t> decode_widths) {
+  spec.max_step_tokens = max_step_tokens;
+  spec.min_prefill_chunk = min_prefill_chunk;
+  spec.decode_widths = std::move(decode_widths);
+  return spec;
+}
+
+// An initialized executor over `program`'s weights with `spec` (its W, m, widths, cache) and
+// `options`; a failed initialize() is a test failure.
+inline std::unique_ptr<CpuExecutor> make_executor(const Program& program, const ProgramSpec& spec,
                                                   const CpuExecutorOptions& options = {}) {
-  auto executor = std::make_unique<CpuExecutor>(model.config, model.weights, spec, options);
+  auto executor = std::make_unique<CpuExecutor>(program.config(), program.weights(), spec, options);
   const Status status = executor->initialize();
   EXPECT_TRUE(status.ok()) << status.to_string();
   return executor;
 }
 
-inline std::unique_ptr<CpuExecutor> make_executor(const CpuModel& model) {
-  return make_executor(model, model.spec);
+inline std::unique_ptr<CpuExecutor> make_executor(const Program& program) {
+  return make_executor(program, program.spec());
 }
 
 // Index of the largest value; the lowest index on a tie.
@@ -56,6 +81,22 @@ inline float max_abs_diff(std::span<const float> a, std::span<const float> b) {
     diff = std::max(diff, std::fabs(a[i] - b[i]));
   }
   return diff;
+}
+
+// Compares two [rows, vocab] logits blocks row by row: a test failure naming `what` and the row
+// for each row whose max abs diff passes `tolerance`. Returns the worst row's max abs diff.
+inline float expect_rows_near(std::span<const float> actual, std::span<const float> expected,
+                              int32_t vocab, float tolerance, const std::string& what) {
+  EXPECT_EQ(actual.size(), expected.size()) << what;
+  const size_t width = static_cast<size_t>(vocab);
+  float worst = 0.0f;
+  for (size_t row = 0; (row + 1) * width <= std::min(actual.size(), expected.size()); ++row) {
+    const float diff =
+        max_abs_diff(actual.subspan(row * width, width), expected.subspan(row * width, width));
+    worst = std::max(worst, diff);
+    EXPECT_LE(diff, tolerance) << what << ", logits row " << row;
+  }
+  return worst;
 }
 
 // One input running payload[begin, end) of `tokens` (payload[0] at start_pos).
