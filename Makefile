@@ -23,7 +23,10 @@ release: deps
 	cmake --preset release >/dev/null
 	cmake --build --preset release -j $(JOBS)
 
-run: release
+# Only the binary: the main job needs no tests or benchmarks.
+run: deps
+	cmake --preset release >/dev/null
+	cmake --build --preset release -j $(JOBS) --target cellm
 	scripts/demo $(CELLM_RELEASE) $(MODEL)
 
 test: build

@@ -58,9 +58,9 @@ class CpuBatchingTest : public ::testing::Test {
     for (int32_t i = 0; i < static_cast<int32_t>(tokens.size()); ++i) {
       batch.inputs.push_back(testing::step_input(session, start_pos, tokens, i, i + 1, true));
     }
-    BatchOutput output = testing::execute_ok(executor, batch);
+    const BatchOutput output = testing::execute_ok(executor, batch);
     EXPECT_EQ(output.outputs.size(), tokens.size());
-    return std::move(output.logits);
+    return {output.logits.begin(), output.logits.end()};  // the view lasts until the next step
   }
 
   // Every row of a and b within kTolerance.
@@ -70,8 +70,7 @@ class CpuBatchingTest : public ::testing::Test {
   }
 
   std::span<const float> row(const BatchOutput& output, size_t index) const {
-    return std::span<const float>(output.logits)
-        .subspan(index * static_cast<size_t>(vocab_), static_cast<size_t>(vocab_));
+    return output.logits.subspan(index * static_cast<size_t>(vocab_), static_cast<size_t>(vocab_));
   }
 
   const Program* program_ = nullptr;
@@ -83,7 +82,8 @@ TEST_F(CpuBatchingTest, TwoPromptsInterleavedInOneStepMatchTheirSoloRuns) {
   const Tokens prompt_a = sequence(3, 14);  // 25 tokens
   const Tokens prompt_b = sequence(5, 4);   // 13 tokens
   constexpr int32_t kNumSteps = 24;
-  for (const ProgramSpec& spec : {program_->spec(), plan(8, 2, {1}), plan(8, 5, {1, 2, 4, 8})}) {
+  for (const ProgramSpec& spec : {program_->spec(), plan(8, 2, {1}), plan(8, 5, {1, 2, 4, 8}),
+                                  plan(512, 257, recommended_decode_widths(512))}) {
     SCOPED_TRACE("W=" + std::to_string(spec.max_step_tokens) +
                  " m=" + std::to_string(spec.min_prefill_chunk));
     auto solo = testing::make_executor(*program_, spec);
@@ -177,7 +177,8 @@ TEST_F(CpuBatchingTest, SlicingPlansAndChunkingGiveTheSameLogits) {
       logits_at_every_position(*reference_executor, *reference_executor->open_session(), 0, tokens);
 
   for (const ProgramSpec& spec :
-       {plan(8, 2, {1}), plan(8, 5, {1, 2, 4, 8}), plan(8, 8, {1, 2, 4, 8}), plan(4, 1, {1})}) {
+       {plan(8, 2, {1}), plan(8, 5, {1, 2, 4, 8}), plan(8, 8, {1, 2, 4, 8}), plan(4, 1, {1}),
+        plan(512, 257, recommended_decode_widths(512))}) {
     const std::string what = "W=" + std::to_string(spec.max_step_tokens) +
                              " m=" + std::to_string(spec.min_prefill_chunk) + " widths " +
                              std::to_string(spec.decode_widths.size());

@@ -129,8 +129,8 @@ TEST_F(ExportErrorsTest, LimitsAreCheckedAgainstEachOther) {
   options_.max_step_tokens = 4;
   options_.min_prefill_chunk = 5;
   EXPECT_EQ(error(), "--max-step-tokens (W = 4) must be at least --min-prefill-chunk (m = 5)");
-  options_.min_prefill_chunk = 0;
-  EXPECT_THAT(error(), HasSubstr("--min-prefill-chunk (0) must be at least 1"));
+  options_.min_prefill_chunk = -1;
+  EXPECT_THAT(error(), HasSubstr("--min-prefill-chunk (-1) must be at least 1 (or auto)"));
   options_.min_prefill_chunk = 5;
   options_.max_step_tokens = 512;
   options_.max_seq_len = 512;
@@ -151,6 +151,10 @@ TEST_F(ExportErrorsTest, LimitsAreCheckedAgainstEachOther) {
   EXPECT_THAT(parse_export_quant("q5_k").status().message(), HasSubstr("--quant 'q5_k'"));
   EXPECT_THAT(parse_decode_widths("1,x").status().message(), HasSubstr("--decode-widths '1,x'"));
   EXPECT_EQ(*parse_decode_widths("1,2,8"), (std::vector<int32_t>{1, 2, 8}));
+  EXPECT_EQ(*parse_min_prefill_chunk("auto"), kAutoMinPrefillChunk);
+  EXPECT_EQ(*parse_min_prefill_chunk("17"), 17);
+  EXPECT_THAT(parse_min_prefill_chunk("17x").status().message(),
+              HasSubstr("--min-prefill-chunk '17x'"));
 }
 
 TEST_F(ExportErrorsTest, FailureWhileStreamingLeavesTheOldOutput) {

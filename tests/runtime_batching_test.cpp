@@ -1,6 +1,7 @@
 // End to end on stories260K with the CPU executor: sixteen sessions whose prompts run from 0 to
 // 300 tokens (after BOS), greedy, started together, each equal to its solo run token for token,
-// for several (W, m) and decode widths; and the reference greedy outputs, all six batched.
+// for several (W, m) and decode widths (the recommended W 512, m 257, widths up to 256 among
+// them); and the reference greedy outputs, all six batched.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -46,18 +47,21 @@ TEST_P(RuntimeBatchingTest, SixteenSessionsStartedTogetherEqualTheirSoloRuns) {
                                                                batched.metrics.num_decode_tokens));
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, RuntimeBatchingTest,
-                         ::testing::Values(ExecutorShape{512, 5, {1}}, ExecutorShape{32, 5, {1}},
-                                           ExecutorShape{16, 1, {1}},
-                                           ExecutorShape{512, 5, {1, 2, 4, 8, 16}},
-                                           ExecutorShape{32, 5, {1, 2, 4, 8, 16}},
-                                           ExecutorShape{16, 1, {1, 2, 4, 8, 16}}),
-                         [](const ::testing::TestParamInfo<ExecutorShape>& info) {
-                           const ExecutorShape& s = info.param;
-                           return "W" + std::to_string(s.max_step_tokens) + "_m" +
-                                  std::to_string(s.min_prefill_chunk) + "_widths" +
-                                  std::to_string(s.decode_widths.back());
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, RuntimeBatchingTest,
+    ::testing::Values(ExecutorShape{512, 5, {1}}, ExecutorShape{32, 5, {1}},
+                      ExecutorShape{16, 1, {1}}, ExecutorShape{512, 5, {1, 2, 4, 8, 16}},
+                      ExecutorShape{32, 5, {1, 2, 4, 8, 16}},
+                      ExecutorShape{16, 1, {1, 2, 4, 8, 16}},
+                      // The recommended plan (program_spec.h): slices below
+                      // 257 tokens, prompt chunks included, run as decode
+                      // calls padded up to 256 rows.
+                      ExecutorShape{512, 257, {1, 2, 4, 8, 16, 32, 64, 128, 256}}),
+    [](const ::testing::TestParamInfo<ExecutorShape>& info) {
+      const ExecutorShape& s = info.param;
+      return "W" + std::to_string(s.max_step_tokens) + "_m" + std::to_string(s.min_prefill_chunk) +
+             "_widths" + std::to_string(s.decode_widths.back());
+    });
 
 TEST(RuntimeReferenceTest, TheSixReferenceCasesBatchedTogetherMatchTheReferenceGreedyTokens) {
   const std::string path = testing::test_model_path("reference/stories260K-greedy.json");

@@ -2,18 +2,20 @@
 // reference greedy output, `cellm run --report-json` (generations in prompt order, engine metrics
 // with preemptions, config), and bad arguments (one line, exit status 2).
 //
-// The binary is $CELLM_BINARY, else ../apps/cellm/cellm next to this test's build folder (the
-// build tree's layout); a missing binary is a failure saying so.
+// The binary is found by tests/support/cellm_cli.h. Every run hides the GPUs
+// (CUDA_VISIBLE_DEVICES empty), so `--backend auto` is the CPU and `--backend cuda` has no device
+// wherever the suite runs; src/backends/cuda/cuda_cli_test.cpp runs the CLI on a GPU.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
+#include <vector>
 
+#include "cellm_cli.h"
 #include "test_models.h"
 
 namespace cellm {
@@ -21,49 +23,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string cellm_binary() {
-  if (const char* env = std::getenv("CELLM_BINARY")) return env;
-  const fs::path self = fs::read_symlink("/proc/self/exe");
-  return (self.parent_path().parent_path() / "apps" / "cellm" / "cellm").string();
-}
+using Result = testing::CliResult;
+using testing::slurp;
 
-std::string slurp(const fs::path& path) {
-  std::ifstream file(path);
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
-
-struct Result {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string quote(const std::string& arg) {
-  std::string out = "'";
-  for (const char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
+// Every run hides the GPUs: the suite's expectations are the CPU's, wherever it runs.
 Result run_cellm(const std::vector<std::string>& args) {
-  const std::string binary = cellm_binary();
-  Result result;
-  if (!fs::exists(binary)) {
-    ADD_FAILURE() << "no cellm binary at " << binary << " (build the `cellm` target, or set "
-                  << "CELLM_BINARY)";
-    return result;
-  }
-  const fs::path dir = fs::temp_directory_path() / ("cellm_cli_" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  std::string command = quote(binary);
-  for (const std::string& arg : args) command += " " + quote(arg);
-  command += " >" + quote((dir / "out").string()) + " 2>" + quote((dir / "err").string());
-  const int status = std::system(command.c_str());
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  result.out = slurp(dir / "out");
-  result.err = slurp(dir / "err");
-  return result;
+  return testing::run_cellm(args, "CUDA_VISIBLE_DEVICES=");
 }
 
 nlohmann::json reference() {
@@ -164,12 +129,30 @@ TEST(RuntimeCliTest, BadArgumentsGiveOneClearLineAndExitStatusTwo) {
   }
 }
 
-TEST(RuntimeCliTest, TheCudaBackendIsAClearErrorUntilItExists) {
+TEST(RuntimeCliTest, TheCudaBackendWithoutADeviceIsOneClearLine) {
+  // Built with CUDA: no usable device; built without: no CUDA backend. Either way one line.
+  for (const char* command : {"run", "generate"}) {
+    const Result r = run_cellm({command, "--model", testing::test_model_path("stories260K.gguf"),
+                                "--prompt", "hi", "--backend", "cuda"});
+    EXPECT_EQ(r.exit_code, 1) << command;
+    EXPECT_NE(r.err.find("--backend cuda"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("CUDA"), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+}
+
+TEST(RuntimeCliTest, AutoRunsOnTheCpuWithoutADeviceAndSaysSo) {
+  const fs::path report =
+      fs::temp_directory_path() / ("cellm_auto_" + std::to_string(getpid()) + ".json");
   const Result r = run_cellm({"run", "--model", testing::test_model_path("stories260K.gguf"),
-                              "--prompt", "hi", "--backend", "cuda"});
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("CUDA"), std::string::npos) << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+                              "--prompt", "Once", "--max-new-tokens", "4", "--backend", "auto",
+                              "--exact-activations", "--report-json", report.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("backend: cpu"), std::string::npos) << r.out;
+  const nlohmann::json out = nlohmann::json::parse(slurp(report));
+  EXPECT_EQ(out.at("config").at("backend"), "cpu");
+  fs::remove(report);
 }
 
 }  // namespace

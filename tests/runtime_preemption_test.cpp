@@ -39,12 +39,14 @@ TEST_P(RuntimePreemptionTest, APoolTooSmallPreemptsAndEveryOutputEqualsItsSoloRu
   EXPECT_EQ(m.num_refusals, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, RuntimePreemptionTest,
-                         ::testing::Values(ExecutorShape{512, 5, {1}, 600},
-                                           ExecutorShape{16, 1, {1, 2, 4, 8, 16}, 600}),
-                         [](const ::testing::TestParamInfo<ExecutorShape>& info) {
-                           return "W" + std::to_string(info.param.max_step_tokens);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, RuntimePreemptionTest,
+    ::testing::Values(ExecutorShape{512, 5, {1}, 600}, ExecutorShape{16, 1, {1, 2, 4, 8, 16}, 600},
+                      ExecutorShape{512, 257, recommended_decode_widths(512), 600}),
+    [](const ::testing::TestParamInfo<ExecutorShape>& info) {
+      return "W" + std::to_string(info.param.max_step_tokens) + "_m" +
+             std::to_string(info.param.min_prefill_chunk);
+    });
 
 TEST(RuntimePreemptionTest, ARequestLargerThanThePoolIsRefusedAtSubmit) {
   std::unique_ptr<CpuExecutor> executor = testing::make_executor({16, 1, {1}, 100});

@@ -1,9 +1,11 @@
 // `cellm bench`: throughput and latency of the CUDA executor — on a model or program
 // (`--model FILE`) or on random weights of a named geometry built on the GPU (`--geometry
 // llama-3.1-8b --weights q4_0`): batch-1 decode tokens/s, decode tokens/s at several numbers of
-// concurrent sessions whose prompts are already cached, prefill tokens/s of one W-token step and
-// time to first token of a long prompt, each with its ratio to the hardware limit measured on
-// the device (copy bandwidth, bf16 GEMM rate). Prints a table; `--json PATH` writes the report.
+// concurrent sessions whose prompts are already cached (every step's logits copied to pinned host
+// memory and handed over as BatchOutput's view, as the Runner gets them), prefill tokens/s of one
+// W-token step and time to first token of a long prompt, each with its ratio to the hardware
+// limit measured on the device (copy bandwidth, bf16 GEMM rate). Prints a table; `--json PATH`
+// writes the report.
 // The measuring lives in src/backends/cuda/cuda_bench.h; this file is flags and output.
 #include <fmt/format.h>
 
@@ -67,7 +69,9 @@ void add_bench_command(CLI::App& app, CommandResult& result) {
     int32_t min_prefill_chunk = 0;
     std::vector<int32_t> decode_widths;
     bool compare_eager = false;
+    bool compare_device_argmax = false;
     bool resident_bf16 = false;
+    bool exact_activations = false;
     std::string json;
     int device = 0;
   };
@@ -101,8 +105,12 @@ void add_bench_command(CLI::App& app, CommandResult& result) {
       ->delimiter(',');
   command->add_flag("--compare-eager", flags->compare_eager,
                     "Also time every decode measurement with CUDA graphs off");
+  command->add_flag("--compare-device-argmax", flags->compare_device_argmax,
+                    "Also time the widest decode with greedy tokens only (no logits copied)");
   command->add_flag("--resident-bf16", flags->resident_bf16,
                     "Keep bf16 copies of quantized matrices for wide products");
+  command->add_flag("--exact-activations", flags->exact_activations,
+                    "Keep the activations of small quantized products in f32 (no int8)");
   command->add_option("--json", flags->json, "Write the report as JSON to this file");
   command->add_option("--device", flags->device, "CUDA device ordinal");
   command->callback([flags, &result] {
@@ -123,7 +131,9 @@ void add_bench_command(CLI::App& app, CommandResult& result) {
     options.min_prefill_chunk = flags->min_prefill_chunk;
     options.decode_widths = flags->decode_widths;
     options.compare_eager = flags->compare_eager;
+    options.compare_device_argmax = flags->compare_device_argmax;
     options.resident_bf16 = flags->resident_bf16;
+    options.int8_activations = !flags->exact_activations;
     options.device = flags->device;
     for (const int32_t n : options.session_counts) {
       if (n < 1) {

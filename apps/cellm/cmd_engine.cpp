@@ -8,6 +8,10 @@
 #include "backends/cpu/cpu_executor.h"
 #include "batching/step_plan.h"
 
+#ifdef CELLM_HAVE_CUDA
+#include "backends/cuda/cuda_backend.h"
+#endif
+
 namespace cellm::app {
 namespace {
 
@@ -15,6 +19,52 @@ Status at_least(const char* flag, int32_t value, int32_t minimum) {
   if (value == kUnset || value >= minimum) return ok_status();
   return invalid_argument(std::string(flag) + " " + std::to_string(value) + ": must be at least " +
                           std::to_string(minimum));
+}
+
+// "cpu" or "cuda" for --backend cpu|cuda|auto; FailedPrecondition (one line) when cuda is asked
+// for and cannot run here.
+StatusOr<std::string> choose_backend(const std::string& requested) {
+  if (requested == "cpu") return std::string("cpu");
+#ifdef CELLM_HAVE_CUDA
+  if (cuda_device_available()) return std::string("cuda");
+  if (requested == "auto") return std::string("cpu");
+  const std::string summary = cuda_device_summary();  // "no CUDA device (...)" or the device
+  return failed_precondition(
+      "--backend cuda: " +
+      (summary.starts_with("no CUDA device") ? summary : "no usable CUDA device: " + summary) +
+      "; use --backend cpu or auto");
+#else
+  if (requested == "auto") return std::string("cpu");
+  return failed_precondition(
+      "--backend cuda: this cellm was built without the CUDA backend (configure with "
+      "-DCELLM_CUDA=ON where nvcc is installed); use --backend cpu or auto");
+#endif
+}
+
+// The executor of `backend` over the program's weights with `spec`, not yet initialized.
+StatusOr<std::unique_ptr<Executor>> make_executor([[maybe_unused]] const std::string& backend,
+                                                  const Program& program, const ProgramSpec& spec,
+                                                  const EngineFlags& flags, std::string* detail) {
+#ifdef CELLM_HAVE_CUDA
+  if (backend == "cuda") {
+    CudaExecutorOptions options;
+    if (flags.max_sessions != kUnset) options.max_sessions = flags.max_sessions;
+    if (flags.max_session_tokens != kUnset) options.max_session_tokens = flags.max_session_tokens;
+    options.device_argmax = true;  // greedy sessions take the device's argmax (sampler.h)
+    options.int8_activations = !flags.exact_activations;
+    *detail = cuda_device_summary();
+    return make_cuda_executor(program.config(), program.weights(), spec, options);
+  }
+#endif
+  CpuExecutorOptions options;
+  if (flags.max_sessions != kUnset) options.max_sessions = flags.max_sessions;
+  if (flags.max_session_tokens != kUnset) options.max_session_tokens = flags.max_session_tokens;
+  if (flags.num_threads != kUnset) options.num_threads = flags.num_threads;
+  *detail = "CPU, " +
+            (options.num_threads > 0 ? std::to_string(options.num_threads) : std::string("all")) +
+            " threads";
+  return std::unique_ptr<Executor>(
+      new CpuExecutor(program.config(), program.weights(), spec, options));
 }
 
 }  // namespace
@@ -43,15 +93,23 @@ StatusOr<std::vector<int32_t>> parse_int_list(const std::string& text, const std
 }
 
 void add_engine_flags(CLI::App& command, EngineFlags& flags) {
-  command.add_option("--backend", flags.backend, "cpu, cuda or auto (default)");
+  command.add_option("--backend", flags.backend,
+                     "cpu, cuda or auto (default: CUDA when built with it and a device is "
+                     "visible, else the CPU)");
   command.add_option("--threads", flags.num_threads, "CPU forward threads (default: all cores)");
+  command.add_flag("--exact-activations", flags.exact_activations,
+                   "CUDA: keep the activations of small quantized products in f32 (default: "
+                   "int8, about 3e-3 relative error in those products)");
   command.add_option("--max-sessions", flags.max_sessions, "Sessions at once (default: all)");
   command.add_option("--max-session-tokens", flags.max_session_tokens, "Positions per session");
   command.add_option("--max-cells", flags.max_cells, "Cells in the shared KV pool");
   command.add_option("--max-decode-sequences", flags.max_decode_sequences, "Decodes per step");
   command.add_option("--max-step-tokens", flags.max_step_tokens, "W: the widest forward");
-  command.add_option("--min-prefill-chunk", flags.min_prefill_chunk, "m: the narrowest prefill");
-  command.add_option("--decode-widths", flags.decode_widths, "Static decode widths, e.g. 1,2,4,8");
+  command.add_option("--min-prefill-chunk", flags.min_prefill_chunk,
+                     "m: the narrowest prefill (default: the program's)");
+  command.add_option("--decode-widths", flags.decode_widths,
+                     "Static decode widths, e.g. 1,2,4,8 (default: the program's; on CUDA a "
+                     "plain GGUF model gets 1,2,4,...,256 below W and m one past the widest)");
 }
 
 void add_sampling_flags(CLI::App& command, SamplingFlags& flags) {
@@ -116,18 +174,8 @@ Status check_engine_flags(const EngineFlags& flags) {
 
 StatusOr<Engine> load_engine(const std::string& model_path, const EngineFlags& flags) {
   CELLM_RETURN_IF_ERROR(check_engine_flags(flags));
-  if (flags.backend == "cuda") {
-#ifdef CELLM_HAVE_CUDA
-    return unimplemented(
-        "--backend cuda: the CUDA backend is built but has no executor yet; use --backend cpu");
-#else
-    return unimplemented(
-        "--backend cuda: this cellm was built without the CUDA backend (configure with "
-        "-DCELLM_CUDA=ON where nvcc is installed); use --backend cpu");
-#endif
-  }
   Engine engine;
-  engine.backend = "cpu";
+  CELLM_ASSIGN_OR_RETURN(engine.backend, choose_backend(flags.backend));
   CELLM_ASSIGN_OR_RETURN(Program program, Program::load(model_path));
   engine.program = std::make_unique<Program>(std::move(program));
   ProgramSpec spec = engine.program->spec();
@@ -142,6 +190,13 @@ StatusOr<Engine> load_engine(const std::string& model_path, const EngineFlags& f
   if (!flags.decode_widths.empty()) {
     CELLM_ASSIGN_OR_RETURN(spec.decode_widths,
                            parse_int_list(flags.decode_widths, "--decode-widths"));
+  }
+  if (engine.backend == "cuda" && engine.program->uses_default_spec() &&
+      flags.decode_widths.empty() && flags.min_prefill_chunk == kUnset) {
+    // A plain model's seed plan (widths {1}, m 5) would run 2-4 decodes one call per token and
+    // 5-256 eagerly: take the recommended graphs instead.
+    spec.decode_widths = recommended_decode_widths(spec.max_step_tokens);
+    spec.min_prefill_chunk = auto_min_prefill_chunk(spec.decode_widths, spec.max_step_tokens);
   }
   if (flags.max_cells != kUnset) spec.kv_max_cells = flags.max_cells;
   const Status slices =
@@ -162,12 +217,9 @@ StatusOr<Engine> load_engine(const std::string& model_path, const EngineFlags& f
                             " is above the program's context of " +
                             std::to_string(spec.max_context_len) + " positions");
   }
-  CpuExecutorOptions options;
-  if (flags.max_sessions != kUnset) options.max_sessions = flags.max_sessions;
-  if (flags.max_session_tokens != kUnset) options.max_session_tokens = flags.max_session_tokens;
-  if (flags.num_threads != kUnset) options.num_threads = flags.num_threads;
-  auto executor = std::make_unique<CpuExecutor>(engine.program->config(), engine.program->weights(),
-                                                spec, options);
+  CELLM_ASSIGN_OR_RETURN(
+      std::unique_ptr<Executor> executor,
+      make_executor(engine.backend, *engine.program, spec, flags, &engine.backend_detail));
   CELLM_RETURN_IF_ERROR(executor->initialize().with_context(model_path));
   engine.spec = spec;
   engine.limits = executor->limits();

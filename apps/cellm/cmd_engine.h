@@ -5,8 +5,12 @@
 // Flags are checked here first (check_engine_flags: bad values are the user's, exit status 2,
 // the message names the flag); then load_engine loads the program and initializes the executor
 // (failures there are exit status 1). The only place the two commands pick a backend: `cpu`,
-// `auto` (the CPU until a CUDA executor exists) or `cuda` (a clear error while it is not built
-// or has no executor). Thread-safety: plain data; the Executor is then the Runner's.
+// `cuda` (src/backends/cuda/cuda_backend.h; one clear error line when this cellm was built
+// without it or no usable device is visible) or `auto` (CUDA when built with it and a device is
+// visible, else the CPU; Engine::backend says which). On CUDA, a plain GGUF model (no cellm.*
+// keys) gets the recommended slicing plan (program_spec.h) unless --decode-widths or
+// --min-prefill-chunk say otherwise, and greedy tokens come from the device's argmax.
+// Thread-safety: plain data; the Executor is then the Runner's.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -37,7 +41,8 @@ struct EngineFlags {
   int32_t min_prefill_chunk = kUnset;
   std::string decode_widths;  // "1,2,4,8"; empty = the program's
   int32_t max_decode_sequences = kUnset;
-  int32_t num_threads = kUnset;  // forward threads; unset = every core
+  int32_t num_threads = kUnset;    // CPU forward threads; unset = every core
+  bool exact_activations = false;  // CUDA: no int8 activations in small quantized products
 };
 
 // Registers the engine flags (--backend, --threads, --max-sessions ... --decode-widths).
@@ -72,8 +77,9 @@ StatusOr<std::vector<int32_t>> parse_int_list(const std::string& text, const std
 struct Engine {
   std::unique_ptr<Program> program;  // keeps the file (and the weights' mapping) alive
   std::unique_ptr<Executor> executor;
-  std::string backend;  // the one chosen: "cpu"
-  ProgramSpec spec;     // after the flags
+  std::string backend;         // the one chosen: "cpu" or "cuda"
+  std::string backend_detail;  // "CPU, 16 threads" or the CUDA device's summary
+  ProgramSpec spec;            // after the flags
   ExecutorLimits limits;
   SchedulerConfig scheduler;
 };

@@ -26,8 +26,8 @@ struct ExportFlags {
   int32_t max_seq_len = 0;
   int32_t max_step_tokens = ProgramSpec::kDefaultMaxStepTokens;
   int32_t max_cells = ProgramSpec::kDefaultMaxCells;
-  int32_t min_prefill_chunk = ProgramSpec::kDefaultMinPrefillChunk;
-  std::string decode_widths = "1";
+  std::string min_prefill_chunk = "auto";
+  std::string decode_widths;  // empty: the recommended widths below W
   std::string kv_dtype = "f32";
 };
 
@@ -62,7 +62,6 @@ int run_export(const ExportFlags& flags) {
   options.max_seq_len = flags.max_seq_len;
   options.max_step_tokens = flags.max_step_tokens;
   options.max_cells = flags.max_cells;
-  options.min_prefill_chunk = flags.min_prefill_chunk;
   const auto fail = [](const Status& status, int code) {
     std::cerr << "cellm export: " << status.message() << "\n";
     return code;
@@ -70,9 +69,14 @@ int run_export(const ExportFlags& flags) {
   StatusOr<ExportQuant> quant = parse_export_quant(flags.quant);
   if (!quant.ok()) return fail(quant.status(), 2);
   options.quant = *quant;
-  StatusOr<std::vector<int32_t>> widths = parse_decode_widths(flags.decode_widths);
-  if (!widths.ok()) return fail(widths.status(), 2);
-  options.decode_widths = *widths;
+  if (!flags.decode_widths.empty()) {
+    StatusOr<std::vector<int32_t>> widths = parse_decode_widths(flags.decode_widths);
+    if (!widths.ok()) return fail(widths.status(), 2);
+    options.decode_widths = *widths;
+  }
+  StatusOr<int32_t> min_prefill_chunk = parse_min_prefill_chunk(flags.min_prefill_chunk);
+  if (!min_prefill_chunk.ok()) return fail(min_prefill_chunk.status(), 2);
+  options.min_prefill_chunk = *min_prefill_chunk;
   StatusOr<KvDtype> kv_dtype = parse_kv_dtype(flags.kv_dtype);
   if (!kv_dtype.ok()) return fail(kv_dtype.status().with_context("--kv-dtype"), 2);
   options.kv_dtype = *kv_dtype;
@@ -112,12 +116,12 @@ void add_export_command(CLI::App& app, CommandResult& result) {
       ->capture_default_str();
   command
       ->add_option("--min-prefill-chunk", flags->min_prefill_chunk,
-                   "m: the narrowest prefill; narrower slices run as decodes")
+                   "m: the narrowest prefill; narrower slices run as decodes. auto: one past the "
+                   "widest decode width, at least 5 and at most W (257 with the default widths)")
       ->capture_default_str();
-  command
-      ->add_option("--decode-widths", flags->decode_widths,
-                   "Static decode widths, ascending from 1 (e.g. 1,2,4,8)")
-      ->capture_default_str();
+  command->add_option("--decode-widths", flags->decode_widths,
+                      "Static decode widths, ascending from 1: each is one CUDA graph "
+                      "(default: 1,2,4,8,16,32,64,128,256, those below W)");
   command->add_option("--kv-dtype", flags->kv_dtype, "Cache cells: f32, f16 or bf16")
       ->capture_default_str();
   command->callback([flags, &result] { result.exit_code = run_export(*flags); });

@@ -145,6 +145,7 @@ nlohmann::ordered_json config_json(const RunOptions& o, const Engine& engine, in
                                    size_t num_prompts) {
   return {{"model", o.model},
           {"backend", engine.backend},
+          {"backend_detail", engine.backend_detail},
           {"num_prompts", num_prompts},
           {"max_sessions", max_sessions},
           {"max_session_tokens", engine.limits.max_session_tokens},
@@ -192,7 +193,8 @@ int run_command(const RunOptions& o) {
   const size_t n = prompts->size();
   if (n == 0)
     return report_error(invalid_argument("the prompt files hold no prompt"), kBadArguments);
-  // Sessions at once: --max-sessions (the executor's limit), else every prompt (at most 64).
+  // Sessions at once: every prompt, at most the executor's limit (--max-sessions, else 64 on the
+  // CPU and 256 on CUDA).
   const int32_t max_sessions =
       std::min<int32_t>(engine->limits.max_sessions, static_cast<int32_t>(n));
 
@@ -270,7 +272,8 @@ int run_command(const RunOptions& o) {
     if (!r.error.empty()) std::cout << "error: " << r.error << "\n";
     if (r.finish_reason == FinishReason::kFailed && num_failed++ == 0) first_error = r.error;
   }
-  std::cout << "\n" << run_summary_text(metrics, n);
+  std::cout << "\nbackend: " << engine->backend << " (" << engine->backend_detail << ")\n"
+            << run_summary_text(metrics, n);
   if (!o.report_json.empty()) {
     std::ofstream out(o.report_json);
     out << run_report_json(records, metrics, config_json(o, *engine, max_sessions, n))

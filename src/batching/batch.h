@@ -8,7 +8,8 @@
 // wants an output keeps the logits row of its last token (payload[end - 1]); the session's
 // sampler turns it into a token after the step, and that token stays pending until it is fed back
 // as the next input. No tensors here. Thread-safety: plain values; `tokens` is a view the caller
-// keeps alive until execute() returns.
+// keeps alive until execute() returns, and `logits` a view into the executor's own memory, valid
+// until the next execute() on that executor (read, copy or sample it before calling again).
 #pragma once
 
 #include <cstdint>
@@ -44,14 +45,22 @@ struct OutputRow {
   int32_t row = 0;           // its row in BatchOutput::logits (= index of this OutputRow)
   int32_t token = kNoToken;  // the sampled token once the session's sampler ran; pending until
                              // fed back as the session's next input
+  // The row's greedy token when the executor computed it (the CUDA executor's device argmax):
+  // the lowest id of the largest finite logit. kNoToken when it did not, or when no logit of the
+  // row is finite. It is what a greedy Sampler without bias or penalties picks from the row, so
+  // the Runner takes it instead of reading the row.
+  int32_t greedy_token = kNoToken;
 };
 
 struct BatchOutput {
   // One per input with wants_output, in input order.
   std::vector<OutputRow> outputs;
-  int32_t vocab_size = 0;     // width of a logits row; 0 when no logits are returned
-  std::vector<float> logits;  // [outputs.size(), vocab_size], f32; empty when the executor
-                              // samples without returning logits
+  int32_t vocab_size = 0;  // width of a logits row; 0 when no logits are returned
+  // [outputs.size(), vocab_size], f32: a view into memory the executor owns (the CPU executor's
+  // buffer, the CUDA executor's pinned host buffer that the device copies into), so no step pays
+  // for a copy of every row. Valid until the next execute() on the same executor, whatever it
+  // returns; empty when the executor returns no logits. Copy the rows you keep across steps.
+  std::span<const float> logits;
 };
 
 }  // namespace cellm

@@ -168,10 +168,16 @@ void Engine::complete_task(EngineSession& session, const ScheduledSlice& slice,
   }
   CELLM_CHECK(row < out.outputs.size() && out.outputs[row].session == session.id)
       << "output row " << row << " does not belong to session " << session.id;
-  const auto vocab = static_cast<size_t>(out.vocab_size);
-  CELLM_CHECK_GE(out.logits.size(), (row + 1) * vocab) << "executor returned too few logits";
-  const std::span<const float> logits(out.logits.data() + row * vocab, vocab);
-  const StatusOr<int32_t> token = generation.sampler.sample(logits, session.tokens);
+  // Plain greedy takes the executor's argmax when it computed one (the CUDA executor does it on
+  // the device): reading 256 rows of a 128K vocabulary on this thread would cost as much as the
+  // step. Otherwise the sampler reads the row in place (a view valid until the next execute()).
+  const int32_t greedy = out.outputs[row].greedy_token;
+  StatusOr<int32_t> token = greedy;
+  if (greedy == kNoToken || !generation.sampler.takes_argmax()) {
+    const auto vocab = static_cast<size_t>(out.vocab_size);
+    CELLM_CHECK_GE(out.logits.size(), (row + 1) * vocab) << "executor returned too few logits";
+    token = generation.sampler.sample(out.logits.subspan(row * vocab, vocab), session.tokens);
+  }
   if (!token.ok()) {
     finish(session, FinishReason::kFailed, "sampling failed: " + token.status().to_string());
     return;

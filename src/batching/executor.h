@@ -5,10 +5,11 @@
 // shared half is TableExecutor, table_executor.h), so a step means the same thing on every
 // backend. execute() runs one BatchInput: it packs it (the whole batch validated before anything
 // changes), plans slices, places each slice's cells, runs the program's methods, and returns one
-// OutputRow per input that asked for one, with the logits of those rows when asked. A failed
-// execute() returns an error and leaves every session exactly as it was before the call (a
-// rewind the batch asked for included). Knows no tensors or devices. Thread-safety: every call
-// comes from the engine thread.
+// OutputRow per input that asked for one, with the logits of those rows when asked (a view into
+// the executor's memory, valid until its next execute()). A failed execute() returns an error
+// and leaves every session exactly as it was before the call (a rewind the batch asked for
+// included). Knows no tensors or devices. Thread-safety: every call comes from the engine
+// thread.
 #pragma once
 
 #include <cstdint>
@@ -56,8 +57,10 @@ class Executor {
   virtual Status rewind_session(SessionId id, int32_t pos) = 0;
 
   // Runs one step. With `return_logits`, BatchOutput::logits holds the kept rows
-  // ([outputs, vocab], f32); otherwise it may be empty. OutputRow::token is left kNoToken for the
-  // caller's sampler.
+  // ([outputs, vocab], f32) as a view into memory this executor owns: valid until the next
+  // execute() on it (a failed one included), never copied per step; otherwise it may be empty.
+  // OutputRow::token is left kNoToken for the caller's sampler; OutputRow::greedy_token is set
+  // by executors that compute each row's argmax themselves.
   virtual StatusOr<BatchOutput> execute(const BatchInput& batch, bool return_logits) = 0;
 };
 

@@ -1,6 +1,7 @@
 #include "batching/fake_executor.h"
 
 #include <algorithm>
+#include <limits>
 #include <string>
 
 #include "batching/step_plan.h"
@@ -88,6 +89,9 @@ StatusOr<BatchOutput> FakeExecutor::execute(const BatchInput& batch, bool return
     fail_hook = fail_hook_;
     during = during_execute_;
   }
+  // The previous step's rows are no longer valid: poison them, so a caller that kept the view
+  // across steps reads NaN.
+  std::fill(logits_.begin(), logits_.end(), std::numeric_limits<float>::quiet_NaN());
   if (fail_hook) CELLM_RETURN_IF_ERROR(fail_hook(batch));
   CELLM_ASSIGN_OR_RETURN(PackedStep step, table().pack(batch));
   CellStep cells;
@@ -105,13 +109,21 @@ StatusOr<BatchOutput> FakeExecutor::execute(const BatchInput& batch, bool return
 
   BatchOutput out = step.make_output();
   if (return_logits) {
-    out.vocab_size = config_.vocab_size;
-    out.logits.reserve(step.kept_rows.size() * config_.vocab_size);
-    for (const KeptRow& row : step.kept_rows) {
-      const std::vector<float> logits =
-          fake_logits(context_of(step, row.token_index), config_.vocab_size);
-      out.logits.insert(out.logits.end(), logits.begin(), logits.end());
+    logits_.clear();
+    for (size_t k = 0; k < step.kept_rows.size(); ++k) {
+      std::vector<float> logits =
+          fake_logits(context_of(step, step.kept_rows[k].token_index), config_.vocab_size);
+      if (config_.greedy_tokens) {
+        out.outputs[k].greedy_token =
+            static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      }
+      if (config_.nan_logits) {
+        std::fill(logits.begin(), logits.end(), std::numeric_limits<float>::quiet_NaN());
+      }
+      logits_.insert(logits_.end(), logits.begin(), logits.end());
     }
+    out.vocab_size = config_.vocab_size;
+    out.logits = logits_;
   }
   commit_step();
   std::lock_guard<std::mutex> lock(mutex_);

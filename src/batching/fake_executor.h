@@ -6,7 +6,8 @@
 // duplicated or reordered token changes what follows. Like a real backend it stores what a token
 // leaves behind per cell (its id, where a real one keeps K/V) and reads a session's context
 // through the session's cell list, so a cache or rollback bug changes the logits. Tests compute
-// expected outputs with fake_greedy() directly, independently of the Runner. Hooks inject
+// expected outputs with fake_greedy() directly, independently of the Runner. Like every executor
+// it returns logits as a view into its own buffer, valid until its next execute(). Hooks inject
 // failures and let a test act while a step is running; every step checks the cache's invariants.
 // Test code only (compiled into test binaries). Thread-safety: Executor methods on the engine
 // thread; the counters and hooks setters may be used from the test thread (mutex).
@@ -31,6 +32,11 @@ struct FakeExecutorConfig {
   int32_t max_sessions = 64;
   int32_t max_session_tokens = 1024;
   int32_t vocab_size = 32;
+  // Fill OutputRow::greedy_token with each row's argmax, as the CUDA executor's device argmax does.
+  bool greedy_tokens = false;
+  // Return rows of NaN instead of the toy model's logits (greedy_token stays right): only a
+  // caller that reads the rows fails on them.
+  bool nan_logits = false;
 };
 
 // The toy model's logits for the token after `context` ([vocab], in [0, 1)).
@@ -72,6 +78,7 @@ class FakeExecutor : public TableExecutor {
 
   FakeExecutorConfig config_;
   std::vector<int32_t> cell_tokens_;  // [max_cells] the token last written to each cell
+  std::vector<float> logits_;         // [outputs of the last step, vocab]: BatchOutput::logits
 
   mutable std::mutex mutex_;  // guards the hooks and counts_
   std::function<Status(const BatchInput&)> fail_hook_;

@@ -266,6 +266,28 @@ TEST(RunnerTest, SeededSamplingIsTheSameAloneAndBatchedWithFifteenOthers) {
   EXPECT_GT(differs_from_greedy, 8) << "temperature 0.8 should not be greedy";
 }
 
+TEST(RunnerTest, PlainGreedyTakesTheExecutorsArgmaxAndEverythingElseReadsTheRow) {
+  // The rows are NaN but each row's greedy token is right: plain greedy never reads a row, while
+  // a generation whose sampler rewrites scores (a logit bias) must, and fails on NaN.
+  FakeExecutorConfig executor;
+  executor.greedy_tokens = true;
+  executor.nan_logits = true;
+  Rig rig(executor);
+  Session plain = rig.runner.open_session();
+  Session biased = rig.runner.open_session();
+  const Tokens prompt = {3, 1, 4, 1, 5};
+  GenConfig with_bias = greedy(6);
+  with_bias.sampling.logit_bias = {{0, 0.5f}};
+  GenerationHandle a = plain.generate_async(prompt, greedy(12));
+  GenerationHandle b = biased.generate_async(prompt, with_bias);
+  a.wait();
+  b.wait();
+  EXPECT_EQ(a.finish_reason(), FinishReason::kNewTokenLimit);
+  EXPECT_EQ(a.tokens(), fake_greedy(prompt, 12, kVocab));
+  EXPECT_EQ(b.finish_reason(), FinishReason::kFailed);
+  EXPECT_NE(b.error_message().find("finite"), std::string::npos) << b.error_message();
+}
+
 TEST(RunnerTest, EngineMetricsCountWhatRan) {
   Rig rig;
   Session a = rig.runner.open_session();

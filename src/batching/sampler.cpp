@@ -11,15 +11,35 @@
 namespace cellm {
 namespace {
 
-// Higher score first; the lower id wins a tie (so every order is total and reproducible).
-struct ByScore {
-  const std::vector<float>* scores;
-  bool operator()(int32_t a, int32_t b) const {
-    const float sa = (*scores)[a];
-    const float sb = (*scores)[b];
-    return sa != sb ? sa > sb : a < b;
+bool has_penalties(const SamplingParams& p) {
+  return p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
+}
+
+// The largest finite value of `row`, -infinity when none is finite. Lanes of independent maxima
+// so the compiler vectorizes the loop (v - v is 0 exactly when v is finite).
+float max_finite(std::span<const float> row) {
+  constexpr size_t kLanes = 16;
+  constexpr float kNone = -std::numeric_limits<float>::infinity();
+  float lane_max[kLanes];
+  std::fill(lane_max, lane_max + kLanes, kNone);
+  const float* values = row.data();
+  const size_t n = row.size();
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (size_t l = 0; l < kLanes; ++l) {
+      const float v = values[i + l];
+      const float finite = v - v == 0.0f ? v : kNone;
+      lane_max[l] = finite > lane_max[l] ? finite : lane_max[l];
+    }
   }
-};
+  float best = kNone;
+  for (size_t l = 0; l < kLanes; ++l) best = lane_max[l] > best ? lane_max[l] : best;
+  for (; i < n; ++i) {
+    const float v = values[i];
+    if (v - v == 0.0f && v > best) best = v;
+  }
+  return best;
+}
 
 }  // namespace
 
@@ -28,13 +48,24 @@ double sampling_uniform(uint64_t seed, int64_t position) {
   return static_cast<double>(bits >> 11) * 0x1.0p-53;
 }
 
-Sampler::Sampler(const SamplingParams& params, uint64_t seed) : params_(params), seed_(seed) {}
+int32_t argmax_finite(std::span<const float> row) {
+  const float best = max_finite(row);
+  if (best == -std::numeric_limits<float>::infinity()) return kNoToken;  // nothing finite
+  // The first value equal to the best (the lowest id on a tie); it exists and is finite.
+  const auto found = std::find(row.begin(), row.end(), best);
+  return static_cast<int32_t>(found - row.begin());
+}
+
+Sampler::Sampler(const SamplingParams& params, uint64_t seed)
+    : params_(params),
+      seed_(seed),
+      rewrites_scores_(!params.logit_bias.empty() || has_penalties(params)) {
+  takes_argmax_ = params_.temperature <= 0.0f && !rewrites_scores_;
+}
 
 void Sampler::apply_penalties(std::span<const int32_t> context) {
   const SamplingParams& p = params_;
-  if (p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f) {
-    return;
-  }
+  if (!has_penalties(p)) return;
   const size_t n = p.penalty_window < 0
                        ? context.size()
                        : std::min(context.size(), static_cast<size_t>(p.penalty_window));
@@ -55,76 +86,119 @@ void Sampler::apply_penalties(std::span<const int32_t> context) {
   }
 }
 
+double Sampler::weight(int32_t token) const {
+  return std::exp(static_cast<double>(row_[token]) * inv_temperature_ - top_);
+}
+
+void Sampler::sort_prefix(size_t n) {
+  if (n <= num_sorted_) return;
+  // Higher score first; the lower id wins a tie (so every order is total and reproducible).
+  const auto by_score = [row = row_](int32_t a, int32_t b) {
+    const float sa = row[a];
+    const float sb = row[b];
+    return sa != sb ? sa > sb : a < b;
+  };
+  // Grow geometrically, so walking the candidates one by one costs O(vocab) per doubling.
+  const size_t size = candidates_.size();
+  const size_t end = std::min(size, std::max({n, 2 * num_sorted_, size_t{64}}));
+  const auto first = candidates_.begin() + static_cast<std::ptrdiff_t>(num_sorted_);
+  const auto last = candidates_.begin() + static_cast<std::ptrdiff_t>(end);
+  if (end < size) {
+    // The best end - num_sorted_ of the rest: one pass with a bounded heap whose front is the
+    // worst kept so far (most candidates lose one comparison with it), then a partition that
+    // brings every candidate not worse than it to the front.
+    heap_.assign(first, last);
+    std::make_heap(heap_.begin(), heap_.end(), by_score);
+    for (auto it = last; it != candidates_.end(); ++it) {
+      if (!by_score(*it, heap_.front())) continue;
+      std::pop_heap(heap_.begin(), heap_.end(), by_score);
+      heap_.back() = *it;
+      std::push_heap(heap_.begin(), heap_.end(), by_score);
+    }
+    const int32_t worst = heap_.front();
+    std::partition(first, candidates_.end(), [&](int32_t t) { return !by_score(worst, t); });
+  }
+  std::sort(first, last, by_score);
+  num_sorted_ = end;
+}
+
 StatusOr<int32_t> Sampler::sample(std::span<const float> logits, std::span<const int32_t> context) {
   const auto vocab = static_cast<int32_t>(logits.size());
   CELLM_CHECK_GT(vocab, 0) << "sample from an empty logits row";
-  scores_.assign(logits.begin(), logits.end());
-  for (const LogitBias& bias : params_.logit_bias) {
-    CELLM_CHECK(bias.token >= 0 && bias.token < vocab)
-        << "logit_bias token " << bias.token << " outside the vocabulary of " << vocab;
-    scores_[bias.token] += bias.bias;
+  row_ = logits;
+  if (rewrites_scores_) {
+    scores_.assign(logits.begin(), logits.end());
+    for (const LogitBias& bias : params_.logit_bias) {
+      CELLM_CHECK(bias.token >= 0 && bias.token < vocab)
+          << "logit_bias token " << bias.token << " outside the vocabulary of " << vocab;
+      scores_[bias.token] += bias.bias;
+    }
+    apply_penalties(context);
+    row_ = scores_;
   }
-  apply_penalties(context);
-
-  candidates_.clear();
-  for (int32_t t = 0; t < vocab; ++t) {
-    if (std::isfinite(scores_[t])) candidates_.push_back(t);
-  }
-  if (candidates_.empty()) {
+  const int32_t best = argmax_finite(row_);
+  if (best == kNoToken) {
     return failed_precondition("no token has a finite score at position " +
                                std::to_string(context.size()) +
                                " (NaN or infinite logits, or logit_bias banned every token)");
   }
-  if (params_.temperature <= 0.0f) {
-    return *std::min_element(candidates_.begin(), candidates_.end(), ByScore{&scores_});
-  }
+  if (params_.temperature <= 0.0f) return best;
 
-  // Temperature, then top-k (candidates sorted best first either way).
-  const ByScore by_score{&scores_};
-  const auto num = static_cast<int32_t>(candidates_.size());
-  if (params_.top_k > 0 && params_.top_k < num) {
-    std::partial_sort(candidates_.begin(), candidates_.begin() + params_.top_k, candidates_.end(),
-                      by_score);
-    candidates_.resize(params_.top_k);
-  } else {
-    std::sort(candidates_.begin(), candidates_.end(), by_score);
+  // The candidates: every finite score, best first as far as a step needs (sort_prefix).
+  candidates_.resize(static_cast<size_t>(vocab));
+  size_t num_finite = 0;
+  for (int32_t t = 0; t < vocab; ++t) {  // branch-free: most scores are finite
+    const float v = row_[t];
+    candidates_[num_finite] = t;
+    num_finite += v - v == 0.0f ? 1 : 0;
   }
-  const double inv_temperature = 1.0 / static_cast<double>(params_.temperature);
-  const double top = static_cast<double>(scores_[candidates_[0]]) * inv_temperature;
-  probs_.resize(candidates_.size());
+  candidates_.resize(num_finite);
+  num_sorted_ = 0;
+  inv_temperature_ = 1.0 / static_cast<double>(params_.temperature);
+  top_ = static_cast<double>(row_[best]) * inv_temperature_;
+  if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < candidates_.size()) {
+    sort_prefix(static_cast<size_t>(params_.top_k));
+    candidates_.resize(static_cast<size_t>(params_.top_k));
+    num_sorted_ = std::min(num_sorted_, candidates_.size());
+  }
   double total = 0.0;
-  for (size_t i = 0; i < candidates_.size(); ++i) {
-    probs_[i] = std::exp(static_cast<double>(scores_[candidates_[i]]) * inv_temperature - top);
-    total += probs_[i];
+  for (const int32_t t : candidates_) total += weight(t);
+  double kept_mass = total;
+  // Min-p: the best token's weight is 1, so keep weights >= min_p. Weights fall with the score,
+  // so the kept set is a best-first prefix and what is sorted stays sorted.
+  if (params_.min_p > 0.0f) {
+    const double floor = static_cast<double>(params_.min_p);
+    const auto kept = std::stable_partition(candidates_.begin(), candidates_.end(),
+                                            [&](int32_t t) { return weight(t) >= floor; });
+    candidates_.erase(kept, candidates_.end());
+    num_sorted_ = std::min(num_sorted_, candidates_.size());
+    kept_mass = 0.0;
+    for (const int32_t t : candidates_) kept_mass += weight(t);
   }
-  // Top-p: the shortest prefix whose mass reaches top_p (at least one token).
+  // Top-p: the shortest best-first prefix whose mass reaches top_p of the total (at least one
+  // token), within what min-p kept.
   size_t keep = candidates_.size();
   if (params_.top_p < 1.0f) {
     const double target = static_cast<double>(params_.top_p) * total;
     double mass = 0.0;
     for (size_t i = 0; i < candidates_.size(); ++i) {
-      mass += probs_[i];
+      sort_prefix(i + 1);
+      mass += weight(candidates_[i]);
       if (mass >= target) {
         keep = i + 1;
         break;
       }
     }
+    kept_mass = mass;
   }
-  // Min-p: relative to the best token's probability (probs_[0] is the largest).
-  if (params_.min_p > 0.0f) {
-    const double floor = static_cast<double>(params_.min_p) * probs_[0];
-    size_t i = 1;
-    while (i < keep && probs_[i] >= floor) ++i;
-    keep = i;
-  }
-  double kept_mass = 0.0;
-  for (size_t i = 0; i < keep; ++i) kept_mass += probs_[i];
   const double u = sampling_uniform(seed_, static_cast<int64_t>(context.size())) * kept_mass;
   double mass = 0.0;
   for (size_t i = 0; i < keep; ++i) {
-    mass += probs_[i];
+    sort_prefix(i + 1);
+    mass += weight(candidates_[i]);
     if (u < mass) return candidates_[i];
   }
+  sort_prefix(keep);
   return candidates_[keep - 1];  // u rounded up to the whole mass
 }
 

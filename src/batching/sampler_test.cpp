@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <random>
 #include <set>
 #include <vector>
 
@@ -159,6 +161,107 @@ TEST(SamplerTest, MinPDropsTokensBelowAFractionOfTheBest) {
 TEST(SamplerTest, LowTemperatureConcentratesOnTheBest) {
   EXPECT_EQ(tokens_drawn(with_temperature(0.01f), {1.0f, 2.0f, 1.5f}, 8, 200),
             (std::set<int32_t>{1}));
+}
+
+TEST(SamplerTest, ArgmaxFiniteSkipsNanAndInfinityAndTakesTheLowestIdOnATie) {
+  // Long rows exercise the lanes and the tail: the best at every place of a 37-element row.
+  for (size_t at = 0; at < 37; ++at) {
+    std::vector<float> row(37, -1.0f);
+    row[(at + 5) % 37] = NAN;
+    row[(at + 9) % 37] = INFINITY;
+    row[at] = 2.0f;
+    if (at + 20 < 37) row[at + 20] = 2.0f;  // a tie after it: the lower id wins
+    EXPECT_EQ(argmax_finite(row), static_cast<int32_t>(at)) << "best at " << at;
+  }
+  EXPECT_EQ(argmax_finite(std::vector<float>(40, -INFINITY)), kNoToken);
+  EXPECT_EQ(argmax_finite(std::vector<float>{NAN, INFINITY, -INFINITY}), kNoToken);
+  EXPECT_EQ(argmax_finite(std::vector<float>{-INFINITY, -3e38f, NAN}), 1);
+}
+
+TEST(SamplerTest, OnlyPlainGreedyTakesTheArgmax) {
+  EXPECT_TRUE(Sampler({}, 1).takes_argmax());
+  SamplingParams biased;
+  biased.logit_bias = {{0, 1.0f}};
+  EXPECT_FALSE(Sampler(biased, 1).takes_argmax());
+  SamplingParams penalized;
+  penalized.frequency_penalty = 0.5f;
+  EXPECT_FALSE(Sampler(penalized, 1).takes_argmax());
+  EXPECT_FALSE(Sampler(with_temperature(0.7f), 1).takes_argmax());
+}
+
+// The chain written the plain way (the whole vocabulary sorted best first): what the sampler's
+// partial selection must reproduce token for token.
+int32_t sample_by_full_sort(const SamplingParams& p, const std::vector<float>& logits,
+                            uint64_t seed, int64_t position) {
+  std::vector<int32_t> order(logits.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
+  });
+  if (p.top_k > 0 && static_cast<size_t>(p.top_k) < order.size()) order.resize(p.top_k);
+  const double inv_t = 1.0 / p.temperature;
+  const double top = logits[order[0]] * inv_t;
+  std::vector<double> probs;
+  double total = 0.0;
+  for (const int32_t t : order) {
+    probs.push_back(std::exp(logits[t] * inv_t - top));
+    total += probs.back();
+  }
+  size_t keep = order.size();
+  double mass = 0.0;
+  for (size_t i = 0; i < order.size() && p.top_p < 1.0f; ++i) {
+    mass += probs[i];
+    if (mass >= p.top_p * total) {
+      keep = i + 1;
+      break;
+    }
+  }
+  size_t i = 1;
+  while (p.min_p > 0.0f && i < keep && probs[i] >= p.min_p * probs[0]) ++i;
+  if (p.min_p > 0.0f) keep = i;
+  double kept = 0.0;
+  for (size_t j = 0; j < keep; ++j) kept += probs[j];
+  const double u = sampling_uniform(seed, position) * kept;
+  mass = 0.0;
+  for (size_t j = 0; j < keep; ++j) {
+    mass += probs[j];
+    if (u < mass) return order[j];
+  }
+  return order[keep - 1];
+}
+
+TEST(SamplerTest, PartialSelectionDrawsWhatSortingTheWholeVocabularyDraws) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> logits(5000);
+  for (float& v : logits) v = normal(rng);
+  for (int i = 0; i < 40; ++i) logits[rng() % logits.size()] = logits[rng() % logits.size()];
+  struct Case {
+    float temperature;
+    int32_t top_k;
+    float top_p;
+    float min_p;
+  };
+  for (const Case& c :
+       {Case{0.8f, 0, 1.0f, 0.0f}, Case{1.0f, 40, 1.0f, 0.0f}, Case{0.7f, 0, 0.9f, 0.0f},
+        Case{1.5f, 0, 0.5f, 0.0f}, Case{1.0f, 0, 1.0f, 0.05f}, Case{0.9f, 200, 0.95f, 0.01f},
+        Case{3.0f, 0, 0.99f, 0.0f}}) {
+    SamplingParams params = with_temperature(c.temperature);
+    params.top_k = c.top_k;
+    params.top_p = c.top_p;
+    params.min_p = c.min_p;
+    Sampler sampler(params, 21);
+    std::set<int32_t> distinct;
+    for (int32_t n = 0; n < 200; ++n) {
+      const StatusOr<int32_t> token = sampler.sample(logits, Tokens(n, 0));
+      ASSERT_TRUE(token.ok()) << token.status().to_string();
+      distinct.insert(*token);
+      ASSERT_EQ(*token, sample_by_full_sort(params, logits, 21, n))
+          << "temperature " << c.temperature << " top_k " << c.top_k << " top_p " << c.top_p
+          << " min_p " << c.min_p << " position " << n;
+    }
+    EXPECT_GT(distinct.size(), 3u) << "the draws should spread";
+  }
 }
 
 TEST(GenConfigTest, BadFieldsAreNamed) {

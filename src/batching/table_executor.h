@@ -1,13 +1,14 @@
 // TableExecutor: the half of an Executor that is the same on every backend — sessions kept in a
 // SessionTable over a CellCache, and the transaction around a step.
 //
-// A backend derives from it, builds the cache and the table in its initialize()
-// (create_sessions), and writes execute() as: pack the batch (table().pack); for each call of the
-// plan, place_call() and run its forward; if a call fails, abort_step() and return the error; at
-// the end, commit_step(). The session verbs of the Executor interface are implemented here once,
-// and cache_usage() reads the cache. It knows no tensors, devices or programs (the backend owns
-// the K/V bytes and the forward). Calling a session verb before create_sessions() is a bug in the
-// caller (CELLM_CHECK). Thread-safety: every call from the engine thread, like any Executor.
+// CpuExecutor, CudaExecutor and the tests' FakeExecutor derive from it; each builds the cache
+// and the table in its initialize() (create_sessions), and writes execute() as: pack the batch
+// (table().pack); for each call of the plan, place_call() and run its forward; if a call fails,
+// abort_step() and return the error; at the end, commit_step(). The session verbs of the Executor
+// interface are implemented here once, and cache_usage() reads the cache. It knows no tensors,
+// devices or programs (the backend owns the K/V bytes and the forward). Calling a session verb
+// before create_sessions() is a bug in the caller (CELLM_CHECK). Thread-safety: every call from the
+// engine thread, like any Executor.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,8 @@
 // GgufFile: parsing and validating a GGUF v2/v3 file. Typed getters: gguf_file_getters.cpp.
 #include "gguf/gguf_file.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "gguf/gguf_cursor.h"
@@ -209,11 +211,10 @@ Status GgufFile::place_tensor_data(uint64_t header_end_bytes) {
   for (const GgufTensorInfo& info : tensors_) {
     if (info.offset_bytes > data_size || info.size_bytes > data_size - info.offset_bytes) {
       const uint64_t begin = data_offset_ + std::min(info.offset_bytes, file_size);
-      std::string range =
-          info.offset_bytes > file_size
-              ? "at offset " + std::to_string(data_offset_) + " + " +
-                    std::to_string(info.offset_bytes)
-              : "[" + std::to_string(begin) + ", " + std::to_string(begin + info.size_bytes) + ")";
+      std::string range = info.offset_bytes > file_size
+                              ? "at offset " + std::to_string(data_offset_) + " + " +
+                                    std::to_string(info.offset_bytes)
+                              : fmt::format("[{}, {})", begin, begin + info.size_bytes);
       return data_loss("gguf: tensor " + gguf_quote(info.name) + " data " + range +
                        " runs past the end of the file (size " + std::to_string(file_size) + ")");
     }
@@ -231,8 +232,8 @@ Status GgufFile::place_tensor_data(uint64_t header_end_bytes) {
     const GgufTensorInfo& b = *by_offset[i];
     if (a.offset_bytes + a.size_bytes > b.offset_bytes) {
       auto range = [this](const GgufTensorInfo& t) {
-        return "[" + std::to_string(data_offset_ + t.offset_bytes) + ", " +
-               std::to_string(data_offset_ + t.offset_bytes + t.size_bytes) + ")";
+        return fmt::format("[{}, {})", data_offset_ + t.offset_bytes,
+                           data_offset_ + t.offset_bytes + t.size_bytes);
       };
       return data_loss("gguf: tensor " + gguf_quote(a.name) + " data " + range(a) +
                        " overlaps tensor " + gguf_quote(b.name) + " data " + range(b));

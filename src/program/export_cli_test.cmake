@@ -36,6 +36,35 @@ if(NOT out MATCHES "cellm\\.decode_widths +array<u32> +\\[3 u32 values: 1, 2, 4\
   message(FATAL_ERROR "cellm.decode_widths is not [1, 2, 4]:\n${out}")
 endif()
 
+# --decode-widths 1,2,4 with m left to auto: one past the widest, but at least 5.
+if(NOT out MATCHES "cellm\\.min_prefill_chunk +u32 +5\n")
+  message(FATAL_ERROR "cellm.min_prefill_chunk is not 5 (auto for widths 1,2,4):\n${out}")
+endif()
+
+# The defaults: the recommended decode widths (1 ... 256, below W = 512) and m = 257.
+set(defaults "${WORK_DIR}/defaults.gguf")
+execute_process(COMMAND "${CELLM}" export --gguf "${model}" --output "${defaults}"
+  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "cellm export with the default plan failed (${rc}): ${err}")
+endif()
+execute_process(COMMAND "${CELLM}" inspect "${defaults}"
+  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+# (inspect shows the first six values of an array)
+if(NOT out MATCHES "cellm\\.decode_widths +array<u32> +\\[9 u32 values: 1, 2, 4, 8, 16, 32, \\.\\.\\.\\]")
+  message(FATAL_ERROR "the default cellm.decode_widths are not 1 ... 256:\n${out}")
+endif()
+if(NOT out MATCHES "cellm\\.min_prefill_chunk +u32 +257\n")
+  message(FATAL_ERROR "the default cellm.min_prefill_chunk is not 257:\n${out}")
+endif()
+
+execute_process(COMMAND "${CELLM}" export --gguf "${model}" --output "${WORK_DIR}/bad.gguf"
+                        --min-prefill-chunk some
+  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 2 OR NOT err MATCHES "^cellm export: --min-prefill-chunk 'some': [^\n]*auto\n$")
+  message(FATAL_ERROR "a bad --min-prefill-chunk: rc ${rc}, stderr '${err}'")
+endif()
+
 set(refused "${WORK_DIR}/refused.gguf")
 execute_process(COMMAND "${CELLM}" export --gguf "${model}" --output "${refused}"
                         --max-step-tokens 4 --min-prefill-chunk 5

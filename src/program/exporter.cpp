@@ -28,7 +28,7 @@ Status check_options(const ExportOptions& o) {
     return invalid_argument("no input: pass --gguf, --checkpoint-dir or --prequantized");
   if (o.min_prefill_chunk < 1) {
     return invalid_argument(
-        fmt::format("--min-prefill-chunk ({}) must be at least 1", o.min_prefill_chunk));
+        fmt::format("--min-prefill-chunk ({}) must be at least 1 (or auto)", o.min_prefill_chunk));
   }
   if (o.max_step_tokens < o.min_prefill_chunk) {
     return invalid_argument(
@@ -147,7 +147,27 @@ StatusOr<std::vector<int32_t>> parse_decode_widths(std::string_view text) {
   return widths;
 }
 
-StatusOr<ExportReport> export_program(const ExportOptions& options) {
+StatusOr<int32_t> parse_min_prefill_chunk(std::string_view text) {
+  if (text == "auto") return kAutoMinPrefillChunk;
+  int32_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || error != std::errc() || end != text.data() + text.size()) {
+    return invalid_argument("--min-prefill-chunk '" + std::string(text) +
+                            "': expected a positive count or auto");
+  }
+  return value;
+}
+
+StatusOr<ExportReport> export_program(const ExportOptions& given) {
+  // The slicing plan the defaults stand for: the recommended widths below W, the automatic m.
+  ExportOptions options = given;
+  if (options.decode_widths.empty()) {
+    options.decode_widths = recommended_decode_widths(options.max_step_tokens);
+  }
+  if (options.min_prefill_chunk == kAutoMinPrefillChunk) {
+    options.min_prefill_chunk =
+        auto_min_prefill_chunk(options.decode_widths, options.max_step_tokens);
+  }
   CELLM_RETURN_IF_ERROR(check_options(options));
   const bool from_gguf = options.source == ExportSource::kGguf;
   CELLM_ASSIGN_OR_RETURN(ExportPlan plan,

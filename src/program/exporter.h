@@ -39,6 +39,12 @@ StatusOr<ExportQuant> parse_export_quant(std::string_view name);
 // by export_program).
 StatusOr<std::vector<int32_t>> parse_decode_widths(std::string_view text);
 
+// ExportOptions::min_prefill_chunk's "choose for me": auto_min_prefill_chunk (program_spec.h).
+inline constexpr int32_t kAutoMinPrefillChunk = 0;
+// "auto" -> kAutoMinPrefillChunk, "17" -> 17: InvalidArgument naming --min-prefill-chunk for
+// anything else (the range is checked by export_program).
+StatusOr<int32_t> parse_min_prefill_chunk(std::string_view text);
+
 struct ExportProgress {
   size_t num_tensors_done = 0;
   size_t num_tensors = 0;
@@ -54,10 +60,14 @@ struct ExportOptions {
   std::string tokenizer_path;  // --tokenizer FILE: a GGUF whose tokenizer.* keys to use
   ExportQuant quant = ExportQuant::kKeep;
   int32_t max_seq_len = 0;  // --max-seq-len; 0 = the model's context length
-  int32_t max_step_tokens = ProgramSpec::kDefaultMaxStepTokens;      // W
-  int32_t min_prefill_chunk = ProgramSpec::kDefaultMinPrefillChunk;  // m
+  int32_t max_step_tokens = ProgramSpec::kDefaultMaxStepTokens;  // W
+  // m; kAutoMinPrefillChunk: one past the widest decode width, at least 5, at most W
+  // (auto_min_prefill_chunk) — 257 with the default widths and W 512.
+  int32_t min_prefill_chunk = kAutoMinPrefillChunk;
   int32_t max_cells = ProgramSpec::kDefaultMaxCells;
-  std::vector<int32_t> decode_widths = {1};
+  // Static decode widths; empty: kRecommendedDecodeWidths below W (recommended_decode_widths),
+  // 1, 2, 4 ... 256 with W 512.
+  std::vector<int32_t> decode_widths;
   KvDtype kv_dtype = KvDtype::kF32;
   std::function<void(const ExportProgress&)> on_progress;  // optional, after each tensor
 };

@@ -78,6 +78,20 @@ StatusOr<KvDtype> parse_kv_dtype(std::string_view name) {
   return invalid_argument("unknown cache dtype '" + std::string(name) + "' (use f32, f16 or bf16)");
 }
 
+std::vector<int32_t> recommended_decode_widths(int32_t max_step_tokens) {
+  std::vector<int32_t> widths;
+  for (const int32_t width : kRecommendedDecodeWidths) {
+    if (width < max_step_tokens || width == 1) widths.push_back(width);
+  }
+  return widths;
+}
+
+int32_t auto_min_prefill_chunk(std::span<const int32_t> decode_widths, int32_t max_step_tokens) {
+  const int32_t widest = decode_widths.empty() ? 1 : decode_widths.back();
+  const int32_t m = std::max(widest + 1, ProgramSpec::kDefaultMinPrefillChunk);
+  return std::max(1, std::min(m, max_step_tokens));
+}
+
 ProgramSpec ProgramSpec::defaults_for(const ModelConfig& config) {
   ProgramSpec spec;
   spec.max_context_len = std::max(config.context_length, kDefaultMaxStepTokens + 1);

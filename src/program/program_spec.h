@@ -6,10 +6,13 @@
 // (`defaults_for`). `validate` checks the load-time rules: W ≥ m ≥ 1, max_cells ≥ W,
 // W < max_context_len, decode widths ascending from 1 and ≤ W, per-layer cache geometry and vocab
 // equal to the model's. `to_metadata` gives the keys to write (the exporter's side).
-// Executors read their limits only from here. Thread-safety: plain data.
+// Executors read their limits only from here. The recommended slicing plan (what `cellm export`
+// writes by default) is here too, so the exporter needs no backend. Thread-safety: plain data.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,6 +29,28 @@ enum class KvDtype { kF32, kF16, kBF16 };
 std::string_view logits_to_keep_mode_name(LogitsToKeepMode mode);
 std::string_view kv_dtype_name(KvDtype dtype);
 StatusOr<KvDtype> parse_kv_dtype(std::string_view name);
+
+// The slicing plan cellm recommends, chosen for the CUDA executor (`cellm export`'s defaults and
+// `cellm bench`'s random programs). Decode calls replay a CUDA graph captured once per static
+// width, a narrower slice padded to the next width through a scratch cell; prefill calls run
+// eagerly at any width in [m, W]. Both run the same kernels for the same rows (the matrix
+// kernels pick the small-M path or tensor cores by row count, whatever the method), so a graph
+// only saves launch overhead, and padding rows cost little while a step is memory-bound (below
+// about 200 rows for bf16 weights on an H200, where weight bytes dominate). Hence graphs for
+// every power of two up to 256, and m one past the widest: every step of up to 256 tokens (256
+// concurrent decodes, or decodes plus a short prompt chunk) is one graph replay, and only wider
+// steps run eagerly. Widths only matter below m. The CPU executor runs the same plan exactly
+// (it skips padding rows).
+inline constexpr std::array<int32_t, 9> kRecommendedDecodeWidths = {1,  2,  4,   8,  16,
+                                                                    32, 64, 128, 256};
+
+// kRecommendedDecodeWidths below `max_step_tokens` (W), so that the automatic m fits under W.
+std::vector<int32_t> recommended_decode_widths(int32_t max_step_tokens);
+
+// The automatic m for `decode_widths` (ascending): one past the widest, but at least
+// ProgramSpec::kDefaultMinPrefillChunk (so widths {1} keep the seed's m = 5), and at most
+// `max_step_tokens` (W). With W 512 and the recommended widths: 257.
+int32_t auto_min_prefill_chunk(std::span<const int32_t> decode_widths, int32_t max_step_tokens);
 
 struct ProgramSpec {
   static constexpr uint32_t kFormatVersion = 1;

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "gguf/gguf_writer.h"
-#include "tokenizer/tokenizer.h"
 #include "test_models.h"
+#include "tokenizer/tokenizer.h"
 
 namespace cellm {
 namespace {
@@ -122,6 +122,27 @@ TEST(ProgramTest, InconsistentLimitsAreErrorsNamingTheKey) {
     EXPECT_THAT(program.status().message(), HasSubstr(c.expected));
     EXPECT_THAT(program.status().message(), HasSubstr("GGUF bytes"));
   }
+}
+
+TEST(ProgramSpecTest, TheRecommendedPlanStaysBelowW) {
+  EXPECT_EQ(recommended_decode_widths(512),
+            (std::vector<int32_t>{1, 2, 4, 8, 16, 32, 64, 128, 256}));
+  EXPECT_EQ(recommended_decode_widths(257),
+            (std::vector<int32_t>{1, 2, 4, 8, 16, 32, 64, 128, 256}));
+  EXPECT_EQ(recommended_decode_widths(256), (std::vector<int32_t>{1, 2, 4, 8, 16, 32, 64, 128}));
+  EXPECT_EQ(recommended_decode_widths(5), (std::vector<int32_t>{1, 2, 4}));
+  EXPECT_EQ(recommended_decode_widths(1), (std::vector<int32_t>{1}));
+}
+
+TEST(ProgramSpecTest, AutomaticMinPrefillChunkIsOnePastTheWidestAtLeastFiveAtMostW) {
+  const std::vector<int32_t> recommended(kRecommendedDecodeWidths.begin(),
+                                         kRecommendedDecodeWidths.end());
+  EXPECT_EQ(auto_min_prefill_chunk(recommended, 512), 257);
+  EXPECT_EQ(auto_min_prefill_chunk(std::vector<int32_t>{1}, 512), 5) << "the seed contract";
+  EXPECT_EQ(auto_min_prefill_chunk(std::vector<int32_t>{1, 2, 4}, 512), 5);
+  EXPECT_EQ(auto_min_prefill_chunk(std::vector<int32_t>{1, 2, 4, 8, 16}, 512), 17);
+  EXPECT_EQ(auto_min_prefill_chunk(std::vector<int32_t>{1, 2, 4, 8, 16}, 16), 16) << "at most W";
+  EXPECT_EQ(auto_min_prefill_chunk(std::vector<int32_t>{1, 2}, 4), 4);
 }
 
 TEST(ProgramTest, MissingTokenizerIsAnErrorNamingTheKey) {

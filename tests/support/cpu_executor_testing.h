@@ -3,8 +3,9 @@
 // slicing plan, build an initialized executor, drive greedy generation one step at a time
 // through Executor::execute, compare logits rows. Greedy argmax here is the test's own (lowest
 // id wins ties, as the references' drivers did), not the engine's sampler. Header-only: each
-// suite is its own binary, linked against the CPU backend. Thread-safety: test code; the
-// programs stories260k() caches are immutable once loaded.
+// suite is its own binary, linked against the CPU backend (the CUDA suites build on it too:
+// backends/cuda/cuda_e2e_support.h). Thread-safety: test code; the programs stories260k() caches
+// are immutable once loaded.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -74,11 +76,13 @@ inline int32_t argmax(std::span<const float> row) {
   return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
 }
 
+// The largest |a[i] - b[i]|; infinity when a difference is NaN (a NaN never passes a tolerance).
 inline float max_abs_diff(std::span<const float> a, std::span<const float> b) {
   EXPECT_EQ(a.size(), b.size());
   float diff = 0.0f;
   for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-    diff = std::max(diff, std::fabs(a[i] - b[i]));
+    const float d = std::fabs(a[i] - b[i]);
+    if (!(d <= diff)) diff = std::isnan(d) ? INFINITY : d;
   }
   return diff;
 }
@@ -125,34 +129,58 @@ struct GreedyRun {
   std::vector<float> logits;    // [num_steps, vocab] the row that chose each token
 };
 
+// Greedy generation of several sessions together on new sessions: step 0 runs every prompt
+// (whole, in one batch, each keeping its last row), then every step feeds each session its last
+// token. The rows are copied out of each step's BatchOutput (a view valid until the next step).
+// The sessions stay open; `sessions_out` receives their ids.
+inline std::vector<GreedyRun> run_greedy_together(Executor& executor,
+                                                  const std::vector<std::vector<int32_t>>& prompts,
+                                                  int32_t num_steps,
+                                                  std::vector<SessionId>* sessions_out = nullptr) {
+  const size_t n = prompts.size();
+  std::vector<GreedyRun> runs(n);
+  std::vector<SessionId> sessions;
+  for (size_t i = 0; i < n; ++i) {
+    const std::optional<SessionId> session = executor.open_session();
+    EXPECT_TRUE(session.has_value());
+    if (!session) return runs;
+    sessions.push_back(*session);
+  }
+  if (sessions_out != nullptr) *sessions_out = sessions;
+  const int32_t vocab = executor.limits().vocab_size;
+  std::vector<std::vector<int32_t>> pending = prompts;  // the payload of each next input
+  std::vector<int32_t> start(n, 0);
+  for (int32_t step = 0; step < num_steps; ++step) {
+    BatchInput batch;
+    for (size_t i = 0; i < n; ++i) {
+      batch.inputs.push_back(step_input(sessions[i], start[i], pending[i], 0,
+                                        static_cast<int32_t>(pending[i].size()), true));
+    }
+    const BatchOutput output = execute_ok(executor, batch);
+    if (output.outputs.size() != n || output.vocab_size != vocab) {
+      ADD_FAILURE() << "step " << step << ": expected " << n << " logits rows of " << vocab;
+      return runs;
+    }
+    for (size_t i = 0; i < n; ++i) {
+      const std::span<const float> row =
+          output.logits.subspan(i * static_cast<size_t>(vocab), static_cast<size_t>(vocab));
+      runs[i].logits.insert(runs[i].logits.end(), row.begin(), row.end());
+      runs[i].tokens.push_back(argmax(row));
+      start[i] += static_cast<int32_t>(pending[i].size());
+      pending[i] = {runs[i].tokens.back()};
+    }
+  }
+  return runs;
+}
+
 // Greedy generation on a new session: the whole prompt in one input (keeping its last row),
 // then each chosen token fed back alone at the next position. The session stays open.
 inline GreedyRun run_greedy(Executor& executor, const std::vector<int32_t>& prompt,
                             int32_t num_steps, SessionId* session_out = nullptr) {
-  GreedyRun run;
-  const std::optional<SessionId> session = executor.open_session();
-  EXPECT_TRUE(session.has_value());
-  if (!session) return run;
-  if (session_out != nullptr) *session_out = *session;
-  const int32_t vocab = executor.limits().vocab_size;
-  std::vector<int32_t> pending = prompt;  // the payload of the next input
-  int32_t start_pos = 0;
-  for (int32_t step = 0; step < num_steps; ++step) {
-    BatchInput batch;
-    batch.inputs.push_back(
-        step_input(*session, start_pos, pending, 0, static_cast<int32_t>(pending.size()), true));
-    const BatchOutput output = execute_ok(executor, batch);
-    if (output.outputs.size() != 1 || output.vocab_size != vocab) {
-      ADD_FAILURE() << "step " << step << ": expected one logits row of " << vocab;
-      return run;
-    }
-    const std::span<const float> row(output.logits.data(), static_cast<size_t>(vocab));
-    run.logits.insert(run.logits.end(), row.begin(), row.end());
-    run.tokens.push_back(argmax(row));
-    start_pos += static_cast<int32_t>(pending.size());
-    pending = {run.tokens.back()};
-  }
-  return run;
+  std::vector<SessionId> sessions;
+  std::vector<GreedyRun> runs = run_greedy_together(executor, {prompt}, num_steps, &sessions);
+  if (session_out != nullptr && !sessions.empty()) *session_out = sessions[0];
+  return std::move(runs[0]);
 }
 
 }  // namespace cellm::testing

@@ -59,14 +59,15 @@ StatusOr<BatchOutput> CpuExecutor::execute(const BatchInput& batch, bool return_
   if (!initialized_) return failed_precondition("CpuExecutor::execute before initialize()");
   CELLM_ASSIGN_OR_RETURN(PackedStep step, table().pack(batch));
   BatchOutput output = step.make_output();
+  float* logits = nullptr;  // [outputs, vocab] f32 in logits_, when asked
   if (return_logits) {
-    output.vocab_size = config_.vocab_size;
-    output.logits.assign(output.outputs.size() * static_cast<size_t>(config_.vocab_size), 0.0f);
+    logits_.assign(output.outputs.size() * static_cast<size_t>(config_.vocab_size), 0.0f);
+    logits = logits_.data();
   }
   const std::vector<SliceCall> calls = plan_slices(step.num_tokens, spec_.max_step_tokens,
                                                    spec_.min_prefill_chunk, spec_.decode_widths);
   for (const SliceCall& call : calls) {
-    const Status status = run_call(step, call, output);
+    const Status status = run_call(step, call, logits);
     if (!status.ok()) {
       abort_step(step);
       return status.with_context(std::string(slice_method_name(call.method)) + " call at token " +
@@ -74,6 +75,10 @@ StatusOr<BatchOutput> CpuExecutor::execute(const BatchInput& batch, bool return_
     }
   }
   commit_step();
+  if (return_logits) {
+    output.vocab_size = config_.vocab_size;
+    output.logits = logits_;
+  }
   ++stats_.num_steps;
   for (const SliceCall& call : calls) {
     ++(call.method == SliceMethod::kPrefill ? stats_.num_prefill_calls : stats_.num_decode_calls);
@@ -83,17 +88,16 @@ StatusOr<BatchOutput> CpuExecutor::execute(const BatchInput& batch, bool return_
   return output;
 }
 
-Status CpuExecutor::run_call(const PackedStep& step, const SliceCall& call, BatchOutput& output) {
+Status CpuExecutor::run_call(const PackedStep& step, const SliceCall& call, float* logits) {
   const int64_t call_index = num_calls_++;
   CELLM_RETURN_IF_ERROR(place_call(step, call, &cell_step_));
   CELLM_RETURN_IF_ERROR(kv_->reserve_rows(cache().high_water()));
   const RowSelection rows = step.select_rows(call.begin, call.begin + call.num_tokens);
-  float* logits = output.logits.empty()
-                      ? nullptr
-                      : output.logits.data() + static_cast<size_t>(rows.first_kept) *
-                                                   static_cast<size_t>(output.vocab_size);
+  float* rows_out = logits == nullptr ? nullptr
+                                      : logits + static_cast<size_t>(rows.first_kept) *
+                                                     static_cast<size_t>(config_.vocab_size);
   forward_->run(std::span<const int32_t>(step.tokens).subspan(call.begin, call.num_tokens),
-                cell_step_, rows.local_rows, *kv_, logits);
+                cell_step_, rows.local_rows, *kv_, rows_out);
   if (options_.after_call_for_test) return options_.after_call_for_test(call_index);
   return ok_status();
 }

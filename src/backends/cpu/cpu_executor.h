@@ -7,15 +7,17 @@
 // ones are decode calls of the program's static widths, whose padding rows the CPU simply skips).
 // Each call places its tokens in the CellCache, grows the K/V storage to the cache's high water,
 // and runs CpuForward, which writes the logits of the call's kept rows straight into the
-// BatchOutput. A call that fails rolls the whole step back, so every session is exactly as it
-// was (a rewind the batch asked for included). Sampling is not done here: OutputRow::token stays
-// kNoToken. Thread-safety: every call from one thread (the engine thread); the forward uses the
-// executor's own ThreadPool.
+// executor's logits buffer; BatchOutput::logits is a view of it, valid until the next execute().
+// A call that fails rolls the whole step back, so every session is exactly as it was (a rewind
+// the batch asked for included). Sampling is not done here: OutputRow::token stays kNoToken.
+// Thread-safety: every call from one thread (the engine thread); the forward uses the executor's
+// own ThreadPool.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "backends/cpu/cpu_forward.h"
 #include "backends/cpu/cpu_kv_storage.h"
@@ -67,8 +69,9 @@ class CpuExecutor final : public TableExecutor {
 
  private:
   // One call of the plan: place its real tokens in the cache, grow the storage, run the forward
-  // into `output`'s logits rows (if any). Padding rows of a decode call are skipped.
-  Status run_call(const PackedStep& step, const SliceCall& call, BatchOutput& output);
+  // into the call's rows of `logits` ([outputs, vocab] f32; null: no logits). Padding rows of a
+  // decode call are skipped.
+  Status run_call(const PackedStep& step, const SliceCall& call, float* logits);
 
   ModelConfig config_;
   ModelWeights weights_;
@@ -80,7 +83,8 @@ class CpuExecutor final : public TableExecutor {
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<CpuKvStorage> kv_;
   std::unique_ptr<CpuForward> forward_;
-  CellStep cell_step_;  // reused by every call (its vectors keep their capacity)
+  CellStep cell_step_;         // reused by every call (its vectors keep their capacity)
+  std::vector<float> logits_;  // [outputs of the last step, vocab] f32: BatchOutput::logits
   CpuExecutorStats stats_;
   int64_t num_calls_ = 0;  // method calls run, failed ones included (after_call_for_test)
 };

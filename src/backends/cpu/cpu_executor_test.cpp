@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -107,6 +108,27 @@ TEST_F(CpuExecutorTest, CallsFollowTheSlicePlan) {
   EXPECT_EQ(ex->stats().num_steps, 1);
 }
 
+TEST_F(CpuExecutorTest, TheRecommendedPlanRunsShortSlicesAsPaddedDecodesWithTheSameLogits) {
+  std::vector<int32_t> tokens;
+  auto oracle = executor(plan(512, 5, {1}));  // one 200-token prefill
+  const StatusOr<BatchOutput> expected = run_prompt(*oracle, 200, true, tokens);
+  ASSERT_TRUE(expected.ok()) << expected.status().to_string();
+  EXPECT_EQ(oracle->stats().num_prefill_calls, 1);
+  // W 512, m 257, widths 1 ... 256: the 200 tokens are one decode call padded to 256 rows.
+  auto ex = executor(plan(512, 257, recommended_decode_widths(512)));
+  const StatusOr<BatchOutput> got = run_prompt(*ex, 200, true, tokens);
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(ex->stats().num_prefill_calls, 0);
+  EXPECT_EQ(ex->stats().num_decode_calls, 1);
+  EXPECT_EQ(ex->stats().num_padding_rows, 56);
+  EXPECT_LE(testing::max_abs_diff(got->logits, expected->logits), 1e-5f);
+  // 300 tokens reach m: one prefill call.
+  auto wide = executor(plan(512, 257, recommended_decode_widths(512)));
+  ASSERT_TRUE(run_prompt(*wide, 300, true, tokens).ok());
+  EXPECT_EQ(wide->stats().num_prefill_calls, 1);
+  EXPECT_EQ(wide->stats().num_decode_calls, 0);
+}
+
 TEST_F(CpuExecutorTest, OutputsWithoutLogitsStillAdvanceTheSession) {
   std::vector<int32_t> tokens;
   auto with_logits = executor(program_.spec());
@@ -131,7 +153,7 @@ TEST_F(CpuExecutorTest, OutputsWithoutLogitsStillAdvanceTheSession) {
   batch.inputs.push_back({session, 0, tokens, 8, 9, true});
   const StatusOr<BatchOutput> again = ex->execute(batch, true);
   ASSERT_TRUE(again.ok()) << again.status().to_string();
-  EXPECT_EQ(again->logits, expected->logits);
+  EXPECT_TRUE(std::ranges::equal(again->logits, expected->logits));
 }
 
 TEST_F(CpuExecutorTest, SessionVerbsReachTheSessionTable) {
@@ -232,7 +254,7 @@ TEST_F(CpuExecutorTest, AFailedStepThatRewoundLeavesEverySessionExactlyAsItWas) 
       const StatusOr<BatchOutput> expected = control->execute(batch, true);
       ASSERT_TRUE(got.ok()) << got.status().to_string();
       ASSERT_TRUE(expected.ok()) << expected.status().to_string();
-      EXPECT_EQ(got->logits, expected->logits);
+      EXPECT_TRUE(std::ranges::equal(got->logits, expected->logits));
       EXPECT_EQ(session_state(*ex, sessions), session_state(*control, sessions));
     }
   }

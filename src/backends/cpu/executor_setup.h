@@ -2,8 +2,8 @@
 // batches on its model, how many positions a session may hold, and the ExecutorLimits the
 // scheduler budgets with.
 //
-// Shared by CpuExecutor and any other backend's executor (CUDA may link the CPU backend), so
-// that a program means the same thing on each. Knows programs and batching's plain structs; no
+// Shared by CpuExecutor and CudaExecutor (the CUDA backend links the CPU backend), so that a
+// program means the same thing on each. Knows programs and batching's plain structs; no
 // tensors, no sessions. Thread-safety: pure functions.
 #pragma once
 

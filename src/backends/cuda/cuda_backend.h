@@ -30,9 +30,15 @@ struct CudaExecutorOptions {
   bool fuse_weights = true;        // concatenate q/k/v and gate/up when their types match
   bool resident_bf16 = false;      // keep bf16 copies of quantized matrices (CudaWeightsOptions)
   // Greedy fast path: every output row's argmax is computed on the device and returned in
-  // OutputRow::token (the lowest id on ties); logits are still copied unless
+  // OutputRow::greedy_token (the lowest id on ties), which the Runner takes for plain greedy
+  // sessions instead of reading the row; logits are still copied unless
   // CudaExecutor::set_copy_logits(false) and return_logits is false.
   bool device_argmax = false;
+  // Q8_0 / Q4_0 products of slices of up to 4 rows (the one-pass small-M kernels) take int8
+  // activations, quantized per 32 values like the weights (dp4a): about 3e-3 relative error in
+  // those products and faster decode. false keeps every activation exact in f32
+  // (CudaForwardConfig::int8_activations; `--exact-activations` on the command line).
+  bool int8_activations = true;
 };
 
 // True when a CUDA device with compute capability 9.0 (the build's sm_90a) can be used.

@@ -25,8 +25,8 @@ class CudaBatchingTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_NO_FATAL_FAILURE(testing::require_cuda_device());
-    model_ = std::make_unique<CpuModel>(testing::open_model("stories260K.gguf"));
-    vocab_ = model_->config.vocab_size;
+    model_ = testing::open_model("stories260K.gguf");
+    vocab_ = model_->config().vocab_size;
     const std::string path = testing::test_model_path("reference/stories260K-greedy.json");
     std::ifstream in(path);
     ASSERT_TRUE(in) << "cannot open " << path;
@@ -69,12 +69,12 @@ class CudaBatchingTest : public ::testing::Test {
     for (int32_t i = 0; i < static_cast<int32_t>(tokens.size()); ++i) {
       batch.inputs.push_back(testing::step_input(*session, 0, tokens, i, i + 1, true));
     }
-    BatchOutput output = testing::execute_ok(executor, batch);
+    const BatchOutput output = testing::execute_ok(executor, batch);
     EXPECT_EQ(output.outputs.size(), tokens.size());
-    return std::move(output.logits);
+    return {output.logits.begin(), output.logits.end()};  // the view lasts until the next step
   }
 
-  std::unique_ptr<CpuModel> model_;
+  std::unique_ptr<Program> model_;
   int32_t vocab_ = 0;
   nlohmann::json reference_;
 };
@@ -85,7 +85,7 @@ TEST_F(CudaBatchingTest, SixteenSessionsWithMixedPromptsEachProduceTheirSoloToke
   // The model's own plan (16 decodes form a 16-token prefill), and a plan where they replay the
   // decode graph of width 16 and long prompts are cut into 64-token prefills.
   for (const ProgramSpec& spec :
-       {model_->spec, testing::with_plan(model_->spec, 64, 17, {1, 2, 4, 8, 16})}) {
+       {model_->spec(), testing::with_plan(model_->spec(), 64, 17, {1, 2, 4, 8, 16})}) {
     SCOPED_TRACE("W=" + std::to_string(spec.max_step_tokens) +
                  " m=" + std::to_string(spec.min_prefill_chunk));
     auto solo_executor = testing::make_cuda(*model_, spec);
@@ -118,7 +118,7 @@ TEST_F(CudaBatchingTest, SixteenSessionsWithMixedPromptsEachProduceTheirSoloToke
 TEST_F(CudaBatchingTest, GraphReplayAndEagerDecodeGiveIdenticalTokens) {
   std::vector<Tokens> prompts = sixteen_prompts();
   prompts.resize(11);  // 11 decodes pad up to the width-16 graph
-  const ProgramSpec spec = testing::with_plan(model_->spec, 64, 17, {1, 2, 4, 8, 16});
+  const ProgramSpec spec = testing::with_plan(model_->spec(), 64, 17, {1, 2, 4, 8, 16});
   CudaExecutorOptions eager_options;
   eager_options.use_graphs = false;
   auto graphs = testing::make_cuda(*model_, spec);
@@ -140,7 +140,7 @@ TEST_F(CudaBatchingTest, GraphReplayAndEagerDecodeGiveIdenticalTokens) {
 }
 
 TEST_F(CudaBatchingTest, ClosedAndReopenedSessionsReuseCellsWithNoChangeInOutputs) {
-  const ProgramSpec spec = testing::with_plan(model_->spec, 64, 9, {1, 2, 4, 8});
+  const ProgramSpec spec = testing::with_plan(model_->spec(), 64, 9, {1, 2, 4, 8});
   auto executor = testing::make_cuda(*model_, spec);
   ASSERT_NE(executor, nullptr);
   const std::vector<Tokens> prompts = {sequence(0, 3), sequence(3, 0), sequence(5, 9)};
@@ -168,7 +168,7 @@ TEST_F(CudaBatchingTest, PoolGrowthMidRunChangesNothing) {
   // stories260K's K row is 128 bytes: a 2 MiB granule holds 16384 rows, so growth needs more
   // cells than that. 38 filler sessions of 430 tokens fill 16340 cells; the two measured
   // sessions then decode while 3 more fillers push the high water past the first granule.
-  const ProgramSpec spec = testing::with_plan(model_->spec, 512, 5, {1, 2, 4});
+  const ProgramSpec spec = testing::with_plan(model_->spec(), 512, 5, {1, 2, 4});
   const Tokens measured_a = sequence(0, 4);
   const Tokens measured_b = sequence(4, 1);
   Tokens filler = {1};
@@ -209,8 +209,8 @@ TEST_F(CudaBatchingTest, PoolGrowthMidRunChangesNothing) {
       logits.insert(logits.end(), output.logits.begin(), output.logits.end());
       pos_a += static_cast<int32_t>(next_a.size());
       pos_b += static_cast<int32_t>(next_b.size());
-      next_a = {testing::argmax(std::span<const float>(output.logits).subspan(0, vocab_))};
-      next_b = {testing::argmax(std::span<const float>(output.logits).subspan(vocab_, vocab_))};
+      next_a = {testing::argmax(output.logits.subspan(0, vocab_))};
+      next_b = {testing::argmax(output.logits.subspan(vocab_, vocab_))};
     }
     *growths_during_run = cuda.kv_metrics().num_growths - before;
     return logits;
@@ -241,7 +241,7 @@ TEST_F(CudaBatchingTest, PoolGrowthMidRunChangesNothing) {
 }
 
 TEST_F(CudaBatchingTest, DeviceArgmaxReturnsTheGreedyTokens) {
-  const ProgramSpec spec = testing::with_plan(model_->spec, 64, 9, {1, 2, 4, 8});
+  const ProgramSpec spec = testing::with_plan(model_->spec(), 64, 9, {1, 2, 4, 8});
   CudaExecutorOptions options;
   options.device_argmax = true;
   auto executor = testing::make_cuda(*model_, spec, options);
@@ -265,12 +265,13 @@ TEST_F(CudaBatchingTest, DeviceArgmaxReturnsTheGreedyTokens) {
     ASSERT_TRUE(output.ok()) << output.status().to_string();
     ASSERT_EQ(output->outputs.size(), prompts.size());
     for (size_t i = 0; i < prompts.size(); ++i) {
-      const int32_t token = output->outputs[i].token;
+      EXPECT_EQ(output->outputs[i].token, kNoToken) << "sampling is the caller's";
+      const int32_t token = output->outputs[i].greedy_token;
       EXPECT_EQ(token, reference_tokens(i, static_cast<size_t>(step) + 1).back())
           << "session " << i << ", step " << step;
       if (with_logits) {
-        EXPECT_EQ(token, testing::argmax(std::span<const float>(output->logits)
-                                             .subspan(i * static_cast<size_t>(vocab_), vocab_)));
+        EXPECT_EQ(token,
+                  testing::argmax(output->logits.subspan(i * static_cast<size_t>(vocab_), vocab_)));
       }
       start[i] += static_cast<int32_t>(pending[i].size());
       pending[i] = {token};
@@ -280,12 +281,12 @@ TEST_F(CudaBatchingTest, DeviceArgmaxReturnsTheGreedyTokens) {
 
 TEST_F(CudaBatchingTest, CudaMatchesTheCpuExecutorUnderEverySlicingPlan) {
   const Tokens tokens = sequence(1, 38);  // 43 tokens
-  auto cpu = testing::make_cpu(*model_, model_->spec);
+  auto cpu = testing::make_cpu(*model_, model_->spec());
   const std::vector<float> expected = logits_at_every_position(*cpu, tokens);
-  for (const ProgramSpec& spec : {model_->spec, testing::with_plan(model_->spec, 8, 2, {1}),
-                                  testing::with_plan(model_->spec, 8, 5, {1, 2, 4, 8}),
-                                  testing::with_plan(model_->spec, 16, 16, {1, 2, 4, 8, 16}),
-                                  testing::with_plan(model_->spec, 4, 1, {1})}) {
+  for (const ProgramSpec& spec : {model_->spec(), testing::with_plan(model_->spec(), 8, 2, {1}),
+                                  testing::with_plan(model_->spec(), 8, 5, {1, 2, 4, 8}),
+                                  testing::with_plan(model_->spec(), 16, 16, {1, 2, 4, 8, 16}),
+                                  testing::with_plan(model_->spec(), 4, 1, {1})}) {
     const std::string what = "W=" + std::to_string(spec.max_step_tokens) +
                              " m=" + std::to_string(spec.min_prefill_chunk);
     auto executor = testing::make_cuda(*model_, spec);
@@ -299,10 +300,10 @@ TEST_F(CudaBatchingTest, CudaMatchesTheCpuExecutorUnderEverySlicingPlan) {
 
 TEST_F(CudaBatchingTest, HalfPrecisionCachesMatchTheCpuWithTheSameCache) {
   const Tokens tokens = sequence(0, 40);
-  auto cpu_f32 = testing::make_cpu(*model_, model_->spec);
+  auto cpu_f32 = testing::make_cpu(*model_, model_->spec());
   const std::vector<float> f32 = logits_at_every_position(*cpu_f32, tokens);
   for (const KvDtype dtype : {KvDtype::kF16, KvDtype::kBF16}) {
-    ProgramSpec spec = model_->spec;
+    ProgramSpec spec = model_->spec();
     spec.kv_dtype = dtype;
     auto cpu = testing::make_cpu(*model_, spec);
     auto cuda = testing::make_cuda(*model_, spec);
@@ -326,7 +327,7 @@ TEST_F(CudaBatchingTest, HalfPrecisionCachesMatchTheCpuWithTheSameCache) {
 
 TEST_F(CudaBatchingTest, RefusedBatchesChangeNothing) {
   const Tokens tokens = sequence(0, 20);
-  const ProgramSpec spec = testing::with_plan(model_->spec, 8, 2, {1, 2, 4});
+  const ProgramSpec spec = testing::with_plan(model_->spec(), 8, 2, {1, 2, 4});
   auto executor = testing::make_cuda(*model_, spec);
   ASSERT_NE(executor, nullptr);
   auto control = testing::make_cuda(*model_, spec);
@@ -352,7 +353,7 @@ TEST_F(CudaBatchingTest, RefusedBatchesChangeNothing) {
   }
   BatchInput next;
   next.inputs.push_back(testing::step_input(a, 15, rest, 0, 5, true));
-  const BatchOutput got = testing::execute_ok(*executor, next);
+  const BatchOutput got = testing::execute_ok(*executor, next);  // views of two executors
   next.inputs[0].session = c;
   const BatchOutput want = testing::execute_ok(*control, next);
   EXPECT_LE(testing::max_abs_diff(got.logits, want.logits), 1e-5f);

@@ -7,14 +7,13 @@
 #include <memory>
 #include <optional>
 
-#include "backends/cpu/cpu_model.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
-#include "backends/cuda/cuda_defaults.h"
 #include "backends/cuda/cuda_executor.h"
 #include "backends/cuda/device_memory.h"
 #include "backends/cuda/hardware_limits.h"
 #include "backends/cuda/model_geometry.h"
+#include "program/program.h"
 
 namespace cellm {
 namespace {
@@ -228,24 +227,25 @@ StatusOr<CudaBenchReport> run_cuda_bench(const CudaBenchOptions& options,
       16;
 
   // The model: a file, or random weights of a geometry.
-  std::unique_ptr<CpuModel> file_model;
+  std::unique_ptr<Program> file_model;
   ModelConfig config;
   ProgramSpec spec;
   std::shared_ptr<const CudaWeights> weights;
   if (!options.model_path.empty()) {
     say("opening " + options.model_path);
-    CELLM_ASSIGN_OR_RETURN(CpuModel opened, CpuModel::open(options.model_path));
-    file_model = std::make_unique<CpuModel>(std::move(opened));
-    config = file_model->config;
-    spec = file_model->spec;
+    CELLM_ASSIGN_OR_RETURN(Program opened, Program::load(options.model_path));
+    file_model = std::make_unique<Program>(std::move(opened));
+    config = file_model->config();
+    spec = file_model->spec();
     report.model = options.model_path;
   } else {
     CELLM_ASSIGN_OR_RETURN(config, named_geometry(options.geometry));
     CELLM_ASSIGN_OR_RETURN(const TensorType type, parse_weight_type(options.weight_type));
     CELLM_ASSIGN_OR_RETURN(const KvDtype kv, parse_kv_dtype(options.kv_dtype));
-    spec = random_program(config, config.context_length, kCudaMaxStepTokens, kCudaMinPrefillChunk,
-                          {kCudaDecodeWidths.begin(), kCudaDecodeWidths.end()}, kv,
-                          ProgramSpec::kDefaultMaxCells);
+    const int32_t w = ProgramSpec::kDefaultMaxStepTokens;
+    const std::vector<int32_t> widths = recommended_decode_widths(w);
+    spec = random_program(config, config.context_length, w, auto_min_prefill_chunk(widths, w),
+                          widths, kv, ProgramSpec::kDefaultMaxCells);
     say(fmt::format("building random {} weights of {} on the device", options.weight_type,
                     options.geometry));
     CudaWeightsOptions weight_options;
@@ -272,12 +272,13 @@ StatusOr<CudaBenchReport> run_cuda_bench(const CudaBenchOptions& options,
   CudaExecutorOptions executor_options;
   executor_options.max_sessions = max_sessions + 2;
   executor_options.device = options.device;
-  executor_options.device_argmax = true;  // the greedy fast path is timed separately below
+  executor_options.device_argmax = true;  // as the Runner's executor (cellm run) has it
   executor_options.resident_bf16 = options.resident_bf16;
+  executor_options.int8_activations = options.int8_activations;
   std::unique_ptr<CudaExecutor> executor =
       weights != nullptr
           ? std::make_unique<CudaExecutor>(config, weights, spec, executor_options)
-          : std::make_unique<CudaExecutor>(config, file_model->weights, spec, executor_options);
+          : std::make_unique<CudaExecutor>(config, file_model->weights(), spec, executor_options);
   say("initializing the executor (upload, pool, graphs)");
   CELLM_RETURN_IF_ERROR(executor->initialize());
   report.weight_bytes_per_step = executor->weights().matrix_bytes_per_step();
@@ -288,7 +289,7 @@ StatusOr<CudaBenchReport> run_cuda_bench(const CudaBenchOptions& options,
     say("batch-1 decode");
     CELLM_ASSIGN_OR_RETURN(const std::vector<SessionId> one,
                            bench.open_with_context(1, options.context_tokens));
-    CELLM_ASSIGN_OR_RETURN(const double ms, bench.time_decode(one, 1, false));
+    CELLM_ASSIGN_OR_RETURN(const double ms, bench.time_decode(one, 1, true));
     bench.add_result("decode batch 1", "tok/s", 1e3 / ms, ms, 1, 1, 1);
     for (const SessionId s : one) CELLM_RETURN_IF_ERROR(executor->close_session(s));
   }
@@ -302,25 +303,18 @@ StatusOr<CudaBenchReport> run_cuda_bench(const CudaBenchOptions& options,
     for (const int32_t n : counts) {
       say(fmt::format("decode with {} sessions", n));
       const int64_t calls = (n + w - 1) / w;
-      CELLM_ASSIGN_OR_RETURN(const double ms, bench.time_decode(sessions, n, false));
+      CELLM_ASSIGN_OR_RETURN(const double ms, bench.time_decode(sessions, n, true));
       bench.add_result(fmt::format("decode {} sessions", n), "tok/s", n * 1e3 / ms, ms, n, n,
                        calls);
       if (options.compare_eager) {
         CELLM_RETURN_IF_ERROR(executor->set_use_graphs(false));
-        CELLM_ASSIGN_OR_RETURN(const double eager_ms, bench.time_decode(sessions, n, false));
+        CELLM_ASSIGN_OR_RETURN(const double eager_ms, bench.time_decode(sessions, n, true));
         CELLM_RETURN_IF_ERROR(executor->set_use_graphs(true));
         bench.add_result(fmt::format("decode {} sessions, no graphs", n), "tok/s",
                          n * 1e3 / eager_ms, eager_ms, n, n, calls);
       }
     }
-    if (options.compare_api_logits) {
-      const int32_t n = counts.back();
-      say(fmt::format("decode with {} sessions, logits into BatchOutput", n));
-      CELLM_ASSIGN_OR_RETURN(const double ms, bench.time_decode(sessions, n, true));
-      bench.add_result(fmt::format("decode {} sessions, BatchOutput logits", n), "tok/s",
-                       n * 1e3 / ms, ms, n, n, (n + w - 1) / w);
-    }
-    {
+    if (options.compare_device_argmax) {
       const int32_t n = counts.back();
       say(fmt::format("decode with {} sessions, greedy tokens on the device, no logits copy", n));
       executor->set_copy_logits(false);

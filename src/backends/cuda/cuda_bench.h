@@ -3,7 +3,9 @@
 // it).
 //
 // Measures, each timed with CUDA events on the executor's stream after warm-up (medians), with
-// every step's kept logits copied to pinned host memory: batch-1 decode tokens/s (a session
+// every step's kept logits copied to pinned host memory and returned as BatchOutput::logits (a
+// view of that memory, as the Runner gets them), the greedy token of each row computed on the
+// device (what the Runner takes for greedy sessions): batch-1 decode tokens/s (a session
 // holding `context_tokens` positions); decode tokens/s with N concurrent sessions whose
 // `context_tokens`-token prompts are already in the cache; prefill tokens/s of one W-token step;
 // time to first token of a `ttft_tokens` prompt (one execute of W-token slices). Each result
@@ -28,18 +30,20 @@ struct CudaBenchOptions {
   std::string weight_type = "bf16";       // random weights: bf16, f16, q8_0, q4_0, q4_k, q6_k
   std::string kv_dtype = "bf16";          // cache dtype of the random program (f32, f16, bf16)
   int32_t max_step_tokens = 0;            // W; 0: the program's (random: 512)
-  int32_t min_prefill_chunk = 0;          // m; 0: the program's (random: cuda_defaults.h)
-  std::vector<int32_t> decode_widths;     // empty: the program's (random: cuda_defaults.h)
-  int32_t context_tokens = 512;           // positions each session holds before decoding
+  int32_t min_prefill_chunk = 0;          // m; 0: the program's (random: auto_min_prefill_chunk)
+  std::vector<int32_t> decode_widths;  // empty: the program's (random: recommended_decode_widths)
+  int32_t context_tokens = 512;        // positions each session holds before decoding
   std::vector<int32_t> session_counts = {8, 32, 64, 128, 256};  // concurrent decode runs
   bool batch1 = true;                                           // measure batch-1 decode
   bool prefill = true;                                          // measure one W-token prefill step
   int32_t ttft_tokens = 2048;  // 0: skip the time-to-first-token run
   int32_t decode_steps = 12;   // timed steps per decode measurement
   int32_t warmup_steps = 3;
-  bool compare_eager = false;      // also time decodes with graphs off
-  bool compare_api_logits = true;  // also time the widest decode with BatchOutput logits
-  bool resident_bf16 = false;      // bf16 copies of quantized matrices for wide products
+  bool compare_eager = false;  // also time decodes with graphs off
+  // Also time the widest decode with the greedy tokens alone (no logits copied to the host).
+  bool compare_device_argmax = false;
+  bool resident_bf16 = false;    // bf16 copies of quantized matrices for wide products
+  bool int8_activations = true;  // CudaExecutorOptions::int8_activations
   int device = 0;
   uint64_t seed = 1;
 };

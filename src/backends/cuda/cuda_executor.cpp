@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "backends/cpu/executor_setup.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/kernels/matmul.cuh"
 #include "core/check.h"
@@ -15,11 +16,19 @@ namespace cellm {
 
 CudaExecutor::CudaExecutor(const ModelConfig& config, const ModelWeights& weights,
                            const ProgramSpec& spec, const CudaExecutorOptions& options)
-    : config_(config), host_weights_(&weights), spec_(spec), options_(options) {}
+    : TableExecutor("CudaExecutor"),
+      config_(config),
+      host_weights_(&weights),
+      spec_(spec),
+      options_(options) {}
 
 CudaExecutor::CudaExecutor(const ModelConfig& config, std::shared_ptr<const CudaWeights> weights,
                            const ProgramSpec& spec, const CudaExecutorOptions& options)
-    : config_(config), weights_(std::move(weights)), spec_(spec), options_(options) {}
+    : TableExecutor("CudaExecutor"),
+      config_(config),
+      weights_(std::move(weights)),
+      spec_(spec),
+      options_(options) {}
 
 CudaExecutor::~CudaExecutor() {
   // Work in flight reads the pool, the step buffers and the graphs: wait for it on the stream we
@@ -35,21 +44,9 @@ CudaExecutor::~CudaExecutor() {
 }
 
 Status CudaExecutor::validate() {
-  CELLM_RETURN_IF_ERROR(spec_.validate(config_).with_context("program"));
-  CELLM_RETURN_IF_ERROR(
-      validate_slice_params(spec_.max_step_tokens, spec_.min_prefill_chunk, spec_.decode_widths)
-          .with_context("program"));
-  if (spec_.logits_to_keep_mode == LogitsToKeepMode::kLast) {
-    return unimplemented(
-        "program: logits_to_keep_mode 'last' cannot serve batches (cellm needs "
-        "'selected' or 'full')");
-  }
-  if (options_.max_session_tokens == 0) options_.max_session_tokens = spec_.max_context_len;
-  if (options_.max_session_tokens < 0 || options_.max_session_tokens > spec_.max_context_len) {
-    return invalid_argument("max_session_tokens " + std::to_string(options_.max_session_tokens) +
-                            " outside [1, " + std::to_string(spec_.max_context_len) +
-                            "] (the program's cellm.max_context_len)");
-  }
+  CELLM_RETURN_IF_ERROR(validate_program_for_batching(spec_, config_));
+  CELLM_ASSIGN_OR_RETURN(options_.max_session_tokens,
+                         resolve_max_session_tokens(options_.max_session_tokens, spec_));
   if (spec_.kv_max_cells >= std::numeric_limits<int32_t>::max() - kFirstCellRow) {
     return invalid_argument("program: cellm.kv.max_cells " + std::to_string(spec_.kv_max_cells) +
                             " is too large");
@@ -60,10 +57,7 @@ Status CudaExecutor::validate() {
 Status CudaExecutor::initialize() {
   if (initialized_) return failed_precondition("CudaExecutor::initialize called twice");
   CELLM_RETURN_IF_ERROR(validate());
-  SessionTableConfig table_config;
-  table_config.max_sessions = options_.max_sessions;
-  table_config.max_session_tokens = options_.max_session_tokens;
-  table_config.vocab_size = config_.vocab_size;
+  const SessionTableConfig table_config = session_table_config(limits());
   CELLM_RETURN_IF_ERROR(validate_session_table_config(table_config));
   if (!cuda_device_available()) {
     return failed_precondition("no usable CUDA device: " + cuda_device_summary());
@@ -114,14 +108,14 @@ Status CudaExecutor::initialize() {
   forward_config.max_session_tokens = options_.max_session_tokens;
   forward_config.layer_windows = spec_.kv_windows;
   forward_config.argmax = options_.device_argmax;
+  forward_config.int8_activations = options_.int8_activations;
   CELLM_ASSIGN_OR_RETURN(forward_,
                          CudaForward::create(config_, *weights_, *pool_, forward_config, cublas_));
 
-  cache_ = std::make_unique<CellCache>(spec_.kv_max_cells);
-  table_ = std::make_unique<SessionTable>(*cache_, table_config);
   if (options_.use_graphs) CELLM_RETURN_IF_ERROR(capture_graphs());
   replay_graphs_ = options_.use_graphs;
   CELLM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
+  create_sessions(spec_.kv_max_cells, table_config);  // last: nothing below can fail
   initialized_ = true;
   return ok_status();
 }
@@ -186,49 +180,12 @@ Status CudaExecutor::capture_graphs() {
 }
 
 ExecutorLimits CudaExecutor::limits() const {
-  ExecutorLimits limits;
-  limits.max_step_tokens = spec_.max_step_tokens;
-  limits.min_prefill_chunk = spec_.min_prefill_chunk;
-  limits.max_sessions = options_.max_sessions;
-  limits.max_session_tokens =
-      options_.max_session_tokens > 0 ? options_.max_session_tokens : spec_.max_context_len;
-  limits.vocab_size = config_.vocab_size;
-  return limits;
-}
-
-CacheUsage CudaExecutor::cache_usage() const {
-  CELLM_CHECK(initialized_) << "CudaExecutor used before initialize()";
-  return {cache_->max_cells(), cache_->num_free(), cache_->high_water()};
+  return executor_limits(spec_, config_, options_.max_sessions, options_.max_session_tokens);
 }
 
 KvPoolMetrics CudaExecutor::kv_metrics() const {
   CELLM_CHECK(initialized_) << "CudaExecutor used before initialize()";
   return pool_->metrics();
-}
-
-std::optional<SessionId> CudaExecutor::open_session() {
-  CELLM_CHECK(initialized_) << "CudaExecutor used before initialize()";
-  return table_->open();
-}
-
-Status CudaExecutor::close_session(SessionId id) {
-  CELLM_CHECK(initialized_) << "CudaExecutor used before initialize()";
-  return table_->close(id);
-}
-
-StatusOr<SessionId> CudaExecutor::clone_session(SessionId src, int32_t upto) {
-  CELLM_CHECK(initialized_) << "CudaExecutor used before initialize()";
-  return table_->clone(src, upto);
-}
-
-StatusOr<int32_t> CudaExecutor::session_length(SessionId id) const {
-  CELLM_CHECK(initialized_) << "CudaExecutor used before initialize()";
-  return table_->length(id);
-}
-
-Status CudaExecutor::rewind_session(SessionId id, int32_t pos) {
-  CELLM_CHECK(initialized_) << "CudaExecutor used before initialize()";
-  return table_->rewind(id, pos);
 }
 
 Status CudaExecutor::set_use_graphs(bool use_graphs) {
@@ -249,7 +206,7 @@ StatusOr<BatchOutput> CudaExecutor::execute(const BatchInput& batch, bool return
   if (!initialized_) return failed_precondition("CudaExecutor::execute before initialize()");
   // The engine thread may not be the one that initialized: bind it to the device.
   CELLM_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
-  CELLM_ASSIGN_OR_RETURN(PackedStep step, table_->pack(batch));
+  CELLM_ASSIGN_OR_RETURN(PackedStep step, table().pack(batch));
   BatchOutput output = step.make_output();
   const size_t vocab = static_cast<size_t>(config_.vocab_size);
   const bool copy_logits = return_logits || copy_logits_ || !options_.device_argmax;
@@ -263,7 +220,7 @@ StatusOr<BatchOutput> CudaExecutor::execute(const BatchInput& batch, bool return
     buffer->reset();
     StatusOr<PinnedBuffer> grown = PinnedBuffer::allocate(bytes);
     if (!grown.ok()) {
-      table_->rollback(step);
+      abort_step(step);
       return grown.status().with_context("pinned step outputs");
     }
     *buffer = std::move(grown).value();
@@ -284,8 +241,7 @@ StatusOr<BatchOutput> CudaExecutor::execute(const BatchInput& batch, bool return
   const Status synced = cuda_status(cudaStreamSynchronize(stream_.get()), "CudaExecutor step");
   if (status.ok()) status = synced;
   if (!status.ok()) {
-    if (cache_->has_declared_step()) cache_->cancel_step();
-    table_->rollback(step);
+    abort_step(step);
     return status;
   }
   if (copy_logits) {
@@ -293,14 +249,15 @@ StatusOr<BatchOutput> CudaExecutor::execute(const BatchInput& batch, bool return
   }
   if (options_.device_argmax) {
     for (size_t i = 0; i < output.outputs.size(); ++i) {
-      output.outputs[i].token = host_tokens_.as<int32_t>()[i];
+      const int32_t token = host_tokens_.as<int32_t>()[i];
+      output.outputs[i].greedy_token = token < 0 ? kNoToken : token;  // -1: nothing finite
     }
   }
-  if (return_logits) {
+  if (return_logits) {  // a view of the pinned rows: no copy
     output.vocab_size = config_.vocab_size;
-    output.logits.assign(last_logits_.begin(), last_logits_.end());
+    output.logits = last_logits_;
   }
-  table_->commit();  // the step succeeded: cells its rewinds dropped are free now
+  commit_step();  // the step succeeded: cells its rewinds dropped are free now
   ++stats_.num_steps;
   for (const SliceCall& call : calls) {
     if (call.method == SliceMethod::kPrefill) {
@@ -318,15 +275,8 @@ StatusOr<BatchOutput> CudaExecutor::execute(const BatchInput& batch, bool return
 Status CudaExecutor::run_call(const PackedStep& step, const SliceCall& call, bool copy_logits) {
   const int32_t begin = call.begin;
   const int32_t num_tokens = call.num_tokens;
-  const auto seqs = std::span<const SeqId>(step.seq_ids).subspan(begin, num_tokens);
-  const auto positions = std::span<const int32_t>(step.positions).subspan(begin, num_tokens);
-  CELLM_ASSIGN_OR_RETURN(const bool admitted, cache_->declare_step(seqs, positions));
-  if (!admitted) {
-    return internal_error("the cell pool refused " + std::to_string(num_tokens) +
-                          " tokens that SessionTable::pack admitted");
-  }
-  cache_->place(&cell_step_);
-  CELLM_RETURN_IF_ERROR(pool_->reserve_rows(cache_->high_water() + kFirstCellRow));
+  CELLM_RETURN_IF_ERROR(place_call(step, call, &cell_step_));
+  CELLM_RETURN_IF_ERROR(pool_->reserve_rows(cache().high_water() + kFirstCellRow));
   const RowSelection rows = step.select_rows(begin, begin + num_tokens);
   const bool decode = call.method == SliceMethod::kDecode;
   const int32_t width = decode ? call.width : num_tokens;

@@ -1,18 +1,22 @@
 // CudaExecutor: the Executor (batching/executor.h) of the CUDA backend — the same steps as
 // CpuExecutor (cpu_executor.h), run on one GPU.
 //
-// One step: SessionTable::pack validates the batch (a refused batch changes nothing), then
-// plan_slices cuts it into method calls exactly as on the CPU. Each call declares and places its
-// tokens in the CellCache, grows the KvPool to the cache's high water (row 0 is the scratch row
-// of padding tokens, cell c is row c + 1), uploads the placement with one copy (CudaCellCache),
-// and runs the forward: a `decode` call replays the CUDA graph captured at initialize() for its
-// static width (padding rows write the scratch row and are dropped); a `prefill` call runs
-// eagerly at its exact width in [m, W]. The kept rows' logits are copied into pinned host memory
-// and, when asked, into BatchOutput::logits. Every call of a step is enqueued on one stream and
-// the step synchronizes once at the end; a failure anywhere rolls the whole step back
-// (SessionTable::rollback), so every session is as it was. Sampling is not done here:
-// OutputRow::token stays kNoToken. Weights are uploaded once (or handed over already on the
-// device) and shared by both methods. Thread-safety: every call from one thread (the engine's).
+// Sessions and the step transaction are TableExecutor's (table_executor.h), and the program's
+// checks and limits executor_setup's (backends/cpu/executor_setup.h), so a program and a batch
+// mean exactly what they mean on the CPU. One step: SessionTable::pack validates the batch (a
+// refused batch changes nothing), then plan_slices cuts it into method calls exactly as on the
+// CPU. Each call places its tokens in the CellCache (place_call), grows the KvPool to the
+// cache's high water (row 0 is the scratch row of padding tokens, cell c is row c + 1), uploads
+// the placement with one copy (CudaCellCache), and runs the forward: a `decode` call replays the
+// CUDA graph captured at initialize() for its static width (padding rows write the scratch row
+// and are dropped); a `prefill` call runs eagerly at its exact width in [m, W]. The kept rows'
+// logits are copied into pinned host memory, which BatchOutput::logits views (no further copy;
+// valid until the next execute()). Every call of a step is enqueued on one stream and the step
+// synchronizes once at the end; a failure anywhere rolls the whole step back (abort_step), so
+// every session is as it was. Sampling is not done here: OutputRow::token stays kNoToken (with
+// options.device_argmax, OutputRow::greedy_token is each row's argmax, computed on the device).
+// Weights are uploaded once (or handed over already on the device) and shared by both methods.
+// Thread-safety: every call from one thread (the engine's).
 #pragma once
 
 #include <cublas_v2.h>
@@ -30,10 +34,8 @@
 #include "backends/cuda/cuda_weights.h"
 #include "backends/cuda/device_memory.h"
 #include "backends/cuda/kv_pool.h"
-#include "batching/executor.h"
-#include "batching/session_table.h"
 #include "batching/step_plan.h"
-#include "cache/cell_cache.h"
+#include "batching/table_executor.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
 #include "program/program_spec.h"
@@ -50,7 +52,7 @@ struct CudaExecutorStats {
   int64_t num_padding_rows = 0;    // decode rows padded up to a static width
 };
 
-class CudaExecutor final : public Executor {
+class CudaExecutor final : public TableExecutor {
  public:
   // Uploads `weights` at initialize() (their GgufFile must stay alive until then).
   CudaExecutor(const ModelConfig& config, const ModelWeights& weights, const ProgramSpec& spec,
@@ -65,22 +67,15 @@ class CudaExecutor final : public Executor {
   // pool, the step buffers, the forward and the stream, and captures one decode graph per width.
   Status initialize() override;
   ExecutorLimits limits() const override;
-  CacheUsage cache_usage() const override;
 
-  std::optional<SessionId> open_session() override;
-  Status close_session(SessionId id) override;
-  StatusOr<SessionId> clone_session(SessionId src, int32_t upto) override;
-  StatusOr<int32_t> session_length(SessionId id) const override;
-  Status rewind_session(SessionId id, int32_t pos) override;
-
-  // With return_logits, BatchOutput::logits holds the kept rows ([outputs, vocab], f32). Either
-  // way the kept rows' logits are in pinned host memory afterwards: last_logits() (unless
-  // set_copy_logits(false) with device_argmax). With options.device_argmax, OutputRow::token is
-  // each row's greedy token; otherwise it stays kNoToken.
+  // With return_logits, BatchOutput::logits views the kept rows ([outputs, vocab], f32) in
+  // pinned host memory, valid until the next execute(). Either way they are there afterwards:
+  // last_logits() (unless set_copy_logits(false) with device_argmax). With
+  // options.device_argmax, OutputRow::greedy_token is each row's argmax.
   StatusOr<BatchOutput> execute(const BatchInput& batch, bool return_logits) override;
 
   // The kept rows' logits of the last successful execute(), [outputs, vocab] f32 in pinned host
-  // memory; valid until the next execute(). Reading it avoids BatchOutput's copy.
+  // memory; valid until the next execute().
   std::span<const float> last_logits() const { return last_logits_; }
 
   const ProgramSpec& spec() const { return spec_; }
@@ -99,6 +94,7 @@ class CudaExecutor final : public Executor {
   Status set_use_graphs(bool use_graphs);
 
  private:
+  // The CUDA-only checks on top of executor_setup's: the pool's row count fits.
   Status validate();
   Status capture_graphs();
   // One call of the plan: declare + place its real tokens, grow the pool, upload, run the
@@ -114,9 +110,7 @@ class CudaExecutor final : public Executor {
   bool replay_graphs_ = false;  // decode calls launch graphs_ (else the forward, eagerly)
   bool copy_logits_ = true;     // see set_copy_logits
 
-  // Built by initialize(); table_ refers to cache_, so it is declared after it.
-  std::unique_ptr<CellCache> cache_;
-  std::unique_ptr<SessionTable> table_;
+  // Built by initialize() (with the cache and the session table, TableExecutor's).
   CudaStream stream_;
   cublasHandle_t cublas_ = nullptr;
   DeviceBuffer cublas_workspace_;

@@ -26,9 +26,9 @@ void check_reference(const std::string& json_path, const std::string& model_fold
   std::ifstream in(json_path);
   ASSERT_TRUE(in) << "cannot open " << json_path;
   const nlohmann::json reference = nlohmann::json::parse(in);
-  const CpuModel model =
+  const std::unique_ptr<Program> model =
       testing::open_model(model_folder + reference.at("model").get<std::string>());
-  auto executor = testing::make_cuda(model, model.spec);
+  auto executor = testing::make_cuda(*model, model->spec());
   ASSERT_NE(executor, nullptr);
   ASSERT_GT(reference.at("cases").size(), 0u);
   float worst = 0.0f;
@@ -36,7 +36,7 @@ void check_reference(const std::string& json_path, const std::string& model_fold
     const auto prompt = c.at("prompt_tokens").get<std::vector<int32_t>>();
     const auto expected_tokens = c.at("generated_tokens").get<std::vector<int32_t>>();
     const int32_t vocab = c.at("vocab").get<int32_t>();
-    ASSERT_EQ(vocab, model.config.vocab_size);
+    ASSERT_EQ(vocab, model->config().vocab_size);
     const std::vector<float> expected_logits = testing::read_f32_file(
         testing::test_model_path(logits_folder + c.at("logits_file").get<std::string>()));
     ASSERT_EQ(expected_logits.size(), expected_tokens.size() * static_cast<size_t>(vocab));

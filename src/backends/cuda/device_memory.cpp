@@ -6,19 +6,22 @@
 
 namespace cellm {
 
-StatusOr<DeviceBuffer> DeviceBuffer::allocate(size_t num_bytes) {
-  DeviceBuffer buffer;
+template <class Kind>
+StatusOr<CudaAllocation<Kind>> CudaAllocation<Kind>::allocate(size_t num_bytes) {
+  CudaAllocation buffer;
   if (num_bytes == 0) return buffer;
-  const cudaError_t error = cudaMalloc(&buffer.data_, num_bytes);
+  const cudaError_t error = Kind::allocate(&buffer.data_, num_bytes);
   if (error != cudaSuccess) {
     buffer.data_ = nullptr;
-    return cuda_status(error, "cudaMalloc of " + std::to_string(num_bytes) + " bytes");
+    return cuda_status(
+        error, std::string(Kind::kAllocateName) + " of " + std::to_string(num_bytes) + " bytes");
   }
   buffer.num_bytes_ = num_bytes;
   return buffer;
 }
 
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
+template <class Kind>
+CudaAllocation<Kind>& CudaAllocation<Kind>::operator=(CudaAllocation&& other) noexcept {
   if (this != &other) {
     reset();
     data_ = std::exchange(other.data_, nullptr);
@@ -27,38 +30,18 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   return *this;
 }
 
-void DeviceBuffer::reset() {
-  if (data_ != nullptr) CELLM_CUDA_CHECK(cudaFree(data_));
+template <class Kind>
+void CudaAllocation<Kind>::reset() {
+  if (data_ != nullptr) {
+    const Status status = cuda_status(Kind::release(data_), Kind::kReleaseName);
+    CELLM_CHECK(status.ok()) << status.to_string();
+  }
   data_ = nullptr;
   num_bytes_ = 0;
 }
 
-StatusOr<PinnedBuffer> PinnedBuffer::allocate(size_t num_bytes) {
-  PinnedBuffer buffer;
-  if (num_bytes == 0) return buffer;
-  const cudaError_t error = cudaMallocHost(&buffer.data_, num_bytes);
-  if (error != cudaSuccess) {
-    buffer.data_ = nullptr;
-    return cuda_status(error, "cudaMallocHost of " + std::to_string(num_bytes) + " bytes");
-  }
-  buffer.num_bytes_ = num_bytes;
-  return buffer;
-}
-
-PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& other) noexcept {
-  if (this != &other) {
-    reset();
-    data_ = std::exchange(other.data_, nullptr);
-    num_bytes_ = std::exchange(other.num_bytes_, 0);
-  }
-  return *this;
-}
-
-void PinnedBuffer::reset() {
-  if (data_ != nullptr) CELLM_CUDA_CHECK(cudaFreeHost(data_));
-  data_ = nullptr;
-  num_bytes_ = 0;
-}
+template class CudaAllocation<DeviceMemoryKind>;
+template class CudaAllocation<PinnedMemoryKind>;
 
 StatusOr<CudaStream> CudaStream::create() {
   CudaStream stream;

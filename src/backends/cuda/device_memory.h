@@ -1,11 +1,12 @@
 // Device and pinned host memory, streams and events as move-only owners.
 //
-// DeviceBuffer holds one cudaMalloc allocation, PinnedBuffer one cudaMallocHost allocation; both
-// are created through a StatusOr factory (out of memory is kResourceExhausted) and freed in the
-// destructor. Freeing does not use any stream: cudaFree and cudaFreeHost wait for the device
-// themselves, so an owner may outlive every stream that used its memory. CudaStream and CudaEvent
-// own a non-blocking stream and a timing-capable event. They know nothing of models or steps.
-// Thread-safety: none; each owner is used by one thread at a time.
+// DeviceBuffer holds one cudaMalloc allocation, PinnedBuffer one cudaMallocHost allocation (one
+// template, CudaAllocation, over the two kinds of memory); both are created through a StatusOr
+// factory (out of memory is kResourceExhausted) and freed in the destructor. Freeing does not use
+// any stream: cudaFree and cudaFreeHost wait for the device themselves, so an owner may outlive
+// every stream that used its memory. CudaStream and CudaEvent own a non-blocking stream and a
+// timing-capable event. They know nothing of models or steps. Thread-safety: none; each owner is
+// used by one thread at a time.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -18,16 +19,35 @@
 
 namespace cellm {
 
-class DeviceBuffer {
+// What tells device memory from page-locked host memory: the runtime's allocate and free calls,
+// named for error messages.
+struct DeviceMemoryKind {
+  static cudaError_t allocate(void** data, size_t num_bytes) { return cudaMalloc(data, num_bytes); }
+  static cudaError_t release(void* data) { return cudaFree(data); }
+  static constexpr const char* kAllocateName = "cudaMalloc";
+  static constexpr const char* kReleaseName = "cudaFree";
+};
+struct PinnedMemoryKind {
+  static cudaError_t allocate(void** data, size_t num_bytes) {
+    return cudaMallocHost(data, num_bytes);
+  }
+  static cudaError_t release(void* data) { return cudaFreeHost(data); }
+  static constexpr const char* kAllocateName = "cudaMallocHost";
+  static constexpr const char* kReleaseName = "cudaFreeHost";
+};
+
+// One allocation of the memory `Kind` gives (DeviceBuffer, PinnedBuffer below).
+template <class Kind>
+class CudaAllocation {
  public:
-  DeviceBuffer() = default;
-  // `num_bytes` of device memory (0 gives an empty buffer). Contents are undefined.
-  static StatusOr<DeviceBuffer> allocate(size_t num_bytes);
-  DeviceBuffer(DeviceBuffer&& other) noexcept { *this = std::move(other); }
-  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer() { reset(); }
+  CudaAllocation() = default;
+  // `num_bytes` of memory (0 gives an empty buffer). Contents are undefined.
+  static StatusOr<CudaAllocation> allocate(size_t num_bytes);
+  CudaAllocation(CudaAllocation&& other) noexcept { *this = std::move(other); }
+  CudaAllocation& operator=(CudaAllocation&& other) noexcept;
+  CudaAllocation(const CudaAllocation&) = delete;
+  CudaAllocation& operator=(const CudaAllocation&) = delete;
+  ~CudaAllocation() { reset(); }
 
   void reset();
   void* data() const { return data_; }
@@ -42,29 +62,11 @@ class DeviceBuffer {
   size_t num_bytes_ = 0;
 };
 
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  // `num_bytes` of page-locked host memory (0 gives an empty buffer). Contents are undefined.
-  static StatusOr<PinnedBuffer> allocate(size_t num_bytes);
-  PinnedBuffer(PinnedBuffer&& other) noexcept { *this = std::move(other); }
-  PinnedBuffer& operator=(PinnedBuffer&& other) noexcept;
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-  ~PinnedBuffer() { reset(); }
-
-  void reset();
-  void* data() const { return data_; }
-  template <typename T>
-  T* as() const {
-    return static_cast<T*>(data_);
-  }
-  size_t num_bytes() const { return num_bytes_; }
-
- private:
-  void* data_ = nullptr;
-  size_t num_bytes_ = 0;
-};
+// Defined in device_memory.cpp for these two kinds only.
+extern template class CudaAllocation<DeviceMemoryKind>;
+extern template class CudaAllocation<PinnedMemoryKind>;
+using DeviceBuffer = CudaAllocation<DeviceMemoryKind>;
+using PinnedBuffer = CudaAllocation<PinnedMemoryKind>;
 
 class CudaStream {
  public:

@@ -12,7 +12,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <functional>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -21,88 +20,20 @@
 
 #include "backends/cuda/kernels/attention.cuh"
 #include "backends/cuda/kernels/bench_kernels.h"
+#include "backends/cuda/kernels/bench_support.h"
 #include "backends/cuda/kernels/dequantize.cuh"
 #include "backends/cuda/kernels/matmul.cuh"
 #include "backends/cuda/kernels/quantize_activations.cuh"
-#include "backends/cuda/kernels/random_fill.cuh"
 #include "core/check.h"
 
 namespace cellm::kernels {
 namespace {
 
-#define BENCH_CUDA(expr)                                                                           \
-  do {                                                                                             \
-    const cudaError_t bench_error_ = (expr);                                                       \
-    CELLM_CHECK(bench_error_ == cudaSuccess) << #expr << ": " << cudaGetErrorString(bench_error_); \
-  } while (false)
-#define BENCH_OK(expr)                                            \
-  do {                                                            \
-    const ::cellm::Status bench_status_ = (expr);                 \
-    CELLM_CHECK(bench_status_.ok()) << bench_status_.to_string(); \
-  } while (false)
-
-int g_reps = 10;
-
-// A device allocation freed on scope exit.
-struct Buffer {
-  void* ptr = nullptr;
-  explicit Buffer(size_t bytes) { BENCH_CUDA(cudaMalloc(&ptr, std::max<size_t>(bytes, 256))); }
-  ~Buffer() { cudaFree(ptr); }
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-  template <typename T>
-  T* as() const {
-    return static_cast<T*>(ptr);
-  }
-};
-
-// Median seconds of one replay of a graph holding `body`'s launches.
-double time_graph(cudaStream_t stream, const std::function<void()>& body) {
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  BENCH_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  body();
-  BENCH_CUDA(cudaStreamEndCapture(stream, &graph));
-  BENCH_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-  cudaEvent_t start, stop;
-  BENCH_CUDA(cudaEventCreate(&start));
-  BENCH_CUDA(cudaEventCreate(&stop));
-  for (int i = 0; i < 3; ++i) BENCH_CUDA(cudaGraphLaunch(exec, stream));
-  std::vector<double> seconds;
-  for (int i = 0; i < g_reps; ++i) {
-    BENCH_CUDA(cudaEventRecord(start, stream));
-    BENCH_CUDA(cudaGraphLaunch(exec, stream));
-    BENCH_CUDA(cudaEventRecord(stop, stream));
-    BENCH_CUDA(cudaEventSynchronize(stop));
-    float ms = 0.0f;
-    BENCH_CUDA(cudaEventElapsedTime(&ms, start, stop));
-    seconds.push_back(ms * 1e-3);
-  }
-  BENCH_CUDA(cudaEventDestroy(start));
-  BENCH_CUDA(cudaEventDestroy(stop));
-  BENCH_CUDA(cudaGraphExecDestroy(exec));
-  BENCH_CUDA(cudaGraphDestroy(graph));
-  std::sort(seconds.begin(), seconds.end());
-  return seconds[seconds.size() / 2];
-}
-
-void fill(void* data, TensorType type, int64_t rows, int64_t cols, uint64_t seed, float scale,
-          cudaStream_t stream) {
-  RandomFillParams p;
-  p.data = data;
-  p.type = type;
-  p.num_rows = rows;
-  p.num_cols = cols;
-  p.seed = seed;
-  p.scale = scale;
-  BENCH_OK(launch_random_fill(p, stream));
-}
-
-struct MatShape {
-  const char* name;
-  int64_t rows;  // N
-  int64_t cols;  // K
-};
+using bench::Buffer;
+using bench::fill;
+using bench::MatShape;
+using bench::time_graph;
+using bench::WeightCopies;
 
 const MatShape kShapes[] = {
     {"attn 4096x4096", 4096, 4096},
@@ -112,20 +43,30 @@ const MatShape kShapes[] = {
 };
 const TensorType kTypes[] = {TensorType::kBF16, TensorType::kQ8_0, TensorType::kQ4_0,
                              TensorType::kQ4_K, TensorType::kQ6_K};
+constexpr int64_t kMaxTokens = 512;
 
-// Bytes read + written per second by an SM copy kernel (the ceiling), and by cudaMemcpyAsync.
-double copy_bandwidth(cudaStream_t stream, double* memcpy_bandwidth) {
-  const size_t bytes = size_t{1} << 30;
-  Buffer a(bytes), b(bytes);
-  fill(a.ptr, TensorType::kF32, 1, static_cast<int64_t>(bytes / 4), 1, 1.0f, stream);
-  const double t_memcpy = time_graph(stream, [&] {
-    BENCH_CUDA(cudaMemcpyAsync(b.ptr, a.ptr, bytes, cudaMemcpyDeviceToDevice, stream));
-  });
-  *memcpy_bandwidth = 2.0 * static_cast<double>(bytes) / t_memcpy;
-  const double t_kernel =
-      time_graph(stream, [&] { launch_copy_kernel(a.ptr, b.ptr, bytes, stream); });
-  return 2.0 * static_cast<double>(bytes) / t_kernel;
-}
+// One product's operands: random weight copies, random activations and an output of up to
+// kMaxTokens rows, and the parameters over them (weights' data unset; no scratch).
+struct MatmulOperands {
+  WeightCopies weights;
+  Buffer x;  // [kMaxTokens, cols], f32
+  Buffer y;  // [kMaxTokens, rows], f32
+  MatmulParams params;
+
+  MatmulOperands(const MatShape& shape, TensorType type, uint64_t weight_seed, uint64_t x_seed,
+                 cublasHandle_t cublas, cudaStream_t stream)
+      : weights(type, shape.rows, shape.cols, weight_seed, stream),
+        x(sizeof(float) * kMaxTokens * shape.cols),
+        y(sizeof(float) * kMaxTokens * shape.rows) {
+    fill(x.ptr, TensorType::kF32, kMaxTokens, shape.cols, x_seed, 1.0f, stream);
+    params.w = make_device_weight(nullptr, type, shape.rows, shape.cols);
+    params.x = x.as<float>();
+    params.x_stride = shape.cols;
+    params.y = y.as<float>();
+    params.y_stride = shape.rows;
+    params.cublas = cublas;
+  }
+};
 
 double bf16_gemm_rate(cudaStream_t stream, cublasHandle_t cublas) {
   const int n = 8192;
@@ -151,42 +92,31 @@ void bench_matmul(cudaStream_t stream, cublasHandle_t cublas, double copy_bw, do
   std::vector<std::string> crossover_lines;
   for (const MatShape& shape : kShapes) {
     for (const TensorType type : kTypes) {
-      const uint64_t bytes = device_row_bytes(type, shape.cols) * static_cast<uint64_t>(shape.rows);
-      const int copies = static_cast<int>(std::clamp<uint64_t>((512ull << 20) / bytes + 1, 1, 16));
-      std::vector<std::unique_ptr<Buffer>> weights;
-      for (int i = 0; i < copies; ++i) {
-        weights.push_back(std::make_unique<Buffer>(bytes));
-        fill(weights.back()->ptr, type, shape.rows, shape.cols, 10 + i, 0.02f, stream);
-      }
-      const int64_t max_m = 512;
-      Buffer x(sizeof(float) * max_m * shape.cols), y(sizeof(float) * max_m * shape.rows);
-      fill(x.ptr, TensorType::kF32, max_m, shape.cols, 5, 1.0f, stream);
-      MatmulParams p;
-      p.w = make_device_weight(nullptr, type, shape.rows, shape.cols);
-      p.x = x.as<float>();
-      p.x_stride = shape.cols;
-      p.y = y.as<float>();
-      p.y_stride = shape.rows;
-      p.cublas = cublas;
-      std::printf("%-22s %-6s", shape.name, std::string(tensor_type_name(type)).c_str());
-      const int launches = std::max(copies, 8);
-      for (const int m : {1, 2, 4, 8}) {
-        p.num_tokens = m;
-        const double t = time_graph(stream, [&] {
-          for (int i = 0; i < launches; ++i) {
-            p.w.data = weights[static_cast<size_t>(i % copies)]->ptr;
+      MatmulOperands operands(shape, type, 10, 5, cublas, stream);
+      const WeightCopies& weights = operands.weights;
+      const uint64_t bytes = weights.bytes;
+      MatmulParams& p = operands.params;
+      const int launches = std::max(weights.count(), 8);
+      // GB/s and % of the copy bandwidth of the small-M path at M = 1, 2, 4, 8.
+      const auto print_small_m = [&](const std::string& label) {
+        std::printf("%-22s %-6s", shape.name, label.c_str());
+        for (const int m : {1, 2, 4, 8}) {
+          p.num_tokens = m;
+          const double t = bench::seconds_per_launch(stream, weights, launches, [&](const void* w) {
+            p.w.data = w;
             BENCH_OK(launch_matmul_small_m(p, stream));
-          }
-        });
-        const double gbps = static_cast<double>(bytes) * launches / t;
-        std::printf(" %5.0f %3.0f%%", gbps / 1e9, 100.0 * gbps / copy_bw);
-      }
+          });
+          const double gbps = static_cast<double>(bytes) / t;
+          std::printf(" %5.0f %3.0f%%", gbps / 1e9, 100.0 * gbps / copy_bw);
+        }
+      };
+      print_small_m(std::string(tensor_type_name(type)));
       std::printf("\n");
 
       // Q8_0 / Q4_0 with int8 activations (dp4a).
       if (type == TensorType::kQ8_0 || type == TensorType::kQ4_0) {
-        Buffer xq(static_cast<size_t>(max_m) * shape.cols);
-        Buffer xs(sizeof(float) * max_m * (shape.cols / 32));
+        Buffer xq(static_cast<size_t>(kMaxTokens) * shape.cols);
+        Buffer xs(sizeof(float) * kMaxTokens * (shape.cols / 32));
         QuantizeActivationsParams qp;
         qp.num_tokens = 8;
         qp.num_cols = shape.cols;
@@ -197,19 +127,7 @@ void bench_matmul(cudaStream_t stream, cublasHandle_t cublas, double copy_bw, do
         BENCH_OK(launch_quantize_activations(qp, stream));
         p.x_q8 = xq.as<int8_t>();
         p.x_q8_scales = xs.as<float>();
-        std::printf("%-22s %-6s", shape.name,
-                    (std::string(tensor_type_name(type)) + "+i8").c_str());
-        for (const int m : {1, 2, 4, 8}) {
-          p.num_tokens = m;
-          const double t = time_graph(stream, [&] {
-            for (int i = 0; i < launches; ++i) {
-              p.w.data = weights[static_cast<size_t>(i % copies)]->ptr;
-              BENCH_OK(launch_matmul_small_m(p, stream));
-            }
-          });
-          const double gbps = static_cast<double>(bytes) * launches / t;
-          std::printf(" %5.0f %3.0f%%", gbps / 1e9, 100.0 * gbps / copy_bw);
-        }
+        print_small_m(std::string(tensor_type_name(type)) + "+i8");
         qp.num_tokens = 1;
         const double t_quantize =
             time_graph(stream, [&] { BENCH_OK(launch_quantize_activations(qp, stream)); });
@@ -234,14 +152,12 @@ void bench_matmul(cudaStream_t stream, cublasHandle_t cublas, double copy_bw, do
         int n = std::snprintf(line, sizeof(line), "%-22s %-6s", shape.name,
                               std::string(tensor_type_name(type)).c_str());
         for (const int r : {1, 2, 4, 8}) {
-          const double t = time_graph(stream, [&] {
-            for (int i = 0; i < launches; ++i) {
-              args.w = static_cast<const uint8_t*>(weights[static_cast<size_t>(i % copies)]->ptr);
-              CELLM_CHECK(launch_gemv_variant(type, r, args, stream));
-            }
+          const double t = bench::seconds_per_launch(stream, weights, launches, [&](const void* w) {
+            args.w = static_cast<const uint8_t*>(w);
+            CELLM_CHECK(launch_gemv_variant(type, r, args, stream));
           });
           n += std::snprintf(line + n, sizeof(line) - static_cast<size_t>(n), " %5.0f",
-                             static_cast<double>(bytes) * launches / t / 1e9);
+                             static_cast<double>(bytes) / t / 1e9);
         }
         variant_lines.push_back(line);
       }
@@ -255,7 +171,7 @@ void bench_matmul(cudaStream_t stream, cublasHandle_t cublas, double copy_bw, do
         Buffer scratch(crossover_scratch);
         p.scratch = scratch.ptr;
         p.scratch_bytes = crossover_scratch;
-        p.w.data = weights[0]->ptr;
+        p.w.data = weights.at(0);
         for (const int m : {2, 4, 6, 8}) {
           p.num_tokens = m;
           const double small =
@@ -270,11 +186,11 @@ void bench_matmul(cudaStream_t stream, cublasHandle_t cublas, double copy_bw, do
       }
 
       // Wide path: tile dequantization for quantized types, plus a resident bf16 copy.
-      const size_t scratch_bytes = matmul_wide_scratch_bytes(p.w, static_cast<int32_t>(max_m));
+      const size_t scratch_bytes = matmul_wide_scratch_bytes(p.w, static_cast<int32_t>(kMaxTokens));
       Buffer scratch(scratch_bytes);
       p.scratch = scratch.ptr;
       p.scratch_bytes = scratch_bytes;
-      p.w.data = weights[0]->ptr;
+      p.w.data = weights.at(0);
       const bool quantized = type != TensorType::kBF16;
       std::unique_ptr<Buffer> copy;
       if (quantized) {
@@ -337,41 +253,23 @@ void bench_wide(cudaStream_t stream, cublasHandle_t cublas, double copy_bw, doub
   std::printf("\n");
   for (const MatShape& shape : kShapes) {
     for (const TensorType type : {TensorType::kBF16, TensorType::kQ8_0, TensorType::kQ4_0}) {
-      const uint64_t bytes = device_row_bytes(type, shape.cols) * static_cast<uint64_t>(shape.rows);
-      const int copies = static_cast<int>(std::clamp<uint64_t>((512ull << 20) / bytes + 1, 1, 16));
-      std::vector<std::unique_ptr<Buffer>> weights;
-      for (int i = 0; i < copies; ++i) {
-        weights.push_back(std::make_unique<Buffer>(bytes));
-        fill(weights.back()->ptr, type, shape.rows, shape.cols, 30 + i, 0.02f, stream);
-      }
-      const int64_t max_m = 512;
-      Buffer x(sizeof(float) * max_m * shape.cols), y(sizeof(float) * max_m * shape.rows);
-      fill(x.ptr, TensorType::kF32, max_m, shape.cols, 6, 1.0f, stream);
-      MatmulParams p;
-      p.w = make_device_weight(nullptr, type, shape.rows, shape.cols);
-      p.x = x.as<float>();
-      p.x_stride = shape.cols;
-      p.y = y.as<float>();
-      p.y_stride = shape.rows;
-      p.cublas = cublas;
-      const size_t scratch_bytes = matmul_wide_scratch_bytes(p.w, static_cast<int32_t>(max_m));
+      MatmulOperands operands(shape, type, 30, 6, cublas, stream);
+      MatmulParams& p = operands.params;
+      const size_t scratch_bytes = matmul_wide_scratch_bytes(p.w, static_cast<int32_t>(kMaxTokens));
       Buffer scratch(scratch_bytes);
       p.scratch = scratch.ptr;
       p.scratch_bytes = scratch_bytes;
-      const int launches = std::max(copies, 4);
+      const int launches = std::max(operands.weights.count(), 4);
       std::printf("%-22s %-6s", shape.name, std::string(tensor_type_name(type)).c_str());
       for (const int m : ms) {
         p.num_tokens = m;
-        const double t = time_graph(stream,
-                                    [&] {
-                                      for (int i = 0; i < launches; ++i) {
-                                        p.w.data = weights[static_cast<size_t>(i % copies)]->ptr;
-                                        BENCH_OK(launch_matmul_wide(p, stream));
-                                      }
-                                    }) /
-                         launches;
+        const double t =
+            bench::seconds_per_launch(stream, operands.weights, launches, [&](const void* w) {
+              p.w.data = w;
+              BENCH_OK(launch_matmul_wide(p, stream));
+            });
         const double flops = 2.0 * m * static_cast<double>(shape.rows) * shape.cols / t;
-        const double gbps = static_cast<double>(bytes) / t;
+        const double gbps = static_cast<double>(operands.weights.bytes) / t;
         std::printf(" %4.0f %2.0f%%/%4.0f %2.0f%%", flops / 1e12, 100.0 * flops / tc_rate,
                     gbps / 1e9, 100.0 * gbps / copy_bw);
       }
@@ -503,7 +401,7 @@ int main(int argc, char** argv) {
   bool only_attention = false;
   bool only_wide = false;
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--quick") == 0) g_reps = 3;
+    if (std::strcmp(argv[i], "--quick") == 0) bench::set_timed_replays(3);
     if (std::strcmp(argv[i], "--attention") == 0) only_attention = true;
     if (std::strcmp(argv[i], "--wide") == 0) only_wide = true;
   }
@@ -522,7 +420,7 @@ int main(int argc, char** argv) {
               CUBLAS_STATUS_SUCCESS);
   CELLM_CHECK(cublasSetStream(cublas, stream) == CUBLAS_STATUS_SUCCESS);
   double memcpy_bw = 0.0;
-  const double copy_bw = copy_bandwidth(stream, &memcpy_bw);
+  const double copy_bw = bench::copy_bandwidth(stream, &memcpy_bw);
   const double tc_rate = bf16_gemm_rate(stream, cublas);
   std::printf(
       "ceilings: copy kernel %.0f GB/s (read + write; cudaMemcpyAsync %.0f), bf16 GEMM "

@@ -16,102 +16,26 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "backends/cuda/kernels/argmax.cuh"
 #include "backends/cuda/kernels/bench_kernels.h"
+#include "backends/cuda/kernels/bench_support.h"
 #include "backends/cuda/kernels/decode_bench_kernels.h"
 #include "backends/cuda/kernels/decode_matmul.cuh"
 #include "backends/cuda/kernels/pdl.cuh"
 #include "backends/cuda/kernels/quantize_activations.cuh"
-#include "backends/cuda/kernels/random_fill.cuh"
 #include "core/check.h"
 
 namespace cellm::kernels {
 namespace {
 
-#define BENCH_CUDA(expr)                                                                           \
-  do {                                                                                             \
-    const cudaError_t bench_error_ = (expr);                                                       \
-    CELLM_CHECK(bench_error_ == cudaSuccess) << #expr << ": " << cudaGetErrorString(bench_error_); \
-  } while (false)
-#define BENCH_OK(expr)                                            \
-  do {                                                            \
-    const ::cellm::Status bench_status_ = (expr);                 \
-    CELLM_CHECK(bench_status_.ok()) << bench_status_.to_string(); \
-  } while (false)
+using bench::Buffer;
+using bench::WeightCopies;
+using Shape = bench::MatShape;
 
-int g_reps = 15;
-
-struct Buffer {
-  void* ptr = nullptr;
-  explicit Buffer(size_t bytes) { BENCH_CUDA(cudaMalloc(&ptr, std::max<size_t>(bytes, 256))); }
-  ~Buffer() { cudaFree(ptr); }
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-  template <typename T>
-  T* as() const {
-    return static_cast<T*>(ptr);
-  }
-};
-
-double time_graph(cudaStream_t stream, const std::function<void()>& body) {
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  BENCH_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  body();
-  BENCH_CUDA(cudaStreamEndCapture(stream, &graph));
-  BENCH_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-  cudaEvent_t start, stop;
-  BENCH_CUDA(cudaEventCreate(&start));
-  BENCH_CUDA(cudaEventCreate(&stop));
-  for (int i = 0; i < 3; ++i) BENCH_CUDA(cudaGraphLaunch(exec, stream));
-  std::vector<double> seconds;
-  for (int i = 0; i < g_reps; ++i) {
-    BENCH_CUDA(cudaEventRecord(start, stream));
-    BENCH_CUDA(cudaGraphLaunch(exec, stream));
-    BENCH_CUDA(cudaEventRecord(stop, stream));
-    BENCH_CUDA(cudaEventSynchronize(stop));
-    float ms = 0.0f;
-    BENCH_CUDA(cudaEventElapsedTime(&ms, start, stop));
-    seconds.push_back(ms * 1e-3);
-  }
-  BENCH_CUDA(cudaEventDestroy(start));
-  BENCH_CUDA(cudaEventDestroy(stop));
-  BENCH_CUDA(cudaGraphExecDestroy(exec));
-  BENCH_CUDA(cudaGraphDestroy(graph));
-  std::sort(seconds.begin(), seconds.end());
-  return seconds[seconds.size() / 2];
-}
-
-void fill(void* data, TensorType type, int64_t rows, int64_t cols, uint64_t seed, float scale,
-          cudaStream_t stream) {
-  RandomFillParams p;
-  p.data = data;
-  p.type = type;
-  p.num_rows = rows;
-  p.num_cols = cols;
-  p.seed = seed;
-  p.scale = scale;
-  BENCH_OK(launch_random_fill(p, stream));
-}
-
-double copy_ceiling(cudaStream_t stream) {
-  const size_t bytes = size_t{1} << 30;
-  Buffer a(bytes), b(bytes);
-  fill(a.ptr, TensorType::kF32, 1, static_cast<int64_t>(bytes / 4), 1, 1.0f, stream);
-  const double t = time_graph(stream, [&] { launch_copy_kernel(a.ptr, b.ptr, bytes, stream); });
-  return 2.0 * static_cast<double>(bytes) / t;
-}
-
-struct Shape {
-  const char* name;
-  int64_t rows;
-  int64_t cols;
-};
 const Shape kShapes[] = {{"qkv 6144x4096", 6144, 4096},
                          {"o 4096x4096", 4096, 4096},
                          {"gate|up 28672x4096", 28672, 4096},
@@ -119,21 +43,8 @@ const Shape kShapes[] = {{"qkv 6144x4096", 6144, 4096},
                          {"lm head 128256x4096", 128256, 4096}};
 const TensorType kTypes[] = {TensorType::kBF16, TensorType::kQ8_0, TensorType::kQ4_0};
 
-// Random weights of one shape, in copies that together exceed L2.
-struct Copies {
-  std::vector<std::unique_ptr<Buffer>> buffers;
-  uint64_t bytes = 0;  // of one copy
-  Copies(TensorType type, const Shape& s, cudaStream_t stream) {
-    bytes = device_row_bytes(type, s.cols) * static_cast<uint64_t>(s.rows);
-    const int n = static_cast<int>(std::clamp<uint64_t>((512ull << 20) / bytes + 1, 1, 16));
-    for (int i = 0; i < n; ++i) {
-      buffers.push_back(std::make_unique<Buffer>(bytes));
-      fill(buffers.back()->ptr, type, s.rows, s.cols, 10 + i, 0.02f, stream);
-    }
-  }
-  int launches() const { return std::max(static_cast<int>(buffers.size()), 8); }
-  const void* at(int i) const { return buffers[static_cast<size_t>(i) % buffers.size()]->ptr; }
-};
+// Launches per timed graph over a shape's weight copies.
+int launches(const WeightCopies& w) { return std::max(w.count(), 8); }
 
 // Activations: f32 rows, their int8 quantization, a norm weight.
 struct Inputs {
@@ -144,8 +55,8 @@ struct Inputs {
         xq(8 * static_cast<size_t>(k)),
         xs(sizeof(float) * 8 * static_cast<size_t>(k / 32 + 1)),
         y(sizeof(float) * 8 * static_cast<size_t>(n)) {
-    fill(x.ptr, TensorType::kF32, 8, k, 5, 1.0f, stream);
-    fill(norm.ptr, TensorType::kF32, 1, k, 6, 1.0f, stream);
+    bench::fill(x.ptr, TensorType::kF32, 8, k, 5, 1.0f, stream);
+    bench::fill(norm.ptr, TensorType::kF32, 1, k, 6, 1.0f, stream);
     QuantizeActivationsParams q;
     q.num_tokens = 8;
     q.num_cols = k;
@@ -178,15 +89,13 @@ DecodeMatmulParams product_params(TensorType type, const Shape& s, const Inputs&
   return p;
 }
 
-// GB/s of weights read by `launches` launches of p over the copies.
-double product_gbps(cudaStream_t stream, const Copies& w, DecodeMatmulParams p) {
-  const double t = time_graph(stream, [&] {
-    for (int i = 0; i < w.launches(); ++i) {
-      p.w.data = w.at(i);
-      BENCH_OK(launch_decode_matmul(p, stream));
-    }
+// GB/s of weights read by launches of p rotated over the copies.
+double product_gbps(cudaStream_t stream, const WeightCopies& w, DecodeMatmulParams p) {
+  const double t = bench::seconds_per_launch(stream, w, launches(w), [&](const void* data) {
+    p.w.data = data;
+    BENCH_OK(launch_decode_matmul(p, stream));
   });
-  return static_cast<double>(w.bytes) * w.launches() / t / 1e9;
+  return static_cast<double>(w.bytes) / t / 1e9;
 }
 
 void bench_products(cudaStream_t stream, double ceiling) {
@@ -202,7 +111,7 @@ void bench_products(cudaStream_t stream, double ceiling) {
   };
   for (const Shape& s : kShapes) {
     for (const TensorType type : kTypes) {
-      const Copies w(type, s, stream);
+      const WeightCopies w(type, s.rows, s.cols, 10, stream);
       const Inputs in(s.cols, s.rows, stream);
       const bool has_int8 = type != TensorType::kBF16;
       std::string line;
@@ -219,13 +128,11 @@ void bench_products(cudaStream_t stream, double ceiling) {
         const int rows = type == TensorType::kBF16
                              ? 2
                              : (s.rows <= 8192 ? 1 : (type == TensorType::kQ4_0 ? 4 : 2));
-        const double t = time_graph(stream, [&] {
-          for (int i = 0; i < w.launches(); ++i) {
-            args.w = static_cast<const uint8_t*>(w.at(i));
-            CELLM_CHECK(launch_gemv_variant(type, rows, args, stream));
-          }
+        const double t = bench::seconds_per_launch(stream, w, launches(w), [&](const void* data) {
+          args.w = static_cast<const uint8_t*>(data);
+          CELLM_CHECK(launch_gemv_variant(type, rows, args, stream));
         });
-        line += cell(static_cast<double>(w.bytes) * w.launches() / t / 1e9);
+        line += cell(static_cast<double>(w.bytes) / t / 1e9);
       }
       line += cell(product_gbps(stream, w, product_params(type, s, in, 1, false, false)));
       line += cell(product_gbps(stream, w, product_params(type, s, in, 1, true, false)));
@@ -265,15 +172,13 @@ void bench_products(cudaStream_t stream, double ceiling) {
                              std::max(1e-3, std::fabs(static_cast<double>(shipped[i])));
             worst = std::isnan(d) ? INFINITY : std::max(worst, d);
           }
-          const double t = time_graph(stream, [&] {
-            for (int i = 0; i < w.launches(); ++i) {
-              a.w = static_cast<const uint8_t*>(w.at(i));
-              BENCH_CUDA(v.launch(a, stream));
-            }
+          const double t = bench::seconds_per_launch(stream, w, launches(w), [&](const void* data) {
+            a.w = static_cast<const uint8_t*>(data);
+            BENCH_CUDA(v.launch(a, stream));
           });
           n += std::snprintf(text + n, sizeof(text) - static_cast<size_t>(n),
                              "  R%dD%d %5.0f (%.0e)", v.rows_per_block, v.chunks_in_flight,
-                             static_cast<double>(w.bytes) * w.launches() / t / 1e9, worst);
+                             static_cast<double>(w.bytes) / t / 1e9, worst);
         }
         tuning.push_back(text);
       }
@@ -301,7 +206,7 @@ void bench_chain(cudaStream_t stream, double ceiling, TensorType type, bool int8
     const uint64_t b = device_row_bytes(type, cols) * static_cast<uint64_t>(rows);
     bytes += b;
     auto buffer = std::make_unique<Buffer>(b);
-    fill(buffer->ptr, type, rows, cols, seed, 0.02f, stream);
+    bench::fill(buffer->ptr, type, rows, cols, seed, 0.02f, stream);
     return buffer;
   };
   for (int l = 0; l < layers; ++l) {
@@ -314,8 +219,8 @@ void bench_chain(cudaStream_t stream, double ceiling, TensorType type, bool int8
   Buffer x(4 * hidden), qkv(4 * qkv_rows), act(4 * ffn), logits(4 * vocab), norm(4 * hidden);
   Buffer xq(ffn), xs(4 * (ffn / 32)), k_cache(2 * 2 * kv), v_cache(2 * 2 * kv), token(4);
   Buffer positions(4), cells(4), scratch(argmax_scratch_bytes(1));
-  fill(x.ptr, TensorType::kF32, 1, hidden, 7, 1.0f, stream);
-  fill(norm.ptr, TensorType::kF32, 1, hidden, 8, 1.0f, stream);
+  bench::fill(x.ptr, TensorType::kF32, 1, hidden, 7, 1.0f, stream);
+  bench::fill(norm.ptr, TensorType::kF32, 1, hidden, 8, 1.0f, stream);
   BENCH_CUDA(cudaMemsetAsync(positions.ptr, 0, 4, stream));
   BENCH_CUDA(cudaMemsetAsync(cells.ptr, 0, 4, stream));
   BENCH_CUDA(cudaMemsetAsync(scratch.ptr, 0, argmax_scratch_bytes(1), stream));
@@ -347,7 +252,7 @@ void bench_chain(cudaStream_t stream, double ceiling, TensorType type, bool int8
     p.num_tokens = 1;
     return p;
   };
-  const double t = time_graph(stream, [&] {
+  const double t = bench::time_graph(stream, [&] {
     for (int l = 0; l < layers; ++l) {
       DecodeMatmulParams a = product(w[l].qkv->ptr, qkv_rows, hidden);
       input(&a, x.as<float>(), hidden, true);
@@ -418,9 +323,10 @@ int main(int argc, char** argv) {
   using namespace cellm::kernels;
   using cellm::TensorType;
   bool chain_only = false;
+  bench::set_timed_replays(15);
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--chain-only") == 0) chain_only = true;
-    if (std::strcmp(argv[i], "--quick") == 0) g_reps = 5;
+    if (std::strcmp(argv[i], "--quick") == 0) bench::set_timed_replays(5);
   }
   cudaDeviceProp prop{};
   BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
@@ -429,7 +335,7 @@ int main(int argc, char** argv) {
               pdl_enabled() ? "on" : "off (CELLM_CUDA_PDL=0)");
   cudaStream_t stream;
   BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  const double ceiling = copy_ceiling(stream);
+  const double ceiling = bench::copy_bandwidth(stream);
   std::printf("ceiling: copy kernel %.0f GB/s (read + write)\n", ceiling / 1e9);
   if (!chain_only) bench_products(stream, ceiling);
   std::printf("\n== decode step's products as one graph (32 layers + LM head + argmax) ==\n");

@@ -1,6 +1,7 @@
 // Parity of the row-wise kernels with the CPU oracle: RMSNorm (plain, fused residual add, in
-// place, per head), SwiGLU (separate and fused gate|up), row gather, argmax, the embedding gather
-// for every weight type and layout (bit for bit), and the random weight initializer.
+// place, per head), SwiGLU (separate and fused gate|up), row gather, argmax (one block per row,
+// and split over blocks as a decode step ends), the embedding gather for every weight type and
+// layout (bit for bit), and the random weight initializer.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -53,12 +54,6 @@ TEST(RmsNormKernelTest, PlainFusedAndInPlaceNormsMatchTheCpu) {
       cpu_add(sum_ref.data() + r * dim, add.data() + r * stride, dim);
       cpu_rms_norm(sum_ref.data() + r * dim, w.data(), 1, dim, eps, fused_ref.data() + r * dim);
     }
-    const auto compact = [&](const std::vector<float>& v, int64_t s) {
-      std::vector<float> out;
-      for (int64_t r = 0; r < rows; ++r)
-        out.insert(out.end(), v.begin() + r * s, v.begin() + r * s + dim);
-      return out;
-    };
     DeviceArray<float> w_dev(w);
     DeviceArray<float> add_dev(add);
     DeviceArray<float> y(static_cast<size_t>(rows * dim));
@@ -81,7 +76,8 @@ TEST(RmsNormKernelTest, PlainFusedAndInPlaceNormsMatchTheCpu) {
     p.add_stride = stride;
     expect_parity(
         "fused add", y, [&] { EXPECT_OK(launch_rms_norm(p, nullptr)); }, fused_ref, 1e-6);
-    EXPECT_TRUE(testing::near_relative("x + add", compact(x_dev.download(), stride), sum_ref, 0.0));
+    EXPECT_TRUE(testing::near_relative(
+        "x + add", testing::compact_rows(x_dev.download(), rows, stride, dim), sum_ref, 0.0));
 
     DeviceArray<float> inplace(x);
     p.add = nullptr;
@@ -89,8 +85,8 @@ TEST(RmsNormKernelTest, PlainFusedAndInPlaceNormsMatchTheCpu) {
     p.y = inplace.get();
     p.y_stride = stride;
     EXPECT_OK(launch_rms_norm(p, nullptr));
-    EXPECT_TRUE(
-        testing::near_relative("in place", compact(inplace.download(), stride), plain_ref, 1e-6));
+    EXPECT_TRUE(testing::near_relative(
+        "in place", testing::compact_rows(inplace.download(), rows, stride, dim), plain_ref, 1e-6));
   }
 }
 
@@ -118,12 +114,11 @@ TEST(RmsNormKernelTest, PerHeadNormNormalizesEveryHeadInPlace) {
   p.token_stride = stride;
   EXPECT_OK(launch_head_rms_norm(p, nullptr));
   const std::vector<float> out = x_dev.download();
-  std::vector<float> got;
   for (int32_t t = 0; t < tokens; ++t) {
-    got.insert(got.end(), out.begin() + t * stride, out.begin() + t * stride + heads * hd);
     for (int64_t i = heads * hd; i < stride; ++i) ASSERT_EQ(out[t * stride + i], x[t * stride + i]);
   }
-  EXPECT_TRUE(testing::near_relative("head norm", got, ref, 1e-6));
+  EXPECT_TRUE(testing::near_relative(
+      "head norm", testing::compact_rows(out, tokens, stride, heads * hd), ref, 1e-6));
 }
 
 TEST(SwigluKernelTest, SeparateAndFusedGateUpMatchTheCpu) {
@@ -184,6 +179,18 @@ TEST(RowGatherKernelTest, CopiesTheKeptRowsInOrder) {
       "row gather", out, [&] { EXPECT_OK(launch_row_gather(p, nullptr)); }, ref, 0.0);
 }
 
+// Argmax of `rows` rows of `vocab` logits into `out` (no scratch: one block per row).
+ArgmaxParams argmax_params(const DeviceArray<float>& logits, int32_t rows, int64_t vocab,
+                           const DeviceArray<int32_t>& out) {
+  ArgmaxParams p;
+  p.num_rows = rows;
+  p.vocab = vocab;
+  p.logits = logits.get();
+  p.stride = vocab;
+  p.out = out.get();
+  return p;
+}
+
 TEST(ArgmaxKernelTest, PicksTheLowestIndexOfTheLargestFiniteLogit) {
   CELLM_REQUIRE_DEVICE();
   const int64_t vocab = 128256;
@@ -217,30 +224,41 @@ TEST(ArgmaxKernelTest, PicksTheLowestIndexOfTheLargestFiniteLogit) {
   DeviceArray<float> logits_dev(logits);
   DeviceArray<int32_t> out(rows);
   out.poison();
-  ArgmaxParams p;
-  p.num_rows = rows;
-  p.vocab = vocab;
-  p.logits = logits_dev.get();
-  p.stride = vocab;
-  p.out = out.get();
-  EXPECT_OK(launch_argmax(p, nullptr));
+  EXPECT_OK(launch_argmax(argmax_params(logits_dev, rows, vocab, out), nullptr));
   EXPECT_EQ(out.download(), want);
 }
 
-// The table in its device layout, uploaded; the GGUF bytes stay on the host for the CPU.
-struct DeviceTable {
-  DeviceArray<uint8_t> bytes;
-  DeviceWeight weight;
-};
-
-DeviceTable upload_weight(TensorType type, int64_t rows, int64_t cols,
-                          const std::vector<uint8_t>& gguf) {
-  std::vector<uint8_t> device(device_row_bytes(type, cols) * static_cast<size_t>(rows));
-  const Status status = repack_rows_for_device(type, cols, rows, gguf, device);
-  CELLM_CHECK(status.ok()) << status.to_string();
-  DeviceTable table{DeviceArray<uint8_t>(device), {}};
-  table.weight = make_device_weight(table.bytes.get(), type, rows, cols);
-  return table;
+// The split argmax that ends a decode step: several blocks per row, merged by the last to finish
+// through the scratch, which must be left ready for the next launch.
+TEST(ArgmaxKernelTest, SplitArgmaxFindsTheLowestIndexOfTheLargestFiniteLogitTwice) {
+  CELLM_REQUIRE_DEVICE();
+  const int64_t vocab = 128256;
+  const int32_t rows = 4;
+  std::vector<float> logits = random_floats(static_cast<size_t>(rows * vocab), 71, 10.0f);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  logits[0 * vocab + 100000] = logits[0 * vocab + 70000] = 60.0f;  // tie across splits → 70000
+  logits[1 * vocab + 7] = inf;
+  logits[1 * vocab + 8] = nan;
+  logits[1 * vocab + vocab - 1] = 55.0f;
+  std::fill(logits.begin() + 2 * vocab, logits.begin() + 3 * vocab, nan);  // none finite → -1
+  logits[3 * vocab + 4000] = 70.0f;
+  logits[3 * vocab + 4001] = 70.0f;
+  const std::vector<int32_t> want = {70000, static_cast<int32_t>(vocab - 1), -1, 4000};
+  DeviceArray<float> logits_dev(logits);
+  DeviceArray<int32_t> out(rows);
+  DeviceArray<uint8_t> scratch(argmax_scratch_bytes(rows));
+  ASSERT_EQ(cudaMemset(scratch.get(), 0, scratch.size()), cudaSuccess);
+  ArgmaxParams p = argmax_params(logits_dev, rows, vocab, out);
+  p.scratch = scratch.get();
+  p.scratch_bytes = scratch.size();
+  for (int run = 0; run < 2; ++run) {  // the first run must leave the scratch ready
+    out.poison();
+    EXPECT_OK(launch_argmax(p, nullptr));
+    EXPECT_EQ(out.download(), want) << "run " << run;
+  }
+  p.scratch_bytes = 16;
+  EXPECT_EQ(launch_argmax(p, nullptr).code(), StatusCode::kInvalidArgument);
 }
 
 TEST(EmbeddingKernelTest, GathersRowsOfEveryTypeBitForBit) {
@@ -263,7 +281,7 @@ TEST(EmbeddingKernelTest, GathersRowsOfEveryTypeBitForBit) {
     std::vector<float> ref(tokens.size() * static_cast<size_t>(s.cols));
     cpu_embed(testing::weight_view(s.type, vocab, s.cols, gguf), tokens.data(),
               static_cast<int64_t>(tokens.size()), ref.data());
-    DeviceTable table = upload_weight(s.type, vocab, s.cols, gguf);
+    const testing::UploadedWeight table = testing::upload_weight(s.type, vocab, s.cols, gguf);
     DeviceArray<int32_t> tokens_dev(tokens);
     DeviceArray<float> out(tokens.size() * static_cast<size_t>(stride));
     EmbeddingParams p;
@@ -274,12 +292,8 @@ TEST(EmbeddingKernelTest, GathersRowsOfEveryTypeBitForBit) {
     p.out_stride = stride;
     out.poison();
     EXPECT_OK(launch_embedding(p, nullptr));
-    const std::vector<float> got_full = out.download();
-    std::vector<float> got;
-    for (size_t t = 0; t < tokens.size(); ++t) {
-      got.insert(got.end(), got_full.begin() + static_cast<int64_t>(t) * stride,
-                 got_full.begin() + static_cast<int64_t>(t) * stride + s.cols);
-    }
+    const std::vector<float> got =
+        testing::compact_rows(out.download(), std::ssize(tokens), stride, s.cols);
     EXPECT_TRUE(testing::near_relative("embedding", got, ref, 0.0));
   }
 }
@@ -287,7 +301,7 @@ TEST(EmbeddingKernelTest, GathersRowsOfEveryTypeBitForBit) {
 TEST(EmbeddingKernelTest, AnOutOfRangeTokenGivesANanRow) {
   CELLM_REQUIRE_DEVICE();
   const std::vector<uint8_t> gguf = testing::random_gguf_rows(TensorType::kQ4_0, 4, 256, 50);
-  DeviceTable table = upload_weight(TensorType::kQ4_0, 4, 256, gguf);
+  const testing::UploadedWeight table = testing::upload_weight(TensorType::kQ4_0, 4, 256, gguf);
   DeviceArray<int32_t> tokens_dev(std::vector<int32_t>{4});
   DeviceArray<float> out(256);
   EmbeddingParams p;

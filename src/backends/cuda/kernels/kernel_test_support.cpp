@@ -1,10 +1,12 @@
 #include "backends/cuda/kernels/kernel_test_support.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <sstream>
 
+#include "backends/cuda/kernels/quantize_activations.cuh"
 #include "core/float16.h"
 #include "gguf/dequantize.h"
 #include "gguf/quantize.h"
@@ -94,6 +96,75 @@ WeightView weight_view(TensorType type, int64_t num_rows, int64_t num_cols,
   view.row_bytes = gguf.size() / static_cast<size_t>(num_rows);
   view.bytes = gguf;
   return view;
+}
+
+std::vector<float> compact_rows(std::span<const float> values, int64_t num_rows, int64_t stride,
+                                int64_t num_cols) {
+  CELLM_CHECK(num_rows == 0 || (num_rows - 1) * stride + num_cols <= std::ssize(values))
+      << "compact_rows: " << num_rows << " rows of " << num_cols << " at stride " << stride
+      << " over " << values.size() << " values";
+  std::vector<float> out;
+  out.reserve(static_cast<size_t>(num_rows * num_cols));
+  for (int64_t r = 0; r < num_rows; ++r) {
+    out.insert(out.end(), values.begin() + r * stride, values.begin() + r * stride + num_cols);
+  }
+  return out;
+}
+
+double HostQ8Rows::value(int64_t row, int64_t e) const {
+  return static_cast<double>(q[static_cast<size_t>(row * num_cols + interleaved_q8_offset(e))]) *
+         scales[static_cast<size_t>(row * (num_cols / 32) + e / 32)];
+}
+
+HostQ8Rows quantize_rows_q8(std::span<const float> x, int64_t num_rows, int64_t num_cols,
+                            int64_t stride) {
+  CELLM_CHECK(num_cols % 32 == 0) << "quantize_rows_q8: " << num_cols << " columns";
+  HostQ8Rows out;
+  out.num_cols = num_cols;
+  out.q.resize(static_cast<size_t>(num_rows * num_cols));
+  out.scales.resize(static_cast<size_t>(num_rows * (num_cols / 32)));
+  for (int64_t t = 0; t < num_rows; ++t) {
+    const float* row = x.data() + t * stride;
+    for (int64_t b = 0; b < num_cols / 32; ++b) {
+      float amax = 0.0f;
+      for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(row[32 * b + i]));
+      const float scale = q8_block_scale(amax);
+      out.scales[static_cast<size_t>(t * (num_cols / 32) + b)] = scale;
+      for (int i = 0; i < 32; ++i) {
+        const int64_t e = 32 * b + i;
+        out.q[static_cast<size_t>(t * num_cols + interleaved_q8_offset(e))] =
+            q8_quantize(row[e], scale);
+      }
+    }
+  }
+  return out;
+}
+
+float kv_stored(float value, KvDtype dtype) {
+  switch (dtype) {
+    case KvDtype::kF16:
+      return f16_to_f32(f32_to_f16(value));
+    case KvDtype::kBF16:
+      return bf16_to_f32(f32_to_bf16(value));
+    default:
+      return value;
+  }
+}
+
+std::vector<float> read_kv_cache(std::span<const uint8_t> bytes, KvDtype dtype) {
+  std::vector<float> values;
+  if (dtype == KvDtype::kF32) {
+    values.resize(bytes.size() / 4);
+    std::memcpy(values.data(), bytes.data(), values.size() * 4);
+  } else {
+    values.resize(bytes.size() / 2);
+    for (size_t i = 0; i < values.size(); ++i) {
+      uint16_t bits;
+      std::memcpy(&bits, bytes.data() + 2 * i, 2);
+      values[i] = dtype == KvDtype::kF16 ? f16_to_f32(bits) : bf16_to_f32(bits);
+    }
+  }
+  return values;
 }
 
 double relative_error(std::span<const float> out, std::span<const float> ref) {

@@ -1,6 +1,8 @@
 // kernel_test_support: what every CUDA kernel parity test shares — seeded random inputs (never
-// zeros), random GGUF weight rows of every supported type, the CPU oracle's dequantization,
-// device arrays that are poisoned with NaN before a kernel writes them, and the parity check.
+// zeros), random GGUF weight rows of every supported type and their upload in the device layout,
+// the CPU oracle's dequantization, the host's int8 activation quantization, strided rows made
+// compact, KV-cache elements read back, device arrays that are poisoned with NaN before a kernel
+// writes them, and the parity check.
 //
 // Adding a parity test for a new op: build inputs with random_floats(), compute the reference
 // with the CPU op from cpu_ops.h, and call
@@ -21,9 +23,11 @@
 #include <string_view>
 #include <vector>
 
+#include "backends/cuda/kernels/weight_layout.h"
 #include "core/check.h"
 #include "gguf/tensor_type.h"
 #include "model/model_weights.h"
+#include "program/program_spec.h"
 
 namespace cellm::kernels::testing {
 
@@ -45,6 +49,29 @@ std::vector<float> dequantize_rows(TensorType type, int64_t num_rows, int64_t nu
 // A WeightView (for cpu_matmul / cpu_embed) over GGUF bytes the caller keeps alive.
 WeightView weight_view(TensorType type, int64_t num_rows, int64_t num_cols,
                        std::span<const uint8_t> gguf);
+
+// Columns [0, num_cols) of `num_rows` rows `stride` apart: [num_rows, num_cols] compact.
+std::vector<float> compact_rows(std::span<const float> values, int64_t num_rows, int64_t stride,
+                                int64_t num_cols);
+
+// The host's int8 quantization of activations, as quantize_activations.cuh defines it: per block
+// of 32 elements a scale q8_block_scale(largest magnitude) and values q8_quantize'd, stored at
+// interleaved_q8_offset() within each row — what launch_quantize_activations must write.
+struct HostQ8Rows {
+  int64_t num_cols = 0;
+  std::vector<int8_t> q;      // [num_rows, num_cols], interleaved within each row
+  std::vector<float> scales;  // [num_rows, num_cols / 32]
+  // The value element `e` (natural order) of row `row` stands for: q · scale, in double.
+  double value(int64_t row, int64_t e) const;
+};
+// `num_rows` rows of `num_cols` (a multiple of 32) f32 values, `stride` apart.
+HostQ8Rows quantize_rows_q8(std::span<const float> x, int64_t num_rows, int64_t num_cols,
+                            int64_t stride);
+
+// A KV-cache element stored as `dtype` and read back as f32 (the cache's rounding).
+float kv_stored(float value, KvDtype dtype);
+// A KV cache's bytes (elements of `dtype`) read back as f32.
+std::vector<float> read_kv_cache(std::span<const uint8_t> bytes, KvDtype dtype);
 
 // ‖out − ref‖₂ / ‖ref‖₂ in double; NaN when out has a NaN or sizes differ.
 double relative_error(std::span<const float> out, std::span<const float> ref);
@@ -116,6 +143,22 @@ class DeviceArray {
   T* data_ = nullptr;
   size_t size_ = 0;
 };
+
+// GGUF rows repacked to the device layout (repack_rows_for_device), uploaded, and the
+// DeviceWeight over the upload. Inline: it calls into the kernels library each test links.
+struct UploadedWeight {
+  DeviceArray<uint8_t> bytes;  // [num_rows, device_row_bytes]
+  DeviceWeight weight;
+};
+inline UploadedWeight upload_weight(TensorType type, int64_t num_rows, int64_t num_cols,
+                                    std::span<const uint8_t> gguf) {
+  std::vector<uint8_t> device(device_row_bytes(type, num_cols) * static_cast<size_t>(num_rows));
+  const Status status = repack_rows_for_device(type, num_cols, num_rows, gguf, device);
+  CELLM_CHECK(status.ok()) << status.to_string();
+  UploadedWeight upload{DeviceArray<uint8_t>(device), {}};
+  upload.weight = make_device_weight(upload.bytes.get(), type, num_rows, num_cols);
+  return upload;
+}
 
 // Poisons `out`, runs `run` (which launches the op on the default stream and may use gtest
 // assertions), synchronizes, checks for a CUDA error, downloads `out` and expects it within

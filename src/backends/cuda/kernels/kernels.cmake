@@ -65,14 +65,15 @@ endforeach()
 # Kernel microbenchmark (figures, not pass/fail): GB/s and TFLOP/s on 8B-sized operands.
 if(CELLM_BENCH)
   add_executable(cuda_kernels_bench ${_cellm_kernels_dir}/cuda_kernels_bench.cpp
-    ${_cellm_kernels_dir}/bench_kernels.cu)
+    ${_cellm_kernels_dir}/bench_support.cpp ${_cellm_kernels_dir}/bench_kernels.cu)
   set_source_files_properties(${_cellm_kernels_dir}/bench_kernels.cu PROPERTIES COMPILE_OPTIONS
     "-Werror=all-warnings;-Xcompiler=-Wall,-Wextra;-lineinfo")
   target_compile_options(cuda_kernels_bench PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${CELLM_WARNINGS}>)
   target_link_libraries(cuda_kernels_bench PRIVATE ${_cellm_kernels_lib})
   # The batch-1 decode path: products per type and shape, tuning variants, the step's chain.
   add_executable(cuda_decode_bench ${_cellm_kernels_dir}/decode_kernels_bench.cpp
-    ${_cellm_kernels_dir}/bench_kernels.cu ${_cellm_kernels_dir}/decode_bench_kernels.cu)
+    ${_cellm_kernels_dir}/bench_support.cpp ${_cellm_kernels_dir}/bench_kernels.cu
+    ${_cellm_kernels_dir}/decode_bench_kernels.cu)
   set_source_files_properties(${_cellm_kernels_dir}/decode_bench_kernels.cu PROPERTIES
     COMPILE_OPTIONS "-Werror=all-warnings;-Xcompiler=-Wall,-Wextra;-lineinfo")
   target_compile_options(cuda_decode_bench PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${CELLM_WARNINGS}>)

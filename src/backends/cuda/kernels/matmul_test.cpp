@@ -7,7 +7,6 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -63,10 +62,7 @@ class MatmulKernelTest : public ::testing::Test {
     const int64_t y_stride = s.rows + 3;
     const std::vector<float> x = random_floats(static_cast<size_t>(m * x_stride), 62);
     const std::vector<float> residual = random_floats(static_cast<size_t>(m * y_stride), 63);
-    std::vector<float> x_compact(static_cast<size_t>(m * s.cols));
-    for (int32_t t = 0; t < m; ++t) {
-      std::copy_n(x.begin() + t * x_stride, s.cols, x_compact.begin() + t * s.cols);
-    }
+    const std::vector<float> x_compact = testing::compact_rows(x, m, x_stride, s.cols);
     std::vector<float> product(static_cast<size_t>(m * s.rows));
     cpu_matmul(testing::weight_view(s.type, s.rows, s.cols, gguf), x_compact.data(), m,
                product.data(), nullptr);
@@ -77,13 +73,11 @@ class MatmulKernelTest : public ::testing::Test {
       }
     }
 
-    std::vector<uint8_t> device(device_row_bytes(s.type, s.cols) * static_cast<size_t>(s.rows));
-    ASSERT_TRUE(repack_rows_for_device(s.type, s.cols, s.rows, gguf, device).ok());
-    DeviceArray<uint8_t> w(device);
+    const testing::UploadedWeight w = testing::upload_weight(s.type, s.rows, s.cols, gguf);
     DeviceArray<float> x_dev(x);
     DeviceArray<float> y(residual);  // the padding columns keep the residual's values
     MatmulParams p;
-    p.w = make_device_weight(w.get(), s.type, s.rows, s.cols);
+    p.w = w.weight;
     p.x = x_dev.get();
     p.x_stride = x_stride;
     p.num_tokens = m;
@@ -119,14 +113,13 @@ class MatmulKernelTest : public ::testing::Test {
     ASSERT_TRUE(status.ok()) << status.to_string();
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     const std::vector<float> out = y.download();
-    std::vector<float> got;
     for (int32_t t = 0; t < m; ++t) {
-      got.insert(got.end(), out.begin() + t * y_stride, out.begin() + t * y_stride + s.rows);
       for (int64_t r = s.rows; r < y_stride; ++r) {
         ASSERT_EQ(out[t * y_stride + r], residual[t * y_stride + r]) << "padding written";
       }
     }
-    EXPECT_TRUE(testing::near_relative("matmul", got, ref, tolerance));
+    EXPECT_TRUE(testing::near_relative("matmul", testing::compact_rows(out, m, y_stride, s.rows),
+                                       ref, tolerance));
   }
 
   cublasHandle_t cublas_ = nullptr;
@@ -206,15 +199,13 @@ TEST_F(MatmulKernelTest, DequantizeToBf16RoundsTheCpuValues) {
     SCOPED_TRACE(name(s));
     const std::vector<uint8_t> gguf = testing::random_gguf_rows(s.type, s.rows, s.cols, 64);
     const std::vector<float> values = testing::dequantize_rows(s.type, s.rows, s.cols, gguf);
-    std::vector<uint8_t> device(device_row_bytes(s.type, s.cols) * static_cast<size_t>(s.rows));
-    ASSERT_TRUE(repack_rows_for_device(s.type, s.cols, s.rows, gguf, device).ok());
-    DeviceArray<uint8_t> w(device);
+    const testing::UploadedWeight w = testing::upload_weight(s.type, s.rows, s.cols, gguf);
     const int64_t begin = s.rows / 3;
     const int64_t count = s.rows - begin;
     DeviceArray<uint16_t> out(static_cast<size_t>(count * s.cols));
     out.poison();
     DequantizeParams p;
-    p.w = make_device_weight(w.get(), s.type, s.rows, s.cols);
+    p.w = w.weight;
     p.row_begin = begin;
     p.num_rows = count;
     p.out = out.get();
@@ -236,23 +227,7 @@ void expect_int8_activation_product(const Shape& s, int32_t m) {
   const std::vector<uint8_t> gguf = testing::random_gguf_rows(s.type, s.rows, k, 71);
   const std::vector<float> w = testing::dequantize_rows(s.type, s.rows, k, gguf);
   const std::vector<float> x = random_floats(static_cast<size_t>(m * x_stride), 72);
-  std::vector<int8_t> xq(static_cast<size_t>(m * k));
-  std::vector<float> xs(static_cast<size_t>(m * k / 32));
-  std::vector<double> x_rounded(static_cast<size_t>(m * k));  // xq · scale, natural order
-  for (int32_t t = 0; t < m; ++t) {
-    for (int64_t b = 0; b < k / 32; ++b) {
-      float amax = 0.0f;
-      for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[t * x_stride + 32 * b + i]));
-      const float scale = q8_block_scale(amax);
-      xs[t * (k / 32) + b] = scale;
-      for (int i = 0; i < 32; ++i) {
-        const int64_t e = 32 * b + i;
-        const int8_t q = q8_quantize(x[t * x_stride + e], scale);
-        xq[t * k + interleaved_q8_offset(e)] = q;
-        x_rounded[t * k + e] = static_cast<double>(q) * scale;
-      }
-    }
-  }
+  const testing::HostQ8Rows xq = testing::quantize_rows_q8(x, m, k, x_stride);
   std::vector<float> exact(static_cast<size_t>(m * s.rows));
   std::vector<float> f32(exact.size());
   for (int32_t t = 0; t < m; ++t) {
@@ -260,7 +235,7 @@ void expect_int8_activation_product(const Shape& s, int32_t m) {
       double a = 0.0;
       double b = 0.0;
       for (int64_t e = 0; e < k; ++e) {
-        a += static_cast<double>(w[r * k + e]) * x_rounded[t * k + e];
+        a += static_cast<double>(w[r * k + e]) * xq.value(t, e);
         b += static_cast<double>(w[r * k + e]) * x[t * x_stride + e];
       }
       exact[t * s.rows + r] = static_cast<float>(a);
@@ -268,12 +243,10 @@ void expect_int8_activation_product(const Shape& s, int32_t m) {
     }
   }
 
-  std::vector<uint8_t> device(device_row_bytes(s.type, k) * static_cast<size_t>(s.rows));
-  ASSERT_TRUE(repack_rows_for_device(s.type, k, s.rows, gguf, device).ok());
-  DeviceArray<uint8_t> w_dev(device);
+  const testing::UploadedWeight w_dev = testing::upload_weight(s.type, s.rows, k, gguf);
   DeviceArray<float> x_dev(x);
-  DeviceArray<int8_t> xq_dev(xq.size());
-  DeviceArray<float> xs_dev(xs.size());
+  DeviceArray<int8_t> xq_dev(xq.q.size());
+  DeviceArray<float> xs_dev(xq.scales.size());
   DeviceArray<float> y(static_cast<size_t>(m * s.rows));
   xq_dev.poison();
   xs_dev.poison();
@@ -285,11 +258,11 @@ void expect_int8_activation_product(const Shape& s, int32_t m) {
   qp.q = xq_dev.get();
   qp.scales = xs_dev.get();
   ASSERT_TRUE(launch_quantize_activations(qp, nullptr).ok());
-  EXPECT_EQ(xq_dev.download(), xq) << "int8 activations differ from the host's";
-  EXPECT_EQ(xs_dev.download(), xs) << "activation scales differ from the host's";
+  EXPECT_EQ(xq_dev.download(), xq.q) << "int8 activations differ from the host's";
+  EXPECT_EQ(xs_dev.download(), xq.scales) << "activation scales differ from the host's";
 
   MatmulParams p;
-  p.w = make_device_weight(w_dev.get(), s.type, s.rows, k);
+  p.w = w_dev.weight;
   p.x = x_dev.get();
   p.x_stride = x_stride;
   p.x_q8 = xq_dev.get();

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <numeric>
 #include <random>
 #include <string>
@@ -15,7 +14,6 @@
 
 #include "backends/cpu/cpu_ops.h"
 #include "backends/cuda/kernels/kernel_test_support.h"
-#include "core/float16.h"
 
 namespace cellm::kernels {
 namespace {
@@ -37,33 +35,6 @@ struct RopeCase {
   bool with_q = true;
   bool with_kv = true;
 };
-
-float stored(float value, KvDtype dtype) {  // the cache's rounding, read back as f32
-  switch (dtype) {
-    case KvDtype::kF16:
-      return f16_to_f32(f32_to_f16(value));
-    case KvDtype::kBF16:
-      return bf16_to_f32(f32_to_bf16(value));
-    default:
-      return value;
-  }
-}
-
-std::vector<float> read_cache(const std::vector<uint8_t>& bytes, KvDtype dtype) {
-  std::vector<float> values;
-  if (dtype == KvDtype::kF32) {
-    values.resize(bytes.size() / 4);
-    std::memcpy(values.data(), bytes.data(), bytes.size());
-  } else {
-    values.resize(bytes.size() / 2);
-    for (size_t i = 0; i < values.size(); ++i) {
-      uint16_t bits;
-      std::memcpy(&bits, bytes.data() + 2 * i, 2);
-      values[i] = dtype == KvDtype::kF16 ? f16_to_f32(bits) : bf16_to_f32(bits);
-    }
-  }
-  return values;
-}
 
 void expect_rope_parity(const RopeCase& c) {
   SCOPED_TRACE(c.name);
@@ -90,11 +61,7 @@ void expect_rope_parity(const RopeCase& c) {
   // CPU: compact heads, optional per-head norm, then rope.
   const auto compact = [&](const std::vector<float>& src, int64_t stride, int32_t heads,
                            int32_t dim) {
-    std::vector<float> out(static_cast<size_t>(num_tokens) * heads * dim);
-    for (int32_t t = 0; t < num_tokens; ++t) {
-      std::copy_n(src.begin() + t * stride, heads * dim, out.begin() + t * heads * dim);
-    }
-    return out;
+    return testing::compact_rows(src, num_tokens, stride, static_cast<int64_t>(heads) * dim);
   };
   RopeParams rope;
   rope.style = c.style;
@@ -175,32 +142,31 @@ void expect_rope_parity(const RopeCase& c) {
   }
 
   // K and V: written rows equal the reference in the cache's rounding; other rows untouched.
-  const std::vector<float> k_cached = read_cache(k_cache.download(), c.dtype);
-  const std::vector<float> v_cached = read_cache(v_cache.download(), c.dtype);
+  // One cache (rows of `width` values): the rows tokens write, gathered with the reference in the
+  // cache's rounding; every other row must keep its poison (NaN).
+  const auto gather_cache = [&](const char* what, const std::vector<float>& cached,
+                                const std::vector<float>& ref, int32_t width,
+                                std::vector<float>* got, std::vector<float>* want) {
+    for (int32_t row = 0; row < num_rows; ++row) {
+      const auto it = std::find(cells.begin(), cells.end(), row);
+      const bool written = c.with_kv && it != cells.end();
+      const int32_t t = written ? static_cast<int32_t>(it - cells.begin()) : -1;
+      for (int32_t i = 0; i < width; ++i) {
+        const float value = cached[static_cast<size_t>(row) * width + i];
+        if (!written) {
+          ASSERT_TRUE(std::isnan(value)) << what << " row " << row << " written";
+          continue;
+        }
+        got->push_back(value);
+        want->push_back(testing::kv_stored(ref[static_cast<size_t>(t) * width + i], c.dtype));
+      }
+    }
+  };
   std::vector<float> k_got, k_want, v_got, v_want;
-  for (int32_t row = 0; row < num_rows; ++row) {
-    const auto it = std::find(cells.begin(), cells.end(), row);
-    const bool written = c.with_kv && it != cells.end();
-    const int32_t t = written ? static_cast<int32_t>(it - cells.begin()) : -1;
-    for (int32_t i = 0; i < num_kv_heads * hd; ++i) {
-      const float got = k_cached[static_cast<size_t>(row) * num_kv_heads * hd + i];
-      if (!written) {
-        ASSERT_TRUE(std::isnan(got)) << "K row " << row << " written";
-        continue;
-      }
-      k_got.push_back(got);
-      k_want.push_back(stored(k_ref[static_cast<size_t>(t) * num_kv_heads * hd + i], c.dtype));
-    }
-    for (int32_t i = 0; i < num_kv_heads * vd; ++i) {
-      const float got = v_cached[static_cast<size_t>(row) * num_kv_heads * vd + i];
-      if (!written) {
-        ASSERT_TRUE(std::isnan(got)) << "V row " << row << " written";
-        continue;
-      }
-      v_got.push_back(got);
-      v_want.push_back(stored(v_ref[static_cast<size_t>(t) * num_kv_heads * vd + i], c.dtype));
-    }
-  }
+  ASSERT_NO_FATAL_FAILURE(gather_cache("K", testing::read_kv_cache(k_cache.download(), c.dtype),
+                                       k_ref, num_kv_heads * hd, &k_got, &k_want));
+  ASSERT_NO_FATAL_FAILURE(gather_cache("V", testing::read_kv_cache(v_cache.download(), c.dtype),
+                                       v_ref, num_kv_heads * vd, &v_got, &v_want));
   const double tolerance = c.dtype == KvDtype::kF32 ? 1e-5 : 1e-2;
   EXPECT_TRUE(testing::near_relative("k cache", k_got, k_want, tolerance));
   EXPECT_TRUE(testing::near_relative("v cache", v_got, v_want, 0.0));  // a plain copy

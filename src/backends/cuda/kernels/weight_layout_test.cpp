@@ -26,12 +26,37 @@ struct Shape {
   int64_t num_cols;
 };
 
-std::vector<uint8_t> to_device(TensorType type, int64_t rows, int64_t cols,
-                               const std::vector<uint8_t>& gguf) {
-  std::vector<uint8_t> device(device_row_bytes(type, cols) * static_cast<size_t>(rows), 0xaa);
-  const Status status = repack_rows_for_device(type, cols, rows, gguf, device);
+std::string shape_name(TensorType type, int64_t num_cols) {
+  return std::string(tensor_type_name(type)) + " x" + std::to_string(num_cols);
+}
+
+// Random GGUF rows and their repacking to the device layout (on the host).
+struct HostWeight {
+  std::vector<uint8_t> gguf;    // [rows, GGUF row bytes]
+  std::vector<uint8_t> device;  // [rows, device_row_bytes]
+};
+
+HostWeight random_weight(TensorType type, int64_t rows, int64_t cols, uint32_t seed) {
+  HostWeight w{random_gguf_rows(type, rows, cols, seed), {}};
+  w.device.assign(device_row_bytes(type, cols) * static_cast<size_t>(rows), 0xaa);
+  const Status status = repack_rows_for_device(type, cols, rows, w.gguf, w.device);
   EXPECT_TRUE(status.ok()) << status.to_string();
-  return device;
+  return w;
+}
+
+// The GEMV kernels' loop over rows [row0, row0 + R) of a device-layout matrix: every chunk of
+// every row loaded with Decoder::load and handed to `accumulate(chunks, chunk_index)`.
+template <class Decoder, int R, class Accumulate>
+void for_each_chunk(TensorType type, const std::vector<uint8_t>& device, int64_t num_cols,
+                    int64_t row0, Accumulate accumulate) {
+  const uint64_t row_bytes = device_row_bytes(type, num_cols);
+  for (int64_t c = 0; c < num_cols / Decoder::kChunkElems; ++c) {
+    typename Decoder::Chunk chunk[R];
+    for (int r = 0; r < R; ++r) {
+      chunk[r] = Decoder::load(device.data() + (row0 + r) * row_bytes, num_cols, c);
+    }
+    accumulate(chunk, c);
+  }
 }
 
 const Shape kShapes[] = {
@@ -44,13 +69,12 @@ const Shape kShapes[] = {
 
 TEST(WeightLayoutTest, RepackThenUnpackGivesBackTheGgufBytes) {
   for (const Shape& shape : kShapes) {
-    SCOPED_TRACE(std::string(tensor_type_name(shape.type)) + " x" + std::to_string(shape.num_cols));
+    SCOPED_TRACE(shape_name(shape.type, shape.num_cols));
     const int64_t rows = 3;
-    const std::vector<uint8_t> gguf = random_gguf_rows(shape.type, rows, shape.num_cols, 7);
-    const std::vector<uint8_t> device = to_device(shape.type, rows, shape.num_cols, gguf);
-    std::vector<uint8_t> back(gguf.size(), 0x55);
-    ASSERT_TRUE(unpack_rows_from_device(shape.type, shape.num_cols, rows, device, back).ok());
-    EXPECT_EQ(back, gguf);
+    const HostWeight w = random_weight(shape.type, rows, shape.num_cols, 7);
+    std::vector<uint8_t> back(w.gguf.size(), 0x55);
+    ASSERT_TRUE(unpack_rows_from_device(shape.type, shape.num_cols, rows, w.device, back).ok());
+    EXPECT_EQ(back, w.gguf);
   }
 }
 
@@ -75,11 +99,12 @@ TEST(WeightLayoutTest, RefusesUnsupportedTypesAndPartialBlocks) {
 // Every element through the decoders the kernels use equals the CPU dequantization exactly.
 TEST(WeightLayoutTest, ElementDecodersMatchTheCpuDequantizationBitForBit) {
   for (const Shape& shape : kShapes) {
-    SCOPED_TRACE(std::string(tensor_type_name(shape.type)) + " x" + std::to_string(shape.num_cols));
+    SCOPED_TRACE(shape_name(shape.type, shape.num_cols));
     const int64_t rows = 2;
-    const std::vector<uint8_t> gguf = random_gguf_rows(shape.type, rows, shape.num_cols, 11);
+    const HostWeight w = random_weight(shape.type, rows, shape.num_cols, 11);
+    const std::vector<uint8_t>& gguf = w.gguf;
+    const std::vector<uint8_t>& device = w.device;
     const std::vector<float> ref = dequantize_rows(shape.type, rows, shape.num_cols, gguf);
-    const std::vector<uint8_t> device = to_device(shape.type, rows, shape.num_cols, gguf);
     const uint64_t gguf_row = gguf.size() / rows;
     const uint64_t device_row = device_row_bytes(shape.type, shape.num_cols);
     const bool interleaved =
@@ -117,24 +142,18 @@ TEST(WeightLayoutTest, ElementDecodersMatchTheCpuDequantizationBitForBit) {
 // compares with a double-precision dot of the CPU dequantization.
 template <class Decoder, int R = 2, int M = 4>
 void expect_emulated_gemv_matches(TensorType type, int64_t num_cols, int num_tokens = 3) {
-  SCOPED_TRACE(std::string(tensor_type_name(type)) + " x" + std::to_string(num_cols) +
-               " R=" + std::to_string(R) + " M=" + std::to_string(M));
+  SCOPED_TRACE(shape_name(type, num_cols) + " R=" + std::to_string(R) + " M=" + std::to_string(M));
   const int64_t rows = 2 * R;
-  const std::vector<uint8_t> gguf = random_gguf_rows(type, rows, num_cols, 21);
-  const std::vector<float> w = dequantize_rows(type, rows, num_cols, gguf);
-  const std::vector<uint8_t> device = to_device(type, rows, num_cols, gguf);
+  const HostWeight weight = random_weight(type, rows, num_cols, 21);
+  const std::vector<float> w = dequantize_rows(type, rows, num_cols, weight.gguf);
   const int64_t x_stride = num_cols + 4;
   const std::vector<float> x = random_floats(static_cast<size_t>(num_tokens * x_stride), 5);
-  const uint64_t row_bytes = device_row_bytes(type, num_cols);
   for (int64_t row0 = 0; row0 < rows; row0 += R) {
     float acc[R][M] = {};
-    for (int64_t c = 0; c < num_cols / Decoder::kChunkElems; ++c) {
-      typename Decoder::Chunk chunk[R];
-      for (int r = 0; r < R; ++r) {
-        chunk[r] = Decoder::load(device.data() + (row0 + r) * row_bytes, num_cols, c);
-      }
-      accumulate_chunk<Decoder, R, M>(chunk, x.data(), x_stride, num_tokens, c, acc);
-    }
+    for_each_chunk<Decoder, R>(
+        type, weight.device, num_cols, row0, [&](const auto& chunk, int64_t c) {
+          accumulate_chunk<Decoder, R, M>(chunk, x.data(), x_stride, num_tokens, c, acc);
+        });
     for (int r = 0; r < R; ++r) {
       for (int t = 0; t < num_tokens; ++t) {
         double want = 0.0;
@@ -170,38 +189,21 @@ TEST(WeightLayoutTest, EmulatedSmallMProductMatchesTheCpuForEveryFastLayout) {
 // f32 CPU product — loose: the activations were rounded to int8.
 template <class Decoder, int R, int M>
 void expect_emulated_dp4a_matches(TensorType type, int64_t num_cols, int num_tokens) {
-  SCOPED_TRACE(std::string(tensor_type_name(type)) + " x" + std::to_string(num_cols) + " dp4a");
+  SCOPED_TRACE(shape_name(type, num_cols) + " dp4a");
   const int64_t rows = 2 * R;
-  const std::vector<uint8_t> gguf = random_gguf_rows(type, rows, num_cols, 23);
-  const std::vector<float> w = dequantize_rows(type, rows, num_cols, gguf);
-  const std::vector<uint8_t> device = to_device(type, rows, num_cols, gguf);
+  const HostWeight weight = random_weight(type, rows, num_cols, 23);
+  const std::vector<float> w = dequantize_rows(type, rows, num_cols, weight.gguf);
   const std::vector<float> x = random_floats(static_cast<size_t>(num_tokens * num_cols), 6);
-  std::vector<int8_t> xq(x.size());
-  std::vector<float> xs(x.size() / 32);
-  for (int t = 0; t < num_tokens; ++t) {
-    for (int64_t b = 0; b < num_cols / 32; ++b) {
-      float amax = 0.0f;
-      for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[t * num_cols + 32 * b + i]));
-      const float scale = q8_block_scale(amax);
-      xs[t * (num_cols / 32) + b] = scale;
-      for (int i = 0; i < 32; ++i) {
-        const int64_t e = 32 * b + i;
-        xq[t * num_cols + interleaved_q8_offset(e)] = q8_quantize(x[t * num_cols + e], scale);
-      }
-    }
-  }
-  const uint64_t row_bytes = device_row_bytes(type, num_cols);
+  const testing::HostQ8Rows xq = testing::quantize_rows_q8(x, num_tokens, num_cols, num_cols);
   std::vector<float> got;
   std::vector<float> want_f32;
   for (int64_t row0 = 0; row0 < rows; row0 += R) {
     float acc[R][M] = {};
-    for (int64_t c = 0; c < num_cols / Decoder::kChunkElems; ++c) {
-      typename Decoder::Chunk chunk[R];
-      for (int r = 0; r < R; ++r) {
-        chunk[r] = Decoder::load(device.data() + (row0 + r) * row_bytes, num_cols, c);
-      }
-      accumulate_chunk_q8<Decoder, R, M>(chunk, xq.data(), xs.data(), num_cols, num_tokens, c, acc);
-    }
+    for_each_chunk<Decoder, R>(
+        type, weight.device, num_cols, row0, [&](const auto& chunk, int64_t c) {
+          accumulate_chunk_q8<Decoder, R, M>(chunk, xq.q.data(), xq.scales.data(), num_cols,
+                                             num_tokens, c, acc);
+        });
     for (int r = 0; r < R; ++r) {
       for (int t = 0; t < num_tokens; ++t) {
         double exact = 0.0;
@@ -209,8 +211,7 @@ void expect_emulated_dp4a_matches(TensorType type, int64_t num_cols, int num_tok
         double f32 = 0.0;
         for (int64_t e = 0; e < num_cols; ++e) {
           const double wv = w[(row0 + r) * num_cols + e];
-          const double xv = static_cast<double>(xq[t * num_cols + interleaved_q8_offset(e)]) *
-                            xs[t * (num_cols / 32) + e / 32];
+          const double xv = xq.value(t, e);
           exact += wv * xv;
           scale += std::fabs(wv * xv);
           f32 += wv * x[t * num_cols + e];

@@ -1,0 +1,92 @@
+// `cellm run` and `cellm generate` on the GPU, through the binary (tests/support/cellm_cli.h), on
+// stories260K: `--backend cuda` generates the reference greedy tokens (the Runner sampling from
+// the CUDA executor's pinned logits views and taking the device's argmax for greedy sessions),
+// and `--backend auto` picks CUDA when a device is visible and says so in the summary and the
+// report's config. Needs a GPU (label cuda). Thread-safety: test code, one thread.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cuda_test_util.h"
+#include "cellm_cli.h"
+#include "test_models.h"
+
+namespace cellm {
+namespace {
+
+namespace fs = std::filesystem;
+
+nlohmann::json reference() {
+  std::ifstream file(testing::test_model_path("reference/stories260K-greedy.json"));
+  return nlohmann::json::parse(file);
+}
+
+class CudaCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(testing::require_cuda_device()); }
+};
+
+TEST_F(CudaCliTest, GenerateOnCudaMatchesTheReferenceGreedyTokens) {
+  const nlohmann::json cases = reference().at("cases");
+  for (const bool exact : {false, true}) {
+    const nlohmann::json& c = cases.at(0);
+    std::vector<std::string> args = {
+        "generate", "--model",      testing::test_model_path("stories260K.gguf"),
+        "--prompt", c.at("prompt"), "-n",
+        "128",      "--json",       "--backend",
+        "cuda"};
+    if (exact) args.push_back("--exact-activations");
+    const testing::CliResult r = testing::run_cellm(args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const nlohmann::json out = nlohmann::json::parse(r.out);
+    EXPECT_EQ(out.at("prompt_tokens"), c.at("prompt_tokens"));
+    EXPECT_EQ(out.at("generated_tokens"), c.at("generated_tokens")) << "exact " << exact;
+    EXPECT_EQ(out.at("text"), c.at("text"));
+  }
+}
+
+TEST_F(CudaCliTest, RunWithAutoPicksCudaAndEveryPromptGetsItsReferenceTokens) {
+  const nlohmann::json cases = reference().at("cases");
+  const fs::path dir = fs::temp_directory_path() / ("cellm_cuda_run_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  {
+    std::ofstream prompts(dir / "prompts.txt");
+    for (const nlohmann::json& c : cases) {
+      std::string line;
+      for (const char ch : c.at("prompt").get<std::string>())
+        line += ch == '\n' ? "\\n" : std::string(1, ch);
+      prompts << line << "\n";
+    }
+  }
+  const fs::path report = dir / "out.json";
+  const testing::CliResult r =
+      testing::run_cellm({"run", "--model", testing::test_model_path("stories260K.gguf"),
+                          "--prompts-file", (dir / "prompts.txt").string(), "--max-new-tokens",
+                          "64", "--backend", "auto", "--report-json", report.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("backend: cuda"), std::string::npos) << r.out;
+  const nlohmann::json out = nlohmann::json::parse(testing::slurp(report));
+  EXPECT_EQ(out.at("config").at("backend"), "cuda");
+  // A plain model on CUDA gets the recommended plan.
+  EXPECT_EQ(out.at("config").at("min_prefill_chunk"), 257);
+  ASSERT_EQ(out.at("generations").size(), cases.size());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const nlohmann::json& g = out.at("generations").at(i);
+    std::vector<int32_t> expected = cases.at(i).at("generated_tokens").get<std::vector<int32_t>>();
+    const std::vector<int32_t> got = g.at("generated_tokens").get<std::vector<int32_t>>();
+    ASSERT_LE(got.size(), expected.size()) << "case " << i;
+    expected.resize(got.size());  // an EOS may end it early; up to there, the same tokens
+    EXPECT_EQ(got, expected) << "case " << i;
+    EXPECT_FALSE(got.empty()) << "case " << i;
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace cellm
