@@ -225,21 +225,10 @@ Status CudaForward::enqueue(const DeviceStep& step, ForwardShape shape, cudaStre
         " tokens, width " + std::to_string(step.width) + ", " + std::to_string(kept) +
         " kept) outside [1, " + std::to_string(forward_config_.max_width) + "]");
   }
-  const int64_t hidden = c.hidden_size;
-  const int64_t q_width = c.q_width();
-  const int64_t kv_width = c.kv_width();
-  const int64_t qkv_width = q_width + kv_width + c.v_width();
-  const int64_t attn_width = static_cast<int64_t>(c.num_heads) * c.value_head_dim;
-  const int64_t ffn = c.ffn_size;
+  const auto [hidden, q_width, kv_width, qkv_width, attn_width, ffn] = widths();
   if (rows <= fused_max_rows_) return enqueue_fused(step, rows, kept, is_static, stream);
 
-  kernels::EmbeddingParams embed;
-  embed.table = weights_.token_embd();
-  embed.num_tokens = rows;
-  embed.tokens = step.tokens;
-  embed.out = x_;
-  embed.out_stride = hidden;
-  CELLM_RETURN_IF_ERROR(kernels::launch_embedding(embed, stream));
+  CELLM_RETURN_IF_ERROR(embed(step, rows, stream));
 
   for (int32_t l = 0; l < c.num_layers; ++l) {
     const CudaLayerWeights& w = weights_.layer(l);
@@ -270,32 +259,7 @@ Status CudaForward::enqueue(const DeviceStep& step, ForwardShape shape, cudaStre
     }
 
     // q/k norms, RoPE on q and k, K and V into the tokens' rows.
-    kernels::RopeKvParams rope;
-    rope.num_tokens = rows;
-    rope.positions = step.positions;
-    rope.head_dim = c.head_dim;
-    rope.style = c.rope.style;
-    rope.num_rotary_dims = c.rope.num_rotary_dims;
-    rope.freq_base = c.rope.freq_base;
-    rope.freq_scale = c.rope.freq_scale;
-    rope.freq_factors = weights_.rope_freqs();
-    rope.norm_eps = c.rms_norm_eps;
-    rope.q = qkv_;
-    rope.q_stride = qkv_width;
-    rope.num_heads = c.num_heads;
-    rope.q_norm = w.q_norm;
-    rope.k = qkv_ + q_width;
-    rope.k_stride = qkv_width;
-    rope.v = qkv_ + q_width + kv_width;
-    rope.v_stride = qkv_width;
-    rope.num_kv_heads = c.num_kv_heads;
-    rope.value_head_dim = c.value_head_dim;
-    rope.k_norm = w.k_norm;
-    rope.cells = step.write_rows;
-    rope.k_cache = pool_.k_data(l);
-    rope.v_cache = pool_.v_data(l);
-    rope.cache_dtype = pool_.geometry().dtype;
-    CELLM_RETURN_IF_ERROR(kernels::launch_rope_kv(rope, stream));
+    CELLM_RETURN_IF_ERROR(rope_kv(step, l, rows, stream));
 
     CELLM_RETURN_IF_ERROR(attention(step, l, rows, is_static, stream));
     CELLM_RETURN_IF_ERROR(matmul(w.wo, attn_, attn_width, rows, x_, hidden, true, stream));
@@ -329,6 +293,61 @@ Status CudaForward::enqueue(const DeviceStep& step, ForwardShape shape, cudaStre
   CELLM_RETURN_IF_ERROR(
       matmul(weights_.output(), xn_, hidden, kept, logits_, c.vocab_size, false, stream));
   return argmax(kept, stream);
+}
+
+CudaForward::Widths CudaForward::widths() const {
+  const ModelConfig& c = config_;
+  const int64_t q_width = c.q_width();
+  const int64_t kv_width = c.kv_width();
+  return Widths{c.hidden_size,
+                q_width,
+                kv_width,
+                q_width + kv_width + c.v_width(),
+                static_cast<int64_t>(c.num_heads) * c.value_head_dim,
+                c.ffn_size};
+}
+
+Status CudaForward::embed(const DeviceStep& step, int32_t rows, cudaStream_t stream) {
+  kernels::EmbeddingParams p;
+  p.table = weights_.token_embd();
+  p.num_tokens = rows;
+  p.tokens = step.tokens;
+  p.out = x_;
+  p.out_stride = config_.hidden_size;
+  return kernels::launch_embedding(p, stream);
+}
+
+Status CudaForward::rope_kv(const DeviceStep& step, int32_t layer, int32_t rows,
+                            cudaStream_t stream) {
+  const ModelConfig& c = config_;
+  const Widths width = widths();
+  const CudaLayerWeights& w = weights_.layer(layer);
+  kernels::RopeKvParams rope;
+  rope.num_tokens = rows;
+  rope.positions = step.positions;
+  rope.head_dim = c.head_dim;
+  rope.style = c.rope.style;
+  rope.num_rotary_dims = c.rope.num_rotary_dims;
+  rope.freq_base = c.rope.freq_base;
+  rope.freq_scale = c.rope.freq_scale;
+  rope.freq_factors = weights_.rope_freqs();
+  rope.norm_eps = c.rms_norm_eps;
+  rope.q = qkv_;
+  rope.q_stride = width.qkv;
+  rope.num_heads = c.num_heads;
+  rope.q_norm = w.q_norm;
+  rope.k = qkv_ + width.q;
+  rope.k_stride = width.qkv;
+  rope.v = qkv_ + width.q + width.kv;
+  rope.v_stride = width.qkv;
+  rope.num_kv_heads = c.num_kv_heads;
+  rope.value_head_dim = c.value_head_dim;
+  rope.k_norm = w.k_norm;
+  rope.cells = step.write_rows;
+  rope.k_cache = pool_.k_data(layer);
+  rope.v_cache = pool_.v_data(layer);
+  rope.cache_dtype = pool_.geometry().dtype;
+  return kernels::launch_rope_kv(rope, stream);
 }
 
 Status CudaForward::argmax(int32_t kept, cudaStream_t stream) {

@@ -18,8 +18,10 @@
 // norms; else the rope_kv kernel), SwiGLU in the gate|up epilogue, the residual adds in the
 // output and down products' epilogues, the kept-row gather and final norm inside the LM head —
 // four product launches per layer plus attention, each allowed to overlap the one before
-// (pdl.cuh). Q8_0 / Q4_0 products there take int8 activations (one quantize launch per input, the
-// norm folded into it) unless int8_activations is off. Quantized weights use this path up to
+// (pdl.cuh). Q8_0 / Q4_0 products there take int8 activations unless int8_activations is off:
+// one quantize launch per input, the norm folded in (CELLM_CUDA_INT8_FOLD=1: each product
+// quantizes its input itself where the rows fit its shared memory — measured slower on the H200,
+// docs/perf/decode.md). Quantized weights use this path up to
 // kSmallMMaxTokensQuantized rows, others up to 8; wider slices run the unfused sequence.
 // CELLM_CUDA_FUSED=0 / CELLM_CUDA_INT8=0 in the environment turn the fused path / int8
 // activations off (to measure what they bring).
@@ -106,6 +108,21 @@ class CudaForward {
                      const int32_t* x_rows, const float* norm, int32_t rows, cudaStream_t stream);
   // Decides fused_max_rows_ and rope_fused_ from the weights and the config.
   void plan_fused_path();
+  // Row widths of the activations (columns).
+  struct Widths {
+    int64_t hidden;
+    int64_t q;
+    int64_t kv;
+    int64_t qkv;   // q + kv + v
+    int64_t attn;  // num_heads · value_head_dim
+    int64_t ffn;
+  };
+  Widths widths() const;
+  // x_ = the embeddings of the step's `rows` tokens.
+  Status embed(const DeviceStep& step, int32_t rows, cudaStream_t stream);
+  // q/k norms and RoPE on the q and k columns of qkv_ (`rows` rows of layer `layer`), k and v
+  // written into the pool at the step's write rows (the rope_kv kernel).
+  Status rope_kv(const DeviceStep& step, int32_t layer, int32_t rows, cudaStream_t stream);
   // The greedy token of each of `kept` logits rows into argmax_tokens_.
   Status argmax(int32_t kept, cudaStream_t stream);
 
@@ -135,6 +152,7 @@ class CudaForward {
   int32_t fused_max_rows_ = 0;     // slices of at most this many rows run enqueue_fused (0: none)
   bool rope_fused_ = false;        // the q|k|v product's epilogue does RoPE and the K/V write
   bool int8_activations_ = false;  // config (and CELLM_CUDA_INT8) allow int8 activations
+  bool int8_fold_ = false;         // products quantize their input (CELLM_CUDA_INT8_FOLD=1)
   int32_t num_sms_ = 0;
 };
 

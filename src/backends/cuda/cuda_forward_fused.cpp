@@ -6,10 +6,8 @@
 #include <cstring>
 
 #include "backends/cuda/cuda_forward.h"
-#include "backends/cuda/kernels/embedding.cuh"
 #include "backends/cuda/kernels/matmul.cuh"
 #include "backends/cuda/kernels/quantize_activations.cuh"
-#include "backends/cuda/kernels/rope_kv.cuh"
 
 namespace cellm {
 namespace {
@@ -29,6 +27,8 @@ bool quantized(TensorType type) {
 void CudaForward::plan_fused_path() {
   const ModelConfig& c = config_;
   int8_activations_ = forward_config_.int8_activations && env_allows("CELLM_CUDA_INT8");
+  const char* fold = std::getenv("CELLM_CUDA_INT8_FOLD");  // opt-in: slower on the H200
+  int8_fold_ = fold != nullptr && std::strcmp(fold, "1") == 0;
   fused_max_rows_ = 0;
   if (!forward_config_.fused_decode || !env_allows("CELLM_CUDA_FUSED")) return;
   int32_t max_rows = kernels::kDecodeMatmulMaxTokens;
@@ -58,7 +58,10 @@ void CudaForward::plan_fused_path() {
 Status CudaForward::fused_input(kernels::DecodeMatmulParams* p, const float* x, int64_t x_stride,
                                 const int32_t* x_rows, const float* norm, int32_t rows,
                                 cudaStream_t stream) {
-  if (int8_activations_ && kernels::decode_matmul_takes_int8(p->w)) {
+  const bool int8 = int8_activations_ && kernels::decode_matmul_takes_int8(p->w);
+  if (int8 && int8_fold_ && kernels::decode_matmul_folds_int8(p->w, rows)) {
+    p->int8_activations = true;  // quantized inside the product, below: f32 x as given
+  } else if (int8) {
     kernels::QuantizeActivationsParams q;
     q.num_tokens = rows;
     q.num_cols = p->w.num_cols;
@@ -85,12 +88,7 @@ Status CudaForward::fused_input(kernels::DecodeMatmulParams* p, const float* x, 
 Status CudaForward::enqueue_fused(const DeviceStep& step, int32_t rows, int32_t kept,
                                   bool is_static, cudaStream_t stream) {
   const ModelConfig& c = config_;
-  const int64_t hidden = c.hidden_size;
-  const int64_t q_width = c.q_width();
-  const int64_t kv_width = c.kv_width();
-  const int64_t qkv_width = q_width + kv_width + c.v_width();
-  const int64_t attn_width = static_cast<int64_t>(c.num_heads) * c.value_head_dim;
-  const int64_t ffn = c.ffn_size;
+  const auto [hidden, q_width, kv_width, qkv_width, attn_width, ffn] = widths();
   const auto product = [rows](const kernels::DeviceWeight& w) {
     kernels::DecodeMatmulParams p;
     p.w = w;
@@ -98,13 +96,7 @@ Status CudaForward::enqueue_fused(const DeviceStep& step, int32_t rows, int32_t 
     return p;
   };
 
-  kernels::EmbeddingParams embed;
-  embed.table = weights_.token_embd();
-  embed.num_tokens = rows;
-  embed.tokens = step.tokens;
-  embed.out = x_;
-  embed.out_stride = hidden;
-  CELLM_RETURN_IF_ERROR(kernels::launch_embedding(embed, stream));
+  CELLM_RETURN_IF_ERROR(embed(step, rows, stream));
 
   for (int32_t l = 0; l < c.num_layers; ++l) {
     const CudaLayerWeights& w = weights_.layer(l);
@@ -133,34 +125,7 @@ Status CudaForward::enqueue_fused(const DeviceStep& step, int32_t rows, int32_t 
       r.cache_dtype = pool_.geometry().dtype;
     }
     CELLM_RETURN_IF_ERROR(kernels::launch_decode_matmul(qkv, stream));
-    if (!rope_fused_) {
-      kernels::RopeKvParams rope;
-      rope.num_tokens = rows;
-      rope.positions = step.positions;
-      rope.head_dim = c.head_dim;
-      rope.style = c.rope.style;
-      rope.num_rotary_dims = c.rope.num_rotary_dims;
-      rope.freq_base = c.rope.freq_base;
-      rope.freq_scale = c.rope.freq_scale;
-      rope.freq_factors = weights_.rope_freqs();
-      rope.norm_eps = c.rms_norm_eps;
-      rope.q = qkv_;
-      rope.q_stride = qkv_width;
-      rope.num_heads = c.num_heads;
-      rope.q_norm = w.q_norm;
-      rope.k = qkv_ + q_width;
-      rope.k_stride = qkv_width;
-      rope.v = qkv_ + q_width + kv_width;
-      rope.v_stride = qkv_width;
-      rope.num_kv_heads = c.num_kv_heads;
-      rope.value_head_dim = c.value_head_dim;
-      rope.k_norm = w.k_norm;
-      rope.cells = step.write_rows;
-      rope.k_cache = pool_.k_data(l);
-      rope.v_cache = pool_.v_data(l);
-      rope.cache_dtype = pool_.geometry().dtype;
-      CELLM_RETURN_IF_ERROR(kernels::launch_rope_kv(rope, stream));
-    }
+    if (!rope_fused_) CELLM_RETURN_IF_ERROR(rope_kv(step, l, rows, stream));
 
     CELLM_RETURN_IF_ERROR(attention(step, l, rows, is_static, stream));
 

@@ -13,7 +13,7 @@ namespace {
 
 constexpr int kThreads = 512;
 constexpr int kSplitThreads = 256;
-constexpr int kMaxSplits = 32;
+constexpr int kMaxSplits = 64;
 constexpr int64_t kMinSplitElements = 2048;  // fewer per block: not worth a split
 
 // (value, index) pairs: a beats b when it is larger, or equal with a lower index; index -1 loses.
@@ -23,12 +23,26 @@ __device__ bool better(float a, int64_t ia, float b, int64_t ib) {
   return a > b || (a == b && ia < ib);
 }
 
+// The best of the warp's (value, index) pairs, in every lane.
+__device__ void warp_best(float* best, int64_t* best_index) {
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const float other = __shfl_xor_sync(0xffffffffu, *best, offset);
+    const auto other_index = static_cast<int64_t>(
+        __shfl_xor_sync(0xffffffffu, static_cast<long long>(*best_index), offset));
+    if (better(other, other_index, *best, *best_index)) {
+      *best = other;
+      *best_index = other_index;
+    }
+  }
+}
+
 // The best finite (value, index) of row[begin, end) over the block, valid in thread 0.
 template <int kBlockThreads>
 __device__ void block_best(const float* row, int64_t begin, int64_t end, float* best_value,
                            int64_t* best_index_out) {
   float best = 0.0f;
   int64_t best_index = -1;
+#pragma unroll 4
   for (int64_t i = begin + threadIdx.x; i < end; i += kBlockThreads) {
     const float v = row[i];
     if (isfinite(v) && better(v, i, best, best_index)) {
@@ -36,15 +50,7 @@ __device__ void block_best(const float* row, int64_t begin, int64_t end, float* 
       best_index = i;
     }
   }
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    const float other = __shfl_xor_sync(0xffffffffu, best, offset);
-    const auto other_index = static_cast<int64_t>(
-        __shfl_xor_sync(0xffffffffu, static_cast<long long>(best_index), offset));
-    if (better(other, other_index, best, best_index)) {
-      best = other;
-      best_index = other_index;
-    }
-  }
+  warp_best(&best, &best_index);
   __shared__ float values[kBlockThreads / 32];
   __shared__ int64_t indices[kBlockThreads / 32];
   if ((threadIdx.x & 31) == 0) {
@@ -101,15 +107,22 @@ __global__ void __launch_bounds__(kSplitThreads)
   float best = 0.0f;
   int64_t best_index = -1;
   block_best<kSplitThreads>(row, begin, end, &best, &best_index);
-  if (threadIdx.x != 0) return;
   const SplitScratch s = split_scratch(p.scratch, p.num_rows);
-  s.values[r * kMaxSplits + blockIdx.x] = best;
-  s.indices[r * kMaxSplits + blockIdx.x] = best_index;
-  __threadfence();  // the partial result is visible before the count says so
-  if (atomicAdd(&s.counters[r], 1u) != static_cast<unsigned int>(splits - 1)) return;
+  __shared__ bool last;
+  if (threadIdx.x == 0) {
+    s.values[r * kMaxSplits + blockIdx.x] = best;
+    s.indices[r * kMaxSplits + blockIdx.x] = best_index;
+    __threadfence();  // the partial result is visible before the count says so
+    last = atomicAdd(&s.counters[r], 1u) == static_cast<unsigned int>(splits - 1);
+  }
+  __syncthreads();
+  if (!last || threadIdx.x >= 32) return;
   __threadfence();
-  // The last block of the row: merge in split order (the order does not change the result).
-  for (int32_t k = 0; k < splits; ++k) {
+  // The last block of the row: its first warp merges the splits, a lane per split (the order
+  // does not change the result: better() is a total order).
+  best = 0.0f;
+  best_index = -1;
+  for (int32_t k = static_cast<int32_t>(threadIdx.x); k < splits; k += 32) {
     const float v = __ldcg(&s.values[r * kMaxSplits + k]);
     const int64_t i = __ldcg(reinterpret_cast<const long long*>(&s.indices[r * kMaxSplits + k]));
     if (better(v, i, best, best_index)) {
@@ -117,8 +130,11 @@ __global__ void __launch_bounds__(kSplitThreads)
       best_index = i;
     }
   }
-  p.out[r] = static_cast<int32_t>(best_index);
-  s.counters[r] = 0u;  // ready for the next launch
+  warp_best(&best, &best_index);
+  if (threadIdx.x == 0) {
+    p.out[r] = static_cast<int32_t>(best_index);
+    s.counters[r] = 0u;  // ready for the next launch
+  }
 }
 
 }  // namespace

@@ -1,9 +1,14 @@
 // attention_common: device helpers shared by the decode and prefill attention kernels — the
-// visible range of a token, the split arithmetic, asynchronous global → shared copies, K/V
-// element conversion and warp reductions. Device code; include only from .cu files.
+// visible range of a token, the split arithmetic and each decode block's share of the work, the
+// merge of a decode block's warps, the runs of one sequence's tokens of a prefill block,
+// asynchronous global → shared copies, K/V element conversion and warp reductions. Device code;
+// include only from .cu files.
 #pragma once
 
+#include <climits>
+
 #include "backends/cuda/kernels/attention.cuh"
+#include "backends/cuda/kernels/attention_internal.h"
 #include "backends/cuda/kernels/kernel_common.cuh"
 
 namespace cellm::kernels {
@@ -74,6 +79,128 @@ __device__ __forceinline__ float warp_sum(float v) {
 // e^(a − b) where a may be −inf (→ 0).
 __device__ __forceinline__ float exp_diff(float a, float b) {
   return a == -INFINITY ? 0.0f : expf(a - b);
+}
+
+// A decode block's share: blockIdx = (kv head × batch of up to kRows of its query heads, token,
+// split) — heads head0 .. head0 + num_group − 1, positions [begin, end) of the token's sequence.
+struct DecodeBlock {
+  int kv_head;
+  int num_group;
+  int head0;
+  int token;
+  int split;
+  int32_t num_splits;
+  int32_t begin;
+  int32_t end;
+  const int32_t* cells;  // the sequence's cells, by position
+};
+
+// The block's share; false when its split is past the token's splits (the block has no work).
+template <int kRows>
+__device__ __forceinline__ bool decode_block(const DecodeKernelArgs& args, DecodeBlock* b) {
+  const AttentionArgs& a = args.a;
+  const int group = a.num_heads / a.num_kv_heads;
+  const int batches = (group + kRows - 1) / kRows;
+  b->kv_head = static_cast<int>(blockIdx.x) / batches;
+  const int g0 = static_cast<int>(blockIdx.x) % batches * kRows;
+  b->num_group = min(kRows, group - g0);
+  b->head0 = b->kv_head * group + g0;
+  b->token = blockIdx.y;
+  b->split = blockIdx.z;
+  const VisibleRange range = visible_positions(a.cells.token_pos[b->token], a.window);
+  int32_t cells_per_split = 0;
+  split_shape(range.end - range.begin, args.max_splits, args.min_cells, &cells_per_split,
+              &b->num_splits);
+  if (b->split >= b->num_splits) return false;
+  b->begin = range.begin + b->split * cells_per_split;
+  b->end = min(range.end, b->begin + cells_per_split);
+  b->cells = a.cells.seq_cells + a.cells.seq_cell_offsets[a.cells.token_step_seq[b->token]];
+  return true;
+}
+
+// Merges a decode block's kWarps online-softmax states — red_m, red_l: [kWarps, kRows] running
+// max and sum; red_o: [kWarps, kRows, o_stride] outputs — per head and value dim, and writes the
+// output (one split) or the split's partials for the combine kernel.
+template <int kWarps, int kRows>
+__device__ __forceinline__ void merge_decode_warps(const DecodeKernelArgs& args,
+                                                   const DecodeBlock& b, const float* red_m,
+                                                   const float* red_l, const float* red_o,
+                                                   int o_stride) {
+  const AttentionArgs& a = args.a;
+  const int dims = a.value_head_dim;
+  for (int i = threadIdx.x; i < b.num_group * dims; i += kWarps * 32) {
+    const int g = i / dims;
+    const int d = i - g * dims;
+    float max_all = -INFINITY;
+    CELLM_UNROLL
+    for (int w = 0; w < kWarps; ++w) max_all = fmaxf(max_all, red_m[w * kRows + g]);
+    float sum = 0.0f;
+    float out = 0.0f;
+    CELLM_UNROLL
+    for (int w = 0; w < kWarps; ++w) {
+      const float e = exp_diff(red_m[w * kRows + g], max_all);
+      sum = fmaf(red_l[w * kRows + g], e, sum);
+      out = fmaf(red_o[(w * kRows + g) * o_stride + d], e, out);
+    }
+    const int h = b.head0 + g;
+    if (b.num_splits == 1) {
+      a.out[b.token * a.out_stride + h * dims + d] = __fdiv_rn(out, sum);
+    } else {
+      const int64_t slot =
+          (static_cast<int64_t>(b.token) * a.num_heads + h) * args.max_splits + b.split;
+      args.partial_out[slot * dims + d] = out;
+      if (d == 0) {
+        args.partial_ml[2 * slot] = max_all;
+        args.partial_ml[2 * slot + 1] = sum;
+      }
+    }
+  }
+}
+
+// A prefill block's share: blockIdx = (token tile, kv head × batch of `slots` query heads) —
+// query heads slot0 .. slot0 + slots − 1 of kv head kv_head's group (of `group`) for tokens
+// [t0, t_end). Tiles are taken heaviest first: later tokens see more keys, so starting them early
+// balances the SMs.
+struct PrefillBlock {
+  int group;
+  int kv_head;
+  int slot0;
+  int t0;
+  int t_end;
+};
+
+__device__ __forceinline__ PrefillBlock prefill_block(const AttentionArgs& a, int rows, int slots) {
+  PrefillBlock b;
+  b.group = a.num_heads / a.num_kv_heads;
+  const int batches = (b.group + slots - 1) / slots;
+  b.kv_head = static_cast<int>(blockIdx.y) / batches;
+  b.slot0 = static_cast<int>(blockIdx.y) % batches * slots;
+  const int tokens_per_block = rows / slots;
+  b.t0 = static_cast<int>(gridDim.x - 1 - blockIdx.x) * tokens_per_block;
+  b.t_end = min(b.t0 + tokens_per_block, a.num_tokens);
+  return b;
+}
+
+// A prefill block's run of consecutive tokens of one sequence: [begin, end), the union of their
+// visible positions [key_begin, key_end) and the sequence's cells.
+struct TokenRun {
+  int end;
+  int32_t key_begin;
+  int32_t key_end;
+  const int32_t* cells;
+};
+
+// The run that starts at token `begin` (< t_end) and ends at t_end or the next sequence.
+__device__ __forceinline__ TokenRun token_run(const AttentionArgs& a, int begin, int t_end) {
+  const int32_t seq = a.cells.token_step_seq[begin];
+  TokenRun run{begin + 1, INT_MAX, 0, a.cells.seq_cells + a.cells.seq_cell_offsets[seq]};
+  while (run.end < t_end && a.cells.token_step_seq[run.end] == seq) ++run.end;
+  for (int t = begin; t < run.end; ++t) {
+    const VisibleRange r = visible_positions(a.cells.token_pos[t], a.window);
+    run.key_begin = min(run.key_begin, r.begin);
+    run.key_end = max(run.key_end, r.end);
+  }
+  return run;
 }
 
 }  // namespace cellm::kernels

@@ -14,6 +14,7 @@
 #include "backends/cuda/kernels/attention_common.cuh"
 #include "backends/cuda/kernels/attention_internal.h"
 #include "backends/cuda/kernels/launch_status.h"
+#include "backends/cuda/kernels/pdl.cuh"
 
 namespace cellm::kernels {
 namespace {
@@ -21,6 +22,7 @@ namespace {
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
 constexpr int kMaxGroup = 8;  // query heads per block
+constexpr HeadDims<64, 128, 256> kDecodeHeadDims;
 
 template <KvDtype kDtype, int kMaxHeadDim>
 struct DecodeShape {
@@ -77,31 +79,26 @@ __device__ __forceinline__ void stage_rows(uint8_t* stage, const uint8_t* cache,
 
 template <KvDtype kDtype, int kMaxHeadDim>
 __global__ void __launch_bounds__(kThreads) decode_attention_kernel(const DecodeKernelArgs args) {
+  pdl_launch_dependents();
   using Shape = DecodeShape<kDtype, kMaxHeadDim>;
   using Kv = KvTraits<kDtype>;
   constexpr int kTile = Shape::kTile;
   constexpr int kDims = Shape::kDimsPerLane;
   extern __shared__ __align__(16) uint8_t smem[];
   const AttentionArgs& a = args.a;
-  const int group = a.num_heads / a.num_kv_heads;
-  const int batches = (group + kMaxGroup - 1) / kMaxGroup;
-  const int kv_head = static_cast<int>(blockIdx.x) / batches;
-  const int g0 = static_cast<int>(blockIdx.x) % batches * kMaxGroup;
-  const int num_group = min(kMaxGroup, group - g0);
-  const int head0 = kv_head * group + g0;
-  const int t = blockIdx.y;
-  const int split = blockIdx.z;
-
-  const int32_t seq = a.cells.token_step_seq[t];
-  const VisibleRange range = visible_positions(a.cells.token_pos[t], a.window);
-  int32_t cells_per_split = 0;
-  int32_t num_splits = 0;
-  split_shape(range.end - range.begin, args.max_splits, args.min_cells, &cells_per_split,
-              &num_splits);
-  if (split >= num_splits) return;
-  const int32_t split_begin = range.begin + split * cells_per_split;
-  const int32_t split_end = min(range.end, split_begin + cells_per_split);
-  const int32_t* cells = a.cells.seq_cells + a.cells.seq_cell_offsets[seq];
+  DecodeBlock b;
+  // A block with no split to do leaves before pdl_wait(): the step's cell arrays it reads are
+  // uploaded by copies, and the blocks with work wait, so the grid still ends after the kernel
+  // before it.
+  if (!decode_block<kMaxGroup>(args, &b)) return;
+  pdl_wait();  // q and the cache rows come from the q|k|v product
+  const int num_group = b.num_group;
+  const int head0 = b.head0;
+  const int kv_head = b.kv_head;
+  const int t = b.token;
+  const int32_t split_begin = b.begin;
+  const int32_t split_end = b.end;
+  const int32_t* cells = b.cells;
 
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
@@ -228,36 +225,13 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(const Decode
       red_o[(warp * kMaxGroup + g) * kMaxHeadDim + d0 + i] = acc[g][i];
   }
   __syncthreads();
-  for (int i = threadIdx.x; i < num_group * a.value_head_dim; i += kThreads) {
-    const int g = i / a.value_head_dim;
-    const int d = i - g * a.value_head_dim;
-    float max_all = -INFINITY;
-    CELLM_UNROLL
-    for (int w = 0; w < kWarps; ++w) max_all = fmaxf(max_all, red_m[w * kMaxGroup + g]);
-    float sum = 0.0f;
-    float out = 0.0f;
-    CELLM_UNROLL
-    for (int w = 0; w < kWarps; ++w) {
-      const float e = exp_diff(red_m[w * kMaxGroup + g], max_all);
-      sum = fmaf(red_l[w * kMaxGroup + g], e, sum);
-      out = fmaf(red_o[(w * kMaxGroup + g) * kMaxHeadDim + d], e, out);
-    }
-    const int h = head0 + g;
-    if (num_splits == 1) {
-      a.out[t * a.out_stride + h * a.value_head_dim + d] = __fdiv_rn(out, sum);
-    } else {
-      const int64_t slot = (static_cast<int64_t>(t) * a.num_heads + h) * args.max_splits + split;
-      args.partial_out[slot * a.value_head_dim + d] = out;
-      if (d == 0) {
-        args.partial_ml[2 * slot] = max_all;
-        args.partial_ml[2 * slot + 1] = sum;
-      }
-    }
-  }
+  merge_decode_warps<kWarps, kMaxGroup>(args, b, red_m, red_l, red_o, kMaxHeadDim);
 }
 
 // One block per (token, head): merges the splits' partial outputs.
 __global__ void __launch_bounds__(kThreads) decode_combine_kernel(const DecodeKernelArgs args) {
+  pdl_launch_dependents();
+  pdl_wait();
   const AttentionArgs& a = args.a;
   const int t = blockIdx.x;
   const int h = blockIdx.y;
@@ -285,50 +259,20 @@ __global__ void __launch_bounds__(kThreads) decode_combine_kernel(const DecodeKe
   }
 }
 
-template <KvDtype kDtype, int kMaxHeadDim>
-Status set_smem_limit() {
-  cudaFuncSetAttribute(decode_attention_kernel<kDtype, kMaxHeadDim>,
-                       cudaFuncAttributeMaxDynamicSharedMemorySize,
-                       static_cast<int>(DecodeShape<kDtype, kMaxHeadDim>::kSmemBytes));
-  return launch_status("decode_attention: cudaFuncSetAttribute");
-}
-
-template <KvDtype kDtype>
-Status set_smem_limits() {
-  CELLM_RETURN_IF_ERROR((set_smem_limit<kDtype, 64>()));
-  CELLM_RETURN_IF_ERROR((set_smem_limit<kDtype, 128>()));
-  return set_smem_limit<kDtype, 256>();
-}
-
-template <KvDtype kDtype, int kMaxHeadDim>
-void launch_typed(const DecodeKernelArgs& args, cudaStream_t stream) {
-  const AttentionArgs& a = args.a;
-  const int group = a.num_heads / a.num_kv_heads;
-  const dim3 grid(static_cast<unsigned>(a.num_kv_heads * ((group + kMaxGroup - 1) / kMaxGroup)),
-                  static_cast<unsigned>(a.num_tokens), static_cast<unsigned>(args.max_splits));
-  decode_attention_kernel<kDtype, kMaxHeadDim>
-      <<<grid, kThreads, DecodeShape<kDtype, kMaxHeadDim>::kSmemBytes, stream>>>(args);
-}
-
-template <KvDtype kDtype>
-void launch_for_dtype(const DecodeKernelArgs& args, int max_dim, cudaStream_t stream) {
-  if (max_dim <= 64) {
-    launch_typed<kDtype, 64>(args, stream);
-  } else if (max_dim <= 128) {
-    launch_typed<kDtype, 128>(args, stream);
-  } else {
-    launch_typed<kDtype, 256>(args, stream);
-  }
-}
-
 }  // namespace
 
 Status prepare_decode_attention_kernels() {
   // A function-local static: initialized once, thread-safely.
   static const Status result = [] {
-    CELLM_RETURN_IF_ERROR(set_smem_limits<KvDtype::kF32>());
-    CELLM_RETURN_IF_ERROR(set_smem_limits<KvDtype::kF16>());
-    CELLM_RETURN_IF_ERROR(set_smem_limits<KvDtype::kBF16>());
+    CELLM_RETURN_IF_ERROR(
+        for_each_kernel_shape(kAllCacheTypes, kDecodeHeadDims, [](auto type_tag, auto dim_tag) {
+          constexpr KvDtype kDtype = decltype(type_tag)::value;
+          constexpr int kMaxHeadDim = decltype(dim_tag)::value;
+
+          return raise_smem_limit(decode_attention_kernel<kDtype, kMaxHeadDim>,
+                                  DecodeShape<kDtype, kMaxHeadDim>::kSmemBytes,
+                                  "decode_attention: cudaFuncSetAttribute");
+        }));
     return prepare_decode_attention_tc_kernels();
   }();
   return result;
@@ -379,26 +323,27 @@ Status launch_decode_attention(const DecodeAttentionParams& p, cudaStream_t stre
                                       a.value_head_dim;
   }
   const int max_dim = std::max(a.head_dim, a.value_head_dim);
-  if (tensor_core_attention_applies(a)) {
-    launch_decode_attention_tc(args, stream);
-  } else {
-    switch (a.cache_dtype) {
-      case KvDtype::kF32:
-        launch_for_dtype<KvDtype::kF32>(args, max_dim, stream);
-        break;
-      case KvDtype::kF16:
-        launch_for_dtype<KvDtype::kF16>(args, max_dim, stream);
-        break;
-      case KvDtype::kBF16:
-        launch_for_dtype<KvDtype::kBF16>(args, max_dim, stream);
-        break;
-    }
-  }
-  CELLM_RETURN_IF_ERROR(launch_status("decode_attention"));
+  const cudaError_t launched =
+      tensor_core_attention_applies(a)
+          ? launch_decode_attention_tc(args, stream)
+          : with_kernel_shape(kAllCacheTypes, kDecodeHeadDims, a.cache_dtype, max_dim,
+                              [&](auto type_tag, auto dim_tag) {
+                                constexpr KvDtype kDtype = decltype(type_tag)::value;
+                                constexpr int kMaxHeadDim = decltype(dim_tag)::value;
+
+                                return launch_pdl_if(
+                                    attention_pdl_enabled(),
+                                    decode_attention_kernel<kDtype, kMaxHeadDim>,
+                                    decode_attention_grid(args, kMaxGroup), dim3(kThreads),
+                                    DecodeShape<kDtype, kMaxHeadDim>::kSmemBytes, stream, args);
+                              });
+  CELLM_RETURN_IF_ERROR(pdl_launch_status(launched, "decode_attention"));
   if (p.max_splits > 1) {
     const dim3 grid(static_cast<unsigned>(a.num_tokens), static_cast<unsigned>(a.num_heads));
-    decode_combine_kernel<<<grid, kThreads, 0, stream>>>(args);
-    CELLM_RETURN_IF_ERROR(launch_status("decode_attention combine"));
+    CELLM_RETURN_IF_ERROR(
+        pdl_launch_status(launch_pdl_if(attention_pdl_enabled(), decode_combine_kernel, grid,
+                                        dim3(kThreads), 0, stream, args),
+                          "decode_attention combine"));
   }
   return ok_status();
 }

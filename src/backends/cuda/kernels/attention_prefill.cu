@@ -24,6 +24,7 @@ constexpr int kThreads = 128;
 constexpr int kRows = 64;  // query rows per block
 constexpr int kKeys = 32;  // keys per tile
 constexpr int kMaxGroupSlots = 8;
+constexpr HeadDims<64, 128> kPrefillHeadDims;
 
 template <KvDtype kDtype, int kHeadDim>
 struct PrefillShape {
@@ -56,14 +57,12 @@ __global__ void __launch_bounds__(kThreads)
   uint8_t* k_raw = smem + Shape::kFloatBytes;   // [kKeys][kRawStride]
   uint8_t* v_raw = k_raw + kKeys * Shape::kRawStride;
 
-  const int group = a.num_heads / a.num_kv_heads;
-  const int batches = (group + group_slots - 1) / group_slots;
-  const int kv_head = static_cast<int>(blockIdx.y) / batches;
-  const int slot0 = static_cast<int>(blockIdx.y) % batches * group_slots;
-  const int tokens_per_block = kRows / group_slots;
-  // Heaviest tiles first: later tokens see more keys, so starting them early balances the SMs.
-  const int t0 = static_cast<int>(gridDim.x - 1 - blockIdx.x) * tokens_per_block;
-  const int t_end = min(t0 + tokens_per_block, a.num_tokens);
+  const PrefillBlock block = prefill_block(a, kRows, group_slots);
+  const int group = block.group;
+  const int kv_head = block.kv_head;
+  const int slot0 = block.slot0;
+  const int t0 = block.t0;
+  const int t_end = block.t_end;
   const int tid = threadIdx.x;
   const int ty = tid >> 3;  // rows 4·ty .. 4·ty + 3
   const int tx = tid & 7;   // keys 4·tx .. 4·tx + 3; dims 32·c + 4·tx .. + 3
@@ -76,17 +75,11 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t v_cell_bytes = static_cast<int64_t>(a.num_kv_heads) * v_row_bytes;
 
   for (int run_begin = t0; run_begin < t_end;) {
-    const int32_t seq = a.cells.token_step_seq[run_begin];
-    int run_end = run_begin + 1;
-    while (run_end < t_end && a.cells.token_step_seq[run_end] == seq) ++run_end;
-    int32_t key_begin = INT_MAX;
-    int32_t key_end = 0;
-    for (int t = run_begin; t < run_end; ++t) {
-      const VisibleRange r = visible_positions(a.cells.token_pos[t], a.window);
-      key_begin = min(key_begin, r.begin);
-      key_end = max(key_end, r.end);
-    }
-    const int32_t* cells = a.cells.seq_cells + a.cells.seq_cell_offsets[seq];
+    const TokenRun run = token_run(a, run_begin, t_end);
+    const int run_end = run.end;
+    const int32_t key_begin = run.key_begin;
+    const int32_t key_end = run.key_end;
+    const int32_t* cells = run.cells;
 
     // This thread's rows: validity and visible positions.
     bool row_valid[4];
@@ -259,49 +252,20 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <KvDtype kDtype, int kHeadDim>
-Status set_smem_limit() {
-  cudaFuncSetAttribute(prefill_attention_kernel<kDtype, kHeadDim>,
-                       cudaFuncAttributeMaxDynamicSharedMemorySize,
-                       static_cast<int>(PrefillShape<kDtype, kHeadDim>::kSmemBytes));
-  return launch_status("prefill_attention: cudaFuncSetAttribute");
-}
-
-template <KvDtype kDtype>
-Status set_smem_limits() {
-  CELLM_RETURN_IF_ERROR((set_smem_limit<kDtype, 64>()));
-  return set_smem_limit<kDtype, 128>();
-}
-
-template <KvDtype kDtype, int kHeadDim>
-void launch_typed(const AttentionArgs& a, cudaStream_t stream) {
-  const int group = a.num_heads / a.num_kv_heads;
-  int slots = 1;
-  while (slots < std::min(group, kMaxGroupSlots)) slots *= 2;
-  const int tokens_per_block = kRows / slots;
-  const dim3 grid(static_cast<unsigned>((a.num_tokens + tokens_per_block - 1) / tokens_per_block),
-                  static_cast<unsigned>(a.num_kv_heads * ((group + slots - 1) / slots)));
-  prefill_attention_kernel<kDtype, kHeadDim>
-      <<<grid, kThreads, PrefillShape<kDtype, kHeadDim>::kSmemBytes, stream>>>(a, slots);
-}
-
-template <KvDtype kDtype>
-void launch_for_dtype(const AttentionArgs& a, int max_dim, cudaStream_t stream) {
-  if (max_dim <= 64) {
-    launch_typed<kDtype, 64>(a, stream);
-  } else {
-    launch_typed<kDtype, 128>(a, stream);
-  }
-}
-
 }  // namespace
 
 Status prepare_prefill_attention_kernels() {
   // A function-local static: initialized once, thread-safely.
   static const Status result = [] {
-    CELLM_RETURN_IF_ERROR(set_smem_limits<KvDtype::kF32>());
-    CELLM_RETURN_IF_ERROR(set_smem_limits<KvDtype::kF16>());
-    CELLM_RETURN_IF_ERROR(set_smem_limits<KvDtype::kBF16>());
+    CELLM_RETURN_IF_ERROR(
+        for_each_kernel_shape(kAllCacheTypes, kPrefillHeadDims, [](auto type_tag, auto dim_tag) {
+          constexpr KvDtype kDtype = decltype(type_tag)::value;
+          constexpr int kHeadDim = decltype(dim_tag)::value;
+
+          return raise_smem_limit(prefill_attention_kernel<kDtype, kHeadDim>,
+                                  PrefillShape<kDtype, kHeadDim>::kSmemBytes,
+                                  "prefill_attention: cudaFuncSetAttribute");
+        }));
     return prepare_prefill_attention_tc_kernels();
   }();
   return result;
@@ -321,17 +285,15 @@ Status launch_prefill_attention(const AttentionArgs& a, cudaStream_t stream) {
     launch_prefill_attention_tc(a, stream);
     return launch_status("prefill_attention_tc");
   }
-  switch (a.cache_dtype) {
-    case KvDtype::kF32:
-      launch_for_dtype<KvDtype::kF32>(a, max_dim, stream);
-      break;
-    case KvDtype::kF16:
-      launch_for_dtype<KvDtype::kF16>(a, max_dim, stream);
-      break;
-    case KvDtype::kBF16:
-      launch_for_dtype<KvDtype::kBF16>(a, max_dim, stream);
-      break;
-  }
+  const PrefillGrid g = prefill_attention_grid(a, kRows, kMaxGroupSlots);
+  with_kernel_shape(
+      kAllCacheTypes, kPrefillHeadDims, a.cache_dtype, max_dim, [&](auto type_tag, auto dim_tag) {
+        constexpr KvDtype kDtype = decltype(type_tag)::value;
+        constexpr int kHeadDim = decltype(dim_tag)::value;
+
+        prefill_attention_kernel<kDtype, kHeadDim>
+            <<<g.grid, kThreads, PrefillShape<kDtype, kHeadDim>::kSmemBytes, stream>>>(a, g.slots);
+      });
   return launch_status("prefill_attention");
 }
 

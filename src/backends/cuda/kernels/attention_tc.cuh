@@ -221,4 +221,44 @@ __device__ __forceinline__ void stage_kv_tile(uint16_t* k_dst, uint16_t* v_dst,
   }
 }
 
+// The K/V rows of one kv head that a block walks: cache bytes per cell, the head's offset in a
+// cell, the sequence's cells by position.
+struct KvSource {
+  const uint8_t* k_cache;
+  const uint8_t* v_cache;
+  int64_t cell_bytes;
+  int64_t head_offset;
+  const int32_t* cells;
+};
+
+// Walks positions [begin, end) in kTileKeys-key tiles through a two-stage shared-memory ring
+// (`stages`: [2][K, V][kTileKeys][kDim + 8]): tile i + 1 is in flight while use(k_rows, pos0)
+// reads tile i (K rows of positions pos0 .. at k_rows, V rows kTileKeys · (kDim + 8) elements
+// after) between two block barriers. Every thread of the block calls it.
+template <int kDim, int kTileKeys, int kThreads, class Use>
+__device__ __forceinline__ void walk_kv_tiles(uint16_t* stages, const KvSource& src, int32_t begin,
+                                              int32_t end, const Use& use) {
+  constexpr int kTileElems = kTileKeys * (kDim + 8);
+  const int32_t num_tiles = (end - begin + kTileKeys - 1) / kTileKeys;
+  const auto stage = [&](int32_t tile) {
+    uint16_t* k_dst = stages + (tile & 1) * 2 * kTileElems;
+    stage_kv_tile<kDim, kTileKeys, kThreads>(k_dst, k_dst + kTileElems, src.k_cache, src.v_cache,
+                                             src.cell_bytes, src.head_offset, src.cells,
+                                             begin + tile * kTileKeys, end, threadIdx.x);
+    cp_async_commit();
+  };
+  if (num_tiles > 0) stage(0);
+  for (int32_t tile = 0; tile < num_tiles; ++tile) {
+    if (tile + 1 < num_tiles) {
+      stage(tile + 1);  // its buffer was last read before the previous iteration's barrier
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    use(stages + (tile & 1) * 2 * kTileElems, begin + tile * kTileKeys);
+    __syncthreads();  // the buffer is refilled two tiles later
+  }
+}
+
 }  // namespace cellm::kernels

@@ -1,5 +1,7 @@
 // decode_matmul: argument checks and the dispatch by weight type of the fused decode product
 // (decode_matmul.cuh; kernels in gemv_decode.cuh).
+#include <algorithm>
+#include <cstdlib>
 #include <string>
 
 #include "backends/cuda/kernels/decode_matmul.cuh"
@@ -22,6 +24,11 @@ Status bad(const DecodeMatmulParams& p, const std::string& what) {
 
 Status check_input(const DecodeMatmulParams& p) {
   const int64_t k = p.w.num_cols;
+  if (p.int8_activations && (p.x_q8 != nullptr || !decode_matmul_folds_int8(p.w, p.num_tokens))) {
+    return bad(p, "in-product int8 activations need f32 x, Q8_0 / Q4_0 weights and " +
+                      std::to_string(decode_int8_fold_smem_bytes(k, p.num_tokens)) +
+                      " bytes of shared memory within the 48 KB limit");
+  }
   if (p.x_q8 != nullptr) {
     if (!decode_matmul_takes_int8(p.w)) return bad(p, "int8 activations need Q8_0 / Q4_0 weights");
     if (p.x != nullptr || p.x_rows != nullptr || p.norm_weight != nullptr) {
@@ -76,7 +83,46 @@ Status check_output(const DecodeMatmulParams& p) {
   return bad(p, "unknown output");
 }
 
+// Row groups per block at most, for inputs with a prologue (gemv_decode.cuh): about this many
+// blocks share an SM, so each SM keeps enough weight loads in flight.
+constexpr int kDecodeBlocksPerSm = 8;
+constexpr size_t kFoldMaxSmemBytes = 48 * 1024;
+
+int32_t instantiated_rows(int32_t num_tokens) {
+  return num_tokens <= 1 ? 1 : num_tokens <= 2 ? 2 : num_tokens <= 4 ? 4 : 8;
+}
+
 }  // namespace
+
+int64_t decode_grid_blocks(int64_t num_groups, int prologue_blocks_per_sm) {
+  static const int blocks_per_sm = [] {
+    const char* value = std::getenv("CELLM_CUDA_DECODE_BLOCKS_PER_SM");
+    return value != nullptr ? std::atoi(value) : kDecodeBlocksPerSm;
+  }();
+  if (prologue_blocks_per_sm <= 0 || blocks_per_sm <= 0) return num_groups;
+  int device = 0;
+  int num_sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+      num_sms <= 0) {
+    (void)cudaGetLastError();
+    return num_groups;
+  }
+  const int64_t cap =
+      static_cast<int64_t>(num_sms) * std::min(blocks_per_sm, prologue_blocks_per_sm);
+  const int64_t per_block = ceil_div(num_groups, cap);
+  return ceil_div(num_groups, per_block);
+}
+
+size_t decode_int8_fold_smem_bytes(int64_t num_cols, int32_t num_tokens) {
+  const auto k = static_cast<size_t>(num_cols);
+  return static_cast<size_t>(instantiated_rows(num_tokens)) * (k + k / 32 * sizeof(float));
+}
+
+bool decode_matmul_folds_int8(const DeviceWeight& w, int32_t num_tokens) {
+  return decode_matmul_takes_int8(w) && w.num_cols % 256 == 0 &&
+         decode_int8_fold_smem_bytes(w.num_cols, num_tokens) <= kFoldMaxSmemBytes;
+}
 
 bool decode_matmul_supports(const DeviceWeight& w) {
   if (!aligned16(w.data) || w.num_cols <= 0) return false;
@@ -115,6 +161,7 @@ DecodeGemvArgs make_decode_gemv_args(const DecodeMatmulParams& p) {
   a.norm_eps = p.norm_eps;
   a.x_q8 = p.x_q8;
   a.x_q8_scales = p.x_q8_scales;
+  a.int8_fold = p.int8_activations;
   a.bias = p.bias;
   a.output = p.output;
   a.y = p.y;

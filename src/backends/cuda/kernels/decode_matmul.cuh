@@ -9,7 +9,10 @@
 // Every f32 value is rounded as the separate kernels round it, so a fused layer equals the unfused
 // one within the product's summation order (f32 weights and activations: 1e-5 of the CPU).
 // Input is either f32 activations or, for Q8_0 / Q4_0 weights, int8 activations with per-32
-// scales (quantize_activations: one dp4a per 4 weights, about 3e-3 relative error).
+// scales (quantize_activations: one dp4a per 4 weights, about 3e-3 relative error) — given
+// (x_q8), or quantized from the f32 input inside the product (int8_activations: each block
+// gathers, norms and quantizes the rows into shared memory exactly as quantize_activations would,
+// then runs several row groups on them; decode_matmul_folds_int8 says where that fits).
 // Weights must be in a fast layout (decode_matmul_supports): F32 with K % 4 == 0, F16 / BF16
 // with K % 8 == 0, interleaved Q8_0 / Q4_0 / Q4_K / Q6_K. A block of 128 threads owns 2 or 4
 // output rows (all M tokens), splits K across its threads with 16-byte weight loads, and keeps
@@ -22,6 +25,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "backends/cuda/kernels/weight_layout.h"
@@ -69,6 +73,8 @@ struct DecodeMatmulParams {
   float norm_eps = 0.0f;
   const int8_t* x_q8 = nullptr;        // [num_tokens, K] interleaved order, 16-byte aligned
   const float* x_q8_scales = nullptr;  // [num_tokens, K / 32], 16-byte aligned
+  // With f32 x: quantize it to int8 inside the product (decode_matmul_folds_int8(w, num_tokens)).
+  bool int8_activations = false;
 
   const float* bias = nullptr;  // [N] f32 added to every token's product, or null
   DecodeOutput output = DecodeOutput::kStore;
@@ -82,6 +88,13 @@ struct DecodeMatmulParams {
 bool decode_matmul_supports(const DeviceWeight& w);
 // Whether the weight can take int8 activations (interleaved Q8_0 / Q4_0).
 bool decode_matmul_takes_int8(const DeviceWeight& w);
+
+// Shared memory per block of a product quantizing `num_tokens` rows of K f32 activations itself
+// (rows rounded up to the kernel's 1, 2, 4 or 8): per row K int8 values and K / 32 f32 scales.
+size_t decode_int8_fold_smem_bytes(int64_t num_cols, int32_t num_tokens);
+// Whether the product can quantize its f32 input itself (int8_activations): the weight takes int8
+// activations and the rows fit the default 48 KB of shared memory per block.
+bool decode_matmul_folds_int8(const DeviceWeight& w, int32_t num_tokens);
 
 // Errors (invalid argument) name what is wrong with the params.
 Status launch_decode_matmul(const DecodeMatmulParams& params, cudaStream_t stream);

@@ -10,12 +10,41 @@
 
 namespace cellm::kernels {
 
-// acc[r][t] += Σ over the chunk's elements of w_r · x_t, for t < num_tokens (≤ M).
-// w: the loaded chunk of each row; x: [num_tokens, x_stride] f32 activations.
+// acc[r][t] += Σ_i w_r,i · x_i over one group of 4 elements (v: the group of each row, decoded;
+// xv: token t's 4 activations): scale · Σ q_i x_i − min · Σ x_i for scaled types, else plain
+// fused multiply-adds in element order.
 template <class Decoder, int R, int M>
-CELLM_HD_INLINE void accumulate_chunk(const typename Decoder::Chunk (&w)[R], const float* x,
-                                      int64_t x_stride, int num_tokens, int64_t c,
+CELLM_HD_INLINE void accumulate_group(const GroupValues (&v)[R], const float4& xv, int t,
                                       float (&acc)[R][M]) {
+  if constexpr (Decoder::kScaled) {
+    const float x_sum = Decoder::kHasMin ? (xv.x + xv.y) + (xv.z + xv.w) : 0.0f;
+    CELLM_UNROLL
+    for (int r = 0; r < R; ++r) {
+      float dot = v[r].q[0] * xv.x;
+      dot = fmaf(v[r].q[1], xv.y, dot);
+      dot = fmaf(v[r].q[2], xv.z, dot);
+      dot = fmaf(v[r].q[3], xv.w, dot);
+      acc[r][t] = fmaf(v[r].scale, dot, acc[r][t]);
+      if constexpr (Decoder::kHasMin) acc[r][t] = fmaf(-v[r].min, x_sum, acc[r][t]);
+    }
+  } else {
+    CELLM_UNROLL
+    for (int r = 0; r < R; ++r) {
+      float a = acc[r][t];
+      a = fmaf(v[r].q[0], xv.x, a);
+      a = fmaf(v[r].q[1], xv.y, a);
+      a = fmaf(v[r].q[2], xv.z, a);
+      a = fmaf(v[r].q[3], xv.w, a);
+      acc[r][t] = a;
+    }
+  }
+}
+
+// acc[r][t] += Σ over chunk c's elements of w_r · x_t, for t < num_tokens (≤ M); x_of(t, offset)
+// gives token t's 4 activations of the group starting at element `offset`.
+template <class Decoder, int R, int M, class XOf>
+CELLM_HD_INLINE void accumulate_chunk_from(const typename Decoder::Chunk (&w)[R], int num_tokens,
+                                           int64_t c, const XOf& x_of, float (&acc)[R][M]) {
   CELLM_UNROLL
   for (int g = 0; g < Decoder::kGroups; ++g) {
     GroupValues v[R];
@@ -24,33 +53,19 @@ CELLM_HD_INLINE void accumulate_chunk(const typename Decoder::Chunk (&w)[R], con
     const int64_t offset = Decoder::x_offset(c, g);
     CELLM_UNROLL
     for (int t = 0; t < M; ++t) {
-      if (t < num_tokens) {
-        const float4 xv = load_f4(x + t * x_stride + offset);
-        if constexpr (Decoder::kScaled) {
-          const float x_sum = Decoder::kHasMin ? (xv.x + xv.y) + (xv.z + xv.w) : 0.0f;
-          CELLM_UNROLL
-          for (int r = 0; r < R; ++r) {
-            float dot = v[r].q[0] * xv.x;
-            dot = fmaf(v[r].q[1], xv.y, dot);
-            dot = fmaf(v[r].q[2], xv.z, dot);
-            dot = fmaf(v[r].q[3], xv.w, dot);
-            acc[r][t] = fmaf(v[r].scale, dot, acc[r][t]);
-            if constexpr (Decoder::kHasMin) acc[r][t] = fmaf(-v[r].min, x_sum, acc[r][t]);
-          }
-        } else {
-          CELLM_UNROLL
-          for (int r = 0; r < R; ++r) {
-            float a = acc[r][t];
-            a = fmaf(v[r].q[0], xv.x, a);
-            a = fmaf(v[r].q[1], xv.y, a);
-            a = fmaf(v[r].q[2], xv.z, a);
-            a = fmaf(v[r].q[3], xv.w, a);
-            acc[r][t] = a;
-          }
-        }
-      }
+      if (t < num_tokens) accumulate_group<Decoder, R, M>(v, x_of(t, offset), t, acc);
     }
   }
+}
+
+// The same over x: [num_tokens, x_stride] f32 activations.
+template <class Decoder, int R, int M>
+CELLM_HD_INLINE void accumulate_chunk(const typename Decoder::Chunk (&w)[R], const float* x,
+                                      int64_t x_stride, int num_tokens, int64_t c,
+                                      float (&acc)[R][M]) {
+  accumulate_chunk_from<Decoder, R, M>(
+      w, num_tokens, c,
+      [x, x_stride](int t, int64_t offset) { return load_f4(x + t * x_stride + offset); }, acc);
 }
 
 // The same over int8 activations (quantize_activations.cuh) for Q8_0 / Q4_0 weights: per group,

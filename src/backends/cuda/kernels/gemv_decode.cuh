@@ -1,19 +1,27 @@
 // gemv_decode: the kernel template behind decode_matmul.cuh, instantiated per weight type in
 // gemv_decode_<types>.cu (small translation units). Device code; include only from .cu files.
 //
-// A block of kDecodeThreads threads owns R output rows (kSwiglu: R/2 gate rows and the R/2 up
-// rows that pair with them) for all M ≤ 8 tokens. Thread t owns chunks t, t + 128, ... of each
-// row (weight_decode.cuh's unit: 16-byte loads, a warp's activation loads coalesced) and keeps D
-// chunks per row in flight: it refills a chunk's registers right after using them. The first D
-// chunks are loaded before pdl_wait(), i.e. while the previous kernel may still run. Partial sums
-// are reduced through warp shuffles and shared memory in a fixed order (deterministic), then the
-// epilogue adds the bias and stores, adds, applies SwiGLU or RoPE + the K/V cache write.
+// The rows are cut into row groups of R output rows (kSwiglu: R/2 gate rows and the R/2 up rows
+// that pair with them), all M ≤ 8 tokens. A block of kDecodeThreads threads runs groups
+// blockIdx.x, + gridDim.x, ... (one group per block unless the input has a per-block prologue:
+// then the grid is capped near the SMs' capacity, decode_grid_blocks, so the prologue is paid
+// once for several groups). Thread t owns chunks t, t + 128, ... of each row (weight_decode.cuh's
+// unit: 16-byte loads, a warp's activation loads coalesced) and keeps D chunks per row in
+// flight: it refills a chunk's registers right after using them — past the end of a group with
+// the next group's first chunks, so the weight stream does not stop at the group's reduction.
+// The first D chunks are loaded before pdl_wait(), i.e. while the previous kernel may still run.
+// Partial sums are reduced through warp shuffles and shared memory in a fixed order
+// (deterministic), then the epilogue adds the bias and stores, adds, applies SwiGLU or RoPE + the
+// K/V cache write.
 #pragma once
 
 #include "backends/cuda/kernels/decode_matmul.cuh"
+#include "backends/cuda/kernels/gemv_chunk.cuh"
 #include "backends/cuda/kernels/gemv_decode_args.h"
+#include "backends/cuda/kernels/gemv_reduce.cuh"
 #include "backends/cuda/kernels/op_math.cuh"
 #include "backends/cuda/kernels/pdl.cuh"
+#include "backends/cuda/kernels/quantize_activations.cuh"
 #include "backends/cuda/kernels/weight_decode.cuh"
 
 namespace cellm::kernels {
@@ -24,60 +32,144 @@ inline constexpr int kDecodeWarps = kDecodeThreads / 32;
 // ---- 16-bit float weights with 16-byte chunks: 8 elements, two groups of 4 ----------------
 
 template <bool kBF16>
-struct DecodeHalf8 {
-  static constexpr int kChunkElems = 8;
-  static constexpr int kGroups = 2;
-  static constexpr bool kScaled = false;
-  static constexpr bool kHasMin = false;
+struct DecodeHalf8 : FloatDecoderBase<8> {
   using Chunk = uint4;
   __device__ __forceinline__ static Chunk load(const uint8_t* row, int64_t /*num_cols*/,
                                                int64_t c) {
     return load_stream_u4(row + 16 * c);
   }
-  __device__ __forceinline__ static int64_t x_offset(int64_t c, int g) { return 8 * c + 4 * g; }
-  __device__ __forceinline__ static float value(uint32_t word, int high) {
-    if constexpr (kBF16) {
-      return bits_to_float(high ? (word & 0xffff0000u) : (word << 16));
-    } else {
-      return f16_bits_to_float(static_cast<uint16_t>(high ? word >> 16 : word));
-    }
-  }
   __device__ __forceinline__ static void group(const Chunk& w, int g, int64_t /*c*/,
                                                GroupValues* out) {
     const uint32_t a = g == 0 ? w.x : w.z;
     const uint32_t b = g == 0 ? w.y : w.w;
-    out->q[0] = value(a, 0);
-    out->q[1] = value(a, 1);
-    out->q[2] = value(b, 0);
-    out->q[3] = value(b, 1);
-    out->scale = 1.0f;
-    out->min = 0.0f;
+    out->q[0] = half_value<kBF16>(a, 0);
+    out->q[1] = half_value<kBF16>(a, 1);
+    out->q[2] = half_value<kBF16>(b, 0);
+    out->q[3] = half_value<kBF16>(b, 1);
+    unit_scale(out);
   }
 };
 using DecodeBF16x8 = DecodeHalf8<true>;
 using DecodeF16x8 = DecodeHalf8<false>;
 
-// ---- rows of a block ------------------------------------------------------------------------
+// ---- row groups ----------------------------------------------------------------------------
 
-// Weight row of the block's local row r (0 ≤ r < R); *valid is false past the matrix.
+// How many row groups of R rows (kSwiglu: R/2 pairs) the product has.
 template <int R>
-__device__ __forceinline__ int64_t decode_block_row(const DecodeGemvArgs& a, int r, bool* valid) {
+CELLM_HD_INLINE int64_t decode_row_groups(const DecodeGemvArgs& a) {
+  return a.output == DecodeOutput::kSwiglu ? ceil_div(a.num_rows / 2, R / 2)
+                                           : ceil_div(a.num_rows, R);
+}
+
+// Weight row of local row r (0 ≤ r < R) of row group `group`; *valid is false past the matrix.
+template <int R>
+__device__ __forceinline__ int64_t decode_group_row(const DecodeGemvArgs& a, int64_t group, int r,
+                                                    bool* valid) {
   if (a.output == DecodeOutput::kSwiglu) {
     const int64_t half = a.num_rows / 2;
-    const int64_t j = static_cast<int64_t>(blockIdx.x) * (R / 2) + (r % (R / 2));
+    const int64_t j = group * (R / 2) + (r % (R / 2));
     *valid = j < half;
     return (r < R / 2 ? 0 : half) + j;
   }
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * R + r;
+  const int64_t row = group * R + r;
   *valid = row < a.num_rows;
   return row;
 }
 
+// The weight rows of a group (rows past the matrix read row 0: loaded, never stored).
+template <int R>
+__device__ __forceinline__ void decode_group_rows(const DecodeGemvArgs& a, int64_t group,
+                                                  const uint8_t* (&rows)[R]) {
+  CELLM_UNROLL
+  for (int r = 0; r < R; ++r) {
+    bool valid = false;
+    const int64_t row = decode_group_row<R>(a, group, r, &valid);
+    rows[r] = a.w + (valid ? row : 0) * static_cast<int64_t>(a.row_bytes);
+  }
+}
+
 // ---- input policies --------------------------------------------------------------------------
+// An input policy turns the block's token rows into what accumulate() reads: prepare() runs once
+// per block after pdl_wait() (kPrologue: it reads every row in full, so the launch caps the grid);
+// smem_bytes() is the dynamic shared memory it needs.
+
+// Token t's f32 input row: x row x_rows[t] (t when null); rows past num_tokens read row 0.
+template <int M>
+__device__ __forceinline__ void decode_x_rows(const DecodeGemvArgs& a, const float* (&x)[M]) {
+  CELLM_UNROLL
+  for (int t = 0; t < M; ++t) {
+    const int64_t row = t < a.num_tokens ? (a.x_rows != nullptr ? a.x_rows[t] : t) : 0;
+    x[t] = a.x + row * a.x_stride;
+  }
+}
+
+// The RMS scale of each token's row (a.num_cols floats): squares rounded to f32, summed in double
+// (as cpu_rms_norm). The loads of an iteration are unconditional (past the row: its first
+// element, not summed) so they issue together: one L2 round trip per kNormUnroll float4s.
+template <int M>
+__device__ __forceinline__ void decode_rms_scales(const DecodeGemvArgs& a,
+                                                  const float* const (&x)[M], float (&scale)[M]) {
+  constexpr int kNormUnroll = 4;
+  constexpr int64_t kNormStep = 4 * kDecodeThreads;
+  double sum[M];
+  CELLM_UNROLL
+  for (int t = 0; t < M; ++t) {
+    sum[t] = 0.0;
+    if (M > 1 && t >= a.num_tokens) continue;
+    for (int64_t base = 4 * static_cast<int64_t>(threadIdx.x); base < a.num_cols;
+         base += kNormUnroll * kNormStep) {
+      float4 v[kNormUnroll];
+      CELLM_UNROLL
+      for (int u = 0; u < kNormUnroll; ++u) {
+        const int64_t i = base + u * kNormStep;
+        v[u] = load_f4(x[t] + (i < a.num_cols ? i : 0));
+      }
+      CELLM_UNROLL
+      for (int u = 0; u < kNormUnroll; ++u) {
+        if (base + u * kNormStep < a.num_cols) {
+          sum[t] += static_cast<double>(__fmul_rn(v[u].x, v[u].x));
+          sum[t] += static_cast<double>(__fmul_rn(v[u].y, v[u].y));
+          sum[t] += static_cast<double>(__fmul_rn(v[u].z, v[u].z));
+          sum[t] += static_cast<double>(__fmul_rn(v[u].w, v[u].w));
+        }
+      }
+    }
+  }
+  __shared__ double partial[kDecodeWarps][M];
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  CELLM_UNROLL
+  for (int t = 0; t < M; ++t) {
+    double v = sum[t];
+    CELLM_UNROLL
+    for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    if (lane == 0) partial[warp][t] = v;
+  }
+  __syncthreads();
+  CELLM_UNROLL
+  for (int t = 0; t < M; ++t) {
+    double total = 0.0;
+    CELLM_UNROLL
+    for (int w = 0; w < kDecodeWarps; ++w) total += partial[w][t];
+    scale[t] = rms_inverse(total, a.num_cols, a.norm_eps);
+  }
+}
+
+// (x · scale) · w, rounded as rms_norm rounds it.
+__device__ __forceinline__ float4 rms_apply(float4 x, float scale, const float4& w) {
+  x.x = __fmul_rn(__fmul_rn(x.x, scale), w.x);
+  x.y = __fmul_rn(__fmul_rn(x.y, scale), w.y);
+  x.z = __fmul_rn(__fmul_rn(x.z, scale), w.z);
+  x.w = __fmul_rn(__fmul_rn(x.w, scale), w.w);
+  return x;
+}
 
 // f32 activations, optionally gathered by x_rows and RMS-normalized (kNorm).
 template <bool kNorm>
 struct DecodeF32Input {
+  static constexpr bool kPrologue = kNorm;
+  static size_t smem_bytes(const DecodeGemvArgs& /*a*/, int /*m*/) { return 0; }
+
   template <int M>
   struct State {
     const float* x[M];  // token t's input row
@@ -86,63 +178,10 @@ struct DecodeF32Input {
 
   template <int M>
   __device__ __forceinline__ static void prepare(const DecodeGemvArgs& a, State<M>& s) {
+    decode_x_rows<M>(a, s.x);
     CELLM_UNROLL
-    for (int t = 0; t < M; ++t) {
-      const int64_t row = t < a.num_tokens ? (a.x_rows != nullptr ? a.x_rows[t] : t) : 0;
-      s.x[t] = a.x + row * a.x_stride;
-      s.scale[t] = 1.0f;
-    }
-    if constexpr (kNorm) {
-      // Squares rounded to f32, summed in double (as cpu_rms_norm), per token. The loads of an
-      // iteration are unconditional (past the row: its first element, not summed) so they issue
-      // together: one L2 round trip per kNormUnroll float4s instead of one per float4.
-      constexpr int kNormUnroll = 4;
-      constexpr int64_t kNormStep = 4 * kDecodeThreads;
-      double sum[M];
-      CELLM_UNROLL
-      for (int t = 0; t < M; ++t) {
-        sum[t] = 0.0;
-        if (M > 1 && t >= a.num_tokens) continue;
-        for (int64_t base = 4 * static_cast<int64_t>(threadIdx.x); base < a.num_cols;
-             base += kNormUnroll * kNormStep) {
-          float4 v[kNormUnroll];
-          CELLM_UNROLL
-          for (int u = 0; u < kNormUnroll; ++u) {
-            const int64_t i = base + u * kNormStep;
-            v[u] = load_f4(s.x[t] + (i < a.num_cols ? i : 0));
-          }
-          CELLM_UNROLL
-          for (int u = 0; u < kNormUnroll; ++u) {
-            if (base + u * kNormStep < a.num_cols) {
-              sum[t] += static_cast<double>(__fmul_rn(v[u].x, v[u].x));
-              sum[t] += static_cast<double>(__fmul_rn(v[u].y, v[u].y));
-              sum[t] += static_cast<double>(__fmul_rn(v[u].z, v[u].z));
-              sum[t] += static_cast<double>(__fmul_rn(v[u].w, v[u].w));
-            }
-          }
-        }
-      }
-      __shared__ double partial[kDecodeWarps][M];
-      const int lane = threadIdx.x & 31;
-      const int warp = threadIdx.x >> 5;
-      CELLM_UNROLL
-      for (int t = 0; t < M; ++t) {
-        double v = sum[t];
-        CELLM_UNROLL
-        for (int offset = 16; offset > 0; offset >>= 1) {
-          v += __shfl_xor_sync(0xffffffffu, v, offset);
-        }
-        if (lane == 0) partial[warp][t] = v;
-      }
-      __syncthreads();
-      CELLM_UNROLL
-      for (int t = 0; t < M; ++t) {
-        double total = 0.0;
-        CELLM_UNROLL
-        for (int w = 0; w < kDecodeWarps; ++w) total += partial[w][t];
-        s.scale[t] = rms_inverse(total, a.num_cols, a.norm_eps);
-      }
-    }
+    for (int t = 0; t < M; ++t) s.scale[t] = 1.0f;
+    if constexpr (kNorm) decode_rms_scales<M>(a, s.x, s.scale);
   }
 
   // acc[r][t] += Σ over chunk c of w_r · x_t (x_t normalized first with kNorm): the same
@@ -151,49 +190,14 @@ struct DecodeF32Input {
   __device__ __forceinline__ static void accumulate(const typename Decoder::Chunk (&w)[R],
                                                     const DecodeGemvArgs& a, const State<M>& s,
                                                     int64_t c, float (&acc)[R][M]) {
-    CELLM_UNROLL
-    for (int g = 0; g < Decoder::kGroups; ++g) {
-      GroupValues v[R];
-      CELLM_UNROLL
-      for (int r = 0; r < R; ++r) Decoder::group(w[r], g, c, &v[r]);
-      const int64_t offset = Decoder::x_offset(c, g);
-      float4 norm = make_float4(1.0f, 1.0f, 1.0f, 1.0f);
-      if constexpr (kNorm) norm = load_f4(a.norm_weight + offset);
-      CELLM_UNROLL
-      for (int t = 0; t < M; ++t) {
-        if (M == 1 || t < a.num_tokens) {  // M = 1: the one token is there
-          float4 xv = load_f4(s.x[t] + offset);
-          if constexpr (kNorm) {
-            xv.x = __fmul_rn(__fmul_rn(xv.x, s.scale[t]), norm.x);
-            xv.y = __fmul_rn(__fmul_rn(xv.y, s.scale[t]), norm.y);
-            xv.z = __fmul_rn(__fmul_rn(xv.z, s.scale[t]), norm.z);
-            xv.w = __fmul_rn(__fmul_rn(xv.w, s.scale[t]), norm.w);
-          }
-          if constexpr (Decoder::kScaled) {
-            const float x_sum = Decoder::kHasMin ? (xv.x + xv.y) + (xv.z + xv.w) : 0.0f;
-            CELLM_UNROLL
-            for (int r = 0; r < R; ++r) {
-              float dot = v[r].q[0] * xv.x;
-              dot = fmaf(v[r].q[1], xv.y, dot);
-              dot = fmaf(v[r].q[2], xv.z, dot);
-              dot = fmaf(v[r].q[3], xv.w, dot);
-              acc[r][t] = fmaf(v[r].scale, dot, acc[r][t]);
-              if constexpr (Decoder::kHasMin) acc[r][t] = fmaf(-v[r].min, x_sum, acc[r][t]);
-            }
-          } else {
-            CELLM_UNROLL
-            for (int r = 0; r < R; ++r) {
-              float sum = acc[r][t];
-              sum = fmaf(v[r].q[0], xv.x, sum);
-              sum = fmaf(v[r].q[1], xv.y, sum);
-              sum = fmaf(v[r].q[2], xv.z, sum);
-              sum = fmaf(v[r].q[3], xv.w, sum);
-              acc[r][t] = sum;
-            }
-          }
-        }
-      }
-    }
+    accumulate_chunk_from<Decoder, R, M>(
+        w, M == 1 ? 1 : a.num_tokens, c,  // M = 1: the one token is there
+        [&](int t, int64_t offset) {
+          const float4 xv = load_f4(s.x[t] + offset);
+          if constexpr (kNorm) return rms_apply(xv, s.scale[t], load_f4(a.norm_weight + offset));
+          return xv;
+        },
+        acc);
   }
 };
 
@@ -225,14 +229,65 @@ struct Int8Words<DecodeQ4_0> {
   }
 };
 
-// int8 activations (quantize_activations.cuh): per group, acc += (d_w · d_x) · Σ q_w q_x —
-// the same values as accumulate_chunk_q8 (gemv_chunk.cuh).
+// Token rows of int8 activations (interleaved order) and their per-32 scales, in global memory
+// (kShared false) or in the block's shared memory.
+template <int M>
+struct Int8Rows {
+  const int8_t* x[M];
+  const float* scales[M];
+};
+
+// Per group, acc += (d_w · d_x) · Σ q_w q_x — the same values as accumulate_chunk_q8
+// (gemv_chunk.cuh).
+template <class Decoder, int R, int M, bool kShared>
+__device__ __forceinline__ void accumulate_int8(const typename Decoder::Chunk (&w)[R],
+                                                int num_tokens, const Int8Rows<M>& s, int64_t c,
+                                                float (&acc)[R][M]) {
+  using Words = Int8Words<Decoder>;
+  CELLM_UNROLL
+  for (int t = 0; t < M; ++t) {
+    if (M == 1 || t < num_tokens) {  // M = 1: the one token is there
+      const int8_t* x = s.x[t] + 32 * c;
+      const float* block_scales = s.scales[t] + 8 * (c >> 3);
+      uint4 lo;
+      uint4 hi;
+      float4 s_lo;
+      float4 s_hi;
+      if constexpr (kShared) {
+        lo = *reinterpret_cast<const uint4*>(x);
+        hi = *reinterpret_cast<const uint4*>(x + 16);
+        s_lo = *reinterpret_cast<const float4*>(block_scales);
+        s_hi = *reinterpret_cast<const float4*>(block_scales + 4);
+      } else {
+        lo = load_u4(x);
+        hi = load_u4(x + 16);
+        s_lo = load_f4(block_scales);
+        s_hi = load_f4(block_scales + 4);
+      }
+      const float dx[8] = {s_lo.x, s_lo.y, s_lo.z, s_lo.w, s_hi.x, s_hi.y, s_hi.z, s_hi.w};
+      CELLM_UNROLL
+      for (int g = 0; g < 8; ++g) {
+        const uint32_t xw = word_of(g < 4 ? lo : hi, g & 3);
+        const int base = Words::kMinus8 ? dp4a(0xf8f8f8f8u, xw, 0) : 0;
+        CELLM_UNROLL
+        for (int r = 0; r < R; ++r) {
+          const float scale = f16_bits_to_float(Words::scale_bits(w[r], g));
+          const int sum = dp4a(Words::word(w[r], g), xw, base);
+          acc[r][t] = fmaf(scale * dx[g], static_cast<float>(sum), acc[r][t]);
+        }
+      }
+    }
+  }
+}
+
+// int8 activations quantized by a separate launch (quantize_activations.cuh), read from global
+// memory.
 struct DecodeInt8Input {
+  static constexpr bool kPrologue = false;
+  static size_t smem_bytes(const DecodeGemvArgs& /*a*/, int /*m*/) { return 0; }
+
   template <int M>
-  struct State {
-    const int8_t* x[M];
-    const float* scales[M];
-  };
+  using State = Int8Rows<M>;
 
   template <int M>
   __device__ __forceinline__ static void prepare(const DecodeGemvArgs& a, State<M>& s) {
@@ -248,44 +303,87 @@ struct DecodeInt8Input {
   __device__ __forceinline__ static void accumulate(const typename Decoder::Chunk (&w)[R],
                                                     const DecodeGemvArgs& a, const State<M>& s,
                                                     int64_t c, float (&acc)[R][M]) {
-    using Words = Int8Words<Decoder>;
+    accumulate_int8<Decoder, R, M, false>(w, a.num_tokens, s, c, acc);
+  }
+};
+
+// f32 activations (gathered, normed as DecodeF32Input<true>) quantized to int8 by each block into
+// its shared memory — the values quantize_activations writes, without its launch and its round
+// trip through L2. Shared memory: [M, K / 32] f32 scales, then [M, K] int8 (interleaved order).
+struct DecodeInt8FoldInput {
+  static constexpr bool kPrologue = true;
+  static size_t smem_bytes(const DecodeGemvArgs& a, int m) {
+    return decode_int8_fold_smem_bytes(a.num_cols, m);
+  }
+
+  template <int M>
+  using State = Int8Rows<M>;
+
+  template <int M>
+  __device__ __forceinline__ static void prepare(const DecodeGemvArgs& a, State<M>& s) {
+    extern __shared__ __align__(16) uint8_t fold_smem[];
+    const int64_t k = a.num_cols;
+    auto* scales = reinterpret_cast<float*>(fold_smem);                             // [M, K / 32]
+    auto* q = reinterpret_cast<int8_t*>(fold_smem + M * (k / 32) * sizeof(float));  // [M, K]
+    const float* x[M];
+    float norm_scale[M];
+    decode_x_rows<M>(a, x);
+    CELLM_UNROLL
+    for (int t = 0; t < M; ++t) norm_scale[t] = 1.0f;
+    if (a.norm_weight != nullptr) decode_rms_scales<M>(a, x, norm_scale);
+    // Thread i quantizes elements 4i .. 4i + 3 (+ 512 per step): 8 lanes hold a block of 32
+    // (K is a multiple of 256, so whole warps take part), and 4 consecutive elements land in one
+    // word of the interleaved order.
     CELLM_UNROLL
     for (int t = 0; t < M; ++t) {
-      if (M == 1 || t < a.num_tokens) {  // M = 1: the one token is there
-        const uint4 lo = load_u4(s.x[t] + 32 * c);
-        const uint4 hi = load_u4(s.x[t] + 32 * c + 16);
-        const float* block_scales = s.scales[t] + 8 * (c >> 3);
-        const float4 s_lo = load_f4(block_scales);
-        const float4 s_hi = load_f4(block_scales + 4);
-        const float dx[8] = {s_lo.x, s_lo.y, s_lo.z, s_lo.w, s_hi.x, s_hi.y, s_hi.z, s_hi.w};
-        CELLM_UNROLL
-        for (int g = 0; g < 8; ++g) {
-          const uint32_t xw = word_of(g < 4 ? lo : hi, g & 3);
-          const int base = Words::kMinus8 ? dp4a(0xf8f8f8f8u, xw, 0) : 0;
-          CELLM_UNROLL
-          for (int r = 0; r < R; ++r) {
-            const float scale = f16_bits_to_float(Words::scale_bits(w[r], g));
-            const int sum = dp4a(Words::word(w[r], g), xw, base);
-            acc[r][t] = fmaf(scale * dx[g], static_cast<float>(sum), acc[r][t]);
-          }
-        }
+      if (M > 1 && t >= a.num_tokens) continue;
+#pragma unroll 2
+      for (int64_t e = 4 * static_cast<int64_t>(threadIdx.x); e < k; e += 4 * kDecodeThreads) {
+        float4 v = load_f4(x[t] + e);
+        if (a.norm_weight != nullptr) v = rms_apply(v, norm_scale[t], load_f4(a.norm_weight + e));
+        float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 4));
+        const float scale = q8_block_scale(amax);
+        const uint32_t word =
+            static_cast<uint8_t>(q8_quantize(v.x, scale)) |
+            (static_cast<uint32_t>(static_cast<uint8_t>(q8_quantize(v.y, scale))) << 8) |
+            (static_cast<uint32_t>(static_cast<uint8_t>(q8_quantize(v.z, scale))) << 16) |
+            (static_cast<uint32_t>(static_cast<uint8_t>(q8_quantize(v.w, scale))) << 24);
+        *reinterpret_cast<uint32_t*>(q + t * k + interleaved_q8_offset(e)) = word;
+        if ((threadIdx.x & 7) == 0) scales[t * (k / 32) + (e >> 5)] = scale;
       }
     }
+    __syncthreads();
+    CELLM_UNROLL
+    for (int t = 0; t < M; ++t) {
+      s.x[t] = q + t * k;
+      s.scales[t] = scales + t * (k / 32);
+    }
+  }
+
+  template <class Decoder, int R, int M>
+  __device__ __forceinline__ static void accumulate(const typename Decoder::Chunk (&w)[R],
+                                                    const DecodeGemvArgs& a, const State<M>& s,
+                                                    int64_t c, float (&acc)[R][M]) {
+    accumulate_int8<Decoder, R, M, true>(w, a.num_tokens, s, c, acc);
   }
 };
 
 // ---- epilogue --------------------------------------------------------------------------------
 
-// Writes the block's results; sums[r * M + t] is local row r's product for token t, bias added.
+// Writes a row group's results; sums[r * M + t] is local row r's product for token t, bias added.
 template <int R, int M>
-__device__ __forceinline__ void decode_epilogue(const DecodeGemvArgs& a, const float* sums) {
+__device__ __forceinline__ void decode_epilogue(const DecodeGemvArgs& a, int64_t group,
+                                                const float* sums) {
   const int tid = threadIdx.x;
   if (a.output == DecodeOutput::kStore) {
     if (tid >= R * M) return;
     const int r = tid / M;
     const int t = tid % M;
     bool valid = false;
-    const int64_t row = decode_block_row<R>(a, r, &valid);
+    const int64_t row = decode_group_row<R>(a, group, r, &valid);
     if (!valid || t >= a.num_tokens) return;
     float* out = a.y + t * a.y_stride + row;
     *out = a.accumulate ? *out + sums[tid] : sums[tid];
@@ -296,14 +394,14 @@ __device__ __forceinline__ void decode_epilogue(const DecodeGemvArgs& a, const f
   const int t = tid % M;
   if (t >= a.num_tokens) return;
   if (a.output == DecodeOutput::kSwiglu) {
-    const int64_t j = static_cast<int64_t>(blockIdx.x) * (R / 2) + p;
+    const int64_t j = group * (R / 2) + p;
     if (j >= a.num_rows / 2) return;
     a.y[t * a.y_stride + j] = silu_mul(sums[p * M + t], sums[(R / 2 + p) * M + t]);
     return;
   }
   // kRopeKv: local rows 2p and 2p + 1 are a pair of one head (head_dim, widths even).
   const RopeKvOutput& rope = a.rope;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * R + 2 * p;
+  const int64_t row = group * R + 2 * p;
   if (row >= a.num_rows) return;  // num_rows is even: row + 1 is in range too
   float y0 = sums[2 * p * M + t];
   float y1 = sums[(2 * p + 1) * M + t];
@@ -344,16 +442,13 @@ template <class Decoder, int R, int M, int D, class Input>
 __global__ void __launch_bounds__(kDecodeThreads) gemv_decode_kernel(const DecodeGemvArgs a) {
   static_assert(R % 2 == 0, "pairs (SwiGLU, RoPE) need an even number of rows per block");
   pdl_launch_dependents();
-  const uint8_t* rows[R];
-  CELLM_UNROLL
-  for (int r = 0; r < R; ++r) {
-    bool valid = false;
-    const int64_t row = decode_block_row<R>(a, r, &valid);
-    rows[r] = a.w + (valid ? row : 0) * static_cast<int64_t>(a.row_bytes);
-  }
+  const int64_t num_groups = decode_row_groups<R>(a);
   const int64_t num_chunks = a.num_cols / Decoder::kChunkElems;
   const int64_t first = threadIdx.x;
   constexpr int64_t kStep = static_cast<int64_t>(D) * kDecodeThreads;
+  int64_t group = blockIdx.x;
+  const uint8_t* rows[R];
+  decode_group_rows<R>(a, group, rows);
 
   // Weights first: nothing earlier writes them.
   typename Decoder::Chunk chunks[D][R];
@@ -369,74 +464,92 @@ __global__ void __launch_bounds__(kDecodeThreads) gemv_decode_kernel(const Decod
 
   typename Input::template State<M> state;
   Input::template prepare<M>(a, state);
-  float acc[R][M];
-  CELLM_UNROLL
-  for (int r = 0; r < R; ++r) {
+  __shared__ float partial[kDecodeWarps][R * M];
+  __shared__ float sums[R * M];
+  while (true) {  // blockIdx.x < num_groups: the grid has at most one block per group
+    const int64_t next_group = group + gridDim.x;
+    // One group per block without a prologue (the compiler drops the cross-group refill).
+    const bool has_next = Input::kPrologue && next_group < num_groups;
+    const uint8_t* next_rows[R];
+    decode_group_rows<R>(a, has_next ? next_group : group, next_rows);
+    float acc[R][M];
     CELLM_UNROLL
-    for (int t = 0; t < M; ++t) acc[r][t] = 0.0f;
-  }
-  for (int64_t base = first; base < num_chunks; base += kStep) {
-    CELLM_UNROLL
-    for (int d = 0; d < D; ++d) {
-      const int64_t c = base + d * kDecodeThreads;
-      if (c < num_chunks) {
-        Input::template accumulate<Decoder, R, M>(chunks[d], a, state, c, acc);
-        const int64_t next = c + kStep;
-        if (next < num_chunks) {
-          CELLM_UNROLL
-          for (int r = 0; r < R; ++r) chunks[d][r] = Decoder::load(rows[r], a.num_cols, next);
+    for (int r = 0; r < R; ++r) {
+      CELLM_UNROLL
+      for (int t = 0; t < M; ++t) acc[r][t] = 0.0f;
+    }
+    for (int64_t base = first; base < num_chunks; base += kStep) {
+      CELLM_UNROLL
+      for (int d = 0; d < D; ++d) {
+        const int64_t c = base + d * kDecodeThreads;
+        if (c < num_chunks) {
+          Input::template accumulate<Decoder, R, M>(chunks[d], a, state, c, acc);
+          // Refill: the slot's next chunk of this group, else its first chunk of the next group
+          // (first + d · threads, below num_chunks since c is).
+          const int64_t next = c + kStep;
+          if (next < num_chunks) {
+            CELLM_UNROLL
+            for (int r = 0; r < R; ++r) chunks[d][r] = Decoder::load(rows[r], a.num_cols, next);
+          } else if (has_next) {
+            CELLM_UNROLL
+            for (int r = 0; r < R; ++r) {
+              chunks[d][r] = Decoder::load(next_rows[r], a.num_cols, first + d * kDecodeThreads);
+            }
+          }
         }
       }
     }
-  }
 
-  __shared__ float partial[kDecodeWarps][R * M];
-  __shared__ float sums[R * M];
-  const int lane = threadIdx.x & 31;
-  const int warp = threadIdx.x >> 5;
-  CELLM_UNROLL
-  for (int r = 0; r < R; ++r) {
-    CELLM_UNROLL
-    for (int t = 0; t < M; ++t) {
-      float v = acc[r][t];
-      CELLM_UNROLL
-      for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
-      if (lane == 0) partial[warp][r * M + t] = v;
+    // partial and sums are free: every thread passed the previous group's barriers.
+    warp_partials<R, M>(acc, partial);
+    __syncthreads();
+    if (threadIdx.x < R * M) {
+      float sum = block_sum(partial, static_cast<int>(threadIdx.x));
+      if (a.bias != nullptr) {
+        bool valid = false;
+        const int64_t row =
+            decode_group_row<R>(a, group, static_cast<int>(threadIdx.x) / M, &valid);
+        if (valid) sum += a.bias[row];
+      }
+      sums[threadIdx.x] = sum;
     }
-  }
-  __syncthreads();
-  if (threadIdx.x < R * M) {
-    float sum = partial[0][threadIdx.x];
+    __syncthreads();
+    decode_epilogue<R, M>(a, group, sums);
+    if (!has_next) return;
+    group = next_group;
     CELLM_UNROLL
-    for (int w = 1; w < kDecodeWarps; ++w) sum += partial[w][threadIdx.x];
-    if (a.bias != nullptr) {
-      bool valid = false;
-      const int64_t row = decode_block_row<R>(a, static_cast<int>(threadIdx.x) / M, &valid);
-      if (valid) sum += a.bias[row];
-    }
-    sums[threadIdx.x] = sum;
+    for (int r = 0; r < R; ++r) rows[r] = next_rows[r];
   }
-  __syncthreads();
-  decode_epilogue<R, M>(a, sums);
+}
+
+// The grid of a product of `num_groups` row groups: one block per group, or for inputs with a
+// per-block prologue (prologue_blocks_per_sm > 0: how many of the kernel's blocks fit an SM) at
+// most kDecodeBlocksPerSm of them per SM (CELLM_CUDA_DECODE_BLOCKS_PER_SM in the environment
+// overrides it; 0: one per group), each running an equal share of the groups: one wave.
+int64_t decode_grid_blocks(int64_t num_groups, int prologue_blocks_per_sm);
+
+// The kernel for M token rows, launched on its grid.
+template <class Decoder, int R, int M, int D, class Input>
+cudaError_t launch_gemv_decode_m(const DecodeGemvArgs& a, cudaStream_t stream) {
+  const auto kernel = gemv_decode_kernel<Decoder, R, M, D, Input>;
+  const size_t smem_bytes = Input::smem_bytes(a, M);
+  int fit = 0;
+  if constexpr (Input::kPrologue) {
+    const cudaError_t error =
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, kernel, kDecodeThreads, smem_bytes);
+    if (error != cudaSuccess) return error;
+  }
+  const dim3 grid(static_cast<unsigned>(decode_grid_blocks(decode_row_groups<R>(a), fit)));
+  return launch_pdl(kernel, grid, dim3(kDecodeThreads), smem_bytes, stream, a);
 }
 
 // Launches the instantiation for the smallest M ∈ {1, 2, 4, 8} covering a.num_tokens.
 template <class Decoder, int R, int D, class Input>
 cudaError_t launch_gemv_decode_typed(const DecodeGemvArgs& a, cudaStream_t stream) {
-  const int64_t blocks =
-      a.output == DecodeOutput::kSwiglu ? ceil_div(a.num_rows / 2, R / 2) : ceil_div(a.num_rows, R);
-  const dim3 grid(static_cast<unsigned>(blocks));
-  const dim3 block(kDecodeThreads);
-  if (a.num_tokens <= 1) {
-    return launch_pdl(gemv_decode_kernel<Decoder, R, 1, D, Input>, grid, block, 0, stream, a);
-  }
-  if (a.num_tokens <= 2) {
-    return launch_pdl(gemv_decode_kernel<Decoder, R, 2, D, Input>, grid, block, 0, stream, a);
-  }
-  if (a.num_tokens <= 4) {
-    return launch_pdl(gemv_decode_kernel<Decoder, R, 4, D, Input>, grid, block, 0, stream, a);
-  }
-  return launch_pdl(gemv_decode_kernel<Decoder, R, 8, D, Input>, grid, block, 0, stream, a);
+  if (a.num_tokens <= 1) return launch_gemv_decode_m<Decoder, R, 1, D, Input>(a, stream);
+  if (a.num_tokens <= 2) return launch_gemv_decode_m<Decoder, R, 2, D, Input>(a, stream);
+  if (a.num_tokens <= 4) return launch_gemv_decode_m<Decoder, R, 4, D, Input>(a, stream);
+  return launch_gemv_decode_m<Decoder, R, 8, D, Input>(a, stream);
 }
 
 // f32 input with or without the RMSNorm prologue.

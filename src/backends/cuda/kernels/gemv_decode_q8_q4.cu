@@ -1,7 +1,8 @@
 // gemv_decode_q8_q4: the fused decode product (gemv_decode.cuh) for interleaved Q8_0 (two rows
 // per block) and Q4_0 (four rows per block, so each activation load feeds four rows) weights,
 // one chunk per row in flight (64 registers: eight blocks of 128 threads fit an SM, which keeps
-// 64 KB of weights in flight per SM), with f32 activations (exact) or int8 activations (dp4a).
+// 64 KB of weights in flight per SM), with f32 activations (exact) or int8 activations (dp4a):
+// quantized by a separate launch (x_q8) or by each block into its shared memory (int8_fold).
 #include "backends/cuda/kernels/gemv_decode.cuh"
 
 namespace cellm::kernels {
@@ -10,6 +11,8 @@ cudaError_t launch_gemv_decode_q8_0(const DecodeGemvArgs& a, cudaStream_t stream
   if (a.x_q8 != nullptr) {
     return launch_gemv_decode_typed<DecodeQ8_0, 2, 1, DecodeInt8Input>(a, stream);
   }
+  if (a.int8_fold)
+    return launch_gemv_decode_typed<DecodeQ8_0, 2, 1, DecodeInt8FoldInput>(a, stream);
   return launch_gemv_decode_f32<DecodeQ8_0, 2, 1>(a, stream);
 }
 
@@ -17,6 +20,8 @@ cudaError_t launch_gemv_decode_q4_0(const DecodeGemvArgs& a, cudaStream_t stream
   if (a.x_q8 != nullptr) {
     return launch_gemv_decode_typed<DecodeQ4_0, 4, 1, DecodeInt8Input>(a, stream);
   }
+  if (a.int8_fold)
+    return launch_gemv_decode_typed<DecodeQ4_0, 4, 1, DecodeInt8FoldInput>(a, stream);
   return launch_gemv_decode_f32<DecodeQ4_0, 4, 1>(a, stream);
 }
 

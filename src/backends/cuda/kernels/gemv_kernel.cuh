@@ -10,6 +10,7 @@
 
 #include "backends/cuda/kernels/gemv_chunk.cuh"
 #include "backends/cuda/kernels/gemv_launch.h"
+#include "backends/cuda/kernels/gemv_reduce.cuh"
 
 namespace cellm::kernels {
 
@@ -74,27 +75,14 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const GemvArgs args)
   }
 
   __shared__ float partial[kGemvThreads / 32][R * M];
-  const int lane = threadIdx.x & 31;
-  const int warp = threadIdx.x >> 5;
-  CELLM_UNROLL
-  for (int r = 0; r < R; ++r) {
-    CELLM_UNROLL
-    for (int t = 0; t < M; ++t) {
-      float v = acc[r][t];
-      CELLM_UNROLL
-      for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
-      if (lane == 0) partial[warp][r * M + t] = v;
-    }
-  }
+  warp_partials<R, M>(acc, partial);
   __syncthreads();
   if (threadIdx.x < R * M) {
     const int r = threadIdx.x / M;
     const int t = threadIdx.x % M;
     const int64_t row = row0 + r;
     if (row < args.num_rows && t < args.num_tokens) {
-      float sum = partial[0][threadIdx.x];
-      CELLM_UNROLL
-      for (int w = 1; w < kGemvThreads / 32; ++w) sum += partial[w][threadIdx.x];
+      const float sum = block_sum(partial, static_cast<int>(threadIdx.x));
       float* out = args.y + t * args.y_stride + row;
       *out = args.accumulate ? *out + sum : sum;
     }

@@ -55,7 +55,7 @@ cellm_add_test(cuda_kernel_layout_test
   LIBS ${_cellm_kernels_lib} cellm_cuda_kernel_test_support cellm_backend_cpu LABELS unit)
 
 # Parity tests against the CPU oracle: they need a GPU (label cuda) and fail without one.
-foreach(_cellm_test attention decode_matmul elementwise matmul rope_kv)
+foreach(_cellm_test attention decode_int8 decode_matmul elementwise matmul rope_kv)
   cellm_add_test(cuda_kernel_${_cellm_test}_test
     SOURCES ${_cellm_kernels_dir}/${_cellm_test}_test.cpp
     LIBS ${_cellm_kernels_lib} cellm_cuda_kernel_test_support cellm_backend_cpu

@@ -4,10 +4,12 @@
 //
 // The contract every kernel launched through launch_pdl() keeps: each block calls pdl_wait()
 // before it reads anything an earlier kernel writes and before it writes anything an earlier
-// kernel reads, and no block leaves before its pdl_wait(). pdl_wait() returns once the previous
-// kernel has finished and its writes are visible; since that kernel waited in turn for the one
-// before it, the order of the whole stream holds. pdl_launch_dependents() lets the next kernel
-// start launching once every block of this one has called it (kernels call it first thing).
+// kernel reads, and no block leaves before its pdl_wait() (except a block with nothing to read or
+// write while other blocks of its grid wait: the grid still ends after the kernel before it).
+// pdl_wait() returns once the previous kernel has finished and its writes are visible; since that
+// kernel waited in turn for the one before it, the order of the whole stream holds.
+// pdl_launch_dependents() lets the next kernel start launching once every block of this one has
+// called it (kernels call it first thing).
 // Launched plainly (<<< >>>) or with PDL off, both are no-ops, so the same kernel runs either
 // way. A kernel that follows something other than a kernel (a copy, an event) waits for it
 // fully. Capturable: the dependency becomes a programmatic edge of the graph.
@@ -50,10 +52,11 @@ inline bool pdl_enabled() {
   return enabled;
 }
 
-// kernel<<<grid, block, smem_bytes, stream>>>(args...), allowed to overlap the previous kernel.
+// kernel<<<grid, block, smem_bytes, stream>>>(args...), allowed to overlap the previous kernel
+// when `allow` (and PDL is enabled).
 template <typename... KernelArgs, typename... Args>
-cudaError_t launch_pdl(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem_bytes,
-                       cudaStream_t stream, Args&&... args) {
+cudaError_t launch_pdl_if(bool allow, void (*kernel)(KernelArgs...), dim3 grid, dim3 block,
+                          size_t smem_bytes, cudaStream_t stream, Args&&... args) {
   cudaLaunchAttribute attribute[1];
   attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute[0].val.programmaticStreamSerializationAllowed = 1;
@@ -63,8 +66,15 @@ cudaError_t launch_pdl(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, siz
   config.dynamicSmemBytes = smem_bytes;
   config.stream = stream;
   config.attrs = attribute;
-  config.numAttrs = pdl_enabled() ? 1 : 0;
+  config.numAttrs = allow && pdl_enabled() ? 1 : 0;
   return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
+
+// kernel<<<grid, block, smem_bytes, stream>>>(args...), allowed to overlap the previous kernel.
+template <typename... KernelArgs, typename... Args>
+cudaError_t launch_pdl(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem_bytes,
+                       cudaStream_t stream, Args&&... args) {
+  return launch_pdl_if(true, kernel, grid, block, smem_bytes, stream, std::forward<Args>(args)...);
 }
 
 // The Status of a launch_pdl() call: its own error, else launch_status(op).

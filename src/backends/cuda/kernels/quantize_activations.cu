@@ -17,12 +17,19 @@ constexpr int kThreads = kWarps * 32;
 __global__ void __launch_bounds__(kThreads)
     quantize_activations_kernel(const QuantizeActivationsParams p) {
   pdl_launch_dependents();
-  pdl_wait();
   const int64_t blocks_per_row = p.num_cols / 32;
-  const int64_t t = blockIdx.y;
-  const float* x = p.x + (p.x_rows != nullptr ? p.x_rows[t] : t) * p.x_stride;
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
+  // This lane's element e and its norm weight (a weight: loaded before pdl_wait()); the element
+  // itself is loaded before the norm's reduction, so no round trip follows it.
+  const int64_t block = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
+  const int64_t e = block * 32 + lane;
+  const bool in_row = block < blocks_per_row;
+  const float w = in_row && p.norm_weight != nullptr ? p.norm_weight[e] : 1.0f;
+  pdl_wait();
+  const int64_t t = blockIdx.y;
+  const float* x = p.x + (p.x_rows != nullptr ? p.x_rows[t] : t) * p.x_stride;
+  float v = in_row ? x[e] : 0.0f;
   float norm_scale = 1.0f;
   if (p.norm_weight != nullptr) {
     double sum = 0.0;
@@ -63,11 +70,8 @@ __global__ void __launch_bounds__(kThreads)
     for (int w = 0; w < kWarps; ++w) total += partial[w];
     norm_scale = rms_inverse(total, p.num_cols, p.norm_eps);
   }
-  const int64_t block = static_cast<int64_t>(blockIdx.x) * kWarps + warp;
-  if (block >= blocks_per_row) return;
-  const int64_t e = block * 32 + lane;
-  float v = x[e];
-  if (p.norm_weight != nullptr) v = __fmul_rn(__fmul_rn(v, norm_scale), p.norm_weight[e]);
+  if (!in_row) return;
+  if (p.norm_weight != nullptr) v = __fmul_rn(__fmul_rn(v, norm_scale), w);
   float amax = fabsf(v);
   for (int offset = 16; offset > 0; offset >>= 1) {
     amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));

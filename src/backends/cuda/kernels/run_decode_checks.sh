@@ -4,9 +4,12 @@
 # `ctest -L cuda` test; the decode kernel benchmark (products per type and shape, tuning
 # variants, the step's chain of products with and without programmatic dependent launch); and
 # `cellm bench` batch-1 decode on random Llama-3.1-8B weights (bf16, q8_0, q4_0) with the fused
-# path, without it (CELLM_CUDA_FUSED=0 CELLM_CUDA_PDL=0: the previous kernels' sequence), and for
-# q8_0 / q4_0 with exact f32 activations (CELLM_CUDA_INT8=0). Logs under $OUT (build.log,
-# tests.log, decode_bench.log, bench.log, summary.txt); a short table last.
+# path (default; attention with PDL, CELLM_CUDA_ATTENTION_PDL=1; one row group per block for the
+# products with a prologue, CELLM_CUDA_DECODE_BLOCKS_PER_SM=0; in-product int8 quantization,
+# CELLM_CUDA_INT8_FOLD=1), ncu's time of each kernel of one replayed step (bf16, q8_0), without it
+# (CELLM_CUDA_FUSED=0 CELLM_CUDA_PDL=0: the previous kernels' sequence), and for q8_0 / q4_0 with
+# exact f32 activations (CELLM_CUDA_INT8=0). Logs under $OUT (build.log, tests.log,
+# decode_bench.log, bench.log, ncu_*.csv, summary.txt); a short table last.
 # Usage (repository root, with .devdeps and .testmodels carried):
 #   src/backends/cuda/kernels/run_decode_checks.sh
 # DECODE_CHECK_BUILD: the build folder (default build/decode-device); DECODE_CHECK_BUDGET_S:
@@ -68,7 +71,7 @@ run_bench() {  # label, weights, env...
     --no-sessions --no-prefill --ttft 0 --decode-widths 1 --steps 30 >"$log" 2>&1
   local rc=$?
   { echo "---- $label: $* cellm bench --weights $weights: rc $rc"; cat "$log"; } >>"$out/bench.log"
-  rows+=("$(printf '%-26s %-5s %-3s %s' "$label" "$weights" "$rc" \
+  rows+=("$(printf '%-28s %-5s %-3s %s' "$label" "$weights" "$rc" \
     "$(grep -E '^decode batch 1' "$log" | head -1)")")
 }
 decode_bench() {  # seconds, one VAR=value, flags...
@@ -81,15 +84,35 @@ decode_bench() {  # seconds, one VAR=value, flags...
   echo "rc $?" >>"$out/decode_bench.log"
 }
 t0=$(date +%s)
-for w in bf16 q8_0 q4_0; do run_bench "fused" "$w" CELLM_CUDA_FUSED=1; done
+for w in bf16 q8_0 q4_0; do run_bench "fused (default)" "$w" CELLM_CUDA_FUSED=1; done
+for w in bf16 q8_0; do run_bench "attention with PDL" "$w" CELLM_CUDA_ATTENTION_PDL=1; done
+run_bench "one row group per block" bf16 CELLM_CUDA_DECODE_BLOCKS_PER_SM=0
+for w in q8_0 q4_0; do run_bench "in-product quantization" "$w" CELLM_CUDA_INT8_FOLD=1; done
 decode_bench 45 CELLM_CUDA_PDL=1 --quick
-for w in bf16 q8_0 q4_0; do run_bench "before (unfused, no PDL)" "$w" CELLM_CUDA_FUSED=0 CELLM_CUDA_PDL=0; done
+# One replayed step's kernels, each timed alone (ncu serializes them: no PDL overlap).
+ncu_step() {  # label, weights, launches to skip, launches to time, env...
+  local label=$1 weights=$2 skip=$3 count=$4
+  shift 4
+  local ncu_bin
+  ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  [[ -x $cellm && -n $ncu_bin ]] || return
+  (($(left) < 60)) && return
+  env "$@" timeout "$(budget 60)" "$ncu_bin" --clock-control none --metrics gpu__time_duration.sum \
+    --kernel-name regex:'gemv_decode|attention_tc|decode_combine|argmax|quantize_activations' \
+    --launch-skip "$skip" --launch-count "$count" --csv --print-units base \
+    --log-file "$out/ncu_$label.csv" "$cellm" bench --geometry llama-3.1-8b --weights "$weights" \
+    --no-sessions --no-prefill --ttft 0 --decode-widths 1 --steps 3 >"$out/ncu_$label.log" 2>&1
+  echo "ncu $label rc $?" >>"$out/ncu_$label.log"
+}
+ncu_step bf16 bf16 420 200
+for w in bf16 q8_0 q4_0; do run_bench "fused (default, again)" "$w" CELLM_CUDA_FUSED=1; done
+ncu_step q8_0 q8_0 700 330
 for w in q8_0 q4_0; do run_bench "fused, f32 activations" "$w" CELLM_CUDA_INT8=0; done
+for w in bf16 q8_0 q4_0; do run_bench "before (unfused, no PDL)" "$w" CELLM_CUDA_FUSED=0 CELLM_CUDA_PDL=0; done
 decode_bench 15 CELLM_CUDA_PDL=0 --quick --chain-only
-run_bench "fused, no PDL" bf16 CELLM_CUDA_PDL=0
 note "benchmarks in $(($(date +%s) - t0)) s"
 summary+=("   $(grep -E '^measured' "$out/bench.log" | head -1)")
-summary+=("   variant                    type  rc  measurement            value        step ms  of limit")
+summary+=("   variant                      type  rc  measurement            value        step ms  of limit")
 for r in "${rows[@]}"; do summary+=("   $r"); done
 summary+=("   chains (decode_bench.log):")
 while IFS= read -r line; do summary+=("   $line"); done < <(

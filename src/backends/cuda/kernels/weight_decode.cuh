@@ -54,65 +54,62 @@ struct GroupValues {
 
 // ---- float types: chunk = 4 consecutive elements ------------------------------------------
 
-struct DecodeF32 {
-  static constexpr int kChunkElems = 4;
-  static constexpr int kGroups = 1;
+// The 16-bit float in the low (high = 0) or high half of `word`, bf16 or f16.
+template <bool kBF16>
+CELLM_HD_INLINE float half_value(uint32_t word, int high) {
+  if constexpr (kBF16) {
+    return bits_to_float(high ? (word & 0xffff0000u) : (word << 16));
+  } else {
+    return f16_bits_to_float(static_cast<uint16_t>(high ? word >> 16 : word));
+  }
+}
+
+// What every unscaled float decoder shares (kChunkElems elements, kGroups groups of 4).
+template <int kElems>
+struct FloatDecoderBase {
+  static constexpr int kChunkElems = kElems;
+  static constexpr int kGroups = kElems / 4;
   static constexpr bool kScaled = false;
   static constexpr bool kHasMin = false;
+  // Group g of chunk c: elements kElems · c + 4g .. + 3 of the row.
+  CELLM_HD_INLINE static int64_t x_offset(int64_t c, int g) { return kElems * c + 4 * g; }
+  CELLM_HD_INLINE static void unit_scale(GroupValues* out) {
+    out->scale = 1.0f;
+    out->min = 0.0f;
+  }
+};
+
+struct DecodeF32 : FloatDecoderBase<4> {
   using Chunk = uint4;
   CELLM_HD_INLINE static Chunk load(const uint8_t* row, int64_t /*num_cols*/, int64_t c) {
     return load_stream_u4(row + 16 * c);
   }
-  CELLM_HD_INLINE static int64_t x_offset(int64_t c, int /*g*/) { return 4 * c; }
   CELLM_HD_INLINE static void group(const Chunk& w, int /*g*/, int64_t /*c*/, GroupValues* out) {
     out->q[0] = bits_to_float(w.x);
     out->q[1] = bits_to_float(w.y);
     out->q[2] = bits_to_float(w.z);
     out->q[3] = bits_to_float(w.w);
-    out->scale = 1.0f;
-    out->min = 0.0f;
+    unit_scale(out);
   }
 };
 
-struct DecodeBF16 {
-  static constexpr int kChunkElems = 4;
-  static constexpr int kGroups = 1;
-  static constexpr bool kScaled = false;
-  static constexpr bool kHasMin = false;
+// BF16 (kBF16) or F16 with 8-byte chunks of 4 elements.
+template <bool kBF16>
+struct DecodeHalf4 : FloatDecoderBase<4> {
   using Chunk = uint2;
   CELLM_HD_INLINE static Chunk load(const uint8_t* row, int64_t /*num_cols*/, int64_t c) {
     return load_stream_u2(row + 8 * c);
   }
-  CELLM_HD_INLINE static int64_t x_offset(int64_t c, int /*g*/) { return 4 * c; }
   CELLM_HD_INLINE static void group(const Chunk& w, int /*g*/, int64_t /*c*/, GroupValues* out) {
-    out->q[0] = bits_to_float(w.x << 16);
-    out->q[1] = bits_to_float(w.x & 0xffff0000u);
-    out->q[2] = bits_to_float(w.y << 16);
-    out->q[3] = bits_to_float(w.y & 0xffff0000u);
-    out->scale = 1.0f;
-    out->min = 0.0f;
+    out->q[0] = half_value<kBF16>(w.x, 0);
+    out->q[1] = half_value<kBF16>(w.x, 1);
+    out->q[2] = half_value<kBF16>(w.y, 0);
+    out->q[3] = half_value<kBF16>(w.y, 1);
+    unit_scale(out);
   }
 };
-
-struct DecodeF16 {
-  static constexpr int kChunkElems = 4;
-  static constexpr int kGroups = 1;
-  static constexpr bool kScaled = false;
-  static constexpr bool kHasMin = false;
-  using Chunk = uint2;
-  CELLM_HD_INLINE static Chunk load(const uint8_t* row, int64_t /*num_cols*/, int64_t c) {
-    return load_stream_u2(row + 8 * c);
-  }
-  CELLM_HD_INLINE static int64_t x_offset(int64_t c, int /*g*/) { return 4 * c; }
-  CELLM_HD_INLINE static void group(const Chunk& w, int /*g*/, int64_t /*c*/, GroupValues* out) {
-    out->q[0] = f16_bits_to_float(static_cast<uint16_t>(w.x));
-    out->q[1] = f16_bits_to_float(static_cast<uint16_t>(w.x >> 16));
-    out->q[2] = f16_bits_to_float(static_cast<uint16_t>(w.y));
-    out->q[3] = f16_bits_to_float(static_cast<uint16_t>(w.y >> 16));
-    out->scale = 1.0f;
-    out->min = 0.0f;
-  }
-};
+using DecodeBF16 = DecodeHalf4<true>;
+using DecodeF16 = DecodeHalf4<false>;
 
 // ---- interleaved quantized types: chunk = 8 groups of 4 -----------------------------------
 
@@ -120,10 +117,20 @@ CELLM_HD_INLINE int64_t interleaved_x_offset(int64_t c, int g) {
   return 256 * (c >> 3) + 32 * g + 4 * (c & 7);
 }
 
-struct DecodeQ4_0 {
+// What every interleaved decoder shares: 32-element chunks of 8 scaled groups.
+struct InterleavedDecoderBase {
   static constexpr int kChunkElems = 32;
   static constexpr int kGroups = 8;
   static constexpr bool kScaled = true;
+  CELLM_HD_INLINE static int64_t x_offset(int64_t c, int g) { return interleaved_x_offset(c, g); }
+};
+
+// Q8_0 / Q4_0: a span's 8 f16 block scales in one uint4, the block scale of group g.
+CELLM_HD_INLINE float span_block_scale(const uint4& d, int g) {
+  return f16_bits_to_float(half_of(d, g));
+}
+
+struct DecodeQ4_0 : InterleavedDecoderBase {
   static constexpr bool kHasMin = false;
   struct Chunk {
     uint4 qs;  // this lane's 32 nibbles
@@ -135,12 +142,11 @@ struct DecodeQ4_0 {
     chunk.d = load_stream_u4(row + num_cols / 2 + 16 * (c >> 3));
     return chunk;
   }
-  CELLM_HD_INLINE static int64_t x_offset(int64_t c, int g) { return interleaved_x_offset(c, g); }
   CELLM_HD_INLINE static void group(const Chunk& w, int g, int64_t /*c*/, GroupValues* out) {
     const uint32_t nibbles = (word_of(w.qs, g >> 1) >> (4 * (g & 1))) & 0x0f0f0f0fu;
     CELLM_UNROLL
     for (int i = 0; i < 4; ++i) out->q[i] = magic_byte(nibbles, i) - (kMagic + 8.0f);
-    out->scale = f16_bits_to_float(half_of(w.d, g));
+    out->scale = span_block_scale(w.d, g);
     out->min = 0.0f;
   }
   // Group g as four signed bytes q − 8 and its block scale, for int8 dot products (gemv_dp4a).
@@ -148,14 +154,11 @@ struct DecodeQ4_0 {
     return nibbles_minus_8((word_of(w.qs, g >> 1) >> (4 * (g & 1))) & 0x0f0f0f0fu);
   }
   CELLM_HD_INLINE static float group_scale(const Chunk& w, int g) {
-    return f16_bits_to_float(half_of(w.d, g));
+    return span_block_scale(w.d, g);
   }
 };
 
-struct DecodeQ8_0 {
-  static constexpr int kChunkElems = 32;
-  static constexpr int kGroups = 8;
-  static constexpr bool kScaled = true;
+struct DecodeQ8_0 : InterleavedDecoderBase {
   static constexpr bool kHasMin = false;
   struct Chunk {
     uint4 qs_lo;  // groups 0..3
@@ -169,27 +172,23 @@ struct DecodeQ8_0 {
     chunk.d = load_stream_u4(row + num_cols + 16 * (c >> 3));
     return chunk;
   }
-  CELLM_HD_INLINE static int64_t x_offset(int64_t c, int g) { return interleaved_x_offset(c, g); }
   CELLM_HD_INLINE static void group(const Chunk& w, int g, int64_t /*c*/, GroupValues* out) {
     // Signed bytes: flip the sign bit to read q + 128 as an unsigned byte.
     const uint32_t biased = word_of(g < 4 ? w.qs_lo : w.qs_hi, g & 3) ^ 0x80808080u;
     CELLM_UNROLL
     for (int i = 0; i < 4; ++i) out->q[i] = magic_byte(biased, i) - (kMagic + 128.0f);
-    out->scale = f16_bits_to_float(half_of(w.d, g));
+    out->scale = span_block_scale(w.d, g);
     out->min = 0.0f;
   }
   CELLM_HD_INLINE static uint32_t group_s8(const Chunk& w, int g) {
     return word_of(g < 4 ? w.qs_lo : w.qs_hi, g & 3);
   }
   CELLM_HD_INLINE static float group_scale(const Chunk& w, int g) {
-    return f16_bits_to_float(half_of(w.d, g));
+    return span_block_scale(w.d, g);
   }
 };
 
-struct DecodeQ4_K {
-  static constexpr int kChunkElems = 32;
-  static constexpr int kGroups = 8;
-  static constexpr bool kScaled = true;
+struct DecodeQ4_K : InterleavedDecoderBase {
   static constexpr bool kHasMin = true;
   struct Chunk {
     uint4 head;  // d, dmin, 12 packed scale/min bytes
@@ -202,7 +201,6 @@ struct DecodeQ4_K {
     chunk.qs = load_stream_u4(super + 16 + 16 * (c & 7));
     return chunk;
   }
-  CELLM_HD_INLINE static int64_t x_offset(int64_t c, int g) { return interleaved_x_offset(c, g); }
   CELLM_HD_INLINE static void group(const Chunk& w, int g, int64_t /*c*/, GroupValues* out) {
     const uint32_t nibbles = (word_of(w.qs, g >> 1) >> (4 * (g & 1))) & 0x0f0f0f0fu;
     CELLM_UNROLL
@@ -215,10 +213,7 @@ struct DecodeQ4_K {
   }
 };
 
-struct DecodeQ6_K {
-  static constexpr int kChunkElems = 32;
-  static constexpr int kGroups = 8;
-  static constexpr bool kScaled = true;
+struct DecodeQ6_K : InterleavedDecoderBase {
   static constexpr bool kHasMin = false;
   struct Chunk {
     uint4 ql;      // this lane's low nibbles (4 words)
@@ -236,7 +231,6 @@ struct DecodeQ6_K {
     chunk.d = load_u16(row + 3 * num_cols / 4 + num_cols / 16 + 2 * s);
     return chunk;
   }
-  CELLM_HD_INLINE static int64_t x_offset(int64_t c, int g) { return interleaved_x_offset(c, g); }
   CELLM_HD_INLINE static void group(const Chunk& w, int g, int64_t c, GroupValues* out) {
     const int n = g >> 2;
     const int gg = g & 3;
