@@ -72,21 +72,14 @@ TEST(RuntimeCliTest, GeneratePromptTokensAreTakenAsGiven) {
 TEST(RuntimeCliTest, RunWritesAReportInPromptOrderWithPreemptionsCounted) {
   const nlohmann::json cases = reference().at("cases");
   const fs::path dir = fs::temp_directory_path() / ("cellm_run_" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  {
-    std::ofstream prompts(dir / "prompts.txt");
-    for (const nlohmann::json& c : cases) {
-      std::string line;
-      for (const char ch : c.at("prompt").get<std::string>())
-        line += ch == '\n' ? "\\n" : std::string(1, ch);
-      prompts << line << "\n";
-    }
-  }
+  std::vector<std::string> prompts;
+  for (const nlohmann::json& c : cases) prompts.push_back(c.at("prompt"));
+  const std::string prompts_file = testing::write_prompts_file(dir / "prompts.txt", prompts);
   const fs::path report = dir / "out.json";
-  const Result r = run_cellm({"run", "--model", testing::test_model_path("stories260K.gguf"),
-                              "--prompts-file", (dir / "prompts.txt").string(), "--max-sessions",
-                              "6", "--max-cells", "300", "--max-step-tokens", "64",
-                              "--max-new-tokens", "64", "--report-json", report.string()});
+  const Result r =
+      run_cellm({"run", "--model", testing::test_model_path("stories260K.gguf"), "--prompts-file",
+                 prompts_file, "--max-sessions", "6", "--max-cells", "300", "--max-step-tokens",
+                 "64", "--max-new-tokens", "64", "--report-json", report.string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("summary:"), std::string::npos) << r.out;
   const nlohmann::json out = nlohmann::json::parse(slurp(report));

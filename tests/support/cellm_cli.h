@@ -74,4 +74,17 @@ inline CliResult run_cellm(const std::vector<std::string>& args,
   return result;
 }
 
+// Writes `prompts` to `path` one per line, as `cellm run --prompts-file` reads them (a newline
+// inside a prompt written as the two characters \n), and returns the path as a string.
+inline std::string write_prompts_file(const std::filesystem::path& path,
+                                      const std::vector<std::string>& prompts) {
+  std::filesystem::create_directories(path.parent_path());
+  std::ofstream file(path);
+  for (const std::string& prompt : prompts) {
+    for (const char c : prompt) file << (c == '\n' ? std::string("\\n") : std::string(1, c));
+    file << "\n";
+  }
+  return path.string();
+}
+
 }  // namespace cellm::testing

@@ -54,21 +54,14 @@ TEST_F(CudaCliTest, GenerateOnCudaMatchesTheReferenceGreedyTokens) {
 TEST_F(CudaCliTest, RunWithAutoPicksCudaAndEveryPromptGetsItsReferenceTokens) {
   const nlohmann::json cases = reference().at("cases");
   const fs::path dir = fs::temp_directory_path() / ("cellm_cuda_run_" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  {
-    std::ofstream prompts(dir / "prompts.txt");
-    for (const nlohmann::json& c : cases) {
-      std::string line;
-      for (const char ch : c.at("prompt").get<std::string>())
-        line += ch == '\n' ? "\\n" : std::string(1, ch);
-      prompts << line << "\n";
-    }
-  }
+  std::vector<std::string> prompts;
+  for (const nlohmann::json& c : cases) prompts.push_back(c.at("prompt"));
+  const std::string prompts_file = testing::write_prompts_file(dir / "prompts.txt", prompts);
   const fs::path report = dir / "out.json";
   const testing::CliResult r =
       testing::run_cellm({"run", "--model", testing::test_model_path("stories260K.gguf"),
-                          "--prompts-file", (dir / "prompts.txt").string(), "--max-new-tokens",
-                          "64", "--backend", "auto", "--report-json", report.string()});
+                          "--prompts-file", prompts_file, "--max-new-tokens", "64", "--backend",
+                          "auto", "--report-json", report.string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("backend: cuda"), std::string::npos) << r.out;
   const nlohmann::json out = nlohmann::json::parse(testing::slurp(report));
