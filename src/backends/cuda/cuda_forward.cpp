@@ -104,6 +104,7 @@ StatusOr<std::unique_ptr<CudaForward>> CudaForward::create(const ModelConfig& co
       forward->argmax_scratch_bytes_,               // argmax partials and counters
       q8_rows * max_k,                              // int8 activations
       q8_rows * (max_k / 32 + 1) * sizeof(float),   // their scales
+      w * static_cast<size_t>(std::max(c.rope.num_rotary_dims, 0) / 2) * sizeof(float2),  // RoPE
   };
   size_t total = 0;
   for (const size_t s : sizes) total += aligned(s);
@@ -128,6 +129,7 @@ StatusOr<std::unique_ptr<CudaForward>> CudaForward::create(const ModelConfig& co
   forward->argmax_scratch_ = take(sizes[11]);
   forward->x_q8_ = reinterpret_cast<int8_t*>(take(sizes[12]));
   forward->x_q8_scales_ = reinterpret_cast<float*>(take(sizes[13]));
+  forward->rope_table_ = reinterpret_cast<float2*>(take(sizes[14]));
   CELLM_CUDA_RETURN_IF_ERROR(cudaMemset(forward->zero_rows_, 0, sizes[9]));
   CELLM_CUDA_RETURN_IF_ERROR(cudaMemset(forward->argmax_scratch_, 0, sizes[11]));
   forward->plan_fused_path();

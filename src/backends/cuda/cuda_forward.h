@@ -15,16 +15,16 @@
 // Slices of at most kDecodeMatmulMaxTokens rows (decode, short prefill chunks) run the fused
 // kernels of decode_matmul.cuh when every layer allows it: RMSNorm inside the q|k|v and gate|up
 // products, RoPE and the K/V write in the q|k|v product's epilogue (normal-style RoPE without q/k
-// norms; else the rope_kv kernel), SwiGLU in the gate|up epilogue, the residual adds in the
-// output and down products' epilogues, the kept-row gather and final norm inside the LM head —
-// four product launches per layer plus attention, each allowed to overlap the one before
-// (pdl.cuh). Q8_0 / Q4_0 products there take int8 activations unless int8_activations is off:
-// one quantize launch per input, the norm folded in (CELLM_CUDA_INT8_FOLD=1: each product
-// quantizes its input itself where the rows fit its shared memory — measured slower on the H200,
-// docs/perf/decode.md). Quantized weights use this path up to
+// norms, its angles from a table computed once per step; else the rope_kv kernel), SwiGLU in the
+// gate|up epilogue, the residual adds in the output and down products' epilogues, the kept-row
+// gather and final norm inside the LM head — four product launches per layer plus attention, each
+// allowed to overlap the one before (pdl.cuh). Q8_0 / Q4_0 products there take int8 activations
+// unless int8_activations is off: one quantize launch per input, the norm folded in
+// (CELLM_CUDA_INT8_FOLD=1: each product quantizes its input itself where the rows fit its shared
+// memory — measured slower on the H200, docs/perf/decode.md). Quantized weights use this path up to
 // kSmallMMaxTokensQuantized rows, others up to 8; wider slices run the unfused sequence.
-// CELLM_CUDA_FUSED=0 / CELLM_CUDA_INT8=0 in the environment turn the fused path / int8
-// activations off (to measure what they bring).
+// CELLM_CUDA_FUSED=0 / CELLM_CUDA_INT8=0 / CELLM_CUDA_ROPE_TABLE=0 in the environment turn the
+// fused path / int8 activations / the angle table off (to measure what they bring).
 // It owns its activation scratch (sized for max_width rows), not the weights, pool or step.
 // Thread-safety: one enqueue at a time (scratch is shared by every call).
 #pragma once
@@ -149,8 +149,10 @@ class CudaForward {
   size_t argmax_scratch_bytes_ = 0;
   int8_t* x_q8_ = nullptr;         // [8, max K] int8 activations of the fused path
   float* x_q8_scales_ = nullptr;   // [8, max K / 32]
+  float2* rope_table_ = nullptr;   // [W, num_rotary_dims / 2] (cos, sin) of the step's positions
   int32_t fused_max_rows_ = 0;     // slices of at most this many rows run enqueue_fused (0: none)
   bool rope_fused_ = false;        // the q|k|v product's epilogue does RoPE and the K/V write
+  bool rope_table_used_ = false;   // it reads rope_table_ (CELLM_CUDA_ROPE_TABLE=0: computes)
   bool int8_activations_ = false;  // config (and CELLM_CUDA_INT8) allow int8 activations
   bool int8_fold_ = false;         // products quantize their input (CELLM_CUDA_INT8_FOLD=1)
   int32_t num_sms_ = 0;

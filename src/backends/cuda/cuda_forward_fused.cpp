@@ -8,6 +8,7 @@
 #include "backends/cuda/cuda_forward.h"
 #include "backends/cuda/kernels/matmul.cuh"
 #include "backends/cuda/kernels/quantize_activations.cuh"
+#include "backends/cuda/kernels/rope_kv.cuh"
 
 namespace cellm {
 namespace {
@@ -53,6 +54,8 @@ void CudaForward::plan_fused_path() {
   rope_fused_ = norms_free && c.rope.style == RopeStyle::kNormal && c.head_dim % 2 == 0 &&
                 c.rope.num_rotary_dims % 2 == 0 && c.rope.num_rotary_dims <= c.head_dim &&
                 c.v_width() % 2 == 0;
+  rope_table_used_ =
+      rope_fused_ && c.rope.num_rotary_dims > 0 && env_allows("CELLM_CUDA_ROPE_TABLE");
 }
 
 Status CudaForward::fused_input(kernels::DecodeMatmulParams* p, const float* x, int64_t x_stride,
@@ -97,6 +100,17 @@ Status CudaForward::enqueue_fused(const DeviceStep& step, int32_t rows, int32_t 
   };
 
   CELLM_RETURN_IF_ERROR(embed(step, rows, stream));
+  if (rope_table_used_) {  // the angles of the step's positions, once for every layer
+    kernels::RopeTableParams table;
+    table.num_tokens = rows;
+    table.positions = step.positions;
+    table.num_rotary_dims = c.rope.num_rotary_dims;
+    table.freq_base = c.rope.freq_base;
+    table.freq_scale = c.rope.freq_scale;
+    table.freq_factors = weights_.rope_freqs();
+    table.table = rope_table_;
+    CELLM_RETURN_IF_ERROR(kernels::launch_rope_table(table, stream));
+  }
 
   for (int32_t l = 0; l < c.num_layers; ++l) {
     const CudaLayerWeights& w = weights_.layer(l);
@@ -120,6 +134,7 @@ Status CudaForward::enqueue_fused(const DeviceStep& step, int32_t rows, int32_t 
       r.freq_base = c.rope.freq_base;
       r.freq_scale = c.rope.freq_scale;
       r.freq_factors = weights_.rope_freqs();
+      r.cos_sin = rope_table_used_ ? rope_table_ : nullptr;
       r.k_cache = pool_.k_data(l);
       r.v_cache = pool_.v_data(l);
       r.cache_dtype = pool_.geometry().dtype;

@@ -56,8 +56,11 @@ struct RopeKvOutput {
   float freq_base = 10000.0f;
   float freq_scale = 1.0f;
   const float* freq_factors = nullptr;  // [num_rotary_dims / 2] device divisors, or null
-  void* k_cache = nullptr;              // [rows, kv_width] in cache_dtype
-  void* v_cache = nullptr;              // [rows, v_width] in cache_dtype
+  // [num_tokens, num_rotary_dims / 2] device (cos, sin) of the tokens' positions
+  // (launch_rope_table, rope_kv.cuh), or null: the epilogue computes them.
+  const float2* cos_sin = nullptr;
+  void* k_cache = nullptr;  // [rows, kv_width] in cache_dtype
+  void* v_cache = nullptr;  // [rows, v_width] in cache_dtype
   KvDtype cache_dtype = KvDtype::kF32;
 };
 

@@ -1,7 +1,8 @@
 // Parity of the fused decode product (decode_matmul.cuh) with the CPU ops it replaces: the
 // RMSNorm and row-gather prologue (cpu_rms_norm then cpu_matmul) for every weight type and token
 // count, bias and residual add, the SwiGLU epilogue (cpu_silu_mul), the RoPE + K/V cache epilogue
-// (cpu_rope, cells of f32 and bf16 caches, untouched rows left alone), int8 activations quantized
+// (cpu_rope, cells of f32 and bf16 caches, untouched rows left alone; the angles computed or read
+// from launch_rope_table's per-step table, the same bits), int8 activations quantized
 // from normed, gathered rows (aligned or not), launches chained through a captured graph
 // (programmatic dependent launch), and refused arguments. (The split argmax that ends a decode
 // step is tested with the other argmax in elementwise_test.cpp.)
@@ -18,6 +19,7 @@
 #include "backends/cpu/cpu_ops.h"
 #include "backends/cuda/kernels/kernel_test_support.h"
 #include "backends/cuda/kernels/quantize_activations.cuh"
+#include "backends/cuda/kernels/rope_kv.cuh"
 
 namespace cellm::kernels {
 namespace {
@@ -301,6 +303,28 @@ TEST(DecodeMatmulTest, RopeKvOutputRotatesQAndWritesKAndVIntoTheTokensCells) {
           ASSERT_EQ(v_bytes[row * v_width * elem + b], 0xff) << "v row " << row << " written";
         }
       }
+      // The angles from a per-step table (launch_rope_table): the same bits everywhere.
+      DeviceArray<float2> table(static_cast<size_t>(m) * rot / 2);
+      RopeTableParams tp;
+      tp.num_tokens = m;
+      tp.positions = pos_dev.get();
+      tp.num_rotary_dims = rot;
+      tp.freq_base = rope.freq_base;
+      tp.freq_scale = rope.freq_scale;
+      tp.freq_factors = factors_dev.get();
+      tp.table = table.get();
+      EXPECT_OK(launch_rope_table(tp, nullptr));
+      const std::vector<float> y_computed = y.download();
+      r.cos_sin = table.get();
+      y.poison();
+      k_cache.poison();
+      v_cache.poison();
+      EXPECT_OK(launch_decode_matmul(p, nullptr));
+      EXPECT_TRUE(testing::compact_rows(y.download(), m, y_stride, q_width) ==
+                  testing::compact_rows(y_computed, m, y_stride, q_width))
+          << "q differs with the table";
+      EXPECT_TRUE(k_cache.download() == k_bytes) << "k cache differs with the table";
+      EXPECT_TRUE(v_cache.download() == v_bytes) << "v cache differs with the table";
     }
   }
 }

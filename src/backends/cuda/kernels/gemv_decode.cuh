@@ -412,8 +412,14 @@ __device__ __forceinline__ void decode_epilogue(const DecodeGemvArgs& a, int64_t
     if (d < rope.num_rotary_dims) {
       float c = 0.0f;
       float s = 0.0f;
-      rope_cos_sin(rope.positions[t], static_cast<int32_t>(d / 2), rope.num_rotary_dims,
-                   rope.freq_base, rope.freq_scale, rope.freq_factors, &c, &s);
+      if (rope.cos_sin != nullptr) {
+        const float2 cs = rope.cos_sin[t * (rope.num_rotary_dims / 2) + d / 2];
+        c = cs.x;
+        s = cs.y;
+      } else {
+        rope_cos_sin(rope.positions[t], static_cast<int32_t>(d / 2), rope.num_rotary_dims,
+                     rope.freq_base, rope.freq_scale, rope.freq_factors, &c, &s);
+      }
       const float x0 = y0;
       const float x1 = y1;
       rope_rotate(x0, x1, c, s, &y0, &y1);

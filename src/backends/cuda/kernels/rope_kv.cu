@@ -1,6 +1,7 @@
 // rope_kv: one block per token (rope_kv.cuh). The token's cos/sin table is computed once into
 // shared memory; each warp then takes whole heads: copies the head into shared memory, normalizes
-// it if asked, rotates the pairs and writes the result (Q in place, K into its cache row).
+// it if asked, rotates the pairs and writes the result (Q in place, K into its cache row). The
+// per-step table: one block per token, a thread per pair.
 #include <string>
 
 #include "backends/cuda/kernels/kernel_common.cuh"
@@ -93,6 +94,29 @@ __global__ void __launch_bounds__(kWarps * 32) rope_kv_kernel(const RopeKvParams
   }
 }
 
+// Block t: token t's pairs (the angles before pdl_wait(): positions come from host copies).
+__global__ void __launch_bounds__(kWarps * 32) rope_table_kernel(const RopeTableParams p) {
+  pdl_launch_dependents();
+  const int t = blockIdx.x;
+  const int32_t num_pairs = p.num_rotary_dims / 2;
+  float c[kRopeMaxHeadDim / 2 / (kWarps * 32)];
+  float s[kRopeMaxHeadDim / 2 / (kWarps * 32)];
+  CELLM_UNROLL
+  for (int j = 0; j < kRopeMaxHeadDim / 2 / (kWarps * 32); ++j) {
+    const int32_t i = static_cast<int32_t>(threadIdx.x) + j * kWarps * 32;
+    if (i < num_pairs) {
+      rope_cos_sin(p.positions[t], i, p.num_rotary_dims, p.freq_base, p.freq_scale, p.freq_factors,
+                   &c[j], &s[j]);
+    }
+  }
+  pdl_wait();  // the previous step's products may still read the table
+  CELLM_UNROLL
+  for (int j = 0; j < kRopeMaxHeadDim / 2 / (kWarps * 32); ++j) {
+    const int32_t i = static_cast<int32_t>(threadIdx.x) + j * kWarps * 32;
+    if (i < num_pairs) p.table[t * num_pairs + i] = make_float2(c[j], s[j]);
+  }
+}
+
 }  // namespace
 
 Status launch_rope_kv(const RopeKvParams& p, cudaStream_t stream) {
@@ -121,6 +145,20 @@ Status launch_rope_kv(const RopeKvParams& p, cudaStream_t stream) {
   return pdl_launch_status(launch_pdl(rope_kv_kernel, dim3(static_cast<unsigned>(p.num_tokens)),
                                       dim3(kWarps * 32), 0, stream, p),
                            "rope_kv");
+}
+
+Status launch_rope_table(const RopeTableParams& p, cudaStream_t stream) {
+  if (p.num_tokens < 0 || p.num_tokens > 65535 || p.num_rotary_dims <= 0 ||
+      p.num_rotary_dims % 2 != 0 || p.num_rotary_dims > kRopeMaxHeadDim ||
+      (p.num_tokens > 0 && (p.positions == nullptr || p.table == nullptr))) {
+    return invalid_argument("rope_table: " + std::to_string(p.num_tokens) + " tokens, " +
+                            std::to_string(p.num_rotary_dims) + " rotary dims (even, at most " +
+                            std::to_string(kRopeMaxHeadDim) + "), or a null pointer");
+  }
+  if (p.num_tokens == 0) return ok_status();
+  return pdl_launch_status(launch_pdl(rope_table_kernel, dim3(static_cast<unsigned>(p.num_tokens)),
+                                      dim3(kWarps * 32), 0, stream, p),
+                           "rope_table");
 }
 
 }  // namespace cellm::kernels

@@ -6,6 +6,7 @@
 // (f32, f16 or bf16, rounded to nearest even). Either part may be left out (q-only: k = null;
 // kv-only: q = null). Angles in double, rotation in f32 without FMAs, as the CPU.
 // Stream-ordered, capturable; positions and cells are device data the caller validated.
+// Also the per-step table of cos / sin that the fused q|k|v product reads (launch_rope_table).
 // Who calls it: the CUDA forward's attention block, the tests. Thread-safety: launches on a stream.
 #pragma once
 
@@ -54,5 +55,21 @@ struct RopeKvParams {
 };
 
 Status launch_rope_kv(const RopeKvParams& params, cudaStream_t stream);
+
+// The cos and sin of every rotary pair at each token's position, as rope_cos_sin (op_math.cuh)
+// computes them — for the fused q|k|v product's epilogue (RopeKvOutput::cos_sin in
+// decode_matmul.cuh), so the double-precision angles are computed once per step, not once per
+// layer and block. Launched with programmatic dependent launch (pdl.cuh).
+struct RopeTableParams {
+  int32_t num_tokens = 0;
+  const int32_t* positions = nullptr;  // [num_tokens] device
+  int32_t num_rotary_dims = 0;         // even, ≤ kRopeMaxHeadDim
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f;
+  const float* freq_factors = nullptr;  // [num_rotary_dims / 2] device divisors, or null
+  float2* table = nullptr;              // [num_tokens, num_rotary_dims / 2]: (cos, sin)
+};
+
+Status launch_rope_table(const RopeTableParams& params, cudaStream_t stream);
 
 }  // namespace cellm::kernels
