@@ -4,6 +4,7 @@
 #include <limits>
 #include <string>
 
+#include "batching/sampler.h"
 #include "batching/step_plan.h"
 #include "core/check.h"
 #include "core/hash.h"
@@ -114,8 +115,7 @@ StatusOr<BatchOutput> FakeExecutor::execute(const BatchInput& batch, bool return
       std::vector<float> logits =
           fake_logits(context_of(step, step.kept_rows[k].token_index), config_.vocab_size);
       if (config_.greedy_tokens) {
-        out.outputs[k].greedy_token =
-            static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+        out.outputs[k].greedy_token = argmax_finite(logits);  // what the CUDA executor computes
       }
       if (config_.nan_logits) {
         std::fill(logits.begin(), logits.end(), std::numeric_limits<float>::quiet_NaN());
