@@ -22,7 +22,8 @@
 // unless int8_activations is off: one quantize launch per input, the norm folded in
 // (CELLM_CUDA_INT8_FOLD=1: each product quantizes its input itself where the rows fit its shared
 // memory — measured slower on the H200, docs/perf/decode.md). Quantized weights use this path up to
-// kSmallMMaxTokensQuantized rows, others up to 8; wider slices run the unfused sequence.
+// 4 rows, F32 up to 8, F16 / BF16 at one row (kernels::small_m_max_tokens and plan_fused_path say
+// why); wider slices run the unfused sequence.
 // CELLM_CUDA_FUSED=0 / CELLM_CUDA_INT8=0 / CELLM_CUDA_ROPE_TABLE=0 in the environment turn the
 // fused path / int8 activations / the angle table off (to measure what they bring).
 // It owns its activation scratch (sized for max_width rows), not the weights, pool or step.

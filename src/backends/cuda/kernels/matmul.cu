@@ -108,10 +108,15 @@ size_t matmul_wide_scratch_bytes(const DeviceWeight& w, int32_t max_tokens) {
   return std::max(bytes, matmul_wide_fused_scratch_bytes(w, max_tokens));
 }
 
+int32_t small_m_max_tokens(TensorType type) {
+  if (is_quantized(type)) return kSmallMMaxTokensQuantized;
+  if (type == TensorType::kF16 || type == TensorType::kBF16) return kSmallMMaxTokens16Bit;
+  return kSmallMMaxTokens;
+}
+
 Status launch_matmul(const MatmulParams& p, cudaStream_t stream) {
-  const int32_t small_limit = is_quantized(p.w.type) ? kSmallMMaxTokensQuantized : kSmallMMaxTokens;
-  return p.num_tokens <= small_limit ? launch_matmul_small_m(p, stream)
-                                     : launch_matmul_wide(p, stream);
+  return p.num_tokens <= small_m_max_tokens(p.w.type) ? launch_matmul_small_m(p, stream)
+                                                      : launch_matmul_wide(p, stream);
 }
 
 Status launch_matmul_small_m(const MatmulParams& p, cudaStream_t stream) {

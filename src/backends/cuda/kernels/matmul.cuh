@@ -1,12 +1,12 @@
 // matmul: y[M, N] (+)= x[M, K] · Wᵀ for a weight W [N, K] of any type in weight_layout.h, on the
 // GPU. Two paths, picked by launch_matmul from M and the weight type:
-//   small M (M ≤ kSmallMMaxTokens, quantized W: M ≤ kSmallMMaxTokensQuantized): one pass over
-//     the weights, dequantizing in registers and dotting in f32 or, given int8 activations
-//     (x_q8), with dp4a (a warp's activation loads coalesced, 16-byte weight loads) — the decode
-//     kernels of decode_matmul.cuh for every fast layout, older ones (gemv_launch.h) for the
-//     rest; memory-bound at M = 1. Its cost grows with M (4-bit weights at M = 8 ran at a fifth
-//     of their M = 1 bandwidth on an H200 with f32 activations, a quarter with int8 ones), hence
-//     the lower bound for quantized weights.
+//   small M (M ≤ small_m_max_tokens(type): 8 for F32, 4 for quantized W, 2 for F16 / BF16): one
+//     pass over the weights, dequantizing in registers and dotting in f32 or, given int8
+//     activations (x_q8), with dp4a (a warp's activation loads coalesced, 16-byte weight loads)
+//     — the decode kernels of decode_matmul.cuh for every fast layout, older ones (gemv_launch.h)
+//     for the rest; memory-bound at M = 1. Its cost grows with M (4-bit weights at M = 8 ran at a
+//     fifth of their M = 1 bandwidth on an H200 with f32 activations, a quarter with int8 ones),
+//     hence the lower bounds.
 //   wide (larger M): tensor cores through cuBLAS. F32 weights: cublasSgemm in true
 //     f32 (no TF32). F16 / BF16 weights: activations rounded to the weight's 16-bit type, then
 //     cublasGemmEx with f32 accumulation and f32 output. Interleaved Q8_0 / Q4_0 weights up to
@@ -34,6 +34,7 @@ namespace cellm::kernels {
 
 inline constexpr int32_t kSmallMMaxTokens = 8;
 inline constexpr int32_t kSmallMMaxTokensQuantized = 4;
+inline constexpr int32_t kSmallMMaxTokens16Bit = 2;
 inline constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
 
 struct MatmulParams {
@@ -59,6 +60,13 @@ struct MatmulParams {
 
 // Scratch the wide path needs for up to `max_tokens` rows of x with this weight (0 for F32).
 size_t matmul_wide_scratch_bytes(const DeviceWeight& w, int32_t max_tokens);
+
+// The most tokens launch_matmul sends down the small-M path for a weight of `type`: 4 for
+// quantized weights, 2 for F16 / BF16, 8 for F32. Measured on the H200 (Llama-3.1-8B geometry,
+// decode tok/s at 2 / 4 / 8 sessions): bf16 on the small-M kernels 353 / 512 / 549, through
+// cuBLAS 334 / 672 / 1284; q8_0 (q4_0) with int8 activations on the small-M kernels 622 / 885
+// (769 / 1056) at 2 / 4 sessions, on the fused tensor-core kernel 358 / 701 (384 / 750).
+int32_t small_m_max_tokens(TensorType type);
 
 // Picks the path by num_tokens and type (above). Errors (invalid argument) name what is
 // wrong with the params.

@@ -163,12 +163,18 @@ TEST_F(MatmulKernelTest, WidePathUsesAResidentBf16Copy) {
   expect_matmul({TensorType::kQ6_K, 45, 1792}, 12, Path::kWideWithCopy, true, 1e-2);
 }
 
-TEST_F(MatmulKernelTest, DispatchKeepsQuantizedWeightsOnTheExactPathUpToFourTokens) {
-  // The small-M path is exact f32 (1e-5); from five tokens quantized weights go wide (1e-2).
+TEST_F(MatmulKernelTest, DispatchKeepsTheExactPathUpToFourQuantizedTwo16BitAndEightF32Tokens) {
+  // The small-M path is exact f32 (1e-5); beyond small_m_max_tokens the wide path rounds the
+  // activations to bf16 (1e-2).
+  EXPECT_EQ(small_m_max_tokens(TensorType::kQ4_0), 4);
+  EXPECT_EQ(small_m_max_tokens(TensorType::kBF16), 2);
+  EXPECT_EQ(small_m_max_tokens(TensorType::kF32), 8);
   expect_matmul({TensorType::kQ4_0, 67, 1280}, 4, Path::kDispatch, false, 1e-5);
   expect_matmul({TensorType::kQ8_0, 67, 96}, 5, Path::kDispatch, true, 1e-2);
-  expect_matmul({TensorType::kBF16, 131, 260}, 8, Path::kDispatch, false, 1e-5);
+  expect_matmul({TensorType::kBF16, 131, 260}, 2, Path::kDispatch, false, 1e-5);
+  expect_matmul({TensorType::kF16, 131, 260}, 3, Path::kDispatch, false, 1e-2);
   expect_matmul({TensorType::kBF16, 131, 260}, 20, Path::kDispatch, false, 1e-2);
+  expect_matmul({TensorType::kF32, 67, 96}, 8, Path::kDispatch, true, 1e-5);
 }
 
 TEST_F(MatmulKernelTest, WidePathDequantizesLargeWeightsTileByTile) {
@@ -179,17 +185,18 @@ TEST_F(MatmulKernelTest, WidePathDequantizesLargeWeightsTileByTile) {
 }
 
 TEST_F(MatmulKernelTest, FusedQuantizedProductMatchesTheCpu) {
-  // Interleaved Q4_0 / Q8_0 read directly by the tensor-core kernel: one and several 64-token
-  // blocks, rows that are no multiple of 8 or 128, column splits (few row blocks) and one split
-  // (many), and the residual add.
+  // Interleaved Q4_0 / Q8_0 read directly by the tensor-core kernel: 16- and 32-token blocks
+  // (partial and full), one and several 64-token blocks, rows that are no multiple of 8 or 128,
+  // column splits (few row blocks) and one split (many), and the residual add.
   const Shape shapes[] = {{TensorType::kQ4_0, 300, 4096},
                           {TensorType::kQ8_0, 200, 2048},
                           {TensorType::kQ4_0, 2051, 512},
                           {TensorType::kQ8_0, 8200, 256}};
   for (const Shape& s : shapes) {
     ASSERT_EQ(device_weight_layout(s.type, s.cols), WeightLayout::kInterleaved);
-    for (const int32_t m : {5, 64, 130}) expect_matmul(s, m, Path::kWide, false, 1e-2);
+    for (const int32_t m : {5, 16, 17, 32, 64, 130}) expect_matmul(s, m, Path::kWide, false, 1e-2);
     expect_matmul(s, 77, Path::kWide, true, 1e-2);
+    expect_matmul(s, 7, Path::kWide, true, 1e-2);
   }
   expect_matmul({TensorType::kQ4_0, 160, 1024}, 256, Path::kWide, true, 1e-2);
 }

@@ -1,20 +1,20 @@
 // matmul_wide: the fused tensor-core product of the wide matmul path for interleaved Q8_0 / Q4_0
-// weights (weight_layout.h) at 1 ≤ M ≤ kFusedMaxTokens tokens — y (+)= x·Wᵀ reading the
-// quantized weights once, with no dequantized copy of them in device memory.
-//
-// x is first rounded to bf16 into the caller's scratch, with the columns of every 32-element
-// block permuted to match the interleaved weight layout (a product is the same sum whatever the
-// order of k, taken alike for both operands). The kernel's blocks own 128 weight rows × 64
-// tokens: each lane loads its weight bytes straight from global memory (32 contiguous bytes per
-// 256 columns for Q4_0, 64 for Q8_0), dequantizes them in registers into mma B fragments —
-// (q − offset) · d exactly in f32, rounded to bf16, the values the dequantize kernel writes —
-// and multiplies them with activation fragments staged in shared memory (cp.async, two stages
-// of 128 columns) by mma.sync m16n8k16 with f32 accumulation. When the weight has too few rows
-// to fill the GPU the columns are split (split-K) and a second kernel adds the splits' partial
-// sums in a fixed order (deterministic) into y.
-// Who calls it: launch_matmul_wide (matmul.cu) when matmul_wide_fused_applies(); the tests and
-// the kernel benchmark. Stream-ordered, allocates nothing, capturable.
-// Thread-safety: launches on the given stream.
+// weights (weight_layout.h) at 1 ≤ M ≤ kFusedMaxTokens tokens — y (+)= x·Wᵀ reading the quantized
+// weights once, with no dequantized copy of them in device memory. x is first rounded to bf16 into
+// the caller's scratch, with the columns of every 32-element block permuted to match the
+// interleaved weight layout (a product is the same sum whatever the order of k, taken alike for
+// both operands). The kernel's blocks own 128 weight rows × 64 tokens (16 or 32 when there are no
+// more, so a decode step of a few sessions does no mma work for padding tokens; at 16 a lane loads
+// the next 256 columns' weights before the current ones' math): each lane loads its weight bytes
+// straight from global memory (32 contiguous bytes per 256 columns for Q4_0, 64 for Q8_0),
+// dequantizes them in registers into mma B fragments — (q − offset) · d exactly in f32, rounded to
+// bf16, the values the dequantize kernel writes — and multiplies them with activation fragments
+// staged in shared memory (cp.async, two stages of 128 columns) by mma.sync m16n8k16 with f32
+// accumulation. When the weight has too few rows to fill the GPU the columns are split (split-K)
+// and a second kernel adds the splits' partial sums in a fixed order (deterministic) into y.
+// Who calls it: launch_matmul_wide (matmul.cu) when matmul_wide_fused_applies(); the tests and the
+// kernel benchmark. Stream-ordered, allocates nothing, capturable. Thread-safety: launches on the
+// given stream.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -11,6 +11,7 @@
 // their A fragments from plainly staged rows.
 #include <algorithm>
 #include <string>
+#include <type_traits>
 
 #include "backends/cuda/kernels/kernel_common.cuh"
 #include "backends/cuda/kernels/launch_status.h"
@@ -22,11 +23,10 @@ namespace {
 
 constexpr int kThreads = 128;
 constexpr int kBlockRows = 128;        // weight rows per block: 4 warps × 4 n-tiles of 8
-constexpr int kBlockTokens = 64;       // tokens per block: 4 m-tiles of 16
+constexpr int kMaxMTiles = 4;          // tokens per block: up to 4 m-tiles of 16
 constexpr int kSpan = 256;             // columns per weight load
 constexpr int kHalf = kSpan / 2;       // columns per shared-memory stage
 constexpr int kActStride = kHalf + 8;  // staged bf16 row, padded: ldmatrix rows in distinct banks
-constexpr int kStageElems = kBlockTokens * kActStride;
 constexpr int32_t kMaxSplits = 8;
 constexpr size_t kPartialBudgetBytes = size_t{32} << 20;
 constexpr size_t kAlign = 256;
@@ -115,10 +115,14 @@ __global__ void __launch_bounds__(256)
   *reinterpret_cast<uint32_t*>(out + r * num_cols + o) = packed;
 }
 
-template <TensorType kType>
+// kMTiles m-tiles of 16 tokens per block: 1 or 2 for a few tokens (decode of a few sessions), so
+// the block does no mma work for tokens it does not have.
+template <TensorType kType, int kMTiles>
 __global__ void __launch_bounds__(kThreads, FusedWeight<kType>::kMinBlocks)
     fused_quantized_kernel(const FusedArgs args) {
   using W = FusedWeight<kType>;
+  constexpr int kBlockTokens = 16 * kMTiles;
+  constexpr int kStageElems = kBlockTokens * kActStride;
   __shared__ __align__(16) uint16_t act_s[2][kStageElems];  // [stage][token][column]
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
@@ -134,9 +138,9 @@ __global__ void __launch_bounds__(kThreads, FusedWeight<kType>::kMinBlocks)
     const int64_t n = min(n_warp + 8 * nt + g, args.num_rows - 1);
     rows[nt] = args.w + n * static_cast<int64_t>(args.row_bytes);
   }
-  float acc[4][4][4];  // [m-tile][n-tile][c]
+  float acc[kMTiles][4][4];  // [m-tile][n-tile][c]
   CELLM_UNROLL
-  for (int mt = 0; mt < 4; ++mt) {
+  for (int mt = 0; mt < kMTiles; ++mt) {
     CELLM_UNROLL
     for (int nt = 0; nt < 4; ++nt) {
       CELLM_UNROLL
@@ -162,10 +166,8 @@ __global__ void __launch_bounds__(kThreads, FusedWeight<kType>::kMinBlocks)
     cp_async_commit();
   };
 
-  if (num_stages > 0) stage(0);
-  for (int32_t span = span_begin; span < span_end; ++span) {
-    uint32_t wq[4][W::kWords];
-    uint4 sc[4];
+  // This lane's weight words and block scales of a span, per n-tile.
+  const auto load_span = [&](int32_t span, uint32_t(&wq)[4][W::kWords], uint4(&sc)[4]) {
     CELLM_UNROLL
     for (int nt = 0; nt < 4; ++nt) {
       const uint8_t* quants = W::quants(rows[nt], span, t);
@@ -178,6 +180,31 @@ __global__ void __launch_bounds__(kThreads, FusedWeight<kType>::kMinBlocks)
         wq[nt][4 * v + 3] = chunk.w;
       }
       sc[nt] = load_u4(W::scales(rows[nt], args.num_cols, span));
+    }
+  };
+  // With few tokens the accumulators leave registers for the next span's weights: they are
+  // loaded before the current span's math, so the weight stream does not wait for it.
+  constexpr bool kPrefetch = kMTiles == 1;
+  uint32_t next_wq[kPrefetch ? 4 : 1][W::kWords];
+  uint4 next_sc[kPrefetch ? 4 : 1];
+  if constexpr (kPrefetch) {
+    if (span_begin < span_end) load_span(span_begin, next_wq, next_sc);
+  }
+
+  if (num_stages > 0) stage(0);
+  for (int32_t span = span_begin; span < span_end; ++span) {
+    uint32_t wq[4][W::kWords];
+    uint4 sc[4];
+    if constexpr (kPrefetch) {
+      CELLM_UNROLL
+      for (int nt = 0; nt < 4; ++nt) {
+        CELLM_UNROLL
+        for (int v = 0; v < W::kWords; ++v) wq[nt][v] = next_wq[nt][v];
+        sc[nt] = next_sc[nt];
+      }
+      if (span + 1 < span_end) load_span(span + 1, next_wq, next_sc);
+    } else {
+      load_span(span, wq, sc);
     }
     CELLM_UNROLL
     for (int half = 0; half < 2; ++half) {
@@ -207,7 +234,7 @@ __global__ void __launch_bounds__(kThreads, FusedWeight<kType>::kMinBlocks)
             bf[nt][1] = pack_pair<false>(__fmul_rn(v[2], d[nt]), __fmul_rn(v[3], d[nt]));
           }
           CELLM_UNROLL
-          for (int mt = 0; mt < 4; ++mt) {
+          for (int mt = 0; mt < kMTiles; ++mt) {
             uint32_t a[4];
             ldmatrix_x4(a, tile + (16 * mt + (lane & 15)) * kActStride + 32 * bb + 16 * h +
                                (lane >> 4) * 8);
@@ -222,7 +249,7 @@ __global__ void __launch_bounds__(kThreads, FusedWeight<kType>::kMinBlocks)
 
   const bool direct = gridDim.z == 1;
   CELLM_UNROLL
-  for (int mt = 0; mt < 4; ++mt) {
+  for (int mt = 0; mt < kMTiles; ++mt) {
     CELLM_UNROLL
     for (int nt = 0; nt < 4; ++nt) {
       CELLM_UNROLL
@@ -309,7 +336,9 @@ Status launch_matmul_wide_fused(const MatmulParams& p, cudaStream_t stream) {
   }
   // Split the columns when the row × token blocks leave the GPU short of two blocks per SM,
   // as far as the scratch holds the partial sums.
-  const int64_t blocks = ceil_div(n, kBlockRows) * ceil_div(m, kBlockTokens);
+  const int m_tiles = m <= 16 ? 1 : m <= 32 ? 2 : kMaxMTiles;
+  const int block_tokens = 16 * m_tiles;
+  const int64_t blocks = ceil_div(n, kBlockRows) * ceil_div(m, block_tokens);
   const auto num_spans = static_cast<int32_t>(k / kSpan);
   int64_t splits = std::clamp<int64_t>(ceil_div(2 * static_cast<int64_t>(num_sms), blocks), 1,
                                        std::min<int64_t>(num_spans, kMaxSplits));
@@ -341,11 +370,21 @@ Status launch_matmul_wide_fused(const MatmulParams& p, cudaStream_t stream) {
   args.num_spans = num_spans;
   args.spans_per_split = spans_per_split;
   const dim3 grid(static_cast<unsigned>(ceil_div(n, kBlockRows)),
-                  static_cast<unsigned>(ceil_div(m, kBlockTokens)), static_cast<unsigned>(splits));
-  if (p.w.type == TensorType::kQ4_0) {
-    fused_quantized_kernel<TensorType::kQ4_0><<<grid, kThreads, 0, stream>>>(args);
+                  static_cast<unsigned>(ceil_div(m, block_tokens)), static_cast<unsigned>(splits));
+  const auto launch = [&](auto m_tiles_tag) {
+    constexpr int kMTiles = decltype(m_tiles_tag)::value;
+    if (p.w.type == TensorType::kQ4_0) {
+      fused_quantized_kernel<TensorType::kQ4_0, kMTiles><<<grid, kThreads, 0, stream>>>(args);
+    } else {
+      fused_quantized_kernel<TensorType::kQ8_0, kMTiles><<<grid, kThreads, 0, stream>>>(args);
+    }
+  };
+  if (m_tiles == 1) {
+    launch(std::integral_constant<int, 1>{});
+  } else if (m_tiles == 2) {
+    launch(std::integral_constant<int, 2>{});
   } else {
-    fused_quantized_kernel<TensorType::kQ8_0><<<grid, kThreads, 0, stream>>>(args);
+    launch(std::integral_constant<int, kMaxMTiles>{});
   }
   CELLM_RETURN_IF_ERROR(launch_status("matmul_wide_fused"));
   if (splits > 1) {
