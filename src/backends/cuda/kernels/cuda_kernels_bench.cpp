@@ -247,7 +247,7 @@ void bench_wide(cudaStream_t stream, cublasHandle_t cublas, double copy_bw, doub
   std::printf(
       "\n== wide path by token count: TFLOP/s (%% of %.0f) / weight GB/s (%% of %.0f copy) ==\n",
       tc_rate / 1e12, copy_bw / 1e9);
-  const int ms[] = {16, 64, 128, 256, 512};
+  const int ms[] = {8, 16, 32, 64, 128, 256, 512};
   std::printf("%-22s %-6s", "shape", "type");
   for (const int m : ms) std::printf("          M=%-4d", m);
   std::printf("\n");

@@ -6,12 +6,14 @@
 // both operands). The kernel's blocks own 128 weight rows × 64 tokens (16 or 32 when there are no
 // more, so a decode step of a few sessions does no mma work for padding tokens; at 16 a lane loads
 // the next 256 columns' weights before the current ones' math): each lane loads its weight bytes
-// straight from global memory (32 contiguous bytes per 256 columns for Q4_0, 64 for Q8_0),
-// dequantizes them in registers into mma B fragments — (q − offset) · d exactly in f32, rounded to
-// bf16, the values the dequantize kernel writes — and multiplies them with activation fragments
-// staged in shared memory (cp.async, two stages of 128 columns) by mma.sync m16n8k16 with f32
-// accumulation. When the weight has too few rows to fill the GPU the columns are split (split-K)
-// and a second kernel adds the splits' partial sums in a fixed order (deterministic) into y.
+// straight from global memory (32 contiguous bytes per 256 columns for Q4_0, 64 for Q8_0), turns
+// them in registers into mma B fragments of their integer values (q − offset, exact in bf16) and
+// multiplies them with activation fragments staged in shared memory (cp.async, two stages of 128
+// columns) by mma.sync m16n8k16: each 32-column block is summed in f32 on its own, then multiplied
+// by the rows' block scales in f32 and added — so only the activations are rounded (to bf16), and
+// the dequantization costs a few integer operations per pair of weights. When the weight has too
+// few rows to fill the GPU the columns are split (split-K) and a second kernel adds the splits'
+// partial sums in a fixed order (deterministic) into y.
 // Who calls it: launch_matmul_wide (matmul.cu) when matmul_wide_fused_applies(); the tests and the
 // kernel benchmark. Stream-ordered, allocates nothing, capturable. Thread-safety: launches on the
 // given stream.

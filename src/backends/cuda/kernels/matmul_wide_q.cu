@@ -27,13 +27,21 @@ constexpr int kMaxMTiles = 4;          // tokens per block: up to 4 m-tiles of 1
 constexpr int kSpan = 256;             // columns per weight load
 constexpr int kHalf = kSpan / 2;       // columns per shared-memory stage
 constexpr int kActStride = kHalf + 8;  // staged bf16 row, padded: ldmatrix rows in distinct banks
-constexpr int32_t kMaxSplits = 8;
+constexpr int32_t kMaxSplits = 16;
 constexpr size_t kPartialBudgetBytes = size_t{32} << 20;
 constexpr size_t kAlign = 256;
 
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 bool fused_type(TensorType type) { return type == TensorType::kQ4_0 || type == TensorType::kQ8_0; }
+
+// a − b on bf16 pairs (exact for the small integers here).
+__device__ __forceinline__ uint32_t bf16x2_sub(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("sub.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+constexpr uint32_t kBf16x2Of136 = 0x43084308u;  // (136, 136)
 
 template <TensorType kType>
 struct FusedWeight;
@@ -58,6 +66,14 @@ struct FusedWeight<TensorType::kQ4_0> {
       v[i] = bits_to_float(0x4b000000u | ((word >> (8 * i)) & 0xfu)) - (kMagic + 8.0f);
     }
   }
+  // The B fragment of k-step (b, h): elements i = 0, 1 and 2, 3 of block b in layout lane 2t + h
+  // as bf16 pairs of q − 8 (exact). The bytes [n, 0x43] are the bf16 128 + n; minus 136 is n − 8.
+  __device__ __forceinline__ static void fragment(const uint32_t (&w)[kWords], int b, int h,
+                                                  uint32_t (&frag)[2]) {
+    const uint32_t word = w[4 * h + (b >> 1)] >> (4 * (b & 1));
+    frag[0] = bf16x2_sub(__byte_perm(word, 0x43434343u, 0x4140) & 0xff0fff0fu, kBf16x2Of136);
+    frag[1] = bf16x2_sub(__byte_perm(word, 0x43434343u, 0x4342) & 0xff0fff0fu, kBf16x2Of136);
+  }
 };
 
 template <>
@@ -80,6 +96,20 @@ struct FusedWeight<TensorType::kQ8_0> {
     for (int i = 0; i < 4; ++i) {
       v[i] = bits_to_float(0x4b000000u | ((word >> (8 * i)) & 0xffu)) - (kMagic + 128.0f);
     }
+  }
+  // The B fragment of k-step (b, h): elements i = 0, 1 and 2, 3 of block b in layout lane 2t + h
+  // as bf16 pairs of q (exact: |q| ≤ 128). Flipping the sign bit makes each byte q + 128; placed
+  // under the exponent of 2^23 it is the f32 2^23 + q + 128.
+  __device__ __forceinline__ static void fragment(const uint32_t (&w)[kWords], int b, int h,
+                                                  uint32_t (&frag)[2]) {
+    const uint32_t word = w[8 * h + b] ^ 0x80808080u;
+    float v[4];
+    CELLM_UNROLL
+    for (int i = 0; i < 4; ++i) {
+      v[i] = bits_to_float(__byte_perm(word, 0x4b000000u, 0x7540 + i)) - (kMagic + 128.0f);
+    }
+    frag[0] = pack_pair<false>(v[0], v[1]);
+    frag[1] = pack_pair<false>(v[2], v[3]);
   }
 };
 
@@ -185,6 +215,10 @@ __global__ void __launch_bounds__(kThreads, FusedWeight<kType>::kMinBlocks)
   // With few tokens the accumulators leave registers for the next span's weights: they are
   // loaded before the current span's math, so the weight stream does not wait for it.
   constexpr bool kPrefetch = kMTiles == 1;
+  // Up to 32 tokens the B fragments hold the weights' integers and each block's sum is scaled
+  // after its two mmas (fewer instructions per weight); 64-token tiles scale the weights before
+  // (the separate block sums would not fit the registers beside 64 accumulators).
+  constexpr bool kIntegerFragments = kMTiles <= 2;
   uint32_t next_wq[kPrefetch ? 4 : 1][W::kWords];
   uint4 next_sc[kPrefetch ? 4 : 1];
   if constexpr (kPrefetch) {
@@ -217,29 +251,76 @@ __global__ void __launch_bounds__(kThreads, FusedWeight<kType>::kMinBlocks)
       }
       __syncthreads();
       const uint16_t* tile = act_s[q & 1];
-      CELLM_UNROLL
-      for (int bb = 0; bb < 4; ++bb) {
-        const int b = 4 * half + bb;
-        float d[4];
+      if constexpr (kIntegerFragments) {
         CELLM_UNROLL
-        for (int nt = 0; nt < 4; ++nt) d[nt] = f16_bits_to_float(half_of(sc[nt], b));
-        CELLM_UNROLL
-        for (int h = 0; h < 2; ++h) {
-          uint32_t bf[4][2];
+        for (int bb = 0; bb < 4; ++bb) {
+          const int b = 4 * half + bb;
+          uint32_t bf[2][4][2];  // [k-step h][n-tile]: block b's integer weights
+          CELLM_UNROLL
+          for (int h = 0; h < 2; ++h) {
+            CELLM_UNROLL
+            for (int nt = 0; nt < 4; ++nt) W::fragment(wq[nt], b, h, bf[h][nt]);
+          }
+          // Block b's scales of the weight rows this lane's accumulators hold, 2t and 2t + 1 of
+          // each n-tile: the lane loaded those of row g (its B column), lanes 8t and 8t + 4 have
+          // them.
+          float d[4][2];
           CELLM_UNROLL
           for (int nt = 0; nt < 4; ++nt) {
-            float v[4];
-            W::values(wq[nt], b, h, v);
-            bf[nt][0] = pack_pair<false>(__fmul_rn(v[0], d[nt]), __fmul_rn(v[1], d[nt]));
-            bf[nt][1] = pack_pair<false>(__fmul_rn(v[2], d[nt]), __fmul_rn(v[3], d[nt]));
+            const uint32_t pair = word_of(sc[nt], b >> 1);  // blocks b & ~1 and b | 1
+            CELLM_UNROLL
+            for (int j = 0; j < 2; ++j) {
+              const uint32_t theirs = __shfl_sync(0xffffffffu, pair, 8 * t + 4 * j);
+              d[nt][j] = f16_bits_to_float(static_cast<uint16_t>(theirs >> (16 * (b & 1))));
+            }
           }
           CELLM_UNROLL
           for (int mt = 0; mt < kMTiles; ++mt) {
-            uint32_t a[4];
-            ldmatrix_x4(a, tile + (16 * mt + (lane & 15)) * kActStride + 32 * bb + 16 * h +
-                               (lane >> 4) * 8);
+            uint32_t a[2][4];
             CELLM_UNROLL
-            for (int nt = 0; nt < 4; ++nt) mma_16816<false>(acc[mt][nt], a, bf[nt][0], bf[nt][1]);
+            for (int h = 0; h < 2; ++h) {
+              ldmatrix_x4(a[h], tile + (16 * mt + (lane & 15)) * kActStride + 32 * bb + 16 * h +
+                                    (lane >> 4) * 8);
+            }
+            CELLM_UNROLL
+            for (int nt = 0; nt < 4; ++nt) {
+              // The block's 32 columns in f32 (products of integers and bf16 activations: exact
+              // before the sum), then times the rows' block scales.
+              float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+              mma_16816<false>(part, a[0], bf[0][nt][0], bf[0][nt][1]);
+              mma_16816<false>(part, a[1], bf[1][nt][0], bf[1][nt][1]);
+              CELLM_UNROLL
+              for (int c = 0; c < 4; ++c) {
+                acc[mt][nt][c] = fmaf(d[nt][c & 1], part[c], acc[mt][nt][c]);
+              }
+            }
+          }
+        }
+      } else {
+        CELLM_UNROLL
+        for (int bb = 0; bb < 4; ++bb) {
+          const int b = 4 * half + bb;
+          float d[4];
+          CELLM_UNROLL
+          for (int nt = 0; nt < 4; ++nt) d[nt] = f16_bits_to_float(half_of(sc[nt], b));
+          CELLM_UNROLL
+          for (int h = 0; h < 2; ++h) {
+            uint32_t bf[4][2];
+            CELLM_UNROLL
+            for (int nt = 0; nt < 4; ++nt) {
+              float v[4];
+              W::values(wq[nt], b, h, v);
+              bf[nt][0] = pack_pair<false>(__fmul_rn(v[0], d[nt]), __fmul_rn(v[1], d[nt]));
+              bf[nt][1] = pack_pair<false>(__fmul_rn(v[2], d[nt]), __fmul_rn(v[3], d[nt]));
+            }
+            CELLM_UNROLL
+            for (int mt = 0; mt < kMTiles; ++mt) {
+              uint32_t a[4];
+              ldmatrix_x4(a, tile + (16 * mt + (lane & 15)) * kActStride + 32 * bb + 16 * h +
+                                 (lane >> 4) * 8);
+              CELLM_UNROLL
+              for (int nt = 0; nt < 4; ++nt) mma_16816<false>(acc[mt][nt], a, bf[nt][0], bf[nt][1]);
+            }
           }
         }
       }
@@ -334,14 +415,18 @@ Status launch_matmul_wide_fused(const MatmulParams& p, cudaStream_t stream) {
       cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
     return launch_status("matmul_wide_fused: device attributes");
   }
-  // Split the columns when the row × token blocks leave the GPU short of two blocks per SM,
-  // as far as the scratch holds the partial sums.
+  // Split the columns when the row × token blocks leave the GPU short of the blocks an SM holds
+  // (3 for Q4_0, 2 for Q8_0: at 8 tokens the better of 2, 3 and 4 per SM on the H200), as far as
+  // the scratch holds the partial sums.
   const int m_tiles = m <= 16 ? 1 : m <= 32 ? 2 : kMaxMTiles;
   const int block_tokens = 16 * m_tiles;
   const int64_t blocks = ceil_div(n, kBlockRows) * ceil_div(m, block_tokens);
   const auto num_spans = static_cast<int32_t>(k / kSpan);
-  int64_t splits = std::clamp<int64_t>(ceil_div(2 * static_cast<int64_t>(num_sms), blocks), 1,
-                                       std::min<int64_t>(num_spans, kMaxSplits));
+  const int64_t resident = p.w.type == TensorType::kQ4_0
+                               ? FusedWeight<TensorType::kQ4_0>::kMinBlocks
+                               : FusedWeight<TensorType::kQ8_0>::kMinBlocks;
+  int64_t splits = std::clamp<int64_t>(ceil_div(resident * static_cast<int64_t>(num_sms), blocks),
+                                       1, std::min<int64_t>(num_spans, kMaxSplits));
   const size_t split_bytes = static_cast<size_t>(m) * static_cast<size_t>(n) * sizeof(float);
   if (splits > 1) {
     splits = std::min<int64_t>(splits,
