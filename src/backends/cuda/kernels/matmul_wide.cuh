@@ -13,7 +13,9 @@
 // by the rows' block scales in f32 and added — so only the activations are rounded (to bf16), and
 // the dequantization costs a few integer operations per pair of weights. When the weight has too
 // few rows to fill the GPU the columns are split (split-K) and a second kernel adds the splits'
-// partial sums in a fixed order (deterministic) into y.
+// partial sums in a fixed order (deterministic) into y. The three launches (activation permute,
+// product, split sum) use programmatic dependent launch (pdl.cuh): the product loads its first
+// weights before it waits.
 // Who calls it: launch_matmul_wide (matmul.cu) when matmul_wide_fused_applies(); the tests and the
 // kernel benchmark. Stream-ordered, allocates nothing, capturable. Thread-safety: launches on the
 // given stream.

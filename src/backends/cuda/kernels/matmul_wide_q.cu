@@ -17,6 +17,7 @@
 #include "backends/cuda/kernels/launch_status.h"
 #include "backends/cuda/kernels/matmul_wide.cuh"
 #include "backends/cuda/kernels/mma_common.cuh"
+#include "backends/cuda/kernels/pdl.cuh"
 
 namespace cellm::kernels {
 namespace {
@@ -132,6 +133,8 @@ struct FusedArgs {
 __global__ void __launch_bounds__(256)
     permute_activations_kernel(const float* x, int64_t x_stride, int32_t num_tokens,
                                int64_t num_cols, uint16_t* out) {
+  pdl_launch_dependents();
+  pdl_wait();  // x comes from the kernel before; `out` may still be read by the one before it
   const int64_t pairs = num_cols / 2;
   const int64_t index = static_cast<int64_t>(blockIdx.x) * 256 + threadIdx.x;
   if (index >= num_tokens * pairs) return;
@@ -150,6 +153,7 @@ __global__ void __launch_bounds__(256)
 template <TensorType kType, int kMTiles>
 __global__ void __launch_bounds__(kThreads, FusedWeight<kType>::kMinBlocks)
     fused_quantized_kernel(const FusedArgs args) {
+  pdl_launch_dependents();
   using W = FusedWeight<kType>;
   constexpr int kBlockTokens = 16 * kMTiles;
   constexpr int kStageElems = kBlockTokens * kActStride;
@@ -222,8 +226,9 @@ __global__ void __launch_bounds__(kThreads, FusedWeight<kType>::kMinBlocks)
   uint32_t next_wq[kPrefetch ? 4 : 1][W::kWords];
   uint4 next_sc[kPrefetch ? 4 : 1];
   if constexpr (kPrefetch) {
-    if (span_begin < span_end) load_span(span_begin, next_wq, next_sc);
+    if (span_begin < span_end) load_span(span_begin, next_wq, next_sc);  // weights: before the wait
   }
+  pdl_wait();  // the activations come from the permute launch
 
   if (num_stages > 0) stage(0);
   for (int32_t span = span_begin; span < span_end; ++span) {
@@ -354,6 +359,8 @@ __global__ void __launch_bounds__(kThreads, FusedWeight<kType>::kMinBlocks)
 __global__ void __launch_bounds__(256)
     reduce_splits_kernel(const float* partial, int32_t num_splits, int32_t num_tokens,
                          int64_t num_rows, float* y, int64_t y_stride, bool accumulate) {
+  pdl_launch_dependents();
+  pdl_wait();
   const int64_t index = static_cast<int64_t>(blockIdx.x) * 256 + threadIdx.x;
   const int64_t count = num_tokens * num_rows;
   if (index >= count) return;
@@ -437,9 +444,10 @@ Status launch_matmul_wide_fused(const MatmulParams& p, cudaStream_t stream) {
   splits = ceil_div(num_spans, spans_per_split);
 
   auto* act = static_cast<uint16_t*>(p.scratch);
-  permute_activations_kernel<<<blocks_for(m * (k / 2), 256), 256, 0, stream>>>(p.x, p.x_stride, m,
-                                                                               k, act);
-  CELLM_RETURN_IF_ERROR(launch_status("matmul_wide_fused: permute activations"));
+  CELLM_RETURN_IF_ERROR(
+      pdl_launch_status(launch_pdl(permute_activations_kernel, dim3(blocks_for(m * (k / 2), 256)),
+                                   dim3(256), 0, stream, p.x, p.x_stride, m, k, act),
+                        "matmul_wide_fused: permute activations"));
   FusedArgs args;
   args.w = static_cast<const uint8_t*>(p.w.data);
   args.num_rows = n;
@@ -458,24 +466,22 @@ Status launch_matmul_wide_fused(const MatmulParams& p, cudaStream_t stream) {
                   static_cast<unsigned>(ceil_div(m, block_tokens)), static_cast<unsigned>(splits));
   const auto launch = [&](auto m_tiles_tag) {
     constexpr int kMTiles = decltype(m_tiles_tag)::value;
-    if (p.w.type == TensorType::kQ4_0) {
-      fused_quantized_kernel<TensorType::kQ4_0, kMTiles><<<grid, kThreads, 0, stream>>>(args);
-    } else {
-      fused_quantized_kernel<TensorType::kQ8_0, kMTiles><<<grid, kThreads, 0, stream>>>(args);
-    }
+    return p.w.type == TensorType::kQ4_0
+               ? launch_pdl(fused_quantized_kernel<TensorType::kQ4_0, kMTiles>, grid,
+                            dim3(kThreads), 0, stream, args)
+               : launch_pdl(fused_quantized_kernel<TensorType::kQ8_0, kMTiles>, grid,
+                            dim3(kThreads), 0, stream, args);
   };
-  if (m_tiles == 1) {
-    launch(std::integral_constant<int, 1>{});
-  } else if (m_tiles == 2) {
-    launch(std::integral_constant<int, 2>{});
-  } else {
-    launch(std::integral_constant<int, kMaxMTiles>{});
-  }
-  CELLM_RETURN_IF_ERROR(launch_status("matmul_wide_fused"));
+  const cudaError_t launched = m_tiles == 1   ? launch(std::integral_constant<int, 1>{})
+                               : m_tiles == 2 ? launch(std::integral_constant<int, 2>{})
+                                              : launch(std::integral_constant<int, kMaxMTiles>{});
+  CELLM_RETURN_IF_ERROR(pdl_launch_status(launched, "matmul_wide_fused"));
   if (splits > 1) {
-    reduce_splits_kernel<<<blocks_for(m * n, 256), 256, 0, stream>>>(
-        args.partial, static_cast<int32_t>(splits), m, n, p.y, p.y_stride, p.accumulate);
-    CELLM_RETURN_IF_ERROR(launch_status("matmul_wide_fused: reduce splits"));
+    CELLM_RETURN_IF_ERROR(pdl_launch_status(
+        launch_pdl(reduce_splits_kernel, dim3(blocks_for(m * n, 256)), dim3(256), 0, stream,
+                   static_cast<const float*>(args.partial), static_cast<int32_t>(splits), m, n, p.y,
+                   p.y_stride, p.accumulate),
+        "matmul_wide_fused: reduce splits"));
   }
   return ok_status();
 }
