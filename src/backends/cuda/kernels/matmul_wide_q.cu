@@ -182,7 +182,8 @@ __global__ void __launch_bounds__(kThreads, FusedWeight<kType>::kMinBlocks)
     }
   }
 
-  // Stage q covers columns [128q, 128q + 128) of the split: 64 rows × 16 pieces of 16 bytes.
+  // Stage q covers columns [128q, 128q + 128) of the split: kBlockTokens rows × 16 pieces of 16
+  // bytes.
   const int num_stages = 2 * (span_end - span_begin);
   const auto stage = [&](int q) {
     const int64_t col0 = static_cast<int64_t>(span_begin) * kSpan + static_cast<int64_t>(q) * kHalf;
