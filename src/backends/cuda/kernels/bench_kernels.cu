@@ -39,7 +39,37 @@ __global__ void __launch_bounds__(256) copy_kernel(const uint4* src, uint4* dst,
   }
 }
 
+__global__ void __launch_bounds__(128) grid_barrier_kernel(int rounds, unsigned* sync) {
+  unsigned* arrived = sync;
+  volatile unsigned* generation = sync + 1;
+  for (int r = 0; r < rounds; ++r) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      const unsigned seen = *generation;
+      __threadfence();
+      if (atomicAdd(arrived, 1u) == gridDim.x - 1) {
+        atomicExch(arrived, 0u);
+        __threadfence();
+        atomicAdd(sync + 1, 1u);
+      } else {
+        while (*generation == seen) {
+        }
+        __threadfence();
+      }
+    }
+    __syncthreads();
+  }
+}
+
 }  // namespace
+
+cudaError_t launch_grid_barrier_rounds(int blocks, int rounds, unsigned* sync,
+                                       cudaStream_t stream) {
+  void* args[] = {&rounds, &sync};
+  return cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(grid_barrier_kernel),
+                                     dim3(static_cast<unsigned>(blocks)), dim3(128), args, 0,
+                                     stream);
+}
 
 void launch_copy_kernel(const void* src, void* dst, size_t bytes, cudaStream_t stream) {
   int device = 0;

@@ -4,8 +4,9 @@
 // (ratio to the copy bandwidth), the wide path's TFLOP/s at M = 64, 256, 512, and the attention
 // kernels at decode and prefill shapes. Every timed region is a captured CUDA graph of several
 // launches (weights rotated through copies larger than L2), replayed after a warm-up; medians.
-// Usage: cuda_kernels_bench [--quick] [--attention] [--wide] (only those sections; --wide: the
-// wide path by token count). Prints tables; never pass/fail (exit 1 only on errors).
+// Usage: cuda_kernels_bench [--quick] [--attention] [--wide] [--barrier] (only those sections;
+// --wide: the wide path by token count; --barrier: a grid-wide barrier's cost at 1–8 blocks per
+// SM). Prints tables; never pass/fail (exit 1 only on errors).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -394,18 +395,59 @@ void bench_attention(cudaStream_t stream, double copy_bw, double tc_rate, int nu
 }  // namespace
 }  // namespace cellm::kernels
 
+namespace cellm::kernels {
+namespace {
+
+// Microseconds per grid-wide barrier (launch_grid_barrier_rounds) at 1, 2, 4 and 8 blocks of 128
+// threads per SM: the median of 5 launches of 2000 rounds, after a warm-up launch.
+void bench_barrier(cudaStream_t stream, int num_sms) {
+  std::printf("\n== grid-wide barrier (cooperative launch, 128-thread blocks), us per barrier ==\n");
+  constexpr int kRounds = 2000;
+  Buffer sync(2 * sizeof(unsigned));
+  BENCH_CUDA(cudaMemsetAsync(sync.ptr, 0, 2 * sizeof(unsigned), stream));
+  cudaEvent_t start;
+  cudaEvent_t stop;
+  BENCH_CUDA(cudaEventCreate(&start));
+  BENCH_CUDA(cudaEventCreate(&stop));
+  for (const int per_sm : {1, 2, 4, 8}) {
+    const int blocks = per_sm * num_sms;
+    auto* words = static_cast<unsigned*>(sync.ptr);
+    BENCH_CUDA(launch_grid_barrier_rounds(blocks, kRounds, words, stream));  // warm-up
+    std::vector<float> ms;
+    for (int i = 0; i < 5; ++i) {
+      BENCH_CUDA(cudaEventRecord(start, stream));
+      BENCH_CUDA(launch_grid_barrier_rounds(blocks, kRounds, words, stream));
+      BENCH_CUDA(cudaEventRecord(stop, stream));
+      BENCH_CUDA(cudaEventSynchronize(stop));
+      float t = 0.0f;
+      BENCH_CUDA(cudaEventElapsedTime(&t, start, stop));
+      ms.push_back(t);
+    }
+    std::sort(ms.begin(), ms.end());
+    std::printf("%2d blocks per SM (%4d blocks): %.2f us\n", per_sm, blocks,
+                1e3 * static_cast<double>(ms[2]) / kRounds);
+  }
+  BENCH_CUDA(cudaEventDestroy(start));
+  BENCH_CUDA(cudaEventDestroy(stop));
+}
+
+}  // namespace
+}  // namespace cellm::kernels
+
 int main(int argc, char** argv) {
   using namespace cellm::kernels;
   // --attention / --wide: only those sections (the wide one by token count); default: all but
   // the by-token-count wide table.
   bool only_attention = false;
   bool only_wide = false;
+  bool only_barrier = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) bench::set_timed_replays(3);
     if (std::strcmp(argv[i], "--attention") == 0) only_attention = true;
     if (std::strcmp(argv[i], "--wide") == 0) only_wide = true;
+    if (std::strcmp(argv[i], "--barrier") == 0) only_barrier = true;
   }
-  const bool all = !only_attention && !only_wide;
+  const bool all = !only_attention && !only_wide && !only_barrier;
   cudaDeviceProp prop{};
   BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s, %d SMs, %.0f MiB L2\n", prop.name, prop.multiProcessorCount,
@@ -429,6 +471,7 @@ int main(int argc, char** argv) {
   if (all) bench_matmul(stream, cublas, copy_bw, tc_rate);
   if (only_wide) bench_wide(stream, cublas, copy_bw, tc_rate);
   if (all || only_attention) bench_attention(stream, copy_bw, tc_rate, prop.multiProcessorCount);
+  if (all || only_barrier) bench_barrier(stream, prop.multiProcessorCount);
   cublasDestroy(cublas);
   BENCH_CUDA(cudaStreamDestroy(stream));
   return 0;
