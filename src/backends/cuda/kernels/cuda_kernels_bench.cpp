@@ -401,7 +401,8 @@ namespace {
 // Microseconds per grid-wide barrier (launch_grid_barrier_rounds) at 1, 2, 4 and 8 blocks of 128
 // threads per SM: the median of 5 launches of 2000 rounds, after a warm-up launch.
 void bench_barrier(cudaStream_t stream, int num_sms) {
-  std::printf("\n== grid-wide barrier (cooperative launch, 128-thread blocks), us per barrier ==\n");
+  std::printf(
+      "\n== grid-wide barrier (cooperative launch, 128-thread blocks), us per barrier ==\n");
   constexpr int kRounds = 2000;
   Buffer sync(2 * sizeof(unsigned));
   BENCH_CUDA(cudaMemsetAsync(sync.ptr, 0, 2 * sizeof(unsigned), stream));
