@@ -39,10 +39,15 @@ struct FusedWeight<TensorType::kQ4_0> {
                                                           int64_t span) {
     return row + num_cols / 2 + 16 * span;  // 8 f16 block scales
   }
+  // The word holding block b's elements of layout lane 2t + h in its low nibbles (the high
+  // nibbles are another block's).
+  __device__ __forceinline__ static uint32_t block_word(const uint32_t (&w)[kWords], int b, int h) {
+    return w[4 * h + (b >> 1)] >> (4 * (b & 1));
+  }
   // Elements i = 0..3 of block b in layout lane 2t + h, as q − 8 (exact).
   __device__ __forceinline__ static void values(const uint32_t (&w)[kWords], int b, int h,
                                                 float (&v)[4]) {
-    const uint32_t word = w[4 * h + (b >> 1)] >> (4 * (b & 1));
+    const uint32_t word = block_word(w, b, h);
     CELLM_UNROLL
     for (int i = 0; i < 4; ++i) {
       v[i] = bits_to_float(0x4b000000u | ((word >> (8 * i)) & 0xfu)) - (kMagic + 8.0f);
@@ -52,7 +57,7 @@ struct FusedWeight<TensorType::kQ4_0> {
   // as bf16 pairs of q − 8 (exact). The bytes [n, 0x43] are the bf16 128 + n; minus 136 is n − 8.
   __device__ __forceinline__ static void fragment(const uint32_t (&w)[kWords], int b, int h,
                                                   uint32_t (&frag)[2]) {
-    const uint32_t word = w[4 * h + (b >> 1)] >> (4 * (b & 1));
+    const uint32_t word = block_word(w, b, h);
     frag[0] = bf16x2_sub(__byte_perm(word, 0x43434343u, 0x4140) & 0xff0fff0fu, kBf16x2Of136);
     frag[1] = bf16x2_sub(__byte_perm(word, 0x43434343u, 0x4342) & 0xff0fff0fu, kBf16x2Of136);
   }
