@@ -181,7 +181,8 @@ int32_t CudaForward::decode_splits(int32_t tokens, int32_t max_context) const {
 }
 
 Status CudaForward::attention(const DeviceStep& step, int32_t layer, int32_t rows, bool is_static,
-                              cudaStream_t stream) {
+                              cudaStream_t stream, bool* q8) {
+  if (q8 != nullptr) *q8 = false;
   const ModelConfig& c = config_;
   kernels::AttentionArgs args;
   args.num_tokens = rows;
@@ -213,6 +214,11 @@ Status CudaForward::attention(const DeviceStep& step, int32_t layer, int32_t row
   decode.min_cells_per_split = rows * c.num_kv_heads < num_sms_ ? 64 : 256;
   decode.scratch = static_cast<float*>(attention_scratch_);
   decode.scratch_bytes = attention_scratch_bytes_;
+  if (q8 != nullptr && kernels::decode_attention_writes_q8(decode)) {
+    decode.args.out_q8 = x_q8_;
+    decode.args.out_q8_scales = x_q8_scales_;
+    *q8 = true;
+  }
   return kernels::launch_decode_attention(decode, stream);
 }
 

@@ -95,8 +95,10 @@ class CudaForward {
   Status rms_norm(const float* weight, float* x, float* y, int32_t rows, cudaStream_t stream);
   // attn_ = attention of the step's `rows` tokens in layer l: the decode kernel (split contexts)
   // for static shapes and for slices of mostly one token per sequence, else the prefill kernel.
+  // With `q8` (may be null), where the decode kernel can (kernels::decode_attention_writes_q8),
+  // the output is also quantized into x_q8_ / x_q8_scales_ and *q8 set true (else false).
   Status attention(const DeviceStep& step, int32_t layer, int32_t rows, bool is_static,
-                   cudaStream_t stream);
+                   cudaStream_t stream, bool* q8 = nullptr);
   // Context splits of the decode kernel for `tokens` rows reaching `max_context` cells, no more
   // than the scratch holds.
   int32_t decode_splits(int32_t tokens, int32_t max_context) const;
@@ -156,6 +158,8 @@ class CudaForward {
   bool rope_table_used_ = false;   // it reads rope_table_ (CELLM_CUDA_ROPE_TABLE=0: computes)
   bool int8_activations_ = false;  // config (and CELLM_CUDA_INT8) allow int8 activations
   bool int8_fold_ = false;         // products quantize their input (CELLM_CUDA_INT8_FOLD=1)
+  bool attention_q8_ = true;       // decode attention quantizes the output product's input
+                                   // where it can (CELLM_CUDA_ATTENTION_Q8=0: a quantize launch)
   int32_t num_sms_ = 0;
 };
 

@@ -26,6 +26,7 @@ void CudaForward::plan_fused_path() {
   int8_activations_ = forward_config_.int8_activations && env_allows("CELLM_CUDA_INT8");
   const char* fold = std::getenv("CELLM_CUDA_INT8_FOLD");  // opt-in: slower on the H200
   int8_fold_ = fold != nullptr && std::strcmp(fold, "1") == 0;
+  attention_q8_ = env_allows("CELLM_CUDA_ATTENTION_Q8");
   fused_max_rows_ = 0;
   if (!forward_config_.fused_decode || !env_allows("CELLM_CUDA_FUSED")) return;
   int32_t max_rows = kernels::kDecodeMatmulMaxTokens;
@@ -140,11 +141,21 @@ Status CudaForward::enqueue_fused(const DeviceStep& step, int32_t rows, int32_t 
     CELLM_RETURN_IF_ERROR(kernels::launch_decode_matmul(qkv, stream));
     if (!rope_fused_) CELLM_RETURN_IF_ERROR(rope_kv(step, l, rows, stream));
 
-    CELLM_RETURN_IF_ERROR(attention(step, l, rows, is_static, stream));
+    // The output product's int8 input straight from the attention where both can.
+    const bool o_takes_q8 = attention_q8_ && int8_activations_ && !int8_fold_ &&
+                            kernels::decode_matmul_takes_int8(w.wo);
+    bool attention_wrote_q8 = false;
+    CELLM_RETURN_IF_ERROR(
+        attention(step, l, rows, is_static, stream, o_takes_q8 ? &attention_wrote_q8 : nullptr));
 
     // The output product added into the residual.
     kernels::DecodeMatmulParams o = product(w.wo);
-    CELLM_RETURN_IF_ERROR(fused_input(&o, attn_, attn_width, nullptr, nullptr, rows, stream));
+    if (attention_wrote_q8) {
+      o.x_q8 = x_q8_;
+      o.x_q8_scales = x_q8_scales_;
+    } else {
+      CELLM_RETURN_IF_ERROR(fused_input(&o, attn_, attn_width, nullptr, nullptr, rows, stream));
+    }
     o.y = x_;
     o.y_stride = hidden;
     o.accumulate = true;

@@ -60,6 +60,10 @@ struct AttentionArgs {
   AttentionCells cells;
   float* out = nullptr;  // [num_tokens, out_stride] f32; head h at h * value_head_dim
   int64_t out_stride = 0;
+  // Decode only, where decode_attention_writes_q8(): the output also quantized as
+  // launch_quantize_activations would quantize it (no norm) — the int8 input of the next product.
+  int8_t* out_q8 = nullptr;        // [num_tokens, num_heads * value_head_dim], interleaved order
+  float* out_q8_scales = nullptr;  // [num_tokens, num_heads * value_head_dim / 32]
 };
 
 struct DecodeAttentionParams {
@@ -70,6 +74,11 @@ struct DecodeAttentionParams {
   int32_t min_cells_per_split = 256;
   float* scratch = nullptr;  // decode_attention_scratch_bytes(...) bytes when max_splits > 1
   size_t scratch_bytes = 0;
+  // Where the tensor-core kernel runs and every block of the launch fits the GPU at once, run a
+  // (head batch, token)'s splits — then at most 8 — as one thread-block cluster that merges them
+  // itself (no combine launch, the scratch unused). CELLM_CUDA_ATTENTION_CLUSTER=0 in the
+  // environment turns it off process-wide.
+  bool cluster_merge = true;
 };
 
 size_t decode_attention_scratch_bytes(int32_t num_tokens, int32_t num_heads, int32_t value_head_dim,
@@ -79,6 +88,10 @@ size_t decode_attention_scratch_bytes(int32_t num_tokens, int32_t num_heads, int
 // reach `max_context` cells (host arithmetic only).
 int32_t decode_attention_default_splits(int32_t num_tokens, int32_t num_kv_heads,
                                         int32_t max_context, int32_t num_sms);
+
+// Whether launch_decode_attention(params) can also write the int8 output (args.out_q8): it takes
+// the cluster-merged kernel, and the output width is a multiple of 256.
+bool decode_attention_writes_q8(const DecodeAttentionParams& params);
 
 Status launch_decode_attention(const DecodeAttentionParams& params, cudaStream_t stream);
 Status launch_prefill_attention(const AttentionArgs& args, cudaStream_t stream);

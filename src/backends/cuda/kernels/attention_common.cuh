@@ -118,8 +118,30 @@ __device__ __forceinline__ bool decode_block(const DecodeKernelArgs& args, Decod
   return true;
 }
 
-// Merges a decode block's kWarps online-softmax states — red_m, red_l: [kWarps, kRows] running
-// max and sum; red_o: [kWarps, kRows, o_stride] outputs — per head and value dim, and writes the
+// The merge of a decode block's kWarps online-softmax states — red_m, red_l: [kWarps, kRows]
+// running max and sum; red_o: [kWarps, kRows, o_stride] outputs — for logical row g, value dim d:
+// the largest max, and the sum and output rescaled to it (in warp order).
+template <int kWarps, int kRows>
+__device__ __forceinline__ void merge_warp_states(const float* red_m, const float* red_l,
+                                                  const float* red_o, int o_stride, int g, int d,
+                                                  float* max_all, float* sum, float* out) {
+  float m = -INFINITY;
+  CELLM_UNROLL
+  for (int w = 0; w < kWarps; ++w) m = fmaxf(m, red_m[w * kRows + g]);
+  float l = 0.0f;
+  float o = 0.0f;
+  CELLM_UNROLL
+  for (int w = 0; w < kWarps; ++w) {
+    const float e = exp_diff(red_m[w * kRows + g], m);
+    l = fmaf(red_l[w * kRows + g], e, l);
+    o = fmaf(red_o[(w * kRows + g) * o_stride + d], e, o);
+  }
+  *max_all = m;
+  *sum = l;
+  *out = o;
+}
+
+// Merges a decode block's warp states (merge_warp_states) per head and value dim, and writes the
 // output (one split) or the split's partials for the combine kernel.
 template <int kWarps, int kRows>
 __device__ __forceinline__ void merge_decode_warps(const DecodeKernelArgs& args,
@@ -131,17 +153,10 @@ __device__ __forceinline__ void merge_decode_warps(const DecodeKernelArgs& args,
   for (int i = threadIdx.x; i < b.num_group * dims; i += kWarps * 32) {
     const int g = i / dims;
     const int d = i - g * dims;
-    float max_all = -INFINITY;
-    CELLM_UNROLL
-    for (int w = 0; w < kWarps; ++w) max_all = fmaxf(max_all, red_m[w * kRows + g]);
+    float max_all = 0.0f;
     float sum = 0.0f;
     float out = 0.0f;
-    CELLM_UNROLL
-    for (int w = 0; w < kWarps; ++w) {
-      const float e = exp_diff(red_m[w * kRows + g], max_all);
-      sum = fmaf(red_l[w * kRows + g], e, sum);
-      out = fmaf(red_o[(w * kRows + g) * o_stride + d], e, out);
-    }
+    merge_warp_states<kWarps, kRows>(red_m, red_l, red_o, o_stride, g, d, &max_all, &sum, &out);
     const int h = b.head0 + g;
     if (b.num_splits == 1) {
       a.out[b.token * a.out_stride + h * dims + d] = __fdiv_rn(out, sum);

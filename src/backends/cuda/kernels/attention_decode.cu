@@ -9,7 +9,9 @@
 // accumulates P·V with a lane per group of output dims. The warps' states are merged at the end;
 // a single split writes the output, several write partials that the combine kernel merges.
 #include <algorithm>
+#include <cstdlib>
 #include <string>
+#include <string_view>
 
 #include "backends/cuda/kernels/attention_common.cuh"
 #include "backends/cuda/kernels/attention_internal.h"
@@ -295,6 +297,54 @@ int32_t decode_attention_default_splits(int32_t num_tokens, int32_t num_kv_heads
   return static_cast<int32_t>(std::clamp<int64_t>(std::min(wanted, useful), 1, 64));
 }
 
+namespace {
+
+// False when the environment variable is "0" (read once per name by the callers' statics).
+bool env_allows(const char* name) {
+  const char* value = std::getenv(name);
+  return value == nullptr || std::string_view(value) != "0";
+}
+
+// The splits of the cluster-merged tensor-core kernel for these params (8, 4 or 2: at most
+// max_splits, and few enough that every block of the grid is resident at once — three per SM),
+// or 0 when the launch takes the split kernel and the combine. Eight, not more: on the H200,
+// batch-1 decode (Llama-3.1-8B geometry, 512 positions) measured 2.664–2.675 ms per token for
+// q8_0 with clusters of 8, 2.720 with 16, 2.734–2.746 without clusters.
+int32_t cluster_splits(const DecodeAttentionParams& p) {
+  static const bool enabled = env_allows("CELLM_CUDA_ATTENTION_CLUSTER");
+  static const int32_t num_sms = [] {
+    int device = 0;
+    int sms = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0;
+    }
+    return sms;
+  }();
+  if (!enabled || !p.cluster_merge || p.max_splits < 2 || !tensor_core_attention_applies(p.args)) {
+    return 0;
+  }
+  DecodeKernelArgs one;
+  one.a = p.args;
+  one.max_splits = 1;
+  const dim3 grid = decode_attention_grid(one, kMaxGroup);  // the tensor-core kernel's too
+  const int64_t blocks_per_split = static_cast<int64_t>(grid.x) * grid.y;
+  for (const int32_t splits : {8, 4, 2}) {
+    if (splits <= p.max_splits && blocks_per_split * splits <= 3 * static_cast<int64_t>(num_sms)) {
+      return splits;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+bool decode_attention_writes_q8(const DecodeAttentionParams& p) {
+  const int64_t width = static_cast<int64_t>(p.args.num_heads) * p.args.value_head_dim;
+  return width % 256 == 0 && cluster_splits(p) > 0;
+}
+
 Status launch_decode_attention(const DecodeAttentionParams& p, cudaStream_t stream) {
   CELLM_RETURN_IF_ERROR(check_attention_args(p.args, "decode_attention"));
   const AttentionArgs& a = p.args;
@@ -311,12 +361,26 @@ Status launch_decode_attention(const DecodeAttentionParams& p, cudaStream_t stre
                                 a.num_tokens, a.num_heads, a.value_head_dim, p.max_splits)) +
                             ")");
   }
+  const int32_t cluster = cluster_splits(p);
+  if ((a.out_q8 == nullptr) != (a.out_q8_scales == nullptr)) {
+    return invalid_argument("decode_attention: out_q8 and out_q8_scales go together");
+  }
+  if (a.out_q8 != nullptr && !decode_attention_writes_q8(p)) {
+    return invalid_argument(
+        "decode_attention: an int8 output needs the cluster-merged kernel "
+        "(decode_attention_writes_q8)");
+  }
   if (a.num_tokens == 0) return ok_status();
   CELLM_RETURN_IF_ERROR(prepare_decode_attention_kernels());
   DecodeKernelArgs args;
   args.a = a;
   args.max_splits = p.max_splits;
   args.min_cells = p.min_cells_per_split;
+  if (cluster > 0) {
+    args.max_splits = cluster;
+    return pdl_launch_status(launch_decode_attention_tc_cluster(args, stream),
+                             "decode_attention (cluster)");
+  }
   if (p.max_splits > 1) {
     args.partial_out = p.scratch;
     args.partial_ml = p.scratch + static_cast<size_t>(a.num_tokens) * a.num_heads * p.max_splits *

@@ -10,10 +10,20 @@
 // single split writes the output, several write the partials that the combine kernel merges.
 // Shared memory: 2 stages × (K, V) × 64 rows × (dims + 8) × 2 bytes — 69.6 KB at 128 dims, so
 // three blocks (12 warps, six tiles in flight) share an SM.
+//
+// The cluster variant (launch_decode_attention_tc_cluster) runs the splits of a (head batch,
+// token) as one thread-block cluster: each block leaves its split's merged state in its shared
+// memory, and after a cluster barrier every block merges a share of the heads' value dims from
+// all the cluster's blocks through distributed shared memory and writes the output — the
+// combine kernel's arithmetic (splits in order), without its launch or the partials' round trip
+// through global memory. Blocks without a split take part with an empty state.
+#include <cooperative_groups.h>
+
 #include "backends/cuda/kernels/attention_internal.h"
 #include "backends/cuda/kernels/attention_tc.cuh"
 #include "backends/cuda/kernels/launch_status.h"
 #include "backends/cuda/kernels/pdl.cuh"
+#include "backends/cuda/kernels/quantize_activations.cuh"
 
 namespace cellm::kernels {
 namespace {
@@ -29,13 +39,85 @@ struct DecodeTcShape {
   static constexpr int kTileElems = kTileKeys * kStride;  // one K or V tile
   static constexpr size_t kSmemBytes = size_t{2} * 2 * kTileElems * 2;
   static constexpr size_t kMergeBytes = size_t{kWarps} * kGroupRows * (2 + kDim) * 4;
-  static_assert(kMergeBytes <= kSmemBytes, "the merge reuses the stage buffers");
+  static constexpr size_t kSplitBytes = size_t{kGroupRows} * (2 + kDim) * 4;  // cluster merge
+  static_assert(kMergeBytes + kSplitBytes <= kSmemBytes, "the merges reuse the stage buffers");
 };
 
-template <KvDtype kDtype, int kDim>
+// The cluster merge: this block's split state (merge_warp_states of its warps) into `split`
+// ([kGroupRows] max, [kGroupRows] sum, [kGroupRows, dims] output) in shared memory; a cluster
+// barrier; then the blocks share the group's heads × dims outputs, each merged over the cluster's
+// blocks in split order and written in f32 (and quantized to int8 where args.a.out_q8 asks); a
+// last barrier keeps every block's shared memory until the others have read it.
+template <int kWarps, int kRows>
+__device__ __forceinline__ void merge_decode_cluster(const DecodeKernelArgs& args,
+                                                     const DecodeBlock& b, const float* red_m,
+                                                     const float* red_l, const float* red_o,
+                                                     int o_stride, float* split) {
+  namespace cg = cooperative_groups;
+  const AttentionArgs& a = args.a;
+  const int dims = a.value_head_dim;
+  float* split_m = split;
+  float* split_l = split + kRows;
+  float* split_o = split + 2 * kRows;
+  for (int i = threadIdx.x; i < b.num_group * dims; i += kWarps * 32) {
+    const int g = i / dims;
+    const int d = i - g * dims;
+    float max_all = 0.0f;
+    float sum = 0.0f;
+    float out = 0.0f;
+    merge_warp_states<kWarps, kRows>(red_m, red_l, red_o, o_stride, g, d, &max_all, &sum, &out);
+    split_o[g * dims + d] = out;
+    if (d == 0) {
+      split_m[g] = max_all;
+      split_l[g] = sum;
+    }
+  }
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();
+  // Block rank r takes outputs i = 128r + thread, + 128 · splits, ...: a warp holds 32
+  // consecutive value dims of one head (dims are a multiple of 32), the block of the int8 output.
+  const int splits = static_cast<int>(cluster.num_blocks());
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int lane = threadIdx.x & 31;
+  for (int i = rank * kWarps * 32 + threadIdx.x; i < b.num_group * dims;
+       i += splits * kWarps * 32) {
+    const int g = i / dims;
+    const int d = i - g * dims;
+    float max_all = -INFINITY;
+    for (int r = 0; r < splits; ++r) {
+      max_all = fmaxf(max_all, cluster.map_shared_rank(split_m, r)[g]);
+    }
+    float sum = 0.0f;
+    float out = 0.0f;
+    for (int r = 0; r < splits; ++r) {
+      const float e = exp_diff(cluster.map_shared_rank(split_m, r)[g], max_all);
+      sum = fmaf(cluster.map_shared_rank(split_l, r)[g], e, sum);
+      out = fmaf(cluster.map_shared_rank(split_o, r)[g * dims + d], e, out);
+    }
+    const float value = __fdiv_rn(out, sum);
+    const int64_t column = static_cast<int64_t>(b.head0 + g) * dims + d;
+    a.out[b.token * a.out_stride + column] = value;
+    if (a.out_q8 != nullptr) {  // as launch_quantize_activations quantizes the output row
+      float amax = fabsf(value);
+      CELLM_UNROLL
+      for (int offset = 16; offset > 0; offset >>= 1) {
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
+      }
+      const float scale = q8_block_scale(amax);
+      const int64_t width = static_cast<int64_t>(a.num_heads) * dims;
+      a.out_q8[b.token * width + interleaved_q8_offset(column)] = q8_quantize(value, scale);
+      if (lane == 0) a.out_q8_scales[b.token * (width / 32) + column / 32] = scale;
+    }
+  }
+  cluster.sync();
+}
+
+template <KvDtype kDtype, int kDim, bool kCluster>
 __global__ void __launch_bounds__(kThreads)
     decode_attention_tc_kernel(const DecodeKernelArgs args) {
-  pdl_launch_dependents();
+  // The cluster variant lets the next kernel launch only as its blocks leave: an earlier trigger
+  // lets the next products crowd the SMs while it runs (docs/perf/decode.md, version 7).
+  if constexpr (!kCluster) pdl_launch_dependents();
   constexpr bool kF16 = kDtype == KvDtype::kF16;
   using Shape = DecodeTcShape<kDim>;
   constexpr int kStride = Shape::kStride;
@@ -44,7 +126,13 @@ __global__ void __launch_bounds__(kThreads)
 
   const AttentionArgs& a = args.a;
   DecodeBlock b;
-  if (!decode_block<kGroupRows>(args, &b)) return;  // before pdl_wait(): as decode_attention_kernel
+  if (!decode_block<kGroupRows>(args, &b)) {
+    // No split: leave before pdl_wait() (as decode_attention_kernel), or, in a cluster, take part
+    // in its merge with an empty state.
+    if constexpr (!kCluster) return;
+    b.begin = 0;
+    b.end = 0;
+  }
   pdl_wait();  // q and the cache rows come from the q|k|v product
 
   const int lane = threadIdx.x & 31;
@@ -86,7 +174,13 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   __syncthreads();
-  merge_decode_warps<kWarps, kGroupRows>(args, b, red_m, red_l, red_o, kDim);
+  if constexpr (kCluster) {
+    merge_decode_cluster<kWarps, kGroupRows>(
+        args, b, red_m, red_l, red_o, kDim,
+        reinterpret_cast<float*>(smem + DecodeTcShape<kDim>::kMergeBytes));
+  } else {
+    merge_decode_warps<kWarps, kGroupRows>(args, b, red_m, red_l, red_o, kDim);
+  }
 }
 
 }  // namespace
@@ -97,9 +191,12 @@ Status prepare_decode_attention_tc_kernels() {
         constexpr KvDtype kDtype = decltype(type_tag)::value;
         constexpr int kDim = decltype(dim_tag)::value;
 
-        return raise_smem_limit(decode_attention_tc_kernel<kDtype, kDim>,
+        CELLM_RETURN_IF_ERROR(raise_smem_limit(decode_attention_tc_kernel<kDtype, kDim, false>,
+                                               DecodeTcShape<kDim>::kSmemBytes,
+                                               "decode_attention_tc: cudaFuncSetAttribute"));
+        return raise_smem_limit(decode_attention_tc_kernel<kDtype, kDim, true>,
                                 DecodeTcShape<kDim>::kSmemBytes,
-                                "decode_attention_tc: cudaFuncSetAttribute");
+                                "decode_attention_tc cluster: cudaFuncSetAttribute");
       });
   return result;
 }
@@ -110,10 +207,34 @@ cudaError_t launch_decode_attention_tc(const DecodeKernelArgs& args, cudaStream_
                              constexpr KvDtype kDtype = decltype(type_tag)::value;
                              constexpr int kDim = decltype(dim_tag)::value;
 
-                             return launch_pdl_if(
-                                 attention_pdl_enabled(), decode_attention_tc_kernel<kDtype, kDim>,
-                                 decode_attention_grid(args, kGroupRows), dim3(kThreads),
-                                 DecodeTcShape<kDim>::kSmemBytes, stream, args);
+                             return launch_pdl_if(attention_pdl_enabled(),
+                                                  decode_attention_tc_kernel<kDtype, kDim, false>,
+                                                  decode_attention_grid(args, kGroupRows),
+                                                  dim3(kThreads), DecodeTcShape<kDim>::kSmemBytes,
+                                                  stream, args);
+                           });
+}
+
+cudaError_t launch_decode_attention_tc_cluster(const DecodeKernelArgs& args, cudaStream_t stream) {
+  return with_kernel_shape(k16BitCacheTypes, HeadDims<64, 128>{}, args.a.cache_dtype,
+                           args.a.head_dim, [&](auto type_tag, auto dim_tag) {
+                             constexpr KvDtype kDtype = decltype(type_tag)::value;
+                             constexpr int kDim = decltype(dim_tag)::value;
+
+                             cudaLaunchAttribute cluster;
+                             cluster.id = cudaLaunchAttributeClusterDimension;
+                             cluster.val.clusterDim.x = 1;
+                             cluster.val.clusterDim.y = 1;
+                             cluster.val.clusterDim.z = static_cast<unsigned>(args.max_splits);
+                             cudaLaunchConfig_t config = {};
+                             config.gridDim = decode_attention_grid(args, kGroupRows);
+                             config.blockDim = dim3(kThreads);
+                             config.dynamicSmemBytes = DecodeTcShape<kDim>::kSmemBytes;
+                             config.stream = stream;
+                             config.attrs = &cluster;
+                             config.numAttrs = 1;
+                             return cudaLaunchKernelEx(
+                                 &config, decode_attention_tc_kernel<kDtype, kDim, true>, args);
                            });
 }
 

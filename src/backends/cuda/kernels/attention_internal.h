@@ -28,8 +28,10 @@ struct DecodeKernelArgs {
   AttentionArgs a;
   int32_t max_splits = 1;
   int32_t min_cells = 1;
-  float* partial_out = nullptr;  // [num_tokens, num_heads, max_splits, value_head_dim]
-  float* partial_ml = nullptr;   // [num_tokens, num_heads, max_splits, 2]: max, sum
+  float* partial_out = nullptr;      // [num_tokens, num_heads, max_splits, value_head_dim]
+  float* partial_ml = nullptr;       // [num_tokens, num_heads, max_splits, 2]: max, sum
+  bool prefetch_first_tile = false;  // cluster kernel: its first tile's rows into L2 before
+                                     // pdl_wait()
 };
 
 // The instantiations of a kernel template <KvDtype, int kDim>: cache types and head sizes. The
@@ -136,6 +138,12 @@ bool tensor_core_attention_applies(const AttentionArgs& args);
 // kernels and the combine keep pdl.cuh's contract, so they may be launched with programmatic
 // dependent launch (attention_pdl_enabled()).
 cudaError_t launch_decode_attention_tc(const DecodeKernelArgs& args, cudaStream_t stream);
+// The same splits (args.max_splits of them, ≤ 8) as one thread-block cluster per (head batch,
+// token), merged inside the cluster into the output (and args.a.out_q8 when set): no partials,
+// no combine launch. Launched without programmatic dependent launch, and its blocks let the next
+// kernel launch only as they leave: either earlier start lets the products crowd the SMs around
+// it (docs/perf/decode.md, version 7).
+cudaError_t launch_decode_attention_tc_cluster(const DecodeKernelArgs& args, cudaStream_t stream);
 Status prepare_decode_attention_tc_kernels();
 
 // Tensor-core prefill (attention_prefill_tc.cu).

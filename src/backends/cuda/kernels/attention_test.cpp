@@ -203,19 +203,43 @@ void expect_attention_parity(const Case& c, const Step& step, int32_t max_splits
     EXPECT_TRUE(testing::near_relative(what, strip(out.download()), ref_values, tolerance));
   };
   for (const int32_t splits : {1, max_splits}) {
-    DecodeAttentionParams decode;
-    decode.args = args;
-    decode.max_splits = splits;
-    decode.min_cells_per_split = min_cells;
-    const size_t scratch_bytes =
-        decode_attention_scratch_bytes(num_tokens, c.num_heads, c.value_head_dim, splits);
-    DeviceArray<float> scratch(scratch_bytes / sizeof(float));
-    decode.scratch = scratch.get();
-    decode.scratch_bytes = scratch_bytes;
-    check("decode, max_splits " + std::to_string(splits), [&] {
+    // Several splits: merged by the combine kernel, and (tensor-core shapes whose grid fits the
+    // GPU) inside a thread-block cluster.
+    for (const bool cluster : {false, true}) {
+      if (cluster && splits == 1) continue;
+      DecodeAttentionParams decode;
+      decode.args = args;
+      decode.max_splits = splits;
+      decode.min_cells_per_split = min_cells;
+      decode.cluster_merge = cluster;
+      const size_t scratch_bytes =
+          decode_attention_scratch_bytes(num_tokens, c.num_heads, c.value_head_dim, splits);
+      DeviceArray<float> scratch(scratch_bytes / sizeof(float));
+      decode.scratch = scratch.get();
+      decode.scratch_bytes = scratch_bytes;
+      check("decode, max_splits " + std::to_string(splits) + (cluster ? ", cluster" : ""), [&] {
+        const Status status = launch_decode_attention(decode, nullptr);
+        ASSERT_TRUE(status.ok()) << status.to_string();
+      });
+      if (!cluster || !decode_attention_writes_q8(decode)) continue;
+      // The int8 output: the host's quantization of the f32 output, bit for bit; the f32 output
+      // unchanged.
+      const int64_t width = static_cast<int64_t>(c.num_heads) * c.value_head_dim;
+      const std::vector<float> f32 = out.download();
+      const testing::HostQ8Rows want =
+          testing::quantize_rows_q8(f32, num_tokens, width, out_stride);
+      DeviceArray<int8_t> q8(want.q.size());
+      DeviceArray<float> q8_scales(want.scales.size());
+      q8.poison();
+      q8_scales.poison();
+      decode.args.out_q8 = q8.get();
+      decode.args.out_q8_scales = q8_scales.get();
       const Status status = launch_decode_attention(decode, nullptr);
       ASSERT_TRUE(status.ok()) << status.to_string();
-    });
+      EXPECT_EQ(q8.download(), want.q) << c.name << ": int8 output";
+      EXPECT_EQ(q8_scales.download(), want.scales) << c.name << ": int8 output scales";
+      EXPECT_EQ(strip(out.download()), strip(f32)) << c.name << ": f32 output beside the int8 one";
+    }
   }
   if (run_prefill) {
     check("prefill", [&] {
@@ -309,6 +333,26 @@ TEST(AttentionKernelTest, RefusesBadArguments) {
   DecodeAttentionParams decode;
   decode.args = args;
   decode.max_splits = 0;
+  EXPECT_EQ(launch_decode_attention(decode, nullptr).code(), StatusCode::kInvalidArgument);
+
+  // An int8 output only from the cluster-merged decode kernel, with its scales (no tokens: every
+  // other argument is fine).
+  args.num_tokens = 0;
+  args.head_dim = 64;
+  args.q_stride = args.num_heads * args.head_dim;
+  args.out_stride = args.num_heads * args.value_head_dim;
+  decode.args = args;
+  decode.max_splits = 1;
+  ASSERT_TRUE(launch_decode_attention(decode, nullptr).ok());
+  int8_t q8 = 0;
+  float q8_scale = 0.0f;
+  args.out_q8 = &q8;
+  args.out_q8_scales = &q8_scale;
+  EXPECT_EQ(launch_prefill_attention(args, nullptr).code(), StatusCode::kInvalidArgument);
+  decode.args = args;
+  decode.max_splits = 1;  // one split: no cluster
+  EXPECT_EQ(launch_decode_attention(decode, nullptr).code(), StatusCode::kInvalidArgument);
+  decode.args.out_q8_scales = nullptr;
   EXPECT_EQ(launch_decode_attention(decode, nullptr).code(), StatusCode::kInvalidArgument);
 }
 

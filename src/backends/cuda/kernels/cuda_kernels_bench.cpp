@@ -291,7 +291,8 @@ void bench_attention(cudaStream_t stream, double copy_bw, double tc_rate, int nu
     bool shuffled;  // cells in random order (else each session's cells are contiguous, as the
                     // cell cache's lowest-free-first placement mostly gives)
   };
-  const Case cases[] = {{"decode 1 x 4096", 1, 4096, 1, false},
+  const Case cases[] = {{"decode 1 x 512", 1, 512, 1, false},
+                        {"decode 1 x 4096", 1, 4096, 1, false},
                         {"decode 1 x 32768", 1, 32768, 1, false},
                         {"decode 64 x 512", 64, 512, 1, false},
                         {"decode 256 x 512", 256, 512, 1, false},

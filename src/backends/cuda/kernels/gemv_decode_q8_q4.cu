@@ -3,12 +3,19 @@
 // one chunk per row in flight (64 registers: eight blocks of 128 threads fit an SM, which keeps
 // 64 KB of weights in flight per SM), with f32 activations (exact) or int8 activations (dp4a):
 // quantized by a separate launch (x_q8) or by each block into its shared memory (int8_fold).
+// One token of int8 Q8_0 rows of at most 4096 columns (q|k|v, output, gate|up, LM head of an
+// 8B model) takes four rows per block as well: cuda_decode_bench on the H200, GB/s of weights
+// two → four rows: q|k|v 3467 → 3557, output 3024 → 3158, gate|up 4263 → 4266, LM head
+// 4519 → 4512; down (14336 columns) 3926 → 3760 keeps two.
 #include "backends/cuda/kernels/gemv_decode.cuh"
 
 namespace cellm::kernels {
 
 cudaError_t launch_gemv_decode_q8_0(const DecodeGemvArgs& a, cudaStream_t stream) {
   if (a.x_q8 != nullptr) {
+    if (a.num_tokens == 1 && a.num_cols <= 4096) {
+      return launch_gemv_decode_m<DecodeQ8_0, 4, 1, 1, DecodeInt8Input>(a, stream);
+    }
     return launch_gemv_decode_typed<DecodeQ8_0, 2, 1, DecodeInt8Input>(a, stream);
   }
   if (a.int8_fold)
