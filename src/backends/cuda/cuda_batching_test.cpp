@@ -4,7 +4,8 @@
 // two slicing plans; graph replay and eager decode agree; closed sessions' cells are reused with
 // no change in outputs; the pool growing mid-run changes nothing; CUDA and the CPU oracle agree
 // under several slicing plans and cache dtypes; a refused batch changes nothing. On a random
-// bf16 model, how often batched greedy tokens differ from solo ones is reported, not required.
+// bf16 model, how often batched greedy tokens differ from solo ones is reported, not required,
+// and the decode graphs of short and of long contexts give eager decode's logits bit for bit.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_e2e_support.h"
+#include "backends/cuda/kernels/attention.cuh"
 #include "backends/cuda/model_geometry.h"
 
 namespace cellm {
@@ -409,6 +411,48 @@ TEST(CudaRandomModelTest, ReportsHowOftenBatchedGreedyTokensDifferFromSolo) {
       "batched and solo runs (%d sessions diverge)\n",
       kNumSteps, differing_tokens, 16 * kNumSteps, diverged_sessions);
   SUCCEED();
+}
+
+// With sessions longer than kernels::kDecodeClusterMaxContext allowed, the executor captures two
+// decode graphs per width — sequences up to that bound take the cluster-merged attention, longer
+// ones the split kernel and its combine — and replays the one the step's longest sequence fits.
+// Eager decode shapes its launches for the same bound, so each batch's logits equal it bit for
+// bit (a replay of the other graph would merge the attention's splits differently).
+TEST(CudaRandomModelTest, ShortAndLongContextDecodeGraphsEqualEagerDecode) {
+  ASSERT_NO_FATAL_FAILURE(testing::require_cuda_device());
+  const StatusOr<ModelConfig> config = named_geometry("tiny");
+  ASSERT_TRUE(config.ok());
+  CudaWeightsOptions weight_options;
+  auto weights = CudaWeights::random(*config, {TensorType::kBF16, 11}, weight_options);
+  ASSERT_TRUE(weights.ok()) << weights.status().to_string();
+  std::shared_ptr<const CudaWeights> shared = std::move(weights).value();
+  const int32_t long_prompt = kernels::kDecodeClusterMaxContext + 300;
+  const ProgramSpec spec = random_program(*config, long_prompt + 64, 256, 33, {1, 2, 4},
+                                          KvDtype::kBF16, 4 * (long_prompt + 64));
+  CudaExecutorOptions eager_options;
+  eager_options.use_graphs = false;
+  CudaExecutor graphs(*config, shared, spec);
+  CudaExecutor eager(*config, shared, spec, eager_options);
+  ASSERT_TRUE(graphs.initialize().ok());
+  ASSERT_TRUE(eager.initialize().ok());
+  const auto prompt = [&](int32_t length, int32_t seed) {
+    Tokens p;
+    for (int32_t t = 0; t < length; ++t) p.push_back((t * 131 + seed * 977) % config->vocab_size);
+    return p;
+  };
+  const std::vector<Tokens> short_batch = {prompt(5, 1), prompt(40, 2), prompt(17, 3)};
+  const std::vector<Tokens> mixed_batch = {prompt(23, 4), prompt(long_prompt, 5)};
+  for (const std::vector<Tokens>* batch : {&short_batch, &mixed_batch}) {
+    const auto with_graphs = testing::run_greedy_together(graphs, *batch, 6);
+    const auto without = testing::run_greedy_together(eager, *batch, 6);
+    for (size_t i = 0; i < batch->size(); ++i) {
+      EXPECT_EQ(with_graphs[i].tokens, without[i].tokens) << "session " << i;
+      EXPECT_EQ(testing::max_abs_diff(with_graphs[i].logits, without[i].logits), 0.0f)
+          << (batch == &short_batch ? "short" : "mixed") << " batch, session " << i;
+    }
+  }
+  EXPECT_GT(graphs.stats().num_graph_launches, 0);
+  EXPECT_EQ(eager.stats().num_graph_launches, 0);
 }
 
 }  // namespace

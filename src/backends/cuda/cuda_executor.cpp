@@ -5,6 +5,7 @@
 #include <limits>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "backends/cpu/executor_setup.h"
 #include "backends/cuda/cuda_check.h"
@@ -37,7 +38,7 @@ CudaExecutor::~CudaExecutor() {
     const cudaError_t sync = cudaStreamSynchronize(stream_.get());
     if (sync != cudaSuccess) CELLM_LOG(kWarn) << "CudaExecutor: " << cudaGetErrorName(sync);
   }
-  for (auto& [width, graph] : graphs_) cudaGraphExecDestroy(graph);
+  for (auto& [key, graph] : graphs_) cudaGraphExecDestroy(graph);
   graphs_.clear();
   forward_.reset();
   if (cublas_ != nullptr) cublasDestroy(cublas_);
@@ -150,31 +151,38 @@ Status CudaExecutor::capture_graphs() {
             .with_context("warming up the decode of width " + std::to_string(width)));
     CELLM_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
   }
+  // Launch shapes of a static-width forward depend on the width and the context bound only;
+  // the sizes below are the worst case a replay may meet (kernels read the real ones from the
+  // device). A second bound, when the forward has one, serves steps of short sequences.
+  std::vector<int32_t> bounds = {options_.max_session_tokens};
+  if (forward_->short_context_bound() > 0) bounds.push_back(forward_->short_context_bound());
   for (const int32_t width : spec_.decode_widths) {
-    // Launch shapes of a static-width forward depend on the width only; the sizes below are
-    // the worst case a replay may meet (kernels read the real ones from the device).
-    DeviceStep shape = steps_->step();
-    shape.num_tokens = width;
-    shape.width = width;
-    shape.num_seqs = width;
-    shape.max_seq_len = options_.max_session_tokens;
-    shape.num_kept = width;
-    shape.total_rows = width * options_.max_session_tokens + 1;
-    cudaGraph_t graph = nullptr;
-    CELLM_CUDA_RETURN_IF_ERROR(
-        cudaStreamBeginCapture(stream_.get(), cudaStreamCaptureModeThreadLocal));
-    const Status enqueued = forward_->enqueue(shape, ForwardShape::kStatic, stream_.get());
-    const cudaError_t ended = cudaStreamEndCapture(stream_.get(), &graph);
-    if (!enqueued.ok()) {
-      if (graph != nullptr) cudaGraphDestroy(graph);
-      return enqueued.with_context("capturing the decode graph of width " + std::to_string(width));
+    for (const int32_t bound : bounds) {
+      DeviceStep shape = steps_->step();
+      shape.num_tokens = width;
+      shape.width = width;
+      shape.num_seqs = width;
+      shape.max_seq_len = bound;
+      shape.num_kept = width;
+      shape.total_rows = width * options_.max_session_tokens + 1;
+      cudaGraph_t graph = nullptr;
+      CELLM_CUDA_RETURN_IF_ERROR(
+          cudaStreamBeginCapture(stream_.get(), cudaStreamCaptureModeThreadLocal));
+      const Status enqueued = forward_->enqueue(shape, ForwardShape::kStatic, stream_.get());
+      const cudaError_t ended = cudaStreamEndCapture(stream_.get(), &graph);
+      if (!enqueued.ok()) {
+        if (graph != nullptr) cudaGraphDestroy(graph);
+        return enqueued.with_context("capturing the decode graph of width " +
+                                     std::to_string(width) + " for contexts of up to " +
+                                     std::to_string(bound) + " cells");
+      }
+      CELLM_CUDA_RETURN_IF_ERROR(ended);
+      cudaGraphExec_t exec = nullptr;
+      const cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
+      cudaGraphDestroy(graph);
+      CELLM_CUDA_RETURN_IF_ERROR(instantiated);
+      graphs_[{width, bound}] = exec;
     }
-    CELLM_CUDA_RETURN_IF_ERROR(ended);
-    cudaGraphExec_t exec = nullptr;
-    const cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
-    cudaGraphDestroy(graph);
-    CELLM_CUDA_RETURN_IF_ERROR(instantiated);
-    graphs_[width] = exec;
   }
   return ok_status();
 }
@@ -285,8 +293,10 @@ Status CudaExecutor::run_call(const PackedStep& step, const SliceCall& call, boo
       steps_->upload(cell_step_, std::span<const int32_t>(step.tokens).subspan(begin, num_tokens),
                      rows.local_rows, width, stream_.get()));
   if (decode && replay_graphs_) {
-    const auto graph = graphs_.find(width);
-    CELLM_CHECK(graph != graphs_.end()) << "no decode graph of width " << width;
+    const int32_t bound = forward_->static_context_bound(cell_step_.max_seq_len);
+    const auto graph = graphs_.find({width, bound});
+    CELLM_CHECK(graph != graphs_.end())
+        << "no decode graph of width " << width << " for contexts of up to " << bound << " cells";
     CELLM_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graph->second, stream_.get()));
   } else {
     CELLM_RETURN_IF_ERROR(forward_->enqueue(

@@ -9,7 +9,9 @@
 // cache's high water (row 0 is the scratch row of padding tokens, cell c is row c + 1), uploads
 // the placement with one copy (CudaCellCache), and runs the forward: a `decode` call replays the
 // CUDA graph captured at initialize() for its static width (padding rows write the scratch row
-// and are dropped); a `prefill` call runs eagerly at its exact width in [m, W]. The kept rows'
+// and are dropped) and context bound (CudaForward::static_context_bound: with long sessions
+// allowed, a second set of graphs serves steps whose sequences are short); a `prefill` call runs
+// eagerly at its exact width in [m, W]. The kept rows'
 // logits are copied into pinned host memory, which BatchOutput::logits views (no further copy;
 // valid until the next execute()). Every call of a step is enqueued on one stream and the step
 // synchronizes once at the end; a failure anywhere rolls the whole step back (abort_step), so
@@ -27,6 +29,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <utility>
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_cell_cache.h"
@@ -117,8 +120,9 @@ class CudaExecutor final : public TableExecutor {
   std::unique_ptr<KvPool> pool_;
   std::unique_ptr<CudaCellCache> steps_;
   std::unique_ptr<CudaForward> forward_;
-  // One instantiated graph per decode width.
-  std::map<int32_t, cudaGraphExec_t> graphs_;
+  // Instantiated decode graphs by (width, context bound): CudaForward::static_context_bound's
+  // values, one or two per width.
+  std::map<std::pair<int32_t, int32_t>, cudaGraphExec_t> graphs_;
   PinnedBuffer host_logits_;  // [outputs of a step, vocab] f32; grown with the widest step
   PinnedBuffer host_tokens_;  // [outputs of a step] int32: device argmax (options.device_argmax)
   std::span<const float> last_logits_;

@@ -169,6 +169,18 @@ Status CudaForward::rms_norm(const float* weight, float* x, float* y, int32_t ro
   return kernels::launch_rms_norm(p, stream);
 }
 
+int32_t CudaForward::short_context_bound() const {
+  return forward_config_.max_session_tokens > kernels::kDecodeClusterMaxContext
+             ? kernels::kDecodeClusterMaxContext
+             : 0;
+}
+
+int32_t CudaForward::static_context_bound(int32_t max_seq_len) const {
+  const int32_t short_bound = short_context_bound();
+  return short_bound > 0 && max_seq_len <= short_bound ? short_bound
+                                                       : forward_config_.max_session_tokens;
+}
+
 int32_t CudaForward::decode_splits(int32_t tokens, int32_t max_context) const {
   int32_t splits =
       kernels::decode_attention_default_splits(tokens, config_.num_kv_heads, max_context, num_sms_);
@@ -208,8 +220,9 @@ Status CudaForward::attention(const DeviceStep& step, int32_t layer, int32_t row
   if (runs) return kernels::launch_prefill_attention(args, stream);
   kernels::DecodeAttentionParams decode;
   decode.args = args;
-  decode.max_splits =
-      decode_splits(rows, is_static ? forward_config_.max_session_tokens : step.max_seq_len);
+  const int32_t context = is_static ? static_context_bound(step.max_seq_len) : step.max_seq_len;
+  decode.max_splits = decode_splits(rows, context);
+  decode.cluster_merge = context <= kernels::kDecodeClusterMaxContext;
   // Few (token, kv head) pairs: split contexts finer so enough blocks share the reads.
   decode.min_cells_per_split = rows * c.num_kv_heads < num_sms_ ? 64 : 256;
   decode.scratch = static_cast<float*>(attention_scratch_);

@@ -82,6 +82,14 @@ class CudaForward {
   const float* logits() const { return logits_; }
   // [max_width] int32 on the device: the argmax of logits row i (when configured with argmax).
   const int32_t* argmax_tokens() const { return argmax_tokens_; }
+  // Static (graph-shaped) steps size their attention for a context bound: the longest session
+  // (max_session_tokens), or, when that exceeds it, the short bound this returns (else 0) for
+  // steps whose sequences all fit it — those take the cluster-merged decode attention
+  // (kernels::kDecodeClusterMaxContext). The executor captures a decode graph per width for
+  // each bound and replays the one a step's longest sequence fits.
+  int32_t short_context_bound() const;
+  // The bound a static step whose longest sequence has max_seq_len cells is shaped for.
+  int32_t static_context_bound(int32_t max_seq_len) const;
   int32_t vocab_size() const { return config_.vocab_size; }
 
  private:

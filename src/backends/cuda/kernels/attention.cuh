@@ -66,6 +66,9 @@ struct AttentionArgs {
   float* out_q8_scales = nullptr;  // [num_tokens, num_heads * value_head_dim / 32]
 };
 
+// The longest context (cells of a token) a decode launch with cluster_merge should take.
+inline constexpr int32_t kDecodeClusterMaxContext = 8192;
+
 struct DecodeAttentionParams {
   AttentionArgs args;
   // A token's visible cells are split into ceil(n / ceil(n / k)) parts, k = min(max_splits,
@@ -74,11 +77,13 @@ struct DecodeAttentionParams {
   int32_t min_cells_per_split = 256;
   float* scratch = nullptr;  // decode_attention_scratch_bytes(...) bytes when max_splits > 1
   size_t scratch_bytes = 0;
-  // Where the tensor-core kernel runs and every block of the launch fits the GPU at once, run a
-  // (head batch, token)'s splits — then at most 8 — as one thread-block cluster that merges them
-  // itself (no combine launch, the scratch unused). CELLM_CUDA_ATTENTION_CLUSTER=0 in the
-  // environment turns it off process-wide.
-  bool cluster_merge = true;
+  // The caller's promise that no token sees more than kDecodeClusterMaxContext cells: then,
+  // where the tensor-core kernel runs and every block fits the GPU at once, a (head batch,
+  // token)'s splits — at most 8 — run as one thread-block cluster that merges them itself (no
+  // combine launch, the scratch unused; docs/perf/decode.md, version 7). Longer contexts stay
+  // correct but read slower (8 blocks per head: 1.5× the split kernel's time at 32K positions).
+  // CELLM_CUDA_ATTENTION_CLUSTER=0 in the environment turns clusters off process-wide.
+  bool cluster_merge = false;
 };
 
 size_t decode_attention_scratch_bytes(int32_t num_tokens, int32_t num_heads, int32_t value_head_dim,

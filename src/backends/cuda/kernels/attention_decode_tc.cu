@@ -43,11 +43,33 @@ struct DecodeTcShape {
   static_assert(kMergeBytes + kSplitBytes <= kSmemBytes, "the merges reuse the stage buffers");
 };
 
+// Writes the attention output of logical row g, value dim d (and its int8 quantization where
+// args.a.out_q8 asks: a warp holds 32 consecutive dims of one head, one quantization block, and
+// all its lanes call this together).
+__device__ __forceinline__ void write_decode_output(const AttentionArgs& a, const DecodeBlock& b,
+                                                    int g, int d, float value) {
+  const int dims = a.value_head_dim;
+  const int64_t column = static_cast<int64_t>(b.head0 + g) * dims + d;
+  a.out[b.token * a.out_stride + column] = value;
+  if (a.out_q8 != nullptr) {  // as launch_quantize_activations quantizes the output row
+    float amax = fabsf(value);
+    CELLM_UNROLL
+    for (int offset = 16; offset > 0; offset >>= 1) {
+      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
+    }
+    const float scale = q8_block_scale(amax);
+    const int64_t width = static_cast<int64_t>(a.num_heads) * dims;
+    a.out_q8[b.token * width + interleaved_q8_offset(column)] = q8_quantize(value, scale);
+    if ((threadIdx.x & 31) == 0) a.out_q8_scales[b.token * (width / 32) + column / 32] = scale;
+  }
+}
+
 // The cluster merge: this block's split state (merge_warp_states of its warps) into `split`
-// ([kGroupRows] max, [kGroupRows] sum, [kGroupRows, dims] output) in shared memory; a cluster
-// barrier; then the blocks share the group's heads × dims outputs, each merged over the cluster's
-// blocks in split order and written in f32 (and quantized to int8 where args.a.out_q8 asks); a
-// last barrier keeps every block's shared memory until the others have read it.
+// ([kRows] max, [kRows] sum, [kRows, dims] output) in shared memory; a cluster barrier; then
+// block rank r takes outputs i = 128r + thread, + 128 · splits, ... of the group's heads × dims
+// (a warp: 32 consecutive dims of one head), each merged over the working splits in split order
+// (the combine's arithmetic) and written; a last barrier keeps every block's shared memory until
+// the others have read it.
 template <int kWarps, int kRows>
 __device__ __forceinline__ void merge_decode_cluster(const DecodeKernelArgs& args,
                                                      const DecodeBlock& b, const float* red_m,
@@ -74,40 +96,25 @@ __device__ __forceinline__ void merge_decode_cluster(const DecodeKernelArgs& arg
   }
   cg::cluster_group cluster = cg::this_cluster();
   cluster.sync();
-  // Block rank r takes outputs i = 128r + thread, + 128 · splits, ...: a warp holds 32
-  // consecutive value dims of one head (dims are a multiple of 32), the block of the int8 output.
   const int splits = static_cast<int>(cluster.num_blocks());
   const int rank = static_cast<int>(cluster.block_rank());
-  const int lane = threadIdx.x & 31;
+  const int working = min(splits, b.num_splits);  // ranks past it hold empty states
   for (int i = rank * kWarps * 32 + threadIdx.x; i < b.num_group * dims;
        i += splits * kWarps * 32) {
     const int g = i / dims;
     const int d = i - g * dims;
     float max_all = -INFINITY;
-    for (int r = 0; r < splits; ++r) {
+    for (int r = 0; r < working; ++r) {
       max_all = fmaxf(max_all, cluster.map_shared_rank(split_m, r)[g]);
     }
     float sum = 0.0f;
     float out = 0.0f;
-    for (int r = 0; r < splits; ++r) {
+    for (int r = 0; r < working; ++r) {
       const float e = exp_diff(cluster.map_shared_rank(split_m, r)[g], max_all);
       sum = fmaf(cluster.map_shared_rank(split_l, r)[g], e, sum);
       out = fmaf(cluster.map_shared_rank(split_o, r)[g * dims + d], e, out);
     }
-    const float value = __fdiv_rn(out, sum);
-    const int64_t column = static_cast<int64_t>(b.head0 + g) * dims + d;
-    a.out[b.token * a.out_stride + column] = value;
-    if (a.out_q8 != nullptr) {  // as launch_quantize_activations quantizes the output row
-      float amax = fabsf(value);
-      CELLM_UNROLL
-      for (int offset = 16; offset > 0; offset >>= 1) {
-        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
-      }
-      const float scale = q8_block_scale(amax);
-      const int64_t width = static_cast<int64_t>(a.num_heads) * dims;
-      a.out_q8[b.token * width + interleaved_q8_offset(column)] = q8_quantize(value, scale);
-      if (lane == 0) a.out_q8_scales[b.token * (width / 32) + column / 32] = scale;
-    }
+    write_decode_output(a, b, g, d, __fdiv_rn(out, sum));
   }
   cluster.sync();
 }

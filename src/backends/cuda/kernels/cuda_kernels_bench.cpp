@@ -357,6 +357,7 @@ void bench_attention(cudaStream_t stream, double copy_bw, double tc_rate, int nu
     decode.args = a;
     decode.max_splits = decode_attention_default_splits(num_tokens, kv_heads, c.context, num_sms);
     decode.min_cells_per_split = 128;
+    decode.cluster_merge = c.context <= kDecodeClusterMaxContext;  // as the forward sets it
     const size_t scratch_bytes =
         decode_attention_scratch_bytes(num_tokens, heads, hd, decode.max_splits);
     Buffer scratch(scratch_bytes);
