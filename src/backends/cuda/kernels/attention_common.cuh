@@ -141,15 +141,13 @@ __device__ __forceinline__ void merge_warp_states(const float* red_m, const floa
   *out = o;
 }
 
-// Merges a decode block's warp states (merge_warp_states) per head and value dim, and writes the
-// output (one split) or the split's partials for the combine kernel.
-template <int kWarps, int kRows>
-__device__ __forceinline__ void merge_decode_warps(const DecodeKernelArgs& args,
-                                                   const DecodeBlock& b, const float* red_m,
-                                                   const float* red_l, const float* red_o,
-                                                   int o_stride) {
-  const AttentionArgs& a = args.a;
-  const int dims = a.value_head_dim;
+// Calls use(g, d, max, sum, out) for every logical row g < b.num_group and value dim d < dims of
+// a decode block, its warps' states merged (merge_warp_states); the block's threads share them.
+template <int kWarps, int kRows, class Use>
+__device__ __forceinline__ void for_each_merged_output(const DecodeBlock& b, int dims,
+                                                       const float* red_m, const float* red_l,
+                                                       const float* red_o, int o_stride,
+                                                       const Use& use) {
   for (int i = threadIdx.x; i < b.num_group * dims; i += kWarps * 32) {
     const int g = i / dims;
     const int d = i - g * dims;
@@ -157,19 +155,35 @@ __device__ __forceinline__ void merge_decode_warps(const DecodeKernelArgs& args,
     float sum = 0.0f;
     float out = 0.0f;
     merge_warp_states<kWarps, kRows>(red_m, red_l, red_o, o_stride, g, d, &max_all, &sum, &out);
-    const int h = b.head0 + g;
-    if (b.num_splits == 1) {
-      a.out[b.token * a.out_stride + h * dims + d] = __fdiv_rn(out, sum);
-    } else {
-      const int64_t slot =
-          (static_cast<int64_t>(b.token) * a.num_heads + h) * args.max_splits + b.split;
-      args.partial_out[slot * dims + d] = out;
-      if (d == 0) {
-        args.partial_ml[2 * slot] = max_all;
-        args.partial_ml[2 * slot + 1] = sum;
-      }
-    }
+    use(g, d, max_all, sum, out);
   }
+}
+
+// Merges a decode block's warp states per head and value dim, and writes the output (one split)
+// or the split's partials for the combine kernel.
+template <int kWarps, int kRows>
+__device__ __forceinline__ void merge_decode_warps(const DecodeKernelArgs& args,
+                                                   const DecodeBlock& b, const float* red_m,
+                                                   const float* red_l, const float* red_o,
+                                                   int o_stride) {
+  const AttentionArgs& a = args.a;
+  const int dims = a.value_head_dim;
+  for_each_merged_output<kWarps, kRows>(
+      b, dims, red_m, red_l, red_o, o_stride,
+      [&](int g, int d, float max_all, float sum, float out) {
+        const int h = b.head0 + g;
+        if (b.num_splits == 1) {
+          a.out[b.token * a.out_stride + h * dims + d] = __fdiv_rn(out, sum);
+        } else {
+          const int64_t slot =
+              (static_cast<int64_t>(b.token) * a.num_heads + h) * args.max_splits + b.split;
+          args.partial_out[slot * dims + d] = out;
+          if (d == 0) {
+            args.partial_ml[2 * slot] = max_all;
+            args.partial_ml[2 * slot + 1] = sum;
+          }
+        }
+      });
 }
 
 // A prefill block's share: blockIdx = (token tile, kv head × batch of `slots` query heads) —

@@ -81,19 +81,14 @@ __device__ __forceinline__ void merge_decode_cluster(const DecodeKernelArgs& arg
   float* split_m = split;
   float* split_l = split + kRows;
   float* split_o = split + 2 * kRows;
-  for (int i = threadIdx.x; i < b.num_group * dims; i += kWarps * 32) {
-    const int g = i / dims;
-    const int d = i - g * dims;
-    float max_all = 0.0f;
-    float sum = 0.0f;
-    float out = 0.0f;
-    merge_warp_states<kWarps, kRows>(red_m, red_l, red_o, o_stride, g, d, &max_all, &sum, &out);
-    split_o[g * dims + d] = out;
-    if (d == 0) {
-      split_m[g] = max_all;
-      split_l[g] = sum;
-    }
-  }
+  for_each_merged_output<kWarps, kRows>(b, dims, red_m, red_l, red_o, o_stride,
+                                        [&](int g, int d, float max_all, float sum, float out) {
+                                          split_o[g * dims + d] = out;
+                                          if (d == 0) {
+                                            split_m[g] = max_all;
+                                            split_l[g] = sum;
+                                          }
+                                        });
   cg::cluster_group cluster = cg::this_cluster();
   cluster.sync();
   const int splits = static_cast<int>(cluster.num_blocks());
