@@ -28,10 +28,8 @@ struct DecodeKernelArgs {
   AttentionArgs a;
   int32_t max_splits = 1;
   int32_t min_cells = 1;
-  float* partial_out = nullptr;      // [num_tokens, num_heads, max_splits, value_head_dim]
-  float* partial_ml = nullptr;       // [num_tokens, num_heads, max_splits, 2]: max, sum
-  bool prefetch_first_tile = false;  // cluster kernel: its first tile's rows into L2 before
-                                     // pdl_wait()
+  float* partial_out = nullptr;  // [num_tokens, num_heads, max_splits, value_head_dim]
+  float* partial_ml = nullptr;   // [num_tokens, num_heads, max_splits, 2]: max, sum
 };
 
 // The instantiations of a kernel template <KvDtype, int kDim>: cache types and head sizes. The
