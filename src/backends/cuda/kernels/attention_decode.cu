@@ -306,7 +306,8 @@ bool env_allows(const char* name) {
 }
 
 // The splits of the cluster-merged tensor-core kernel for these params (8, 4 or 2: at most
-// max_splits, and few enough that every block of the grid is resident at once — three per SM),
+// max_splits and the largest cluster the device runs, and few enough that every block of the
+// grid is resident at once — three per SM),
 // or 0 when the launch takes the split kernel and the combine. Eight, not more: on the H200,
 // batch-1 decode (Llama-3.1-8B geometry, 512 positions) measured 2.664–2.675 ms per token for
 // q8_0 with clusters of 8, 2.720 with 16, 2.734–2.746 without clusters.
@@ -322,16 +323,19 @@ int32_t cluster_splits(const DecodeAttentionParams& p) {
     }
     return sms;
   }();
-  if (!enabled || !p.cluster_merge || p.max_splits < 2 || !tensor_core_attention_applies(p.args)) {
+  if (!enabled || !p.cluster_merge || p.max_splits < 2 || !tensor_core_attention_applies(p.args) ||
+      !prepare_decode_attention_kernels().ok()) {
     return 0;
   }
+  const int32_t largest = decode_attention_tc_max_cluster();
   DecodeKernelArgs one;
   one.a = p.args;
   one.max_splits = 1;
   const dim3 grid = decode_attention_grid(one, kMaxGroup);  // the tensor-core kernel's too
   const int64_t blocks_per_split = static_cast<int64_t>(grid.x) * grid.y;
   for (const int32_t splits : {8, 4, 2}) {
-    if (splits <= p.max_splits && blocks_per_split * splits <= 3 * static_cast<int64_t>(num_sms)) {
+    if (splits <= largest && splits <= p.max_splits &&
+        blocks_per_split * splits <= 3 * static_cast<int64_t>(num_sms)) {
       return splits;
     }
   }

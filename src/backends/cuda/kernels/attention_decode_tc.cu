@@ -217,6 +217,33 @@ cudaError_t launch_decode_attention_tc(const DecodeKernelArgs& args, cudaStream_
                            });
 }
 
+int32_t decode_attention_tc_max_cluster() {
+  static const int32_t result = [] {
+    const auto kernel = decode_attention_tc_kernel<KvDtype::kBF16, 128, true>;
+    for (const int32_t size : {8, 4, 2}) {
+      cudaLaunchAttribute cluster;
+      cluster.id = cudaLaunchAttributeClusterDimension;
+      cluster.val.clusterDim.x = 1;
+      cluster.val.clusterDim.y = 1;
+      cluster.val.clusterDim.z = static_cast<unsigned>(size);
+      cudaLaunchConfig_t config = {};
+      config.gridDim = dim3(1, 1, static_cast<unsigned>(size));
+      config.blockDim = dim3(kThreads);
+      config.dynamicSmemBytes = DecodeTcShape<128>::kSmemBytes;
+      config.attrs = &cluster;
+      config.numAttrs = 1;
+      int clusters = 0;
+      if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) == cudaSuccess &&
+          clusters > 0) {
+        return size;
+      }
+      (void)cudaGetLastError();
+    }
+    return 0;
+  }();
+  return result;
+}
+
 cudaError_t launch_decode_attention_tc_cluster(const DecodeKernelArgs& args, cudaStream_t stream) {
   return with_kernel_shape(k16BitCacheTypes, HeadDims<64, 128>{}, args.a.cache_dtype,
                            args.a.head_dim, [&](auto type_tag, auto dim_tag) {

@@ -142,6 +142,9 @@ cudaError_t launch_decode_attention_tc(const DecodeKernelArgs& args, cudaStream_
 // kernel launch only as they leave: either earlier start lets the products crowd the SMs around
 // it (docs/perf/decode.md, version 7).
 cudaError_t launch_decode_attention_tc_cluster(const DecodeKernelArgs& args, cudaStream_t stream);
+// The largest cluster (8, 4 or 2 blocks) of that kernel the device can run, 0 for none (asked
+// once, after prepare_decode_attention_tc_kernels()).
+int32_t decode_attention_tc_max_cluster();
 Status prepare_decode_attention_tc_kernels();
 
 // Tensor-core prefill (attention_prefill_tc.cu).
