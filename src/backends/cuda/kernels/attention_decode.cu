@@ -305,12 +305,12 @@ bool env_allows(const char* name) {
   return value == nullptr || std::string_view(value) != "0";
 }
 
-// The splits of the cluster-merged tensor-core kernel for these params (8, 4 or 2: at most
+// The splits of the cluster-merged tensor-core kernel for these params — 8, 4 or 2: at most
 // max_splits and the largest cluster the device runs, and few enough that every block of the
-// grid is resident at once — three per SM),
-// or 0 when the launch takes the split kernel and the combine. Eight, not more: on the H200,
-// batch-1 decode (Llama-3.1-8B geometry, 512 positions) measured 2.664–2.675 ms per token for
-// q8_0 with clusters of 8, 2.720 with 16, 2.734–2.746 without clusters.
+// grid is resident at once (three per SM) — or 0 when the launch takes the split kernel and the
+// combine. Eight, not more: on the H200, batch-1 decode (Llama-3.1-8B geometry, 512 positions)
+// measured 2.664–2.675 ms per token for q8_0 with clusters of 8, 2.720 with 16, 2.734–2.746
+// without clusters.
 int32_t cluster_splits(const DecodeAttentionParams& p) {
   static const bool enabled = env_allows("CELLM_CUDA_ATTENTION_CLUSTER");
   static const int32_t num_sms = [] {
