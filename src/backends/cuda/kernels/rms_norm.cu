@@ -11,6 +11,7 @@ namespace cellm::kernels {
 namespace {
 
 constexpr int kThreads = 256;
+constexpr int kBatch = 8;  // elements per thread in flight at once
 
 __device__ double warp_sum(double v) {
   for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
@@ -22,14 +23,36 @@ __global__ void __launch_bounds__(kThreads) rms_norm_kernel(const RmsNormParams 
   pdl_wait();
   const int64_t row = blockIdx.x;
   float* x = p.x + row * p.x_stride;
+  // Thread i takes elements i, i + kThreads, ... in that order (the sum's order); kBatch of them
+  // are loaded before the first is used, so a row costs one round trip per kBatch, not per element.
   double sum = 0.0;
-  for (int32_t i = threadIdx.x; i < p.dim; i += kThreads) {
-    float v = x[i];
-    if (p.add != nullptr) {
-      v = __fadd_rn(v, p.add[row * p.add_stride + i]);
-      x[i] = v;
+  for (int32_t base = threadIdx.x; base < p.dim; base += kBatch * kThreads) {
+    float v[kBatch];
+    CELLM_UNROLL
+    for (int u = 0; u < kBatch; ++u) {
+      const int32_t i = base + u * kThreads;
+      v[u] = i < p.dim ? x[i] : 0.0f;
     }
-    sum += static_cast<double>(__fmul_rn(v, v));
+    if (p.add != nullptr) {
+      float a[kBatch];
+      CELLM_UNROLL
+      for (int u = 0; u < kBatch; ++u) {
+        const int32_t i = base + u * kThreads;
+        a[u] = i < p.dim ? p.add[row * p.add_stride + i] : 0.0f;
+      }
+      CELLM_UNROLL
+      for (int u = 0; u < kBatch; ++u) {
+        const int32_t i = base + u * kThreads;
+        if (i < p.dim) {
+          v[u] = __fadd_rn(v[u], a[u]);
+          x[i] = v[u];
+        }
+      }
+    }
+    CELLM_UNROLL
+    for (int u = 0; u < kBatch; ++u) {
+      if (base + u * kThreads < p.dim) sum += static_cast<double>(__fmul_rn(v[u], v[u]));
+    }
   }
   __shared__ double partial[kThreads / 32];
   sum = warp_sum(sum);
@@ -40,8 +63,20 @@ __global__ void __launch_bounds__(kThreads) rms_norm_kernel(const RmsNormParams 
   const float scale = rms_inverse(total, p.dim, p.eps);
   float* y = p.y + row * p.y_stride;
   // Each thread re-reads the elements it wrote (or read) above: no cross-thread dependency.
-  for (int32_t i = threadIdx.x; i < p.dim; i += kThreads) {
-    y[i] = __fmul_rn(__fmul_rn(x[i], scale), p.weight[i]);
+  for (int32_t base = threadIdx.x; base < p.dim; base += kBatch * kThreads) {
+    float v[kBatch];
+    float w[kBatch];
+    CELLM_UNROLL
+    for (int u = 0; u < kBatch; ++u) {
+      const int32_t i = base + u * kThreads;
+      v[u] = i < p.dim ? x[i] : 0.0f;
+      w[u] = i < p.dim ? p.weight[i] : 0.0f;
+    }
+    CELLM_UNROLL
+    for (int u = 0; u < kBatch; ++u) {
+      const int32_t i = base + u * kThreads;
+      if (i < p.dim) y[i] = __fmul_rn(__fmul_rn(v[u], scale), w[u]);
+    }
   }
 }
 

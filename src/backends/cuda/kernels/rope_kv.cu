@@ -1,7 +1,8 @@
-// rope_kv: one block per token (rope_kv.cuh). The token's cos/sin table is computed once into
-// shared memory; each warp then takes whole heads: copies the head into shared memory, normalizes
-// it if asked, rotates the pairs and writes the result (Q in place, K into its cache row). The
-// per-step table: one block per token, a thread per pair.
+// rope_kv: blocks (token, group of 4 heads) (rope_kv.cuh). Each block computes the token's cos/sin
+// table into shared memory; each warp then takes one head: copies it into shared memory,
+// normalizes it if asked, rotates the pairs and writes the result (Q in place, K into its cache
+// row), or copies a V head into its cache row. The per-step table: one block per token, a thread
+// per pair.
 #include <string>
 
 #include "backends/cuda/kernels/kernel_common.cuh"
@@ -25,16 +26,17 @@ __global__ void __launch_bounds__(kWarps * 32) rope_kv_kernel(const RopeKvParams
   __shared__ float sin_table[kRopeMaxHeadDim / 2];
   __shared__ float head_buffer[kWarps][kRopeMaxHeadDim];
   pdl_launch_dependents();
-  pdl_wait();
   const int t = blockIdx.x;
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
   const int32_t num_pairs = p.num_rotary_dims / 2;
+  // The angles before pdl_wait(): positions come from host copies, not from an earlier kernel.
   for (int32_t i = threadIdx.x; i < num_pairs; i += kWarps * 32) {
     rope_cos_sin(p.positions[t], i, p.num_rotary_dims, p.freq_base, p.freq_scale, p.freq_factors,
                  &cos_table[i], &sin_table[i]);
   }
   __syncthreads();
+  pdl_wait();
 
   const int32_t num_q = p.q != nullptr ? p.num_heads : 0;
   const int32_t num_k = p.k != nullptr ? p.num_kv_heads : 0;
@@ -42,7 +44,11 @@ __global__ void __launch_bounds__(kWarps * 32) rope_kv_kernel(const RopeKvParams
   const int32_t partner = neox ? num_pairs : 1;
   const int64_t cell = num_k > 0 ? p.cells[t] : 0;
   float* buffer = head_buffer[warp];
-  for (int32_t hh = warp; hh < num_q + num_k; hh += kWarps) {
+  // Units: the q heads, the k heads (rotated), then the v heads (copied); block y's warp w takes
+  // unit kWarps · y + w.
+  const int32_t unit = static_cast<int32_t>(blockIdx.y) * kWarps + warp;
+  if (unit < num_q + num_k) {
+    const int32_t hh = unit;
     const bool is_q = hh < num_q;
     const int32_t h = is_q ? hh : hh - num_q;
     const float* src =
@@ -82,10 +88,8 @@ __global__ void __launch_bounds__(kWarps * 32) rope_kv_kernel(const RopeKvParams
       write(first + partner, y1);
     }
     for (int32_t d = p.num_rotary_dims + lane; d < p.head_dim; d += 32) write(d, buffer[d]);
-    __syncwarp();  // the buffer is reused by this warp's next head
-  }
-
-  for (int32_t h = warp; h < num_k; h += kWarps) {
+  } else if (unit < num_q + 2 * num_k) {
+    const int32_t h = unit - num_q - num_k;
     const float* src = p.v + t * p.v_stride + h * p.value_head_dim;
     const int64_t base = (cell * p.num_kv_heads + h) * p.value_head_dim;
     for (int32_t d = lane; d < p.value_head_dim; d += 32) {
@@ -142,8 +146,10 @@ Status launch_rope_kv(const RopeKvParams& p, cudaStream_t stream) {
         " kv " + std::to_string(p.num_kv_heads) + ": a bad size, stride or null pointer");
   }
   if (p.num_tokens == 0 || (!has_q && !has_kv)) return ok_status();
-  return pdl_launch_status(launch_pdl(rope_kv_kernel, dim3(static_cast<unsigned>(p.num_tokens)),
-                                      dim3(kWarps * 32), 0, stream, p),
+  const int64_t units = (has_q ? p.num_heads : 0) + (has_kv ? 2 * int64_t{p.num_kv_heads} : 0);
+  const dim3 grid(static_cast<unsigned>(p.num_tokens),
+                  static_cast<unsigned>(ceil_div(units, kWarps)));
+  return pdl_launch_status(launch_pdl(rope_kv_kernel, grid, dim3(kWarps * 32), 0, stream, p),
                            "rope_kv");
 }
 

@@ -24,8 +24,9 @@ inline constexpr int32_t kRopeMaxHeadDim = 512;
 
 struct RopeKvParams {
   int32_t num_tokens = 0;
-  const int32_t* positions = nullptr;  // [num_tokens] device
-  int32_t head_dim = 0;                // q and k heads; ≤ kRopeMaxHeadDim
+  // [num_tokens] device, read before pdl_wait() (pdl.cuh): not written by the kernel before.
+  const int32_t* positions = nullptr;
+  int32_t head_dim = 0;  // q and k heads; ≤ kRopeMaxHeadDim
 
   RopeStyle style = RopeStyle::kNormal;
   int32_t num_rotary_dims = 0;  // even, ≤ head_dim; leading dims that rotate
