@@ -5,9 +5,13 @@
 // no change in outputs; the pool growing mid-run changes nothing; CUDA and the CPU oracle agree
 // under several slicing plans and cache dtypes; a refused batch changes nothing. On a random
 // bf16 model, how often batched greedy tokens differ from solo ones is reported, not required,
-// and the decode graphs of short and of long contexts give eager decode's logits bit for bit.
+// and the decode graphs of short and of long contexts give eager decode's logits bit for bit; on
+// random Q8_0 / Q4_0 models, steps of 5 and 8 sessions on the int8 tensor cores stay within
+// int8 rounding of the bf16 tensor-core path.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -453,6 +457,77 @@ TEST(CudaRandomModelTest, ShortAndLongContextDecodeGraphsEqualEagerDecode) {
   }
   EXPECT_GT(graphs.stats().num_graph_launches, 0);
   EXPECT_EQ(eager.stats().num_graph_launches, 0);
+}
+
+// Steps of 5 to 8 rows of Q8_0 / Q4_0 models run their products on the int8 tensor cores
+// (kernels::launch_int8_matmul; RMSNorm and the kept-row gather folded into the quantize launch):
+// on a random model, 5 and 8 sessions stepping the same tokens must give the logits of the path
+// without int8 activations (bf16 tensor cores) within int8 rounding (a few percent of the logits'
+// range), and the same greedy token in nearly every row.
+TEST(CudaRandomModelTest, SmallBatchesOnInt8TensorCoresStayWithinInt8Rounding) {
+  ASSERT_NO_FATAL_FAILURE(testing::require_cuda_device());
+  const StatusOr<ModelConfig> config = named_geometry("tiny");
+  ASSERT_TRUE(config.ok());
+  for (const TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0}) {
+    SCOPED_TRACE(std::string(tensor_type_name(type)));
+    auto weights = CudaWeights::random(*config, {type, 17}, CudaWeightsOptions{});
+    ASSERT_TRUE(weights.ok()) << weights.status().to_string();
+    std::shared_ptr<const CudaWeights> shared = std::move(weights).value();
+    const ProgramSpec spec =
+        random_program(*config, 256, 64, 33, {1, 2, 4, 8}, KvDtype::kBF16, 4096);
+    CudaExecutorOptions exact_options;
+    exact_options.int8_activations = false;
+    CudaExecutor int8(*config, shared, spec);
+    CudaExecutor exact(*config, shared, spec, exact_options);
+    ASSERT_TRUE(int8.initialize().ok());
+    ASSERT_TRUE(exact.initialize().ok());
+    for (const int32_t num_sessions : {5, 8}) {
+      std::vector<SessionId> a_sessions;
+      std::vector<SessionId> b_sessions;
+      for (int32_t i = 0; i < num_sessions; ++i) {
+        a_sessions.push_back(*int8.open_session());
+        b_sessions.push_back(*exact.open_session());
+      }
+      int32_t rows = 0;
+      int32_t same_argmax = 0;
+      float worst_relative = 0.0f;
+      std::vector<int32_t> tokens(static_cast<size_t>(num_sessions));
+      for (int32_t step = 0; step < 6; ++step) {  // one token per session and step
+        BatchInput a_batch;
+        BatchInput b_batch;
+        for (int32_t i = 0; i < num_sessions; ++i) {
+          tokens[static_cast<size_t>(i)] = (step * 977 + i * 131 + 5) % config->vocab_size;
+          const std::span<const int32_t> token(&tokens[static_cast<size_t>(i)], 1);
+          a_batch.inputs.push_back(
+              testing::step_input(a_sessions[static_cast<size_t>(i)], step, token, 0, 1, true));
+          b_batch.inputs.push_back(
+              testing::step_input(b_sessions[static_cast<size_t>(i)], step, token, 0, 1, true));
+        }
+        const BatchOutput a = testing::execute_ok(int8, a_batch);
+        const std::vector<float> a_logits(a.logits.begin(), a.logits.end());
+        const BatchOutput b = testing::execute_ok(exact, b_batch);
+        ASSERT_EQ(a_logits.size(), b.logits.size());
+        const auto vocab = static_cast<size_t>(config->vocab_size);
+        for (size_t r = 0; r * vocab < a_logits.size(); ++r) {
+          const std::span<const float> x(a_logits.data() + r * vocab, vocab);
+          const std::span<const float> y(b.logits.data() + r * vocab, vocab);
+          float range = 0.0f;
+          for (const float v : y) range = std::max(range, std::fabs(v));
+          worst_relative = std::max(worst_relative, testing::max_abs_diff(x, y) / range);
+          same_argmax += testing::argmax(x) == testing::argmax(y) ? 1 : 0;
+          ++rows;
+        }
+      }
+      std::printf(
+          "%s, %d sessions: worst |logit difference| / max |logit| %.3g, %d of %d rows "
+          "with the same greedy token\n",
+          std::string(tensor_type_name(type)).c_str(), num_sessions, worst_relative, same_argmax,
+          rows);
+      EXPECT_GT(worst_relative, 0.0f) << "int8 activations were not used";
+      EXPECT_LT(worst_relative, 0.05f);
+      EXPECT_GE(same_argmax, rows * 9 / 10);
+    }
+  }
 }
 
 }  // namespace

@@ -9,6 +9,8 @@
 #include "backends/cuda/kernels/attention.cuh"
 #include "backends/cuda/kernels/embedding.cuh"
 #include "backends/cuda/kernels/matmul.cuh"
+#include "backends/cuda/kernels/matmul_int8.cuh"
+#include "backends/cuda/kernels/quantize_activations.cuh"
 #include "backends/cuda/kernels/rms_norm.cuh"
 #include "backends/cuda/kernels/rope_kv.cuh"
 #include "backends/cuda/kernels/row_gather.cuh"
@@ -84,11 +86,13 @@ StatusOr<std::unique_ptr<CudaForward>> CudaForward::create(const ModelConfig& co
   }
   forward->matmul_scratch_bytes_ = matmul_scratch;
   forward->argmax_scratch_bytes_ = kernels::argmax_scratch_bytes(fc.max_width);
-  // int8 activations of the fused path: up to kDecodeMatmulMaxTokens rows of the widest input.
+  // int8 activations of the fused path (up to kDecodeMatmulMaxTokens rows) and of the int8
+  // tensor-core products (up to kInt8MatmulMaxTokens) of the widest input.
   const size_t max_k = static_cast<size_t>(
       std::max({static_cast<int64_t>(c.hidden_size), static_cast<int64_t>(attn_width),
                 static_cast<int64_t>(c.ffn_size)}));
-  const size_t q8_rows = static_cast<size_t>(kernels::kDecodeMatmulMaxTokens);
+  const size_t q8_rows = static_cast<size_t>(std::max(
+      kernels::kDecodeMatmulMaxTokens, std::min(kernels::kInt8MatmulMaxTokens, fc.max_width)));
   const size_t sizes[] = {
       w * static_cast<size_t>(c.hidden_size) * f,   // x
       w * static_cast<size_t>(c.hidden_size) * f,   // xn
@@ -140,6 +144,10 @@ StatusOr<std::unique_ptr<CudaForward>> CudaForward::create(const ModelConfig& co
 Status CudaForward::matmul(const kernels::DeviceWeight& w, const float* x, int64_t x_stride,
                            int32_t rows, float* y, int64_t y_stride, bool accumulate,
                            cudaStream_t stream) {
+  if (int8_matmul_applies(w, rows)) {
+    return int8_matmul(w, x, x_stride, nullptr, nullptr, nullptr, rows, y, y_stride, accumulate,
+                       stream);
+  }
   kernels::MatmulParams p;
   p.w = w;
   p.x = x;
@@ -153,6 +161,38 @@ Status CudaForward::matmul(const kernels::DeviceWeight& w, const float* x, int64
   p.scratch = matmul_scratch_;
   p.scratch_bytes = matmul_scratch_bytes_;
   return kernels::launch_matmul(p, stream);
+}
+
+bool CudaForward::int8_matmul_applies(const kernels::DeviceWeight& w, int32_t rows) const {
+  return rows <= int8_matmul_rows_ && rows > kernels::small_m_max_tokens(w.type) &&
+         kernels::int8_matmul_supports(w);
+}
+
+Status CudaForward::int8_matmul(const kernels::DeviceWeight& w, const float* x, int64_t x_stride,
+                                const int32_t* x_rows, const float* norm, const float* bias,
+                                int32_t rows, float* y, int64_t y_stride, bool accumulate,
+                                cudaStream_t stream) {
+  kernels::QuantizeActivationsParams q;
+  q.num_tokens = rows;
+  q.num_cols = w.num_cols;
+  q.x = x;
+  q.x_stride = x_stride;
+  q.x_rows = x_rows;
+  q.norm_weight = norm;
+  q.norm_eps = config_.rms_norm_eps;
+  q.q = x_q8_;
+  q.scales = x_q8_scales_;
+  CELLM_RETURN_IF_ERROR(kernels::launch_quantize_activations(q, stream));
+  kernels::Int8MatmulParams p;
+  p.w = w;
+  p.num_tokens = rows;
+  p.x_q8 = x_q8_;
+  p.x_q8_scales = x_q8_scales_;
+  p.bias = bias;
+  p.y = y;
+  p.y_stride = y_stride;
+  p.accumulate = accumulate;
+  return kernels::launch_int8_matmul(p, stream);
 }
 
 Status CudaForward::rms_norm(const float* weight, float* x, float* y, int32_t rows,
@@ -253,30 +293,13 @@ Status CudaForward::enqueue(const DeviceStep& step, ForwardShape shape, cudaStre
 
   for (int32_t l = 0; l < c.num_layers; ++l) {
     const CudaLayerWeights& w = weights_.layer(l);
-    CELLM_RETURN_IF_ERROR(rms_norm(w.attn_norm, x_, xn_, rows, stream));
-
-    // q | k | v, each row starting from its bias when there is one (the product accumulates).
-    const bool bias = w.qkv_bias != nullptr;
-    if (bias) {
-      kernels::RowGatherParams g;
-      g.num_rows = rows;
-      g.dim = qkv_width;
-      g.rows = zero_rows_;
-      g.src = w.qkv_bias;
-      g.src_stride = qkv_width;
-      g.num_src_rows = 1;
-      g.dst = qkv_;
-      g.dst_stride = qkv_width;
-      CELLM_RETURN_IF_ERROR(kernels::launch_row_gather(g, stream));
-    }
-    if (w.qkv_fused()) {
-      CELLM_RETURN_IF_ERROR(matmul(w.qkv, xn_, hidden, rows, qkv_, qkv_width, bias, stream));
+    // q | k | v of the normed residual (+ bias): on the int8 tensor cores with the norm folded
+    // into the quantize launch, or normed into xn_ first.
+    if (w.qkv_fused() && int8_matmul_applies(w.qkv, rows)) {
+      CELLM_RETURN_IF_ERROR(int8_matmul(w.qkv, x_, hidden, nullptr, w.attn_norm, w.qkv_bias, rows,
+                                        qkv_, qkv_width, false, stream));
     } else {
-      CELLM_RETURN_IF_ERROR(matmul(w.wq, xn_, hidden, rows, qkv_, qkv_width, bias, stream));
-      CELLM_RETURN_IF_ERROR(
-          matmul(w.wk, xn_, hidden, rows, qkv_ + q_width, qkv_width, bias, stream));
-      CELLM_RETURN_IF_ERROR(
-          matmul(w.wv, xn_, hidden, rows, qkv_ + q_width + kv_width, qkv_width, bias, stream));
+      CELLM_RETURN_IF_ERROR(unfused_qkv(w, rows, stream));
     }
 
     // q/k norms, RoPE on q and k, K and V into the tokens' rows.
@@ -285,21 +308,36 @@ Status CudaForward::enqueue(const DeviceStep& step, ForwardShape shape, cudaStre
     CELLM_RETURN_IF_ERROR(attention(step, l, rows, is_static, stream));
     CELLM_RETURN_IF_ERROR(matmul(w.wo, attn_, attn_width, rows, x_, hidden, true, stream));
 
-    CELLM_RETURN_IF_ERROR(rms_norm(w.ffn_norm, x_, xn_, rows, stream));
-    if (w.gate_up_fused()) {
-      CELLM_RETURN_IF_ERROR(matmul(w.gate_up, xn_, hidden, rows, gate_up_, 2 * ffn, false, stream));
+    // gate | up of the normed residual (the norm folded as above), SwiGLU, the down product.
+    if (w.gate_up_fused() && int8_matmul_applies(w.gate_up, rows)) {
+      CELLM_RETURN_IF_ERROR(int8_matmul(w.gate_up, x_, hidden, nullptr, w.ffn_norm, nullptr, rows,
+                                        gate_up_, 2 * ffn, false, stream));
     } else {
-      CELLM_RETURN_IF_ERROR(matmul(w.w_gate, xn_, hidden, rows, gate_up_, 2 * ffn, false, stream));
-      CELLM_RETURN_IF_ERROR(
-          matmul(w.w_up, xn_, hidden, rows, gate_up_ + ffn, 2 * ffn, false, stream));
+      CELLM_RETURN_IF_ERROR(rms_norm(w.ffn_norm, x_, xn_, rows, stream));
+      if (w.gate_up_fused()) {
+        CELLM_RETURN_IF_ERROR(
+            matmul(w.gate_up, xn_, hidden, rows, gate_up_, 2 * ffn, false, stream));
+      } else {
+        CELLM_RETURN_IF_ERROR(
+            matmul(w.w_gate, xn_, hidden, rows, gate_up_, 2 * ffn, false, stream));
+        CELLM_RETURN_IF_ERROR(
+            matmul(w.w_up, xn_, hidden, rows, gate_up_ + ffn, 2 * ffn, false, stream));
+      }
     }
     CELLM_RETURN_IF_ERROR(
         kernels::launch_swiglu(kernels::swiglu_fused_params(gate_up_, rows, ffn, act_), stream));
     CELLM_RETURN_IF_ERROR(matmul(w.w_down, act_, ffn, rows, x_, hidden, true, stream));
   }
 
-  // The kept rows only: gather, final norm, LM head.
+  // The kept rows only: gathered and normed (folded into the quantize launch of the int8 product,
+  // or a gather and a norm launch), the LM head.
   if (kept == 0) return ok_status();
+  if (int8_matmul_applies(weights_.output(), kept)) {
+    CELLM_RETURN_IF_ERROR(int8_matmul(weights_.output(), x_, hidden, step.kept_rows,
+                                      weights_.output_norm(), nullptr, kept, logits_, c.vocab_size,
+                                      false, stream));
+    return argmax(kept, stream);
+  }
   kernels::RowGatherParams gather;
   gather.num_rows = kept;
   gather.dim = hidden;
@@ -314,6 +352,28 @@ Status CudaForward::enqueue(const DeviceStep& step, ForwardShape shape, cudaStre
   CELLM_RETURN_IF_ERROR(
       matmul(weights_.output(), xn_, hidden, kept, logits_, c.vocab_size, false, stream));
   return argmax(kept, stream);
+}
+
+Status CudaForward::unfused_qkv(const CudaLayerWeights& w, int32_t rows, cudaStream_t stream) {
+  const auto [hidden, q_width, kv_width, qkv_width, attn_width, ffn] = widths();
+  CELLM_RETURN_IF_ERROR(rms_norm(w.attn_norm, x_, xn_, rows, stream));
+  const bool bias = w.qkv_bias != nullptr;
+  if (bias) {
+    kernels::RowGatherParams g;
+    g.num_rows = rows;
+    g.dim = qkv_width;
+    g.rows = zero_rows_;
+    g.src = w.qkv_bias;
+    g.src_stride = qkv_width;
+    g.num_src_rows = 1;
+    g.dst = qkv_;
+    g.dst_stride = qkv_width;
+    CELLM_RETURN_IF_ERROR(kernels::launch_row_gather(g, stream));
+  }
+  if (w.qkv_fused()) return matmul(w.qkv, xn_, hidden, rows, qkv_, qkv_width, bias, stream);
+  CELLM_RETURN_IF_ERROR(matmul(w.wq, xn_, hidden, rows, qkv_, qkv_width, bias, stream));
+  CELLM_RETURN_IF_ERROR(matmul(w.wk, xn_, hidden, rows, qkv_ + q_width, qkv_width, bias, stream));
+  return matmul(w.wv, xn_, hidden, rows, qkv_ + q_width + kv_width, qkv_width, bias, stream);
 }
 
 CudaForward::Widths CudaForward::widths() const {

@@ -56,8 +56,8 @@ struct CudaForwardConfig {
   std::vector<int32_t> layer_windows;  // [num_layers] 0 = full attention
   bool argmax = false;                 // also write each kept row's greedy token (argmax_tokens())
   bool fused_decode = true;            // slices of ≤ 8 rows run the fused kernels (see above)
-  // Q8_0 / Q4_0 products of fused slices take int8 activations (dp4a; about 3e-3 relative
-  // error); false keeps them exact in f32.
+  // Q8_0 / Q4_0 products of fused slices (dp4a) and of 5–8-row slices (int8 tensor cores) take
+  // int8 activations (about 3e-3 relative error); false keeps them in f32 / bf16.
   bool int8_activations = true;
 };
 
@@ -99,6 +99,15 @@ class CudaForward {
   // y[rows, N] (+)= x[rows, K] · wᵀ (strides in floats).
   Status matmul(const kernels::DeviceWeight& w, const float* x, int64_t x_stride, int32_t rows,
                 float* y, int64_t y_stride, bool accumulate, cudaStream_t stream);
+  // Whether a product of `rows` rows of w runs on the int8 tensor cores (int8_matmul_rows_).
+  bool int8_matmul_applies(const kernels::DeviceWeight& w, int32_t rows) const;
+  // y[rows, N] (+)= x · wᵀ (+ bias) there: x rows (gathered by x_rows, RMS-normed with norm when
+  // given) quantized by one launch into x_q8_, then the int8 product.
+  Status int8_matmul(const kernels::DeviceWeight& w, const float* x, int64_t x_stride,
+                     const int32_t* x_rows, const float* norm, const float* bias, int32_t rows,
+                     float* y, int64_t y_stride, bool accumulate, cudaStream_t stream);
+  // qkv_ = RMSNorm(x_) · attn_norm · [wq; wk; wv]ᵀ (+ bias): the norm into xn_, then the products.
+  Status unfused_qkv(const CudaLayerWeights& w, int32_t rows, cudaStream_t stream);
   // y = RMSNorm(x) · weight over `rows` rows of hidden_size (y may be x).
   Status rms_norm(const float* weight, float* x, float* y, int32_t rows, cudaStream_t stream);
   // attn_ = attention of the step's `rows` tokens in layer l: the decode kernel (split contexts)
@@ -168,6 +177,10 @@ class CudaForward {
   bool int8_fold_ = false;         // products quantize their input (CELLM_CUDA_INT8_FOLD=1)
   bool attention_q8_ = true;       // decode attention quantizes the output product's input
                                    // where it can (CELLM_CUDA_ATTENTION_Q8=0: a quantize launch)
+  // Products of more rows than the small-M path takes and at most this many run on the int8
+  // tensor cores (kernels::launch_int8_matmul, their input quantized by one launch) where the
+  // weight allows; 0: never (exact activations, or CELLM_CUDA_INT8_MMA=0 in the environment).
+  int32_t int8_matmul_rows_ = 0;
   int32_t num_sms_ = 0;
 };
 

@@ -7,6 +7,7 @@
 
 #include "backends/cuda/cuda_forward.h"
 #include "backends/cuda/kernels/matmul.cuh"
+#include "backends/cuda/kernels/matmul_int8.cuh"
 #include "backends/cuda/kernels/quantize_activations.cuh"
 #include "backends/cuda/kernels/rope_kv.cuh"
 
@@ -24,6 +25,8 @@ bool env_allows(const char* name) {
 void CudaForward::plan_fused_path() {
   const ModelConfig& c = config_;
   int8_activations_ = forward_config_.int8_activations && env_allows("CELLM_CUDA_INT8");
+  int8_matmul_rows_ =
+      int8_activations_ && env_allows("CELLM_CUDA_INT8_MMA") ? kernels::kInt8MatmulMaxTokens : 0;
   const char* fold = std::getenv("CELLM_CUDA_INT8_FOLD");  // opt-in: slower on the H200
   int8_fold_ = fold != nullptr && std::strcmp(fold, "1") == 0;
   attention_q8_ = env_allows("CELLM_CUDA_ATTENTION_Q8");

@@ -1,0 +1,46 @@
+// matmul_int8: y[M, N] (+)= x · Wᵀ for interleaved Q8_0 / Q4_0 weights and int8 activations
+// (quantize_activations.cuh: blocks of 32 with an f32 scale, the interleaved order) on the int8
+// tensor cores (mma.m16n8k32), for 1 to kInt8MatmulMaxTokens token rows — the products of
+// small-batch decode (5–8 sessions), where the dp4a kernels (decode_matmul.cuh) cost more with
+// every row and the bf16 tensor-core product (matmul_wide.cuh) spends several instructions per
+// weight turning it into bf16 (and three launches: permute, product, split sum).
+// One mma k-step is one quantization block of both operands, and both interleaved layouts give a
+// lane its fragments directly (kernel comment); each block's int32 sums are scaled by the two
+// block scales in f32. About 3e-3 relative error, as the dp4a products.
+// Stream-ordered, allocation-free, capturable, launched with programmatic dependent launch
+// (pdl.cuh). Who calls it: the CUDA forward's products of 5–32 rows (CudaForward::matmul), the
+// tests, the kernel benchmark. Thread-safety: launches on a stream.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backends/cuda/kernels/weight_layout.h"
+#include "core/status.h"
+
+namespace cellm::kernels {
+
+// Up to 8 rows (one n-tile of tokens): at 12 and 16 sessions a two-tile version (242 registers,
+// two blocks per SM) measured 3–10% slower than the bf16 tensor-core product, at 5 and 8
+// sessions one tile 4–23% faster (docs/perf/decode.md, version 8).
+inline constexpr int32_t kInt8MatmulMaxTokens = 8;
+
+struct Int8MatmulParams {
+  DeviceWeight w;                      // [N, K]: int8_matmul_supports(w)
+  int32_t num_tokens = 0;              // M in [0, kInt8MatmulMaxTokens] (0 launches nothing)
+  const int8_t* x_q8 = nullptr;        // [num_tokens, K] interleaved order, 16-byte aligned
+  const float* x_q8_scales = nullptr;  // [num_tokens, K / 32], 16-byte aligned
+  const float* bias = nullptr;         // [N] added to every row, or null
+  float* y = nullptr;                  // [num_tokens, y_stride] f32; columns [0, N) written
+  int64_t y_stride = 0;                // ≥ N
+  bool accumulate = false;             // y += x · Wᵀ instead of y = x · Wᵀ
+};
+
+// Interleaved Q8_0 / Q4_0 (rows of 256·n elements), 16-byte aligned.
+bool int8_matmul_supports(const DeviceWeight& w);
+
+// Errors (invalid argument) name what is wrong with the params.
+Status launch_int8_matmul(const Int8MatmulParams& params, cudaStream_t stream);
+
+}  // namespace cellm::kernels
