@@ -183,6 +183,11 @@ Status CudaForward::int8_matmul(const kernels::DeviceWeight& w, const float* x, 
   q.q = x_q8_;
   q.scales = x_q8_scales_;
   CELLM_RETURN_IF_ERROR(kernels::launch_quantize_activations(q, stream));
+  return int8_product(w, bias, rows, y, y_stride, accumulate, stream);
+}
+
+Status CudaForward::int8_product(const kernels::DeviceWeight& w, const float* bias, int32_t rows,
+                                 float* y, int64_t y_stride, bool accumulate, cudaStream_t stream) {
   kernels::Int8MatmulParams p;
   p.w = w;
   p.num_tokens = rows;
@@ -305,10 +310,19 @@ Status CudaForward::enqueue(const DeviceStep& step, ForwardShape shape, cudaStre
     // q/k norms, RoPE on q and k, K and V into the tokens' rows.
     CELLM_RETURN_IF_ERROR(rope_kv(step, l, rows, stream));
 
-    CELLM_RETURN_IF_ERROR(attention(step, l, rows, is_static, stream));
-    CELLM_RETURN_IF_ERROR(matmul(w.wo, attn_, attn_width, rows, x_, hidden, true, stream));
+    // The output product's int8 input straight from the decode attention where both can.
+    const bool o_int8 = attention_q8_ && int8_matmul_applies(w.wo, rows);
+    bool attention_wrote_q8 = false;
+    CELLM_RETURN_IF_ERROR(
+        attention(step, l, rows, is_static, stream, o_int8 ? &attention_wrote_q8 : nullptr));
+    if (attention_wrote_q8) {
+      CELLM_RETURN_IF_ERROR(int8_product(w.wo, nullptr, rows, x_, hidden, true, stream));
+    } else {
+      CELLM_RETURN_IF_ERROR(matmul(w.wo, attn_, attn_width, rows, x_, hidden, true, stream));
+    }
 
-    // gate | up of the normed residual (the norm folded as above), SwiGLU, the down product.
+    // gate | up of the normed residual (the norm folded as above), SwiGLU (folded into the int8
+    // down product's quantize launch), the down product.
     if (w.gate_up_fused() && int8_matmul_applies(w.gate_up, rows)) {
       CELLM_RETURN_IF_ERROR(int8_matmul(w.gate_up, x_, hidden, nullptr, w.ffn_norm, nullptr, rows,
                                         gate_up_, 2 * ffn, false, stream));
@@ -324,9 +338,22 @@ Status CudaForward::enqueue(const DeviceStep& step, ForwardShape shape, cudaStre
             matmul(w.w_up, xn_, hidden, rows, gate_up_ + ffn, 2 * ffn, false, stream));
       }
     }
-    CELLM_RETURN_IF_ERROR(
-        kernels::launch_swiglu(kernels::swiglu_fused_params(gate_up_, rows, ffn, act_), stream));
-    CELLM_RETURN_IF_ERROR(matmul(w.w_down, act_, ffn, rows, x_, hidden, true, stream));
+    if (int8_matmul_applies(w.w_down, rows)) {  // SwiGLU folded into the down input's quantize
+      kernels::QuantizeActivationsParams q;
+      q.num_tokens = rows;
+      q.num_cols = ffn;
+      q.x = gate_up_;
+      q.x_stride = 2 * ffn;
+      q.up = gate_up_ + ffn;
+      q.q = x_q8_;
+      q.scales = x_q8_scales_;
+      CELLM_RETURN_IF_ERROR(kernels::launch_quantize_activations(q, stream));
+      CELLM_RETURN_IF_ERROR(int8_product(w.w_down, nullptr, rows, x_, hidden, true, stream));
+    } else {
+      CELLM_RETURN_IF_ERROR(
+          kernels::launch_swiglu(kernels::swiglu_fused_params(gate_up_, rows, ffn, act_), stream));
+      CELLM_RETURN_IF_ERROR(matmul(w.w_down, act_, ffn, rows, x_, hidden, true, stream));
+    }
   }
 
   // The kept rows only: gathered and normed (folded into the quantize launch of the int8 product,

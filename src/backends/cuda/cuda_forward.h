@@ -106,6 +106,9 @@ class CudaForward {
   Status int8_matmul(const kernels::DeviceWeight& w, const float* x, int64_t x_stride,
                      const int32_t* x_rows, const float* norm, const float* bias, int32_t rows,
                      float* y, int64_t y_stride, bool accumulate, cudaStream_t stream);
+  // The int8 product of x_q8_'s `rows` rows (written by a quantize launch or the attention).
+  Status int8_product(const kernels::DeviceWeight& w, const float* bias, int32_t rows, float* y,
+                      int64_t y_stride, bool accumulate, cudaStream_t stream);
   // qkv_ = RMSNorm(x_) · attn_norm · [wq; wk; wv]ᵀ (+ bias): the norm into xn_, then the products.
   Status unfused_qkv(const CudaLayerWeights& w, int32_t rows, cudaStream_t stream);
   // y = RMSNorm(x) · weight over `rows` rows of hidden_size (y may be x).

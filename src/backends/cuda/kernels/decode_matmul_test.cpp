@@ -20,6 +20,7 @@
 #include "backends/cuda/kernels/kernel_test_support.h"
 #include "backends/cuda/kernels/quantize_activations.cuh"
 #include "backends/cuda/kernels/rope_kv.cuh"
+#include "backends/cuda/kernels/swiglu.cuh"
 
 namespace cellm::kernels {
 namespace {
@@ -416,6 +417,36 @@ TEST(DecodeMatmulTest, QuantizeWithANormAlsoReadsRowsThatAreNotSixteenByteAligne
   EXPECT_OK(launch_quantize_activations(p, nullptr));
   EXPECT_EQ(q.download(), want.q);
   EXPECT_EQ(scales.download(), want.scales);
+}
+
+// The SwiGLU input (gate and up halves of a gate|up product's rows): the values the swiglu kernel
+// writes, quantized as the host quantizes them, bit for bit; a gather or norm with it is refused.
+TEST(DecodeMatmulTest, QuantizeOfSwigluHalvesQuantizesWhatTheSwigluKernelWrites) {
+  CELLM_REQUIRE_DEVICE();
+  const int64_t ffn = 512;
+  const int32_t m = 5;
+  DeviceArray<float> gate_up(random_floats(static_cast<size_t>(m * 2 * ffn), 93, 4.0f));
+  DeviceArray<float> act(static_cast<size_t>(m * ffn));
+  EXPECT_OK(launch_swiglu(swiglu_fused_params(gate_up.get(), m, ffn, act.get()), nullptr));
+  const testing::HostQ8Rows want = testing::quantize_rows_q8(act.download(), m, ffn, ffn);
+  DeviceArray<int8_t> q(want.q.size());
+  DeviceArray<float> scales(want.scales.size());
+  q.poison();
+  scales.poison();
+  QuantizeActivationsParams p;
+  p.num_tokens = m;
+  p.num_cols = ffn;
+  p.x = gate_up.get();
+  p.x_stride = 2 * ffn;
+  p.up = gate_up.get() + ffn;
+  p.q = q.get();
+  p.scales = scales.get();
+  EXPECT_OK(launch_quantize_activations(p, nullptr));
+  EXPECT_EQ(q.download(), want.q);
+  EXPECT_EQ(scales.download(), want.scales);
+  DeviceArray<float> norm(random_floats(static_cast<size_t>(ffn), 94));
+  p.norm_weight = norm.get();
+  EXPECT_EQ(launch_quantize_activations(p, nullptr).code(), StatusCode::kInvalidArgument);
 }
 
 TEST(DecodeMatmulTest, ChainedLaunchesInACapturedGraphSeeEachOthersResults) {

@@ -30,6 +30,7 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t t = blockIdx.y;
   const float* x = p.x + (p.x_rows != nullptr ? p.x_rows[t] : t) * p.x_stride;
   float v = in_row ? x[e] : 0.0f;
+  if (p.up != nullptr && in_row) v = silu_mul(v, p.up[t * p.x_stride + e]);
   float norm_scale = 1.0f;
   if (p.norm_weight != nullptr) {
     double sum = 0.0;
@@ -87,10 +88,12 @@ Status launch_quantize_activations(const QuantizeActivationsParams& p, cudaStrea
   if (p.num_tokens < 0 || p.num_cols <= 0 || p.num_cols % 256 != 0 || p.x_stride < p.num_cols ||
       (p.num_tokens > 0 && (p.x == nullptr || p.q == nullptr || p.scales == nullptr)) ||
       reinterpret_cast<uintptr_t>(p.q) % 16 != 0 ||
-      reinterpret_cast<uintptr_t>(p.scales) % 16 != 0 || p.num_tokens > 65535) {
+      reinterpret_cast<uintptr_t>(p.scales) % 16 != 0 || p.num_tokens > 65535 ||
+      (p.up != nullptr && (p.x_rows != nullptr || p.norm_weight != nullptr))) {
     return invalid_argument("quantize_activations: " + std::to_string(p.num_tokens) + " rows of " +
                             std::to_string(p.num_cols) + " (a multiple of 256), stride " +
-                            std::to_string(p.x_stride) + ", or a null or unaligned pointer");
+                            std::to_string(p.x_stride) +
+                            ", a null or unaligned pointer, or SwiGLU with a gather or norm");
   }
   if (p.num_tokens == 0) return ok_status();
   const dim3 grid(static_cast<unsigned>(ceil_div(p.num_cols / 32, kWarps)),

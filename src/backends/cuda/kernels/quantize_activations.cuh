@@ -5,9 +5,10 @@
 // q = round-to-nearest-even(x · (1/d)) (q = 0 when the block is all zeros). The rounding costs
 // about 3e-3 relative error in a product. Optionally the rows are gathered (x_rows) and
 // RMS-normalized first ((x · scale) · norm_weight, as rms_norm), so one launch replaces the norm
-// before a product. Launched with programmatic dependent launch (pdl.cuh). Stream-ordered,
-// capturable. Who calls it: the CUDA forward (once per distinct int8 matmul input), the tests,
-// the benchmark. Thread-safety: launches on a stream.
+// before a product; or the rows are SwiGLU's halves (up), so it replaces the swiglu launch.
+// Launched with programmatic dependent launch (pdl.cuh). Stream-ordered, capturable. Who calls it:
+// the CUDA forward (once per distinct int8 matmul input), the tests, the benchmark. Thread-safety:
+// launches on a stream.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -30,6 +31,9 @@ struct QuantizeActivationsParams {
   const int32_t* x_rows = nullptr;     // [num_tokens] device: row t reads x row x_rows[t]; null: t
   const float* norm_weight = nullptr;  // [num_cols] f32: RMSNorm each row first, or null
   float norm_eps = 0.0f;
+  // SwiGLU first, or null: x holds the gate halves and up the up halves ([num_tokens, x_stride]
+  // like x), each element is silu(g) · u as the swiglu kernel rounds it. No gather or norm then.
+  const float* up = nullptr;
 };
 
 Status launch_quantize_activations(const QuantizeActivationsParams& params, cudaStream_t stream);
