@@ -21,9 +21,9 @@
 
 namespace cellm::kernels {
 
-// Up to 8 rows (one n-tile of tokens): at 12 and 16 sessions a two-tile version (242 registers,
-// two blocks per SM) measured 3–10% slower than the bf16 tensor-core product, at 5 and 8
-// sessions one tile 4–23% faster (docs/perf/decode.md, version 8).
+// Up to 8 rows (one n-tile of tokens): at 12 and 16 sessions a two-tile version measured from 2%
+// faster (q8_0) to 16% slower (q4_0) than the bf16 tensor-core product, at 5 and 8 sessions one
+// tile 4–23% faster (docs/perf/decode.md, version 8).
 inline constexpr int32_t kInt8MatmulMaxTokens = 8;
 
 struct Int8MatmulParams {
