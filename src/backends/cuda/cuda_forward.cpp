@@ -172,18 +172,26 @@ Status CudaForward::int8_matmul(const kernels::DeviceWeight& w, const float* x, 
                                 const int32_t* x_rows, const float* norm, const float* bias,
                                 int32_t rows, float* y, int64_t y_stride, bool accumulate,
                                 cudaStream_t stream) {
+  CELLM_RETURN_IF_ERROR(
+      quantize_input(x, x_stride, x_rows, norm, nullptr, rows, w.num_cols, stream));
+  return int8_product(w, bias, rows, y, y_stride, accumulate, stream);
+}
+
+Status CudaForward::quantize_input(const float* x, int64_t x_stride, const int32_t* x_rows,
+                                   const float* norm, const float* up, int32_t rows,
+                                   int64_t num_cols, cudaStream_t stream) {
   kernels::QuantizeActivationsParams q;
   q.num_tokens = rows;
-  q.num_cols = w.num_cols;
+  q.num_cols = num_cols;
   q.x = x;
   q.x_stride = x_stride;
   q.x_rows = x_rows;
   q.norm_weight = norm;
   q.norm_eps = config_.rms_norm_eps;
+  q.up = up;
   q.q = x_q8_;
   q.scales = x_q8_scales_;
-  CELLM_RETURN_IF_ERROR(kernels::launch_quantize_activations(q, stream));
-  return int8_product(w, bias, rows, y, y_stride, accumulate, stream);
+  return kernels::launch_quantize_activations(q, stream);
 }
 
 Status CudaForward::int8_product(const kernels::DeviceWeight& w, const float* bias, int32_t rows,
@@ -339,15 +347,8 @@ Status CudaForward::enqueue(const DeviceStep& step, ForwardShape shape, cudaStre
       }
     }
     if (int8_matmul_applies(w.w_down, rows)) {  // SwiGLU folded into the down input's quantize
-      kernels::QuantizeActivationsParams q;
-      q.num_tokens = rows;
-      q.num_cols = ffn;
-      q.x = gate_up_;
-      q.x_stride = 2 * ffn;
-      q.up = gate_up_ + ffn;
-      q.q = x_q8_;
-      q.scales = x_q8_scales_;
-      CELLM_RETURN_IF_ERROR(kernels::launch_quantize_activations(q, stream));
+      CELLM_RETURN_IF_ERROR(
+          quantize_input(gate_up_, 2 * ffn, nullptr, nullptr, gate_up_ + ffn, rows, ffn, stream));
       CELLM_RETURN_IF_ERROR(int8_product(w.w_down, nullptr, rows, x_, hidden, true, stream));
     } else {
       CELLM_RETURN_IF_ERROR(

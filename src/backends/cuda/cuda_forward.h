@@ -106,6 +106,10 @@ class CudaForward {
   Status int8_matmul(const kernels::DeviceWeight& w, const float* x, int64_t x_stride,
                      const int32_t* x_rows, const float* norm, const float* bias, int32_t rows,
                      float* y, int64_t y_stride, bool accumulate, cudaStream_t stream);
+  // x_q8_ / x_q8_scales_ = `rows` rows of num_cols f32 values quantized (gathered by x_rows,
+  // RMS-normed with norm, or SwiGLU of x and up — quantize_activations.cuh), one launch.
+  Status quantize_input(const float* x, int64_t x_stride, const int32_t* x_rows, const float* norm,
+                        const float* up, int32_t rows, int64_t num_cols, cudaStream_t stream);
   // The int8 product of x_q8_'s `rows` rows (written by a quantize launch or the attention).
   Status int8_product(const kernels::DeviceWeight& w, const float* bias, int32_t rows, float* y,
                       int64_t y_stride, bool accumulate, cudaStream_t stream);

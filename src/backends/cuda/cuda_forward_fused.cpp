@@ -8,7 +8,6 @@
 #include "backends/cuda/cuda_forward.h"
 #include "backends/cuda/kernels/matmul.cuh"
 #include "backends/cuda/kernels/matmul_int8.cuh"
-#include "backends/cuda/kernels/quantize_activations.cuh"
 #include "backends/cuda/kernels/rope_kv.cuh"
 
 namespace cellm {
@@ -67,17 +66,8 @@ Status CudaForward::fused_input(kernels::DecodeMatmulParams* p, const float* x, 
   if (int8 && int8_fold_ && kernels::decode_matmul_folds_int8(p->w, rows)) {
     p->int8_activations = true;  // quantized inside the product, below: f32 x as given
   } else if (int8) {
-    kernels::QuantizeActivationsParams q;
-    q.num_tokens = rows;
-    q.num_cols = p->w.num_cols;
-    q.x = x;
-    q.x_stride = x_stride;
-    q.x_rows = x_rows;
-    q.norm_weight = norm;
-    q.norm_eps = config_.rms_norm_eps;
-    q.q = x_q8_;
-    q.scales = x_q8_scales_;
-    CELLM_RETURN_IF_ERROR(kernels::launch_quantize_activations(q, stream));
+    CELLM_RETURN_IF_ERROR(
+        quantize_input(x, x_stride, x_rows, norm, nullptr, rows, p->w.num_cols, stream));
     p->x_q8 = x_q8_;
     p->x_q8_scales = x_q8_scales_;
     return ok_status();
