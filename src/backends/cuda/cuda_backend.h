@@ -34,10 +34,10 @@ struct CudaExecutorOptions {
   // sessions instead of reading the row; logits are still copied unless
   // CudaExecutor::set_copy_logits(false) and return_logits is false.
   bool device_argmax = false;
-  // Q8_0 / Q4_0 products of slices of up to 8 rows (the one-pass small-M kernels up to 4, the
-  // int8 tensor cores from 5) take int8 activations, quantized per 32 values like the weights:
-  // about 3e-3 relative error in those products and faster decode. false keeps them in f32 (up to
-  // 4 rows) or bf16 (the tensor-core path) (CudaForwardConfig::int8_activations;
+  // Q8_0 / Q4_0 products of slices of up to 8 rows (one row (Q4_0: two) in the fused small-M
+  // layer, more on the int8 tensor cores) take int8 activations, quantized per 32 values like the
+  // weights: about 3e-3 relative error in those products and faster decode. false keeps them in
+  // f32 (up to 4 rows) or bf16 (the tensor-core path) (CudaForwardConfig::int8_activations;
   // `--exact-activations` on the command line).
   bool int8_activations = true;
 };

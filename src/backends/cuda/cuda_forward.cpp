@@ -164,8 +164,8 @@ Status CudaForward::matmul(const kernels::DeviceWeight& w, const float* x, int64
 }
 
 bool CudaForward::int8_matmul_applies(const kernels::DeviceWeight& w, int32_t rows) const {
-  return rows <= int8_matmul_rows_ && rows > kernels::small_m_max_tokens(w.type) &&
-         kernels::int8_matmul_supports(w);
+  return rows <= int8_matmul_rows_ && kernels::int8_matmul_supports(w) &&
+         rows >= kernels::int8_matmul_min_tokens(w.type);
 }
 
 Status CudaForward::int8_matmul(const kernels::DeviceWeight& w, const float* x, int64_t x_stride,

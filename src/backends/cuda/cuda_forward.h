@@ -56,7 +56,7 @@ struct CudaForwardConfig {
   std::vector<int32_t> layer_windows;  // [num_layers] 0 = full attention
   bool argmax = false;                 // also write each kept row's greedy token (argmax_tokens())
   bool fused_decode = true;            // slices of ≤ 8 rows run the fused kernels (see above)
-  // Q8_0 / Q4_0 products of fused slices (dp4a) and of 5–8-row slices (int8 tensor cores) take
+  // Q8_0 / Q4_0 products of fused slices (dp4a) and of 2/3–8-row slices (int8 tensor cores) take
   // int8 activations (about 3e-3 relative error); false keeps them in f32 / bf16.
   bool int8_activations = true;
 };

@@ -36,10 +36,15 @@ void CudaForward::plan_fused_path() {
   // (kernels::small_m_max_tokens: wider, the tensor-core path is faster), and F16 / BF16 only at
   // one row: at two, the unfused sequence on the small-M kernels measured 2.5% faster on the
   // H200 (355 against 346 tok/s, Llama-3.1-8B geometry, two sessions).
+  // With int8 activations, Q8_0 / Q4_0 products of 2 / 3 rows and more run faster on the int8
+  // tensor cores than in the fused layer (kernels::int8_matmul_min_tokens).
   const auto allow = [&](const kernels::DeviceWeight& w) {
     if (w.data == nullptr || !kernels::decode_matmul_supports(w)) return false;
     const bool half = w.type == TensorType::kF16 || w.type == TensorType::kBF16;
     max_rows = std::min(max_rows, half ? 1 : kernels::small_m_max_tokens(w.type));
+    if (int8_matmul_rows_ > 0 && kernels::int8_matmul_supports(w)) {
+      max_rows = std::min(max_rows, kernels::int8_matmul_min_tokens(w.type) - 1);
+    }
     return true;
   };
   bool ok = allow(weights_.output()) && weights_.output_norm() != nullptr;

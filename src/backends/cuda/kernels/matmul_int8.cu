@@ -239,6 +239,8 @@ bool int8_matmul_supports(const DeviceWeight& w) {
          w.layout == WeightLayout::kInterleaved && w.num_cols % kSpanCols == 0 && aligned16(w.data);
 }
 
+int32_t int8_matmul_min_tokens(TensorType type) { return type == TensorType::kQ4_0 ? 3 : 2; }
+
 Status launch_int8_matmul(const Int8MatmulParams& p, cudaStream_t stream) {
   const std::string what = "int8_matmul: " + std::string(tensor_type_name(p.w.type)) + " [" +
                            std::to_string(p.w.num_rows) + ", " + std::to_string(p.w.num_cols) +

@@ -1,7 +1,7 @@
 // matmul_int8: y[M, N] (+)= x · Wᵀ for interleaved Q8_0 / Q4_0 weights and int8 activations
 // (quantize_activations.cuh: blocks of 32 with an f32 scale, the interleaved order) on the int8
 // tensor cores (mma.m16n8k32), for 1 to kInt8MatmulMaxTokens token rows — the products of
-// small-batch decode (5–8 sessions), where the dp4a kernels (decode_matmul.cuh) cost more with
+// small-batch decode (2–8 sessions), where the dp4a kernels (decode_matmul.cuh) cost more with
 // every row and the bf16 tensor-core product (matmul_wide.cuh) spends several instructions per
 // weight turning it into bf16 (and three launches: permute, product, split sum).
 // One mma k-step is one quantization block of both operands, and both interleaved layouts give a
@@ -39,6 +39,12 @@ struct Int8MatmulParams {
 
 // Interleaved Q8_0 / Q4_0 (rows of 256·n elements), 16-byte aligned.
 bool int8_matmul_supports(const DeviceWeight& w);
+
+// The fewest rows from which this product beats the fused dp4a layer (decode_matmul.cuh) for a
+// weight of `type` (Q8_0: 2, Q4_0: 3; one row stays fused). Measured on the H200, Llama-3.1-8B
+// geometry, decode tok/s at 1 / 2 / 3 / 4 sessions, fused → int8 tensor cores: q8_0 379 / 630 /
+// 673 / 886 → 331 / 652 / 966 / 1,269; q4_0 540 / 791 / 816 / 1,073 → 382 / 741 / 1,100 / 1,441.
+int32_t int8_matmul_min_tokens(TensorType type);
 
 // Errors (invalid argument) name what is wrong with the params.
 Status launch_int8_matmul(const Int8MatmulParams& params, cudaStream_t stream);
