@@ -29,7 +29,7 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
-constexpr int kBlockRows = 16;  // two n-tiles of 8
+constexpr int kBlockRows = 16;  // weight rows per block: one m-tile
 constexpr int kSpanCols = 256;
 
 struct Int8MatmulArgs {
