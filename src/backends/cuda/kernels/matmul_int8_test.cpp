@@ -1,7 +1,7 @@
 // matmul_int8_test: the int8 tensor-core product (matmul_int8.cuh) against the CPU's dequantized
-// Q8_0 / Q4_0 weights times the int8 activations quantize_activations writes, in double — for 1
-// to 8 token rows (a partial n-tile of tokens among them), row counts that leave a partial block of
-// 16, spans split unevenly between the warps, with bias, store and accumulate; and its refusals.
+// Q8_0 / Q4_0 weights times int8 activations (as quantize_activations writes them), in double — for
+// 1 to 8 token rows (a partial n-tile of tokens among them), row counts that leave a partial block
+// of 16, spans split unevenly between the warps, with bias, store and accumulate; and its refusals.
 // GPU tests (label cuda).
 #include "backends/cuda/kernels/matmul_int8.cuh"
 
@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "backends/cuda/kernels/kernel_test_support.h"
-#include "backends/cuda/kernels/quantize_activations.cuh"
 #include "backends/cuda/kernels/weight_layout.h"
 
 namespace cellm::kernels {
@@ -20,33 +19,18 @@ namespace {
 
 using testing::DeviceArray;
 
-// Random rows x [m, k] quantized on the device, and what they stand for (q · d, natural order).
+// Random rows x [m, k] quantized as quantize_activations quantizes them (testing::quantize_rows_q8,
+// the host's bit-exact model of it), uploaded; host.value(t, e) is what element e of row t stands
+// for.
 struct QuantizedRows {
   QuantizedRows(int32_t m, int64_t k, uint32_t seed)
-      : q(static_cast<size_t>(m * k)), scales(static_cast<size_t>(m * k / 32)) {
-    const DeviceArray<float> x(testing::random_floats(static_cast<size_t>(m * k), seed, 3.0f));
-    QuantizeActivationsParams p;
-    p.num_tokens = m;
-    p.num_cols = k;
-    p.x = x.get();
-    p.x_stride = k;
-    p.q = q.get();
-    p.scales = scales.get();
-    const Status launched = launch_quantize_activations(p, nullptr);
-    CELLM_CHECK(launched.ok()) << launched.to_string();
-    const std::vector<int8_t> qs = q.download();
-    const std::vector<float> ds = scales.download();
-    values.resize(static_cast<size_t>(m * k));
-    for (int32_t t = 0; t < m; ++t) {
-      for (int64_t e = 0; e < k; ++e) {
-        values[t * k + e] = static_cast<double>(qs[t * k + interleaved_q8_offset(e)]) *
-                            static_cast<double>(ds[t * (k / 32) + e / 32]);
-      }
-    }
-  }
+      : host(testing::quantize_rows_q8(
+            testing::random_floats(static_cast<size_t>(m * k), seed, 3.0f), m, k, k)),
+        q(host.q),
+        scales(host.scales) {}
+  testing::HostQ8Rows host;
   DeviceArray<int8_t> q;
   DeviceArray<float> scales;
-  std::vector<double> values;
 };
 
 struct Case {
@@ -84,7 +68,7 @@ TEST(Int8MatmulTest, MatchesTheDequantizedProductForOneToThirtyTwoTokens) {
           for (int64_t r = 0; r < c.rows; ++r) {
             double sum = 0.0;
             for (int64_t e = 0; e < c.cols; ++e) {
-              sum += static_cast<double>(values[r * c.cols + e]) * x.values[t * c.cols + e];
+              sum += static_cast<double>(values[r * c.cols + e]) * x.host.value(t, e);
             }
             const double base = accumulate ? y0[t * stride + r] : 0.0;
             want[t * stride + r] = static_cast<float>(base + (sum + bias[r]));
