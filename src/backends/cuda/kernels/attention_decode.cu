@@ -307,10 +307,10 @@ bool env_allows(const char* name) {
 
 // The splits of the cluster-merged tensor-core kernel for these params — 8, 4 or 2: at most
 // max_splits and the largest cluster the device runs, and few enough that every block of the
-// grid is resident at once (three per SM) — or 0 when the launch takes the split kernel and the
-// combine. Eight, not more: on the H200, batch-1 decode (Llama-3.1-8B geometry, 512 positions)
-// measured 2.664–2.675 ms per token for q8_0 with clusters of 8, 2.720 with 16, 2.734–2.746
-// without clusters.
+// grid is resident at once (decode_attention_tc_cluster_blocks_per_sm) — or 0 when the launch takes
+// the split kernel and the combine. Eight, not more: on the H200, batch-1 decode (Llama-3.1-8B
+// geometry, 512 positions) measured 2.664–2.675 ms per token for q8_0 with clusters of 8, 2.720
+// with 16, 2.734–2.746 without clusters.
 int32_t cluster_splits(const DecodeAttentionParams& p) {
   static const bool enabled = env_allows("CELLM_CUDA_ATTENTION_CLUSTER");
   static const int32_t num_sms = [] {
@@ -335,7 +335,8 @@ int32_t cluster_splits(const DecodeAttentionParams& p) {
   const int64_t blocks_per_split = static_cast<int64_t>(grid.x) * grid.y;
   for (const int32_t splits : {8, 4, 2}) {
     if (splits <= largest && splits <= p.max_splits &&
-        blocks_per_split * splits <= 3 * static_cast<int64_t>(num_sms)) {
+        blocks_per_split * splits <=
+            decode_attention_tc_cluster_blocks_per_sm() * static_cast<int64_t>(num_sms)) {
       return splits;
     }
   }

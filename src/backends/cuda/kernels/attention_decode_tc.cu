@@ -12,11 +12,18 @@
 // three blocks (12 warps, six tiles in flight) share an SM.
 //
 // The cluster variant (launch_decode_attention_tc_cluster) runs the splits of a (head batch,
-// token) as one thread-block cluster: each block leaves its split's merged state in its shared
-// memory, and after a cluster barrier every block merges a share of the heads' value dims from
-// all the cluster's blocks through distributed shared memory and writes the output — the
-// combine kernel's arithmetic (splits in order), without its launch or the partials' round trip
-// through global memory. Blocks without a split take part with an empty state.
+// token) as one thread-block cluster and merges them without partials in global memory or a
+// combine launch. The group's outputs are cut into units of 32 value dims (one quantization
+// block), each owned by one block of the cluster; every warp *pushes* its state (max, sum and its
+// outputs) straight into the owners' receive buffers in distributed shared memory, a cluster
+// barrier publishes them, and each owner merges its units from its own shared memory — the
+// warps' merge, then the splits' merge, in the order and with the arithmetic of
+// merge_warp_states and the combine kernel — and writes the output. Nothing reads another
+// block's shared memory after that barrier, so blocks leave as soon as their units are written
+// (docs/perf/decode.md, version 9: the pull merge waited on remote loads and on a last barrier).
+// The receive buffers overlay the stage ring: a block arrives at a first cluster barrier when it
+// is done with its ring, and pushes only after every block of the cluster has arrived (a separate
+// receive area let only two blocks share an SM: 3–4% slower at 4–8 sessions).
 #include <cooperative_groups.h>
 
 #include "backends/cuda/kernels/attention_internal.h"
@@ -32,6 +39,8 @@ constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
 constexpr int kGroupRows = 8;  // query heads per block: the logical rows of a warp
 constexpr int kTileKeys = 16 * kWarps;
+constexpr int kMaxClusterSplits = 8;  // the largest cluster launched
+static_assert(kWarps * kMaxClusterSplits == 32, "the owners' scalars: one lane per (split, warp)");
 
 template <int kDim>
 struct DecodeTcShape {
@@ -39,8 +48,15 @@ struct DecodeTcShape {
   static constexpr int kTileElems = kTileKeys * kStride;  // one K or V tile
   static constexpr size_t kSmemBytes = size_t{2} * 2 * kTileElems * 2;
   static constexpr size_t kMergeBytes = size_t{kWarps} * kGroupRows * (2 + kDim) * 4;
-  static constexpr size_t kSplitBytes = size_t{kGroupRows} * (2 + kDim) * 4;  // cluster merge
-  static_assert(kMergeBytes + kSplitBytes <= kSmemBytes, "the merges reuse the stage buffers");
+  static_assert(kMergeBytes <= kSmemBytes, "the warps' merge reuses the stage buffers");
+  // The cluster variant's receive buffers, over the stage ring: per (split, warp) the max and sum
+  // of each logical row ([kMaxClusterSplits][kWarps][kGroupRows][2]), and the outputs of the
+  // units this block owns ([splits][kWarps][units per rank][32]; splits × units per rank <
+  // kUnits + splits).
+  static constexpr int kUnits = kGroupRows * kDim / 32;
+  static constexpr size_t kRecvMlFloats = size_t{kMaxClusterSplits} * kWarps * kGroupRows * 2;
+  static constexpr size_t kRecvOFloats = size_t{kUnits + kMaxClusterSplits - 1} * kWarps * 32;
+  static_assert((kRecvMlFloats + kRecvOFloats) * 4 <= kSmemBytes, "they overlay the ring");
 };
 
 // Writes the attention output of logical row g, value dim d (and its int8 quantization where
@@ -64,54 +80,135 @@ __device__ __forceinline__ void write_decode_output(const AttentionArgs& a, cons
   }
 }
 
-// The cluster merge: this block's split state (merge_warp_states of its warps) into `split`
-// ([kRows] max, [kRows] sum, [kRows, dims] output) in shared memory; a cluster barrier; then
-// block rank r takes outputs i = 128r + thread, + 128 · splits, ... of the group's heads × dims
-// (a warp: 32 consecutive dims of one head), each merged over the working splits in split order
-// (the combine's arithmetic) and written; a last barrier keeps every block's shared memory until
-// the others have read it.
-template <int kWarps, int kRows>
+// barrier.cluster in its two halves: every thread of every block of the cluster arrives, and
+// waits for the others' arrival before its next arrival.
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void cluster_arrive_release() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait_acquire() {
+  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+
+// The shared::cluster address of `p` (in this block's shared memory) in block `rank`'s, and a
+// store there.
+__device__ __forceinline__ uint32_t cluster_address(const void* p, int rank) {
+  const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+  uint32_t remote = 0;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(address), "r"(rank));
+  return remote;
+}
+__device__ __forceinline__ void store_cluster_float2(uint32_t address, float x, float y) {
+  asm volatile("st.shared::cluster.v2.f32 [%0], {%1, %2};\n" ::"r"(address), "f"(x), "f"(y)
+               : "memory");
+}
+
+// The cluster merge (see the file comment). The group's num_units = num_group · dims / 32 units
+// (unit u: logical row u / (dims / 32), dims 32 · (u mod dims / 32) ..) are owned in runs of
+// units_per_rank by the blocks of the cluster in rank order. Every block has arrived at the
+// cluster barrier once done with its stage ring (cluster_arrive_relaxed), so after the first wait
+// every receive buffer may be written.
+template <int kDim, bool kF16>
 __device__ __forceinline__ void merge_decode_cluster(const DecodeKernelArgs& args,
-                                                     const DecodeBlock& b, const float* red_m,
-                                                     const float* red_l, const float* red_o,
-                                                     int o_stride, float* split) {
+                                                     const DecodeBlock& b,
+                                                     const WarpRowsState<kDim, kF16>& st,
+                                                     float* recv_ml, float* recv_o) {
   namespace cg = cooperative_groups;
   const AttentionArgs& a = args.a;
-  const int dims = a.value_head_dim;
-  float* split_m = split;
-  float* split_l = split + kRows;
-  float* split_o = split + 2 * kRows;
-  for_each_merged_output<kWarps, kRows>(b, dims, red_m, red_l, red_o, o_stride,
-                                        [&](int g, int d, float max_all, float sum, float out) {
-                                          split_o[g * dims + d] = out;
-                                          if (d == 0) {
-                                            split_m[g] = max_all;
-                                            split_l[g] = sum;
-                                          }
-                                        });
   cg::cluster_group cluster = cg::this_cluster();
-  cluster.sync();
   const int splits = static_cast<int>(cluster.num_blocks());
   const int rank = static_cast<int>(cluster.block_rank());
-  const int working = min(splits, b.num_splits);  // ranks past it hold empty states
-  for (int i = rank * kWarps * 32 + threadIdx.x; i < b.num_group * dims;
-       i += splits * kWarps * 32) {
-    const int g = i / dims;
-    const int d = i - g * dims;
-    float max_all = -INFINITY;
-    for (int r = 0; r < working; ++r) {
-      max_all = fmaxf(max_all, cluster.map_shared_rank(split_m, r)[g]);
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  constexpr int kUnitsPerRow = kDim / 32;
+  const int num_units = b.num_group * kUnitsPerRow;
+  const int units_per_rank = (num_units + splits - 1) / splits;
+
+  // Push: logical row g = lane / 4's max and sum to the owners of its units, and its outputs
+  // (dims 8nt + 2·(lane % 4), + 1: unit nt / 4) to each unit's owner.
+  const int g = lane >> 2;
+  const int quad = lane & 3;
+  const float l_row = row_group_sum(st.l);
+  cluster_wait_acquire();
+  if (b.split < b.num_splits && g < b.num_group) {  // else nothing to merge: no pushes
+    const int slot = rank * kWarps + warp;
+    if (quad == 0) {
+      const int first = g * kUnitsPerRow / units_per_rank;
+      const int last = ((g + 1) * kUnitsPerRow - 1) / units_per_rank;
+      for (int r = first; r <= last; ++r) {
+        store_cluster_float2(cluster_address(recv_ml + (slot * kGroupRows + g) * 2, r), st.m,
+                             l_row);
+      }
     }
+    CELLM_UNROLL
+    for (int u = 0; u < kUnitsPerRow; ++u) {  // unit g · kUnitsPerRow + u: dims 32u .. 32u + 31
+      const int unit = g * kUnitsPerRow + u;
+      const int owner = unit / units_per_rank;
+      const int local = unit - owner * units_per_rank;
+      const uint32_t dst =
+          cluster_address(recv_o + (slot * units_per_rank + local) * 32 + 2 * quad, owner);
+      CELLM_UNROLL
+      for (int k = 0; k < 4; ++k) {  // n-tile 4u + k: dims 32u + 8k + 2·quad, + 1
+        store_cluster_float2(dst + 32 * k, output_value(st, 4 * u + k, 0),
+                             output_value(st, 4 * u + k, 1));
+      }
+    }
+  }
+  cluster_arrive_release();
+  cluster_wait_acquire();
+
+  // Merge the owned units, a warp per unit: lane 4s + w first takes the scalars of (split s,
+  // warp w) of the unit's row, then lane k merges dim k.
+  const int working = min(splits, b.num_splits);  // ranks past it pushed nothing
+  const int s_lane = lane / kWarps;
+  const int w_lane = lane % kWarps;
+  for (int local = warp; local < units_per_rank; local += kWarps) {
+    const int unit = rank * units_per_rank + local;
+    if (unit >= num_units) break;  // warp-uniform
+    const int row = unit / kUnitsPerRow;
+    const int d = (unit - row * kUnitsPerRow) * 32 + lane;
+    float m_sw = -INFINITY;  // merge_warp_states of split s_lane, warp w_lane
+    float l_sw = 0.0f;
+    if (s_lane < working) {
+      const float2 ml = *reinterpret_cast<const float2*>(
+          recv_ml + ((s_lane * kWarps + w_lane) * kGroupRows + row) * 2);
+      m_sw = ml.x;
+      l_sw = ml.y;
+    }
+    float m_s = fmaxf(m_sw, __shfl_xor_sync(0xffffffffu, m_sw, 1));  // max: any order is exact
+    m_s = fmaxf(m_s, __shfl_xor_sync(0xffffffffu, m_s, 2));
+    const float e_sw = exp_diff(m_sw, m_s);
+    float l_s = 0.0f;
+    CELLM_UNROLL
+    for (int w = 0; w < kWarps; ++w) {
+      const int from = (lane & ~(kWarps - 1)) + w;
+      l_s = fmaf(__shfl_sync(0xffffffffu, l_sw, from), __shfl_sync(0xffffffffu, e_sw, from), l_s);
+    }
+    float max_all = m_s;  // the combine's: over the working splits (the others hold −inf)
+    CELLM_UNROLL
+    for (int offset = kWarps; offset < 32; offset <<= 1) {
+      max_all = fmaxf(max_all, __shfl_xor_sync(0xffffffffu, max_all, offset));
+    }
+    const float e_s = exp_diff(m_s, max_all);
     float sum = 0.0f;
     float out = 0.0f;
-    for (int r = 0; r < working; ++r) {
-      const float e = exp_diff(cluster.map_shared_rank(split_m, r)[g], max_all);
-      sum = fmaf(cluster.map_shared_rank(split_l, r)[g], e, sum);
-      out = fmaf(cluster.map_shared_rank(split_o, r)[g * dims + d], e, out);
+    CELLM_UNROLL
+    for (int r = 0; r < kMaxClusterSplits; ++r) {
+      if (r >= working) break;  // warp-uniform
+      float o_r = 0.0f;
+      CELLM_UNROLL
+      for (int w = 0; w < kWarps; ++w) {
+        o_r = fmaf(recv_o[((r * kWarps + w) * units_per_rank + local) * 32 + lane],
+                   __shfl_sync(0xffffffffu, e_sw, r * kWarps + w), o_r);
+      }
+      const float e_r = __shfl_sync(0xffffffffu, e_s, r * kWarps);
+      sum = fmaf(__shfl_sync(0xffffffffu, l_s, r * kWarps), e_r, sum);
+      out = fmaf(o_r, e_r, out);
     }
-    write_decode_output(a, b, g, d, __fdiv_rn(out, sum));
+    write_decode_output(a, b, row, d, __fdiv_rn(out, sum));
   }
-  cluster.sync();
 }
 
 template <KvDtype kDtype, int kDim, bool kCluster>
@@ -142,23 +239,32 @@ __global__ void __launch_bounds__(kThreads)
   const int g = lane >> 2;
   const int quad = lane & 3;
   WarpRowsState<kDim, kF16> st;
-  warp_rows_init<kDim, kF16>(
-      st, g < b.num_group ? a.q + b.token * a.q_stride + (b.head0 + g) * a.head_dim : nullptr,
-      a.scale, lane);
 
   const KvSource src{static_cast<const uint8_t*>(a.k_cache), static_cast<const uint8_t*>(a.v_cache),
                      static_cast<int64_t>(a.num_kv_heads) * kDim * 2,
                      static_cast<int64_t>(b.kv_head) * kDim * 2, b.cells};
   walk_kv_tiles<kDim, kTileKeys, kThreads>(
-      stages, src, b.begin, b.end, [&](const uint16_t* k_tile, int32_t pos0) {
+      stages, src, b.begin, b.end,
+      [&](const uint16_t* k_tile, int32_t pos0) {
         const int32_t warp_pos = pos0 + 16 * warp;
         if (warp_pos < b.end) {  // warp-uniform
           const uint16_t* k_rows = k_tile + 16 * warp * kStride;
           attend_keys<kDim, kF16, 1>(st, k_rows, k_rows + Shape::kTileElems, kStride, warp_pos,
                                      KeysBefore{b.end}, lane);
         }
+      },
+      [&] {  // the query's loads fly with the first tile's
+        warp_rows_init<kDim, kF16>(
+            st, g < b.num_group ? a.q + b.token * a.q_stride + (b.head0 + g) * a.head_dim : nullptr,
+            a.scale, lane);
       });
 
+  if constexpr (kCluster) {
+    cluster_arrive_relaxed();                        // this block is done with its ring
+    auto* recv_ml = reinterpret_cast<float*>(smem);  // the receive buffers overlay it
+    merge_decode_cluster<kDim, kF16>(args, b, st, recv_ml, recv_ml + Shape::kRecvMlFloats);
+    return;
+  }
   // Merge the warps: max, rescaled sums and outputs (the stage buffers are free now).
   const float l_row = row_group_sum(st.l);
   auto* red_m = reinterpret_cast<float*>(smem);  // [kWarps, kGroupRows]
@@ -176,13 +282,7 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   __syncthreads();
-  if constexpr (kCluster) {
-    merge_decode_cluster<kWarps, kGroupRows>(
-        args, b, red_m, red_l, red_o, kDim,
-        reinterpret_cast<float*>(smem + DecodeTcShape<kDim>::kMergeBytes));
-  } else {
-    merge_decode_warps<kWarps, kGroupRows>(args, b, red_m, red_l, red_o, kDim);
-  }
+  merge_decode_warps<kWarps, kGroupRows>(args, b, red_m, red_l, red_o, kDim);
 }
 
 }  // namespace
@@ -240,6 +340,20 @@ int32_t decode_attention_tc_max_cluster() {
       (void)cudaGetLastError();
     }
     return 0;
+  }();
+  return result;
+}
+
+int32_t decode_attention_tc_cluster_blocks_per_sm() {
+  static const int32_t result = [] {
+    int blocks = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &blocks, decode_attention_tc_kernel<KvDtype::kBF16, 128, true>, kThreads,
+            DecodeTcShape<128>::kSmemBytes) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0;
+    }
+    return blocks;
   }();
   return result;
 }

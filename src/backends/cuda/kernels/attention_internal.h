@@ -145,6 +145,8 @@ cudaError_t launch_decode_attention_tc_cluster(const DecodeKernelArgs& args, cud
 // The largest cluster (8, 4 or 2 blocks) of that kernel the device can run, 0 for none (asked
 // once, after prepare_decode_attention_tc_kernels()).
 int32_t decode_attention_tc_max_cluster();
+// Blocks of that kernel resident on one SM at once (its shared memory allows three on the H200).
+int32_t decode_attention_tc_cluster_blocks_per_sm();
 Status prepare_decode_attention_tc_kernels();
 
 // Tensor-core prefill (attention_prefill_tc.cu).

@@ -208,14 +208,33 @@ __device__ __forceinline__ void stage_kv_tile(uint16_t* k_dst, uint16_t* v_dst,
   constexpr int kPieces = kDim * 2 / 16;  // 16-byte pieces per row
   constexpr int kStride = kDim + 8;
   static_assert(kThreads % kPieces == 0 && (kTileKeys * kPieces) % kThreads == 0);
+  constexpr int kRowsPerThread = kTileKeys * kPieces / kThreads;
+  // A warp's threads copy kWarpRows rows (base + j + i · kThreads / kPieces); lane j + i ·
+  // kRowGroup loads the cell of that row and the copying threads take theirs by shuffle — one
+  // load per lane in flight at once (the compiler issued per-thread loads a few at a time, each
+  // batch a round trip on the critical path).
+  constexpr int kRowGroup = 32 / kPieces;  // consecutive rows of one warp
+  constexpr int kWarpRows = kRowGroup * kRowsPerThread;
+  static_assert(32 % kPieces == 0 && kWarpRows <= 32, "a warp's rows fit its lanes");
   const int piece = tid % kPieces;
+  const int lane = tid & 31;
+  const int warp_row0 = (tid - lane) / kPieces;
+  int32_t lane_cell = 0;
+  if (lane < kWarpRows) {
+    const int32_t pos =
+        pos0 + warp_row0 + lane % kRowGroup + lane / kRowGroup * (kThreads / kPieces);
+    if (pos < valid_end) lane_cell = __ldg(cells + pos);
+  }
+  int32_t cell[kRowsPerThread];
   CELLM_UNROLL
-  for (int i = 0; i < kTileKeys * kPieces / kThreads; ++i) {
+  for (int i = 0; i < kRowsPerThread; ++i) {
+    cell[i] = __shfl_sync(0xffffffffu, lane_cell, i * kRowGroup + lane / kPieces);
+  }
+  CELLM_UNROLL
+  for (int i = 0; i < kRowsPerThread; ++i) {
     const int row = tid / kPieces + i * (kThreads / kPieces);
-    const int32_t pos = pos0 + row;
-    const bool valid = pos < valid_end;
-    const int32_t cell = valid ? __ldg(cells + pos) : 0;
-    const int64_t offset = static_cast<int64_t>(cell) * cell_bytes + head_offset + 16 * piece;
+    const bool valid = pos0 + row < valid_end;
+    const int64_t offset = static_cast<int64_t>(cell[i]) * cell_bytes + head_offset + 16 * piece;
     cp_async_16_zfill(k_dst + row * kStride + 8 * piece, k_cache + offset, valid);
     cp_async_16_zfill(v_dst + row * kStride + 8 * piece, v_cache + offset, valid);
   }
@@ -234,10 +253,16 @@ struct KvSource {
 // Walks positions [begin, end) in kTileKeys-key tiles through a two-stage shared-memory ring
 // (`stages`: [2][K, V][kTileKeys][kDim + 8]): tile i + 1 is in flight while use(k_rows, pos0)
 // reads tile i (K rows of positions pos0 .. at k_rows, V rows kTileKeys · (kDim + 8) elements
-// after) between two block barriers. Every thread of the block calls it.
-template <int kDim, int kTileKeys, int kThreads, class Use>
+// after) between two block barriers. issued() runs once the first tile's copies are issued, so
+// work independent of the tiles (loading the query) overlaps their flight. Every thread of the
+// block calls it.
+struct NothingToOverlap {
+  __device__ __forceinline__ void operator()() const {}
+};
+template <int kDim, int kTileKeys, int kThreads, class Use, class Issued = NothingToOverlap>
 __device__ __forceinline__ void walk_kv_tiles(uint16_t* stages, const KvSource& src, int32_t begin,
-                                              int32_t end, const Use& use) {
+                                              int32_t end, const Use& use,
+                                              const Issued& issued = Issued{}) {
   constexpr int kTileElems = kTileKeys * (kDim + 8);
   const int32_t num_tiles = (end - begin + kTileKeys - 1) / kTileKeys;
   const auto stage = [&](int32_t tile) {
@@ -248,6 +273,7 @@ __device__ __forceinline__ void walk_kv_tiles(uint16_t* stages, const KvSource& 
     cp_async_commit();
   };
   if (num_tiles > 0) stage(0);
+  issued();
   for (int32_t tile = 0; tile < num_tiles; ++tile) {
     if (tile + 1 < num_tiles) {
       stage(tile + 1);  // its buffer was last read before the previous iteration's barrier
