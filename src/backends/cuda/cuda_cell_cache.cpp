@@ -37,6 +37,7 @@ StatusOr<std::unique_ptr<CudaCellCache>> CudaCellCache::create(const CudaCellCac
   s.positions = base + layout.positions;
   s.write_rows = base + layout.write_rows;
   s.token_seq = base + layout.token_seq;
+  s.token_row_offsets = base + layout.token_row_offsets;
   s.kept_rows = base + layout.kept_rows;
   s.seq_row_offsets = base + layout.seq_row_offsets;
   s.seq_len = base + layout.seq_len;

@@ -266,6 +266,7 @@ Status CudaForward::attention(const DeviceStep& step, int32_t layer, int32_t row
   args.cells.token_pos = step.positions;
   args.cells.seq_cell_offsets = step.seq_row_offsets;
   args.cells.seq_cells = step.seq_rows;
+  args.cells.token_cell_offsets = step.token_row_offsets;
   args.out = attn_;
   args.out_stride = static_cast<int64_t>(c.num_heads) * c.value_head_dim;
   // Prefill tiles pay off when sequences bring several tokens each.

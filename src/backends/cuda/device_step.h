@@ -39,7 +39,8 @@ struct DeviceStep {
   const int32_t* positions = nullptr;   // [width] (padding: 0)
   const int32_t* write_rows = nullptr;  // [width] K/V row each token writes (padding: scratch)
   const int32_t* token_seq = nullptr;   // [width] step sequence of each token (padding: num_seqs)
-  const int32_t* kept_rows = nullptr;   // [width] kept token rows, ascending (padded with 0)
+  const int32_t* token_row_offsets = nullptr;  // [width] seq_row_offsets[token_seq[t]]
+  const int32_t* kept_rows = nullptr;          // [width] kept token rows, ascending (padded with 0)
   const int32_t* seq_row_offsets = nullptr;    // [num_seqs + 2] CSR offsets into seq_rows
   const int32_t* seq_len = nullptr;            // [num_seqs + 1] context length after the slice
   const int32_t* seq_pos_begin = nullptr;      // [num_seqs + 1] first position the slice writes

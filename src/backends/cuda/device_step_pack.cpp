@@ -21,6 +21,7 @@ DeviceStepLayout DeviceStepLayout::for_width(int32_t max_width) {
   l.positions = take(width);
   l.write_rows = take(width);
   l.token_seq = take(width);
+  l.token_row_offsets = take(width);
   l.kept_rows = take(width);
   l.seq_row_offsets = take(width + 2);
   l.seq_len = take(width + 1);
@@ -91,11 +92,16 @@ void pack_device_step(const CellStep& cells, std::span<const int32_t> tokens,
   for (int32_t t = 0; t < num_tokens; ++t) {
     h[layout.write_rows + t] = cells.token_cell[static_cast<size_t>(t)] + kFirstCellRow;
   }
+  for (int32_t t = 0; t < num_tokens; ++t) {
+    h[layout.token_row_offsets + t] =
+        cells.seq_cell_offsets[static_cast<size_t>(cells.token_step_seq[static_cast<size_t>(t)])];
+  }
   for (int32_t t = num_tokens; t < width; ++t) {
     h[layout.tokens + t] = 0;
     h[layout.positions + t] = 0;
     h[layout.write_rows + t] = kScratchRow;
     h[layout.token_seq + t] = num_seqs;
+    h[layout.token_row_offsets + t] = real_rows;  // the dummy's scratch row
   }
   std::copy(kept_rows.begin(), kept_rows.end(), h + layout.kept_rows);
   std::fill(h + layout.kept_rows + kept_rows.size(), h + layout.kept_rows + width, 0);

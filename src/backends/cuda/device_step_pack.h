@@ -20,8 +20,8 @@ namespace cellm {
 // `max_width` rows; every array starts on a 128-byte boundary. seq_rows comes last and is the
 // only one whose length depends on the step.
 struct DeviceStepLayout {
-  size_t counts, tokens, positions, write_rows, token_seq, kept_rows, seq_row_offsets, seq_len,
-      seq_pos_begin, seq_token_offsets, seq_tokens, seq_rows;
+  size_t counts, tokens, positions, write_rows, token_seq, token_row_offsets, kept_rows,
+      seq_row_offsets, seq_len, seq_pos_begin, seq_token_offsets, seq_tokens, seq_rows;
 
   static DeviceStepLayout for_width(int32_t max_width);
 };

@@ -52,6 +52,8 @@ TEST(DeviceStepPackTest, AnInterleavedStepBecomesRowsWithPaddingOnADummySequence
   for (int32_t t = 0; t < 4; ++t) write_rows[t] = step.token_cell[t] + kFirstCellRow;
   EXPECT_EQ(slice(block, layout.write_rows, 8), write_rows);
   EXPECT_EQ(slice(block, layout.token_seq, 8), (Ints{0, 1, 2, 1, 3, 3, 3, 3}));
+  // Each token's sequence's first row: b's at 0, a's at 3, c's at 8, the dummy's at 9.
+  EXPECT_EQ(slice(block, layout.token_row_offsets, 8), (Ints{0, 3, 8, 3, 9, 9, 9, 9}));
   EXPECT_EQ(slice(block, layout.kept_rows, 8), (Ints{1, 3, 0, 0, 0, 0, 0, 0}));
   EXPECT_EQ(slice(block, layout.seq_row_offsets, 5), (Ints{0, 3, 8, 9, 10}));
   EXPECT_EQ(slice(block, layout.seq_len, 4), (Ints{3, 5, 1, 1}));

@@ -42,6 +42,9 @@ struct AttentionCells {
   const int32_t* token_pos = nullptr;         // [num_tokens]
   const int32_t* seq_cell_offsets = nullptr;  // [num_seqs + 1]
   const int32_t* seq_cells = nullptr;         // [seq_cell_offsets[num_seqs]]
+  // Optional [num_tokens] seq_cell_offsets[token_step_seq[t]]: given, the decode kernels find a
+  // token's cells with one dependent load fewer.
+  const int32_t* token_cell_offsets = nullptr;
 };
 
 struct AttentionArgs {

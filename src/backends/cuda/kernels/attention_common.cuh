@@ -107,11 +107,15 @@ __device__ __forceinline__ bool decode_block(const DecodeKernelArgs& args, Decod
   b->head0 = b->kv_head * group + g0;
   b->token = blockIdx.y;
   b->split = blockIdx.z;
-  // The three loads first, in two dependent rounds, before the split arithmetic: every round trip
-  // of this prologue is on the kernel's critical path.
+  // The loads first, before the split arithmetic: every round trip of this prologue is on the
+  // kernel's critical path (one round with the token's cell offset given, else two).
   const int32_t pos = __ldg(a.cells.token_pos + b->token);
-  const int32_t seq = __ldg(a.cells.token_step_seq + b->token);
-  b->cells = a.cells.seq_cells + __ldg(a.cells.seq_cell_offsets + seq);
+  if (a.cells.token_cell_offsets != nullptr) {
+    b->cells = a.cells.seq_cells + __ldg(a.cells.token_cell_offsets + b->token);
+  } else {
+    const int32_t seq = __ldg(a.cells.token_step_seq + b->token);
+    b->cells = a.cells.seq_cells + __ldg(a.cells.seq_cell_offsets + seq);
+  }
   const VisibleRange range = visible_positions(pos, a.window);
   int32_t cells_per_split = 0;
   split_shape(range.end - range.begin, args.max_splits, args.min_cells, &cells_per_split,

@@ -257,7 +257,8 @@ __global__ void __launch_bounds__(kThreads)
         warp_rows_init<kDim, kF16>(
             st, g < b.num_group ? a.q + b.token * a.q_stride + (b.head0 + g) * a.head_dim : nullptr,
             a.scale, lane);
-      });
+      },
+      /*barrier_after_last=*/!kCluster);  // clusters: their first cluster barrier frees the ring
 
   if constexpr (kCluster) {
     cluster_arrive_relaxed();                        // this block is done with its ring

@@ -253,16 +253,18 @@ struct KvSource {
 // Walks positions [begin, end) in kTileKeys-key tiles through a two-stage shared-memory ring
 // (`stages`: [2][K, V][kTileKeys][kDim + 8]): tile i + 1 is in flight while use(k_rows, pos0)
 // reads tile i (K rows of positions pos0 .. at k_rows, V rows kTileKeys · (kDim + 8) elements
-// after) between two block barriers. issued() runs once the first tile's copies are issued, so
-// work independent of the tiles (loading the query) overlaps their flight. Every thread of the
-// block calls it.
+// after) between two block barriers — the last one's second barrier only with
+// `barrier_after_last` (a caller that synchronizes the block otherwise before reusing the ring may
+// skip it). issued() runs once the first tile's copies are issued, so work independent of the
+// tiles (loading the query) overlaps their flight. Every thread of the block calls it.
 struct NothingToOverlap {
   __device__ __forceinline__ void operator()() const {}
 };
 template <int kDim, int kTileKeys, int kThreads, class Use, class Issued = NothingToOverlap>
 __device__ __forceinline__ void walk_kv_tiles(uint16_t* stages, const KvSource& src, int32_t begin,
                                               int32_t end, const Use& use,
-                                              const Issued& issued = Issued{}) {
+                                              const Issued& issued = Issued{},
+                                              bool barrier_after_last = true) {
   constexpr int kTileElems = kTileKeys * (kDim + 8);
   const int32_t num_tiles = (end - begin + kTileKeys - 1) / kTileKeys;
   const auto stage = [&](int32_t tile) {
@@ -283,7 +285,7 @@ __device__ __forceinline__ void walk_kv_tiles(uint16_t* stages, const KvSource& 
     }
     __syncthreads();
     use(stages + (tile & 1) * 2 * kTileElems, begin + tile * kTileKeys);
-    __syncthreads();  // the buffer is refilled two tiles later
+    if (barrier_after_last || tile + 1 < num_tiles) __syncthreads();  // refilled two tiles later
   }
 }
 

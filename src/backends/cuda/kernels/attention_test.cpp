@@ -165,6 +165,9 @@ void expect_attention_parity(const Case& c, const Step& step, int32_t max_splits
   DeviceArray<int32_t> pos_dev(step.token_pos);
   DeviceArray<int32_t> offsets_dev(offsets);
   DeviceArray<int32_t> cells_dev(flat_cells);
+  std::vector<int32_t> token_offsets;  // optional AttentionCells::token_cell_offsets
+  for (const int32_t seq : step.token_seq) token_offsets.push_back(offsets[seq]);
+  DeviceArray<int32_t> token_offsets_dev(token_offsets);
   DeviceArray<float> k_f32;
   DeviceArray<float> v_f32;
   DeviceArray<uint16_t> k_16;
@@ -202,43 +205,49 @@ void expect_attention_parity(const Case& c, const Step& step, int32_t max_splits
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
     EXPECT_TRUE(testing::near_relative(what, strip(out.download()), ref_values, tolerance));
   };
-  for (const int32_t splits : {1, max_splits}) {
-    // Several splits: merged by the combine kernel, and (tensor-core shapes whose grid fits the
-    // GPU) inside a thread-block cluster.
-    for (const bool cluster : {false, true}) {
-      if (cluster && splits == 1) continue;
-      DecodeAttentionParams decode;
-      decode.args = args;
-      decode.max_splits = splits;
-      decode.min_cells_per_split = min_cells;
-      decode.cluster_merge = cluster;
-      const size_t scratch_bytes =
-          decode_attention_scratch_bytes(num_tokens, c.num_heads, c.value_head_dim, splits);
-      DeviceArray<float> scratch(scratch_bytes / sizeof(float));
-      decode.scratch = scratch.get();
-      decode.scratch_bytes = scratch_bytes;
-      check("decode, max_splits " + std::to_string(splits) + (cluster ? ", cluster" : ""), [&] {
+  for (const bool given_offsets : {false, true}) {
+    for (const int32_t splits : {1, max_splits}) {
+      // Several splits: merged by the combine kernel, and (tensor-core shapes whose grid fits the
+      // GPU) inside a thread-block cluster. Each with the tokens' cell offsets given and not.
+      for (const bool cluster : {false, true}) {
+        if (cluster && splits == 1) continue;
+        DecodeAttentionParams decode;
+        decode.args = args;
+        decode.args.cells.token_cell_offsets = given_offsets ? token_offsets_dev.get() : nullptr;
+        decode.max_splits = splits;
+        decode.min_cells_per_split = min_cells;
+        decode.cluster_merge = cluster;
+        const size_t scratch_bytes =
+            decode_attention_scratch_bytes(num_tokens, c.num_heads, c.value_head_dim, splits);
+        DeviceArray<float> scratch(scratch_bytes / sizeof(float));
+        decode.scratch = scratch.get();
+        decode.scratch_bytes = scratch_bytes;
+        check("decode, max_splits " + std::to_string(splits) + (cluster ? ", cluster" : "") +
+                  (given_offsets ? ", token offsets" : ""),
+              [&] {
+                const Status status = launch_decode_attention(decode, nullptr);
+                ASSERT_TRUE(status.ok()) << status.to_string();
+              });
+        if (!cluster || !decode_attention_writes_q8(decode)) continue;
+        // The int8 output: the host's quantization of the f32 output, bit for bit; the f32 output
+        // unchanged.
+        const int64_t width = static_cast<int64_t>(c.num_heads) * c.value_head_dim;
+        const std::vector<float> f32 = out.download();
+        const testing::HostQ8Rows want =
+            testing::quantize_rows_q8(f32, num_tokens, width, out_stride);
+        DeviceArray<int8_t> q8(want.q.size());
+        DeviceArray<float> q8_scales(want.scales.size());
+        q8.poison();
+        q8_scales.poison();
+        decode.args.out_q8 = q8.get();
+        decode.args.out_q8_scales = q8_scales.get();
         const Status status = launch_decode_attention(decode, nullptr);
         ASSERT_TRUE(status.ok()) << status.to_string();
-      });
-      if (!cluster || !decode_attention_writes_q8(decode)) continue;
-      // The int8 output: the host's quantization of the f32 output, bit for bit; the f32 output
-      // unchanged.
-      const int64_t width = static_cast<int64_t>(c.num_heads) * c.value_head_dim;
-      const std::vector<float> f32 = out.download();
-      const testing::HostQ8Rows want =
-          testing::quantize_rows_q8(f32, num_tokens, width, out_stride);
-      DeviceArray<int8_t> q8(want.q.size());
-      DeviceArray<float> q8_scales(want.scales.size());
-      q8.poison();
-      q8_scales.poison();
-      decode.args.out_q8 = q8.get();
-      decode.args.out_q8_scales = q8_scales.get();
-      const Status status = launch_decode_attention(decode, nullptr);
-      ASSERT_TRUE(status.ok()) << status.to_string();
-      EXPECT_EQ(q8.download(), want.q) << c.name << ": int8 output";
-      EXPECT_EQ(q8_scales.download(), want.scales) << c.name << ": int8 output scales";
-      EXPECT_EQ(strip(out.download()), strip(f32)) << c.name << ": f32 output beside the int8 one";
+        EXPECT_EQ(q8.download(), want.q) << c.name << ": int8 output";
+        EXPECT_EQ(q8_scales.download(), want.scales) << c.name << ": int8 output scales";
+        EXPECT_EQ(strip(out.download()), strip(f32))
+            << c.name << ": f32 output beside the int8 one";
+      }
     }
   }
   if (run_prefill) {
