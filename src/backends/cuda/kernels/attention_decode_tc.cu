@@ -23,7 +23,7 @@
 // (docs/perf/decode.md, version 9: the pull merge waited on remote loads and on a last barrier).
 // The receive buffers overlay the stage ring: a block arrives at a first cluster barrier when it
 // is done with its ring, and pushes only after every block of the cluster has arrived (a separate
-// receive area let only two blocks share an SM: 3–4% slower at 4–8 sessions).
+// receive area let only two blocks share an SM: 2–4% slower at 4–8 sessions).
 #include <cooperative_groups.h>
 
 #include "backends/cuda/kernels/attention_internal.h"
