@@ -8,8 +8,11 @@
 // head and argmax; int8 quantize launches where they apply; no attention) as one captured graph,
 // against the sum of its parts and the bytes it reads. Every timed region is a graph replayed
 // after a warm-up; medians; weights rotated through copies larger than L2.
-// Usage: cuda_decode_bench [--chain-only] [--quick]. CELLM_CUDA_PDL=0 times the same launches
-// without programmatic dependent launch. Prints tables; never pass/fail (exit 1 on errors).
+// --persistent: only the one-launch prototype of the layers' products (decode_persistent_bench.h)
+// against the same products as launches, with the two residuals' difference.
+// Usage: cuda_decode_bench [--chain-only] [--persistent] [--quick]. CELLM_CUDA_PDL=0 times the
+// same launches without programmatic dependent launch. Prints tables; never pass/fail (exit 1 on
+// errors).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -25,6 +28,7 @@
 #include "backends/cuda/kernels/bench_support.h"
 #include "backends/cuda/kernels/decode_bench_kernels.h"
 #include "backends/cuda/kernels/decode_matmul.cuh"
+#include "backends/cuda/kernels/decode_persistent_bench.h"
 #include "backends/cuda/kernels/pdl.cuh"
 #include "backends/cuda/kernels/quantize_activations.cuh"
 #include "core/check.h"
@@ -317,6 +321,173 @@ void bench_chain(cudaStream_t stream, double ceiling, TensorType type, bool int8
       100.0 * gbps * 1e9 / ceiling, 1.0 / t);
 }
 
+// The layers' products (q|k|v stored, no RoPE; output; gate|up with SwiGLU; down; no attention:
+// q stands in for its output) of `layers` Llama-3.1-8B layers with int8 activations: as quantize
+// + product launches, and as the persistent prototype at 4 / 6 / 8 sub-blocks per SM. Prints the
+// times, GB/s of weights, and the largest difference of the two chains' residuals (relative to
+// the largest residual value) after one layer and after all.
+void bench_persistent(cudaStream_t stream, double ceiling, TensorType type) {
+  const int64_t hidden = 4096, ffn = 14336, qkv_rows = hidden + 2 * 1024;
+  const int layers = 32;
+  std::vector<std::unique_ptr<Buffer>> weights;
+  std::vector<PersistentChainLayer> host_layers(layers);
+  uint64_t bytes = 0;
+  const auto make = [&](int64_t rows, int64_t cols, uint64_t seed) {
+    const uint64_t b = device_row_bytes(type, cols) * static_cast<uint64_t>(rows);
+    bytes += b;
+    weights.push_back(std::make_unique<Buffer>(b));
+    bench::fill(weights.back()->ptr, type, rows, cols, seed, 0.02f, stream);
+    return static_cast<const uint8_t*>(weights.back()->ptr);
+  };
+  for (int l = 0; l < layers; ++l) {
+    host_layers[l].qkv = make(qkv_rows, hidden, 100 + 4 * l);
+    host_layers[l].o = make(hidden, hidden, 101 + 4 * l);
+    host_layers[l].gate_up = make(2 * ffn, hidden, 102 + 4 * l);
+    host_layers[l].down = make(hidden, ffn, 103 + 4 * l);
+  }
+  Buffer layer_table(sizeof(PersistentChainLayer) * layers);
+  BENCH_CUDA(cudaMemcpy(layer_table.ptr, host_layers.data(), sizeof(PersistentChainLayer) * layers,
+                        cudaMemcpyHostToDevice));
+  Buffer x(4 * hidden), x0(4 * hidden), qkv(4 * qkv_rows), act(4 * ffn), norm(4 * hidden);
+  Buffer xq(ffn), xs(4 * (ffn / 32)), barrier(4);
+  bench::fill(x0.ptr, TensorType::kF32, 1, hidden, 7, 1.0f, stream);
+  bench::fill(norm.ptr, TensorType::kF32, 1, hidden, 8, 1.0f, stream);
+  const auto reset = [&] {
+    BENCH_CUDA(cudaMemcpyAsync(x.ptr, x0.ptr, 4 * hidden, cudaMemcpyDeviceToDevice, stream));
+  };
+  const auto product = [&](const uint8_t* data, int64_t rows, int64_t cols, const float* src,
+                           bool normed) {
+    QuantizeActivationsParams qp;
+    qp.num_tokens = 1;
+    qp.num_cols = cols;
+    qp.x = src;
+    qp.x_stride = cols;
+    qp.norm_weight = normed ? norm.as<float>() : nullptr;
+    qp.norm_eps = 1e-5f;
+    qp.q = xq.as<int8_t>();
+    qp.scales = xs.as<float>();
+    BENCH_OK(launch_quantize_activations(qp, stream));
+    DecodeMatmulParams p;
+    p.w = make_device_weight(data, type, rows, cols);
+    p.num_tokens = 1;
+    p.x_q8 = xq.as<int8_t>();
+    p.x_q8_scales = xs.as<float>();
+    return p;
+  };
+  const auto launches = [&](int num_layers) {
+    for (int l = 0; l < num_layers; ++l) {
+      DecodeMatmulParams a = product(host_layers[l].qkv, qkv_rows, hidden, x.as<float>(), true);
+      a.y = qkv.as<float>();
+      a.y_stride = qkv_rows;
+      BENCH_OK(launch_decode_matmul(a, stream));
+      DecodeMatmulParams o = product(host_layers[l].o, hidden, hidden, qkv.as<float>(), false);
+      o.y = x.as<float>();
+      o.y_stride = hidden;
+      o.accumulate = true;
+      BENCH_OK(launch_decode_matmul(o, stream));
+      DecodeMatmulParams g = product(host_layers[l].gate_up, 2 * ffn, hidden, x.as<float>(), true);
+      g.output = DecodeOutput::kSwiglu;
+      g.y = act.as<float>();
+      g.y_stride = ffn;
+      BENCH_OK(launch_decode_matmul(g, stream));
+      DecodeMatmulParams d = product(host_layers[l].down, hidden, ffn, act.as<float>(), false);
+      d.y = x.as<float>();
+      d.y_stride = hidden;
+      d.accumulate = true;
+      BENCH_OK(launch_decode_matmul(d, stream));
+    }
+  };
+  const auto persistent = [&](int num_layers, int subs, bool skip_barriers = false,
+                              bool skip_inputs = false) {
+    PersistentChainArgs pa;
+    pa.type = type;
+    pa.num_layers = num_layers;
+    pa.layers = static_cast<const PersistentChainLayer*>(layer_table.ptr);
+    pa.hidden = hidden;
+    pa.ffn = ffn;
+    pa.qkv_rows = qkv_rows;
+    pa.norm_weight = norm.as<float>();
+    pa.x = x.as<float>();
+    pa.qkv = qkv.as<float>();
+    pa.act = act.as<float>();
+    pa.barrier = barrier.as<unsigned>();
+    pa.subs_per_block = subs;
+    pa.skip_barriers = skip_barriers;
+    pa.skip_inputs = skip_inputs;
+    return launch_persistent_chain(pa, stream);
+  };
+  const auto residual = [&] {
+    std::vector<float> host(hidden);
+    BENCH_CUDA(cudaMemcpyAsync(host.data(), x.ptr, 4 * hidden, cudaMemcpyDeviceToHost, stream));
+    BENCH_CUDA(cudaStreamSynchronize(stream));
+    return host;
+  };
+  const auto difference = [](const std::vector<float>& want, const std::vector<float>& got) {
+    double largest = 0.0, worst = 0.0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      largest = std::max(largest, std::fabs(static_cast<double>(want[i])));
+      worst = std::max(worst, std::fabs(static_cast<double>(want[i]) - got[i]));
+    }
+    return largest > 0.0 ? worst / largest : worst;
+  };
+  std::vector<float> want[2];
+  for (int v = 0; v < 2; ++v) {
+    reset();
+    launches(v == 0 ? 1 : layers);
+    want[v] = residual();
+  }
+  const double gb = static_cast<double>(bytes) / 1e9;
+  const auto report = [&](const char* name, double t, const std::string& check) {
+    std::printf("%-5s %-32s %8.3f ms  %5.0f GB/s  %5.1f%% of copy  %s\n",
+                std::string(tensor_type_name(type)).c_str(), name, t * 1e3, gb / t,
+                100.0 * gb * 1e9 / t / ceiling, check.c_str());
+  };
+  report("launches",
+         bench::time_graph(stream,
+                           [&] {
+                             reset();
+                             launches(layers);
+                           }),
+         "");
+  for (const int subs : {4, 6, 8}) {
+    const cudaError_t probe = persistent(1, subs);
+    if (probe != cudaSuccess) {
+      std::printf("%-5s persistent, %d subs: %s\n", std::string(tensor_type_name(type)).c_str(),
+                  subs, cudaGetErrorString(probe));
+      (void)cudaGetLastError();
+      continue;
+    }
+    BENCH_CUDA(cudaStreamSynchronize(stream));
+    double diff[2];
+    for (int v = 0; v < 2; ++v) {
+      reset();
+      BENCH_CUDA(persistent(v == 0 ? 1 : layers, subs));
+      diff[v] = difference(want[v], residual());
+    }
+    char name[64], check[96];
+    std::snprintf(name, sizeof(name), "persistent, %d subs", subs);
+    std::snprintf(check, sizeof(check), "residual vs launches: %.2e (1 layer), %.2e (%d layers)",
+                  diff[0], diff[1], layers);
+    report(name,
+           bench::time_graph(stream,
+                             [&] {
+                               reset();
+                               BENCH_CUDA(persistent(layers, subs));
+                             }),
+           check);
+    for (const int skip : {1, 2, 3}) {
+      std::snprintf(name, sizeof(name), "  %d subs, no %s", subs,
+                    skip == 1 ? "barriers" : (skip == 2 ? "inputs" : "barriers, inputs"));
+      report(name,
+             bench::time_graph(stream,
+                               [&] {
+                                 reset();
+                                 BENCH_CUDA(persistent(layers, subs, skip & 1, skip & 2));
+                               }),
+             "");
+    }
+  }
+}
 }  // namespace
 }  // namespace cellm::kernels
 
@@ -324,9 +495,11 @@ int main(int argc, char** argv) {
   using namespace cellm::kernels;
   using cellm::TensorType;
   bool chain_only = false;
+  bool persistent_only = false;
   bench::set_timed_replays(15);
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--chain-only") == 0) chain_only = true;
+    if (std::strcmp(argv[i], "--persistent") == 0) persistent_only = true;
     if (std::strcmp(argv[i], "--quick") == 0) bench::set_timed_replays(5);
   }
   cudaDeviceProp prop{};
@@ -338,6 +511,14 @@ int main(int argc, char** argv) {
   BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   const double ceiling = bench::copy_bandwidth(stream);
   std::printf("ceiling: copy kernel %.0f GB/s (read + write)\n", ceiling / 1e9);
+  if (persistent_only) {
+    std::printf("\n== layers' products, launches vs one persistent launch (32 layers, int8) ==\n");
+    for (const TensorType type : {TensorType::kQ4_0, TensorType::kQ8_0}) {
+      bench_persistent(stream, ceiling, type);
+    }
+    BENCH_CUDA(cudaStreamDestroy(stream));
+    return 0;
+  }
   if (!chain_only) bench_products(stream, ceiling);
   std::printf("\n== decode step's products as one graph (32 layers + LM head + argmax) ==\n");
   for (const TensorType type : kTypes) {
