@@ -195,6 +195,24 @@ void bench_products(cudaStream_t stream, double ceiling) {
   for (const std::string& line : tuning) std::printf("%s\n", line.c_str());
 }
 
+// Launches the int8 quantization of one row of k f32 activations at src (RMS-normed with `norm`
+// when given) into xq / xs and points p's int8 input at them.
+void quantize_input(const float* src, int64_t k, const float* norm, const Buffer& xq,
+                    const Buffer& xs, cudaStream_t stream, DecodeMatmulParams* p) {
+  QuantizeActivationsParams q;
+  q.num_tokens = 1;
+  q.num_cols = k;
+  q.x = src;
+  q.x_stride = k;
+  q.norm_weight = norm;
+  q.norm_eps = 1e-5f;
+  q.q = xq.as<int8_t>();
+  q.scales = xs.as<float>();
+  BENCH_OK(launch_quantize_activations(q, stream));
+  p->x_q8 = xq.as<int8_t>();
+  p->x_q8_scales = xs.as<float>();
+}
+
 // A decode step's products (no attention) for 32 Llama-3.1-8B layers and the LM head.
 void bench_chain(cudaStream_t stream, double ceiling, TensorType type, bool int8) {
   const int64_t hidden = 4096, ffn = 14336, vocab = 128256, kv = 1024;
@@ -231,18 +249,7 @@ void bench_chain(cudaStream_t stream, double ceiling, TensorType type, bool int8
   BENCH_CUDA(cudaStreamSynchronize(stream));
   const auto input = [&](DecodeMatmulParams* p, const float* src, int64_t k, bool normed) {
     if (q8) {
-      QuantizeActivationsParams q;
-      q.num_tokens = 1;
-      q.num_cols = k;
-      q.x = src;
-      q.x_stride = k;
-      q.norm_weight = normed ? norm.as<float>() : nullptr;
-      q.norm_eps = 1e-5f;
-      q.q = xq.as<int8_t>();
-      q.scales = xs.as<float>();
-      BENCH_OK(launch_quantize_activations(q, stream));
-      p->x_q8 = xq.as<int8_t>();
-      p->x_q8_scales = xs.as<float>();
+      quantize_input(src, k, normed ? norm.as<float>() : nullptr, xq, xs, stream, p);
     } else {
       p->x = src;
       p->x_stride = k;
@@ -355,46 +362,28 @@ void bench_persistent(cudaStream_t stream, double ceiling, TensorType type) {
   const auto reset = [&] {
     BENCH_CUDA(cudaMemcpyAsync(x.ptr, x0.ptr, 4 * hidden, cudaMemcpyDeviceToDevice, stream));
   };
-  const auto product = [&](const uint8_t* data, int64_t rows, int64_t cols, const float* src,
-                           bool normed) {
-    QuantizeActivationsParams qp;
-    qp.num_tokens = 1;
-    qp.num_cols = cols;
-    qp.x = src;
-    qp.x_stride = cols;
-    qp.norm_weight = normed ? norm.as<float>() : nullptr;
-    qp.norm_eps = 1e-5f;
-    qp.q = xq.as<int8_t>();
-    qp.scales = xs.as<float>();
-    BENCH_OK(launch_quantize_activations(qp, stream));
+  // One product of the chain: its input quantized, then `data` (rows × cols) into y.
+  const auto step = [&](const uint8_t* data, int64_t rows, int64_t cols, const float* src,
+                        bool normed, float* y, DecodeOutput output, bool accumulate) {
     DecodeMatmulParams p;
     p.w = make_device_weight(data, type, rows, cols);
     p.num_tokens = 1;
-    p.x_q8 = xq.as<int8_t>();
-    p.x_q8_scales = xs.as<float>();
-    return p;
+    quantize_input(src, cols, normed ? norm.as<float>() : nullptr, xq, xs, stream, &p);
+    p.y = y;
+    p.y_stride = output == DecodeOutput::kSwiglu ? rows / 2 : rows;
+    p.output = output;
+    p.accumulate = accumulate;
+    BENCH_OK(launch_decode_matmul(p, stream));
   };
   const auto launches = [&](int num_layers) {
+    constexpr DecodeOutput kStore = DecodeOutput::kStore;
     for (int l = 0; l < num_layers; ++l) {
-      DecodeMatmulParams a = product(host_layers[l].qkv, qkv_rows, hidden, x.as<float>(), true);
-      a.y = qkv.as<float>();
-      a.y_stride = qkv_rows;
-      BENCH_OK(launch_decode_matmul(a, stream));
-      DecodeMatmulParams o = product(host_layers[l].o, hidden, hidden, qkv.as<float>(), false);
-      o.y = x.as<float>();
-      o.y_stride = hidden;
-      o.accumulate = true;
-      BENCH_OK(launch_decode_matmul(o, stream));
-      DecodeMatmulParams g = product(host_layers[l].gate_up, 2 * ffn, hidden, x.as<float>(), true);
-      g.output = DecodeOutput::kSwiglu;
-      g.y = act.as<float>();
-      g.y_stride = ffn;
-      BENCH_OK(launch_decode_matmul(g, stream));
-      DecodeMatmulParams d = product(host_layers[l].down, hidden, ffn, act.as<float>(), false);
-      d.y = x.as<float>();
-      d.y_stride = hidden;
-      d.accumulate = true;
-      BENCH_OK(launch_decode_matmul(d, stream));
+      const PersistentChainLayer& w = host_layers[l];
+      step(w.qkv, qkv_rows, hidden, x.as<float>(), true, qkv.as<float>(), kStore, false);
+      step(w.o, hidden, hidden, qkv.as<float>(), false, x.as<float>(), kStore, true);
+      step(w.gate_up, 2 * ffn, hidden, x.as<float>(), true, act.as<float>(), DecodeOutput::kSwiglu,
+           false);
+      step(w.down, hidden, ffn, act.as<float>(), false, x.as<float>(), kStore, true);
     }
   };
   const auto persistent = [&](int num_layers, int subs, bool skip_barriers = false,

@@ -136,19 +136,8 @@ __device__ void prepare_input(const PersistentChainArgs& a, int kind, int8_t* q,
   const bool normed = kind == kQkvStage || kind == kGateUpStage;
   const int64_t first = 4 * static_cast<int64_t>(threadIdx.x);
   constexpr int64_t kStep = 4 * kThreads;
-  const auto quantize = [&](int64_t e, float4 v) {
-    float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 4));
-    const float scale = q8_block_scale(amax);
-    const uint32_t word =
-        static_cast<uint8_t>(q8_quantize(v.x, scale)) |
-        (static_cast<uint32_t>(static_cast<uint8_t>(q8_quantize(v.y, scale))) << 8) |
-        (static_cast<uint32_t>(static_cast<uint8_t>(q8_quantize(v.z, scale))) << 16) |
-        (static_cast<uint32_t>(static_cast<uint8_t>(q8_quantize(v.w, scale))) << 24);
-    *reinterpret_cast<uint32_t*>(q + interleaved_q8_offset(e)) = word;
-    if ((threadIdx.x & 7) == 0) scales[e >> 5] = scale;
+  const auto quantize = [&](int64_t e, const float4& v) {
+    quantize_four_interleaved(v, e, q, scales);
   };
   if (normed) {
     float4 v[kMaxNormVectors];

@@ -309,6 +309,25 @@ struct DecodeInt8Input {
   }
 };
 
+// Quantizes elements e .. e + 3 (e a multiple of 4) of a row into int8: the eight lanes
+// 8j .. 8j + 7 of the warp hold one block of 32 (every lane takes part), whose scale the first of
+// them stores in scales[e / 32]; the four values land in one word of the interleaved order of q.
+__device__ __forceinline__ void quantize_four_interleaved(const float4& v, int64_t e, int8_t* q,
+                                                          float* scales) {
+  float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+  amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+  amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+  amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 4));
+  const float scale = q8_block_scale(amax);
+  const uint32_t word =
+      static_cast<uint8_t>(q8_quantize(v.x, scale)) |
+      (static_cast<uint32_t>(static_cast<uint8_t>(q8_quantize(v.y, scale))) << 8) |
+      (static_cast<uint32_t>(static_cast<uint8_t>(q8_quantize(v.z, scale))) << 16) |
+      (static_cast<uint32_t>(static_cast<uint8_t>(q8_quantize(v.w, scale))) << 24);
+  *reinterpret_cast<uint32_t*>(q + interleaved_q8_offset(e)) = word;
+  if ((threadIdx.x & 7) == 0) scales[e >> 5] = scale;
+}
+
 // f32 activations (gathered, normed as DecodeF32Input<true>) quantized to int8 by each block into
 // its shared memory — the values quantize_activations writes, without its launch and its round
 // trip through L2. Shared memory: [M, K / 32] f32 scales, then [M, K] int8 (interleaved order).
@@ -343,18 +362,7 @@ struct DecodeInt8FoldInput {
       for (int64_t e = 4 * static_cast<int64_t>(threadIdx.x); e < k; e += 4 * kDecodeThreads) {
         float4 v = load_f4(x[t] + e);
         if (a.norm_weight != nullptr) v = rms_apply(v, norm_scale[t], load_f4(a.norm_weight + e));
-        float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
-        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 4));
-        const float scale = q8_block_scale(amax);
-        const uint32_t word =
-            static_cast<uint8_t>(q8_quantize(v.x, scale)) |
-            (static_cast<uint32_t>(static_cast<uint8_t>(q8_quantize(v.y, scale))) << 8) |
-            (static_cast<uint32_t>(static_cast<uint8_t>(q8_quantize(v.z, scale))) << 16) |
-            (static_cast<uint32_t>(static_cast<uint8_t>(q8_quantize(v.w, scale))) << 24);
-        *reinterpret_cast<uint32_t*>(q + t * k + interleaved_q8_offset(e)) = word;
-        if ((threadIdx.x & 7) == 0) scales[t * (k / 32) + (e >> 5)] = scale;
+        quantize_four_interleaved(v, e, q + t * k, scales + t * (k / 32));
       }
     }
     __syncthreads();
