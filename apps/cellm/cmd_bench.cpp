@@ -40,6 +40,7 @@ nlohmann::ordered_json report_json(const CudaBenchReport& report) {
                               {"value", r.value},
                               {"unit", r.unit},
                               {"step_ms", r.step_ms},
+                              {"device_ms", r.device_ms},
                               {"ratio_to_limit", r.ratio},
                               {"bound", r.bound}});
   }

@@ -40,6 +40,10 @@ struct CudaExecutorOptions {
   // f32 (up to 4 rows) or bf16 (the tensor-core path) (CudaForwardConfig::int8_activations;
   // `--exact-activations` on the command line).
   bool int8_activations = true;
+  // Records an event before each step's first device work and after its last copy
+  // (CudaExecutorStats::last_step_device_ms): how much of a step the device is busy, for the
+  // benchmark's split of a step's time into device and host. Off: no events.
+  bool time_steps = false;
 };
 
 // True when a CUDA device with compute capability 9.0 (the build's sm_90a) can be used.

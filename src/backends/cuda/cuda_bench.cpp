@@ -23,6 +23,12 @@ double median(std::vector<double> values) {
   return values.empty() ? 0.0 : values[values.size() / 2];
 }
 
+// Medians of a measurement's timed steps: the whole execute, and the device's part of it.
+struct StepTimes {
+  double ms = 0.0;
+  double device_ms = 0.0;
+};
+
 StatusOr<TensorType> parse_weight_type(const std::string& name) {
   const std::optional<TensorType> type = tensor_type_from_name(name);
   if (!type ||
@@ -69,14 +75,16 @@ class Bench {
     layer_macs_ = executor.weights().matrix_macs_per_token() - lm_macs_;
   }
 
-  // Median ms of timed executes of `make_batch(i)` after warm-up ones (CUDA events around each
-  // synchronous execute on the executor's stream). `after(i)` runs after each (untimed).
+  // Medians of timed executes of `make_batch(i)` after warm-up ones (CUDA events around each
+  // synchronous execute on the executor's stream; the device part from the executor's step
+  // timing). `after(i)` runs after each (untimed).
   template <typename Make, typename After>
-  StatusOr<double> time_steps(int32_t warmup, int32_t steps, bool return_logits, Make make_batch,
-                              After after) {
+  StatusOr<StepTimes> time_steps(int32_t warmup, int32_t steps, bool return_logits, Make make_batch,
+                                 After after) {
     CELLM_ASSIGN_OR_RETURN(CudaEvent start, CudaEvent::create(true));
     CELLM_ASSIGN_OR_RETURN(CudaEvent stop, CudaEvent::create(true));
     std::vector<double> times;
+    std::vector<double> device_times;
     for (int32_t i = 0; i < warmup + steps; ++i) {
       const BatchInput batch = make_batch(i);
       CELLM_CUDA_RETURN_IF_ERROR(cudaEventRecord(start.get(), executor_.stream()));
@@ -85,16 +93,20 @@ class Bench {
       CELLM_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop.get()));
       float ms = 0.0f;
       CELLM_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start.get(), stop.get()));
-      if (i >= warmup) times.push_back(ms);
+      if (i >= warmup) {
+        times.push_back(ms);
+        device_times.push_back(executor_.stats().last_step_device_ms);
+      }
       after(i);
       (void)output;
     }
-    return median(times);
+    return StepTimes{median(times), median(device_times)};
   }
 
   // The floor of a step running `rows` token rows and `kept` LM-head rows, `calls` forwards.
-  void add_result(std::string name, std::string unit, double value, double step_ms, int64_t rows,
-                  int64_t kept, int64_t calls) {
+  void add_result(std::string name, std::string unit, double value, const StepTimes& times,
+                  int64_t rows, int64_t kept, int64_t calls) {
+    const double step_ms = times.ms;
     const double bytes = static_cast<double>(executor_.weights().matrix_bytes_per_step()) *
                          static_cast<double>(calls);
     const double flops = 2.0 * (static_cast<double>(layer_macs_) * static_cast<double>(rows) +
@@ -106,6 +118,7 @@ class Bench {
     r.unit = std::move(unit);
     r.value = value;
     r.step_ms = step_ms;
+    r.device_ms = times.device_ms;
     r.ratio = std::max(memory_ms, compute_ms) / step_ms;
     r.bound = memory_ms >= compute_ms ? "memory" : "compute";
     report_.results.push_back(r);
@@ -136,8 +149,8 @@ class Bench {
   }
 
   // Times decode steps of the first `n` sessions of `sessions` (each one new token).
-  StatusOr<double> time_decode(const std::vector<SessionId>& sessions, int32_t n,
-                               bool return_logits) {
+  StatusOr<StepTimes> time_decode(const std::vector<SessionId>& sessions, int32_t n,
+                                  bool return_logits) {
     std::vector<int32_t> next(static_cast<size_t>(n));
     std::vector<int32_t> pos(static_cast<size_t>(n));
     for (int32_t i = 0; i < n; ++i) {
@@ -169,7 +182,7 @@ class Bench {
   }
 
   // Times one execute of a fresh session's `length`-token prompt, keeping its last row.
-  StatusOr<double> time_prompt(int32_t length, int32_t warmup, int32_t steps) {
+  StatusOr<StepTimes> time_prompt(int32_t length, int32_t warmup, int32_t steps) {
     const std::vector<int32_t> prompt = tokens_.take(length);
     SessionId session = 0;
     return time_steps(
@@ -273,6 +286,7 @@ StatusOr<CudaBenchReport> run_cuda_bench(const CudaBenchOptions& options,
   executor_options.max_sessions = max_sessions + 2;
   executor_options.device = options.device;
   executor_options.device_argmax = true;  // as the Runner's executor (cellm run) has it
+  executor_options.time_steps = true;     // each result's device time
   executor_options.resident_bf16 = options.resident_bf16;
   executor_options.int8_activations = options.int8_activations;
   std::unique_ptr<CudaExecutor> executor =
@@ -289,8 +303,8 @@ StatusOr<CudaBenchReport> run_cuda_bench(const CudaBenchOptions& options,
     say("batch-1 decode");
     CELLM_ASSIGN_OR_RETURN(const std::vector<SessionId> one,
                            bench.open_with_context(1, options.context_tokens));
-    CELLM_ASSIGN_OR_RETURN(const double ms, bench.time_decode(one, 1, true));
-    bench.add_result("decode batch 1", "tok/s", 1e3 / ms, ms, 1, 1, 1);
+    CELLM_ASSIGN_OR_RETURN(const StepTimes t, bench.time_decode(one, 1, true));
+    bench.add_result("decode batch 1", "tok/s", 1e3 / t.ms, t, 1, 1, 1);
     for (const SessionId s : one) CELLM_RETURN_IF_ERROR(executor->close_session(s));
   }
   if (!options.session_counts.empty()) {
@@ -303,39 +317,39 @@ StatusOr<CudaBenchReport> run_cuda_bench(const CudaBenchOptions& options,
     for (const int32_t n : counts) {
       say(fmt::format("decode with {} sessions", n));
       const int64_t calls = (n + w - 1) / w;
-      CELLM_ASSIGN_OR_RETURN(const double ms, bench.time_decode(sessions, n, true));
-      bench.add_result(fmt::format("decode {} sessions", n), "tok/s", n * 1e3 / ms, ms, n, n,
+      CELLM_ASSIGN_OR_RETURN(const StepTimes t, bench.time_decode(sessions, n, true));
+      bench.add_result(fmt::format("decode {} sessions", n), "tok/s", n * 1e3 / t.ms, t, n, n,
                        calls);
       if (options.compare_eager) {
         CELLM_RETURN_IF_ERROR(executor->set_use_graphs(false));
-        CELLM_ASSIGN_OR_RETURN(const double eager_ms, bench.time_decode(sessions, n, true));
+        CELLM_ASSIGN_OR_RETURN(const StepTimes eager, bench.time_decode(sessions, n, true));
         CELLM_RETURN_IF_ERROR(executor->set_use_graphs(true));
         bench.add_result(fmt::format("decode {} sessions, no graphs", n), "tok/s",
-                         n * 1e3 / eager_ms, eager_ms, n, n, calls);
+                         n * 1e3 / eager.ms, eager, n, n, calls);
       }
     }
     if (options.compare_device_argmax) {
       const int32_t n = counts.back();
       say(fmt::format("decode with {} sessions, greedy tokens on the device, no logits copy", n));
       executor->set_copy_logits(false);
-      const StatusOr<double> ms = bench.time_decode(sessions, n, false);
+      const StatusOr<StepTimes> t = bench.time_decode(sessions, n, false);
       executor->set_copy_logits(true);
-      CELLM_RETURN_IF_ERROR(ms.status());
+      CELLM_RETURN_IF_ERROR(t.status());
       bench.add_result(fmt::format("decode {} sessions, device argmax only", n), "tok/s",
-                       n * 1e3 / *ms, *ms, n, n, (n + w - 1) / w);
+                       n * 1e3 / t->ms, *t, n, n, (n + w - 1) / w);
     }
     for (const SessionId s : sessions) CELLM_RETURN_IF_ERROR(executor->close_session(s));
   }
   if (options.prefill) {
     say(fmt::format("prefill of {} tokens", w));
-    CELLM_ASSIGN_OR_RETURN(const double ms, bench.time_prompt(w, 2, 5));
-    bench.add_result(fmt::format("prefill {}", w), "tok/s", w * 1e3 / ms, ms, w, 1, 1);
+    CELLM_ASSIGN_OR_RETURN(const StepTimes t, bench.time_prompt(w, 2, 5));
+    bench.add_result(fmt::format("prefill {}", w), "tok/s", w * 1e3 / t.ms, t, w, 1, 1);
   }
   if (options.ttft_tokens > 0) {
     say(fmt::format("time to first token, {}-token prompt", options.ttft_tokens));
-    CELLM_ASSIGN_OR_RETURN(const double ms, bench.time_prompt(options.ttft_tokens, 1, 3));
-    bench.add_result(fmt::format("ttft {}", options.ttft_tokens), "ms", ms, ms, options.ttft_tokens,
-                     1, (options.ttft_tokens + w - 1) / w);
+    CELLM_ASSIGN_OR_RETURN(const StepTimes t, bench.time_prompt(options.ttft_tokens, 1, 3));
+    bench.add_result(fmt::format("ttft {}", options.ttft_tokens), "ms", t.ms, t,
+                     options.ttft_tokens, 1, (options.ttft_tokens + w - 1) / w);
   }
   return report;
 }
@@ -347,11 +361,11 @@ std::string bench_report_table(const CudaBenchReport& report) {
       report.device, report.model, report.bandwidth_gb_s, report.bf16_tflops,
       static_cast<double>(report.weight_bytes_per_step) / 1e9,
       2.0 * static_cast<double>(report.matrix_macs_per_token) / 1e9);
-  out += fmt::format("{:<42} {:>12} {:>10} {:>9} {:>8}\n", "measurement", "value", "step ms",
-                     "of limit", "bound");
+  out += fmt::format("{:<42} {:>12} {:>10} {:>10} {:>9} {:>8}\n", "measurement", "value", "step ms",
+                     "device ms", "of limit", "bound");
   for (const CudaBenchResult& r : report.results) {
-    out += fmt::format("{:<42} {:>8.1f} {:<4}{:>9.3f} {:>8.1f}% {:>8}\n", r.name, r.value, r.unit,
-                       r.step_ms, 100.0 * r.ratio, r.bound);
+    out += fmt::format("{:<42} {:>8.1f} {:<4}{:>9.3f} {:>10.3f} {:>8.1f}% {:>8}\n", r.name, r.value,
+                       r.unit, r.step_ms, r.device_ms, 100.0 * r.ratio, r.bound);
   }
   return out;
 }

@@ -53,8 +53,11 @@ struct CudaBenchResult {
   std::string unit;  // "tok/s" or "ms"
   double value = 0.0;
   double step_ms = 0.0;  // median time of one timed step (one execute)
-  double ratio = 0.0;    // floor time / measured time (1 = at the hardware limit)
-  std::string bound;     // "memory" or "compute": which limit the floor comes from
+  // Median device part of it (CudaExecutorStats::last_step_device_ms): the rest is the host's
+  // preparation of the step and its wait for the result.
+  double device_ms = 0.0;
+  double ratio = 0.0;  // floor time / measured time (1 = at the hardware limit)
+  std::string bound;   // "memory" or "compute": which limit the floor comes from
 };
 
 struct CudaBenchReport {

@@ -81,6 +81,10 @@ Status CudaExecutor::initialize() {
   }
 
   CELLM_ASSIGN_OR_RETURN(stream_, CudaStream::create());
+  if (options_.time_steps) {
+    CELLM_ASSIGN_OR_RETURN(step_begin_, CudaEvent::create(true));
+    CELLM_ASSIGN_OR_RETURN(step_end_, CudaEvent::create(true));
+  }
   CELLM_CUBLAS_RETURN_IF_ERROR(cublasCreate(&cublas_));
   CELLM_ASSIGN_OR_RETURN(cublas_workspace_, DeviceBuffer::allocate(kernels::kCublasWorkspaceBytes));
   CELLM_CUBLAS_RETURN_IF_ERROR(
@@ -244,10 +248,19 @@ StatusOr<BatchOutput> CudaExecutor::execute(const BatchInput& batch, bool return
       break;
     }
   }
+  if (status.ok() && options_.time_steps) {
+    status = cuda_status(cudaEventRecord(step_end_.get(), stream_.get()), "step timing");
+  }
   // Errors of work already enqueued show up here; either way nothing may still run on the step
   // when it is rolled back.
   const Status synced = cuda_status(cudaStreamSynchronize(stream_.get()), "CudaExecutor step");
   if (status.ok()) status = synced;
+  if (status.ok() && options_.time_steps) {
+    float ms = 0.0f;
+    status =
+        cuda_status(cudaEventElapsedTime(&ms, step_begin_.get(), step_end_.get()), "step timing");
+    stats_.last_step_device_ms = ms;
+  }
   if (!status.ok()) {
     abort_step(step);
     return status;
@@ -288,6 +301,9 @@ Status CudaExecutor::run_call(const PackedStep& step, const SliceCall& call, boo
   const RowSelection rows = step.select_rows(begin, begin + num_tokens);
   const bool decode = call.method == SliceMethod::kDecode;
   const int32_t width = decode ? call.width : num_tokens;
+  if (options_.time_steps && begin == 0) {  // the step's first device work follows
+    CELLM_CUDA_RETURN_IF_ERROR(cudaEventRecord(step_begin_.get(), stream_.get()));
+  }
   CELLM_ASSIGN_OR_RETURN(
       const DeviceStep device_step,
       steps_->upload(cell_step_, std::span<const int32_t>(step.tokens).subspan(begin, num_tokens),

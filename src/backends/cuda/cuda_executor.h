@@ -53,6 +53,10 @@ struct CudaExecutorStats {
   int64_t num_graph_launches = 0;  // decode calls replayed from a captured graph
   int64_t num_tokens = 0;          // real tokens run
   int64_t num_padding_rows = 0;    // decode rows padded up to a static width
+  // With CudaExecutorOptions::time_steps, the last step's device time: from its first upload to
+  // the end of its last copy to the host (the host's preparation before, and its wait after, not
+  // counted). 0 without.
+  double last_step_device_ms = 0.0;
 };
 
 class CudaExecutor final : public TableExecutor {
@@ -126,7 +130,9 @@ class CudaExecutor final : public TableExecutor {
   PinnedBuffer host_logits_;  // [outputs of a step, vocab] f32; grown with the widest step
   PinnedBuffer host_tokens_;  // [outputs of a step] int32: device argmax (options.device_argmax)
   std::span<const float> last_logits_;
-  CellStep cell_step_;  // reused by every call
+  CellStep cell_step_;    // reused by every call
+  CudaEvent step_begin_;  // options.time_steps: before the first call's upload
+  CudaEvent step_end_;    // after the last call's copies
   CudaExecutorStats stats_;
 };
 

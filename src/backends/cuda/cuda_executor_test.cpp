@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -101,6 +103,39 @@ TEST_F(CudaExecutorTest, LogitsAreAViewOfThePinnedRowsValidUntilTheNextStep) {
   const StatusOr<BatchOutput> expected = cpu->execute(same, true);
   ASSERT_TRUE(expected.ok());
   EXPECT_LE(testing::max_abs_diff(output->logits, expected->logits), 1e-3f);
+}
+
+TEST_F(CudaExecutorTest, StepTimingMeasuresTheDevicePartOfEachStepOnlyWhenAsked) {
+  for (const bool timed : {false, true}) {
+    CudaExecutorOptions options;
+    options.time_steps = timed;
+    CudaExecutor executor(model_->config(), model_->weights(), model_->spec(), options);
+    ASSERT_TRUE(executor.initialize().ok());
+    const SessionId session = *executor.open_session();
+    const std::vector<int32_t> prompt = {1, 403, 407, 261, 378, 488};
+    int32_t pos = 0;
+    for (int32_t step = 0; step < 3; ++step) {  // a prefill call, then decode graphs
+      const int32_t length = step == 0 ? 6 : 1;
+      BatchInput batch;
+      const std::span<const int32_t> tokens =
+          std::span<const int32_t>(prompt).subspan(step == 0 ? 0 : step, length);
+      batch.inputs.push_back(testing::step_input(session, pos, tokens, 0, length, true));
+      const auto start = std::chrono::steady_clock::now();
+      const StatusOr<BatchOutput> output = executor.execute(batch, true);
+      const double wall_ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count();
+      ASSERT_TRUE(output.ok()) << output.status().to_string();
+      pos += length;
+      const double device_ms = executor.stats().last_step_device_ms;
+      if (timed) {
+        EXPECT_GT(device_ms, 0.0) << "step " << step;
+        EXPECT_LE(device_ms, wall_ms) << "step " << step << ": the device part of a step";
+      } else {
+        EXPECT_EQ(device_ms, 0.0) << "no events without time_steps";
+      }
+    }
+  }
 }
 
 TEST_F(CudaExecutorTest, TheFactoryBuildsAnExecutorThatRunsAStep) {
