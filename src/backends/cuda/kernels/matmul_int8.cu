@@ -12,10 +12,10 @@
 // and a bytewise subtraction. Each block's int32 sums are scaled by d_w · d_x (rows g, g + 8;
 // tokens 2t, 2t + 1: the lane's C elements) and added in f32.
 //
-// Block: 4 warps own 16 weight rows and split the K spans between them — warp w takes spans w,
-// w + 4, ... — each loading the next span (weights and tokens) while it multiplies the current
-// one. The warps' sums meet in shared memory in warp order (deterministic) and the epilogue adds
-// the bias and stores or accumulates.
+// Block: 4 warps (8 for Q4_0 products of few blocks: q4_0_takes_eight_warps) own 16 weight rows and
+// split the K spans between them — warp w takes spans w, w + kWarps, ... — each loading the next
+// span (weights and tokens) while it multiplies the current one. The warps' sums meet in shared
+// memory in warp order (deterministic) and the epilogue adds the bias and stores or accumulates.
 #include <string>
 
 #include "backends/cuda/kernels/kernel_common.cuh"
@@ -27,8 +27,6 @@
 namespace cellm::kernels {
 namespace {
 
-constexpr int kWarps = 4;
-constexpr int kThreads = kWarps * 32;
 constexpr int kBlockRows = 16;  // weight rows per block: one m-tile
 constexpr int kSpanCols = 256;
 
@@ -120,8 +118,11 @@ struct SpanData {
   SpanTokens x[kNTiles];
 };
 
-template <bool kQ4, int kNTiles>
-__global__ void __launch_bounds__(kThreads) int8_matmul_kernel(const Int8MatmulArgs a) {
+// kWarps 8: held to two blocks per SM (Q4_0 needs no more registers for it).
+template <bool kQ4, int kNTiles, int kWarps>
+__global__ void __launch_bounds__(kWarps * 32, kWarps == 8 ? 2 : 0)
+    int8_matmul_kernel(const Int8MatmulArgs a) {
+  constexpr int kThreads = kWarps * 32;
   pdl_launch_dependents();
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
@@ -224,12 +225,32 @@ __global__ void __launch_bounds__(kThreads) int8_matmul_kernel(const Int8MatmulA
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
+// Warps per block (they split K): 4, or 8 for Q4_0 products whose blocks all fit at two per SM
+// (an 8B model's output and down products: 256 blocks), which doubles their weights in flight per
+// SM. On the H200, q4_0 decode at 3 / 5 / 8 sessions: +3.5 / +6.5 / +5.3% (8 warps for every
+// Q4_0 product: −2%; 16 warps: −15%). Q8_0 at 8 warps needs 128 registers for two blocks per SM,
+// spills, and loses 8–25%.
+bool q4_0_takes_eight_warps(int64_t num_blocks) {
+  int device = 0;
+  int num_sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    return false;
+  }
+  return num_blocks <= 2 * static_cast<int64_t>(num_sms);
+}
+
 template <bool kQ4>
 cudaError_t launch_typed(const Int8MatmulArgs& a, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(ceil_div(a.num_rows, kBlockRows)));
-  const dim3 block(kThreads);
+  const int64_t num_blocks = ceil_div(a.num_rows, kBlockRows);
+  const dim3 grid(static_cast<unsigned>(num_blocks));
   static_assert(kInt8MatmulMaxTokens == 8, "one n-tile of tokens");
-  return launch_pdl(int8_matmul_kernel<kQ4, 1>, grid, block, 0, stream, a);
+  if constexpr (kQ4) {
+    if (q4_0_takes_eight_warps(num_blocks)) {
+      return launch_pdl(int8_matmul_kernel<true, 1, 8>, grid, dim3(8 * 32), 0, stream, a);
+    }
+  }
+  return launch_pdl(int8_matmul_kernel<kQ4, 1, 4>, grid, dim3(4 * 32), 0, stream, a);
 }
 
 }  // namespace
