@@ -171,10 +171,10 @@ bool CudaForward::int8_matmul_applies(const kernels::DeviceWeight& w, int32_t ro
 Status CudaForward::int8_matmul(const kernels::DeviceWeight& w, const float* x, int64_t x_stride,
                                 const int32_t* x_rows, const float* norm, const float* bias,
                                 int32_t rows, float* y, int64_t y_stride, bool accumulate,
-                                cudaStream_t stream) {
+                                cudaStream_t stream, const kernels::RopeKvOutput* rope) {
   CELLM_RETURN_IF_ERROR(
       quantize_input(x, x_stride, x_rows, norm, nullptr, rows, w.num_cols, stream));
-  return int8_product(w, bias, rows, y, y_stride, accumulate, stream);
+  return int8_product(w, bias, rows, y, y_stride, accumulate, stream, rope);
 }
 
 Status CudaForward::quantize_input(const float* x, int64_t x_stride, const int32_t* x_rows,
@@ -195,7 +195,8 @@ Status CudaForward::quantize_input(const float* x, int64_t x_stride, const int32
 }
 
 Status CudaForward::int8_product(const kernels::DeviceWeight& w, const float* bias, int32_t rows,
-                                 float* y, int64_t y_stride, bool accumulate, cudaStream_t stream) {
+                                 float* y, int64_t y_stride, bool accumulate, cudaStream_t stream,
+                                 const kernels::RopeKvOutput* rope) {
   kernels::Int8MatmulParams p;
   p.w = w;
   p.num_tokens = rows;
@@ -205,6 +206,10 @@ Status CudaForward::int8_product(const kernels::DeviceWeight& w, const float* bi
   p.y = y;
   p.y_stride = y_stride;
   p.accumulate = accumulate;
+  if (rope != nullptr) {
+    p.rope_kv = true;
+    p.rope = *rope;
+  }
   return kernels::launch_int8_matmul(p, stream);
 }
 
@@ -304,20 +309,29 @@ Status CudaForward::enqueue(const DeviceStep& step, ForwardShape shape, cudaStre
   if (rows <= fused_max_rows_) return enqueue_fused(step, rows, kept, is_static, stream);
 
   CELLM_RETURN_IF_ERROR(embed(step, rows, stream));
+  // The int8 q|k|v products do RoPE and the K/V write in their epilogue where the fused layer's
+  // would (rope_fused_), reading the step's angles from one table.
+  const bool int8_rope_table = rope_fused_ && rope_table_used_ && rows <= int8_matmul_rows_;
+  if (int8_rope_table) CELLM_RETURN_IF_ERROR(rope_table(step, rows, stream));
 
   for (int32_t l = 0; l < c.num_layers; ++l) {
     const CudaLayerWeights& w = weights_.layer(l);
     // q | k | v of the normed residual (+ bias): on the int8 tensor cores with the norm folded
-    // into the quantize launch, or normed into xn_ first.
-    if (w.qkv_fused() && int8_matmul_applies(w.qkv, rows)) {
+    // into the quantize launch (and RoPE + the K/V write in the product where rope_fused_), or
+    // normed into xn_ first.
+    const bool int8_qkv = w.qkv_fused() && int8_matmul_applies(w.qkv, rows);
+    const bool rope_in_product = int8_qkv && rope_fused_;
+    if (int8_qkv) {
+      const kernels::RopeKvOutput rope = rope_output(step, l, int8_rope_table);
       CELLM_RETURN_IF_ERROR(int8_matmul(w.qkv, x_, hidden, nullptr, w.attn_norm, w.qkv_bias, rows,
-                                        qkv_, qkv_width, false, stream));
+                                        qkv_, qkv_width, false, stream,
+                                        rope_in_product ? &rope : nullptr));
     } else {
       CELLM_RETURN_IF_ERROR(unfused_qkv(w, rows, stream));
     }
 
     // q/k norms, RoPE on q and k, K and V into the tokens' rows.
-    CELLM_RETURN_IF_ERROR(rope_kv(step, l, rows, stream));
+    if (!rope_in_product) CELLM_RETURN_IF_ERROR(rope_kv(step, l, rows, stream));
 
     // The output product's int8 input straight from the decode attention where both can.
     const bool o_int8 = attention_q8_ && int8_matmul_applies(w.wo, rows);
@@ -458,6 +472,41 @@ Status CudaForward::rope_kv(const DeviceStep& step, int32_t layer, int32_t rows,
   rope.v_cache = pool_.v_data(layer);
   rope.cache_dtype = pool_.geometry().dtype;
   return kernels::launch_rope_kv(rope, stream);
+}
+
+Status CudaForward::rope_table(const DeviceStep& step, int32_t rows, cudaStream_t stream) {
+  const ModelConfig& c = config_;
+  kernels::RopeTableParams table;
+  table.num_tokens = rows;
+  table.positions = step.positions;
+  table.num_rotary_dims = c.rope.num_rotary_dims;
+  table.freq_base = c.rope.freq_base;
+  table.freq_scale = c.rope.freq_scale;
+  table.freq_factors = weights_.rope_freqs();
+  table.table = rope_table_;
+  return kernels::launch_rope_table(table, stream);
+}
+
+kernels::RopeKvOutput CudaForward::rope_output(const DeviceStep& step, int32_t layer,
+                                               bool table) const {
+  const ModelConfig& c = config_;
+  const Widths width = widths();
+  kernels::RopeKvOutput r;
+  r.positions = step.positions;
+  r.cells = step.write_rows;
+  r.q_width = static_cast<int32_t>(width.q);
+  r.kv_width = static_cast<int32_t>(width.kv);
+  r.v_width = c.v_width();
+  r.head_dim = c.head_dim;
+  r.num_rotary_dims = c.rope.num_rotary_dims;
+  r.freq_base = c.rope.freq_base;
+  r.freq_scale = c.rope.freq_scale;
+  r.freq_factors = weights_.rope_freqs();
+  r.cos_sin = table ? rope_table_ : nullptr;
+  r.k_cache = pool_.k_data(layer);
+  r.v_cache = pool_.v_data(layer);
+  r.cache_dtype = pool_.geometry().dtype;
+  return r;
 }
 
 Status CudaForward::argmax(int32_t kept, cudaStream_t stream) {

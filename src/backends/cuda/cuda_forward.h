@@ -103,16 +103,19 @@ class CudaForward {
   bool int8_matmul_applies(const kernels::DeviceWeight& w, int32_t rows) const;
   // y[rows, N] (+)= x · wᵀ (+ bias) there: x rows (gathered by x_rows, RMS-normed with norm when
   // given) quantized by one launch into x_q8_, then the int8 product.
+  // With `rope`, w is [q; k; v] and the product does RoPE and the K/V write (y: q only).
   Status int8_matmul(const kernels::DeviceWeight& w, const float* x, int64_t x_stride,
                      const int32_t* x_rows, const float* norm, const float* bias, int32_t rows,
-                     float* y, int64_t y_stride, bool accumulate, cudaStream_t stream);
+                     float* y, int64_t y_stride, bool accumulate, cudaStream_t stream,
+                     const kernels::RopeKvOutput* rope = nullptr);
   // x_q8_ / x_q8_scales_ = `rows` rows of num_cols f32 values quantized (gathered by x_rows,
   // RMS-normed with norm, or SwiGLU of x and up — quantize_activations.cuh), one launch.
   Status quantize_input(const float* x, int64_t x_stride, const int32_t* x_rows, const float* norm,
                         const float* up, int32_t rows, int64_t num_cols, cudaStream_t stream);
   // The int8 product of x_q8_'s `rows` rows (written by a quantize launch or the attention).
   Status int8_product(const kernels::DeviceWeight& w, const float* bias, int32_t rows, float* y,
-                      int64_t y_stride, bool accumulate, cudaStream_t stream);
+                      int64_t y_stride, bool accumulate, cudaStream_t stream,
+                      const kernels::RopeKvOutput* rope = nullptr);
   // qkv_ = RMSNorm(x_) · attn_norm · [wq; wk; wv]ᵀ (+ bias): the norm into xn_, then the products.
   Status unfused_qkv(const CudaLayerWeights& w, int32_t rows, cudaStream_t stream);
   // y = RMSNorm(x) · weight over `rows` rows of hidden_size (y may be x).
@@ -150,6 +153,11 @@ class CudaForward {
   // q/k norms and RoPE on the q and k columns of qkv_ (`rows` rows of layer `layer`), k and v
   // written into the pool at the step's write rows (the rope_kv kernel).
   Status rope_kv(const DeviceStep& step, int32_t layer, int32_t rows, cudaStream_t stream);
+  // rope_table_ = the angles of the step's `rows` positions (once per step, for every layer).
+  Status rope_table(const DeviceStep& step, int32_t rows, cudaStream_t stream);
+  // The RoPE / K/V write a q|k|v product of layer `layer` does in its epilogue (rope_fused_):
+  // q into qkv_, the angles from rope_table_ when `table` (else computed per pair).
+  kernels::RopeKvOutput rope_output(const DeviceStep& step, int32_t layer, bool table) const;
   // The greedy token of each of `kept` logits rows into argmax_tokens_.
   Status argmax(int32_t kept, cudaStream_t stream);
 

@@ -97,17 +97,8 @@ Status CudaForward::enqueue_fused(const DeviceStep& step, int32_t rows, int32_t 
   };
 
   CELLM_RETURN_IF_ERROR(embed(step, rows, stream));
-  if (rope_table_used_) {  // the angles of the step's positions, once for every layer
-    kernels::RopeTableParams table;
-    table.num_tokens = rows;
-    table.positions = step.positions;
-    table.num_rotary_dims = c.rope.num_rotary_dims;
-    table.freq_base = c.rope.freq_base;
-    table.freq_scale = c.rope.freq_scale;
-    table.freq_factors = weights_.rope_freqs();
-    table.table = rope_table_;
-    CELLM_RETURN_IF_ERROR(kernels::launch_rope_table(table, stream));
-  }
+  // The angles of the step's positions, once for every layer.
+  if (rope_table_used_) CELLM_RETURN_IF_ERROR(rope_table(step, rows, stream));
 
   for (int32_t l = 0; l < c.num_layers; ++l) {
     const CudaLayerWeights& w = weights_.layer(l);
@@ -120,21 +111,7 @@ Status CudaForward::enqueue_fused(const DeviceStep& step, int32_t rows, int32_t 
     qkv.y_stride = qkv_width;
     if (rope_fused_) {
       qkv.output = kernels::DecodeOutput::kRopeKv;
-      kernels::RopeKvOutput& r = qkv.rope;
-      r.positions = step.positions;
-      r.cells = step.write_rows;
-      r.q_width = static_cast<int32_t>(q_width);
-      r.kv_width = static_cast<int32_t>(kv_width);
-      r.v_width = c.v_width();
-      r.head_dim = c.head_dim;
-      r.num_rotary_dims = c.rope.num_rotary_dims;
-      r.freq_base = c.rope.freq_base;
-      r.freq_scale = c.rope.freq_scale;
-      r.freq_factors = weights_.rope_freqs();
-      r.cos_sin = rope_table_used_ ? rope_table_ : nullptr;
-      r.k_cache = pool_.k_data(l);
-      r.v_cache = pool_.v_data(l);
-      r.cache_dtype = pool_.geometry().dtype;
+      qkv.rope = rope_output(step, l, rope_table_used_);
     }
     CELLM_RETURN_IF_ERROR(kernels::launch_decode_matmul(qkv, stream));
     if (!rope_fused_) CELLM_RETURN_IF_ERROR(rope_kv(step, l, rows, stream));

@@ -62,21 +62,9 @@ Status check_output(const DecodeMatmulParams& p) {
       }
       return ok_status();
     case DecodeOutput::kRopeKv: {
-      const RopeKvOutput& r = p.rope;
-      const bool ok = !p.accumulate && r.head_dim > 0 && r.head_dim % 2 == 0 &&
-                      r.num_rotary_dims >= 0 && r.num_rotary_dims % 2 == 0 &&
-                      r.num_rotary_dims <= r.head_dim && r.q_width % r.head_dim == 0 &&
-                      r.kv_width % r.head_dim == 0 && r.v_width % 2 == 0 && r.kv_width > 0 &&
-                      static_cast<int64_t>(r.q_width) + r.kv_width + r.v_width == n &&
-                      p.y_stride >= r.q_width && r.positions != nullptr && r.cells != nullptr &&
-                      r.k_cache != nullptr && r.v_cache != nullptr;
-      if (!ok) {
-        return bad(p, "RoPE output: q/k/v widths " + std::to_string(r.q_width) + "/" +
-                          std::to_string(r.kv_width) + "/" + std::to_string(r.v_width) +
-                          ", head_dim " + std::to_string(r.head_dim) + ", " +
-                          std::to_string(r.num_rotary_dims) +
-                          " rotary dims: odd or mismatched sizes, accumulate, or a null pointer");
-      }
+      if (p.accumulate) return bad(p, "RoPE output with accumulate");
+      const std::string problem = rope_kv_output_problem(p.rope, n, p.y_stride);
+      if (!problem.empty()) return bad(p, problem);
       return ok_status();
     }
   }

@@ -28,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backends/cuda/kernels/rope_kv_output.h"
 #include "backends/cuda/kernels/weight_layout.h"
 #include "core/status.h"
 #include "program/program_spec.h"
@@ -41,27 +42,6 @@ enum class DecodeOutput : int32_t {
   kSwiglu,  // W = [gate; up] (N = 2F rows): y[t, j] = silu(p[t, j]) · p[t, F + j] (F columns)
   kRopeKv,  // W = [q; k; v]: q rows rotated into y (q_width columns); k rows rotated into
             // k_cache, v rows into v_cache, at row cells[t] of each
-};
-
-// The RoPE / K-V write of a fused q|k|v product (rope_kv.cuh's op with normal-style pairs
-// (2i, 2i + 1), no q/k norms).
-struct RopeKvOutput {
-  const int32_t* positions = nullptr;  // [num_tokens] device
-  const int32_t* cells = nullptr;      // [num_tokens] device: the cache row token t writes
-  int32_t q_width = 0;                 // num_heads · head_dim: rows [0, q_width) are q
-  int32_t kv_width = 0;                // num_kv_heads · head_dim: the next rows are k
-  int32_t v_width = 0;                 // num_kv_heads · value_head_dim: then v
-  int32_t head_dim = 0;                // even
-  int32_t num_rotary_dims = 0;         // even, ≤ head_dim: leading dims of a head that rotate
-  float freq_base = 10000.0f;
-  float freq_scale = 1.0f;
-  const float* freq_factors = nullptr;  // [num_rotary_dims / 2] device divisors, or null
-  // [num_tokens, num_rotary_dims / 2] device (cos, sin) of the tokens' positions
-  // (launch_rope_table, rope_kv.cuh), or null: the epilogue computes them.
-  const float2* cos_sin = nullptr;
-  void* k_cache = nullptr;  // [rows, kv_width] in cache_dtype
-  void* v_cache = nullptr;  // [rows, v_width] in cache_dtype
-  KvDtype cache_dtype = KvDtype::kF32;
 };
 
 struct DecodeMatmulParams {

@@ -24,6 +24,7 @@
 #include "backends/cuda/kernels/op_math.cuh"
 #include "backends/cuda/kernels/pdl.cuh"
 #include "backends/cuda/kernels/quantize_activations.cuh"
+#include "backends/cuda/kernels/rope_kv_output.cuh"
 #include "backends/cuda/kernels/weight_decode.cuh"
 
 namespace cellm::kernels {
@@ -410,46 +411,10 @@ __device__ __forceinline__ void decode_epilogue(const DecodeGemvArgs& a, int64_t
     return;
   }
   // kRopeKv: local rows 2p and 2p + 1 are a pair of one head (head_dim, widths even).
-  const RopeKvOutput& rope = a.rope;
   const int64_t row = group * R + 2 * p;
   if (row >= a.num_rows) return;  // num_rows is even: row + 1 is in range too
-  float y0 = sums[2 * p * M + t];
-  float y1 = sums[(2 * p + 1) * M + t];
-  const int64_t k_begin = rope.q_width;
-  const int64_t v_begin = k_begin + rope.kv_width;
-  if (row < v_begin) {
-    const int64_t d = (row < k_begin ? row : row - k_begin) % rope.head_dim;
-    if (d < rope.num_rotary_dims) {
-      float c = 0.0f;
-      float s = 0.0f;
-      if (rope.cos_sin != nullptr) {
-        const float2 cs = rope.cos_sin[t * (rope.num_rotary_dims / 2) + d / 2];
-        c = cs.x;
-        s = cs.y;
-      } else {
-        rope_cos_sin(rope.positions[t], static_cast<int32_t>(d / 2), rope.num_rotary_dims,
-                     rope.freq_base, rope.freq_scale, rope.freq_factors, &c, &s);
-      }
-      const float x0 = y0;
-      const float x1 = y1;
-      rope_rotate(x0, x1, c, s, &y0, &y1);
-    }
-  }
-  if (row < k_begin) {
-    a.y[t * a.y_stride + row] = y0;
-    a.y[t * a.y_stride + row + 1] = y1;
-    return;
-  }
-  const int64_t cell = rope.cells[t];
-  if (row < v_begin) {
-    const int64_t index = cell * rope.kv_width + (row - k_begin);
-    store_cache_value(rope.k_cache, rope.cache_dtype, index, y0);
-    store_cache_value(rope.k_cache, rope.cache_dtype, index + 1, y1);
-  } else {
-    const int64_t index = cell * rope.v_width + (row - v_begin);
-    store_cache_value(rope.v_cache, rope.cache_dtype, index, y0);
-    store_cache_value(rope.v_cache, rope.cache_dtype, index + 1, y1);
-  }
+  rope_kv_store_pair(a.rope, t, row, sums[2 * p * M + t], sums[(2 * p + 1) * M + t], a.y,
+                     a.y_stride);
 }
 
 // ---- the kernel ------------------------------------------------------------------------------

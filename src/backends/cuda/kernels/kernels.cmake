@@ -21,7 +21,8 @@ list(APPEND CELLM_CUDA_KERNELS_CU attention_decode_tc.cu attention_prefill_tc.cu
   matmul_wide_q.cu)
 list(TRANSFORM CELLM_CUDA_KERNELS_CU PREPEND ${_cellm_kernels_dir}/)
 set(CELLM_CUDA_KERNELS_SOURCES ${CELLM_CUDA_KERNELS_CU}
-  ${_cellm_kernels_dir}/attention_args.cpp ${_cellm_kernels_dir}/weight_layout.cpp)
+  ${_cellm_kernels_dir}/attention_args.cpp ${_cellm_kernels_dir}/rope_kv_output.cpp
+  ${_cellm_kernels_dir}/weight_layout.cpp)
 list(APPEND CELLM_CUDA_KERNEL_SOURCES ${CELLM_CUDA_KERNELS_SOURCES})
 
 # Device code: warnings are errors, line info for compute-sanitizer, IEEE division and square root

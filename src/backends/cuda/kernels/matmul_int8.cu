@@ -23,6 +23,7 @@
 #include "backends/cuda/kernels/matmul_int8.cuh"
 #include "backends/cuda/kernels/mma_common.cuh"
 #include "backends/cuda/kernels/pdl.cuh"
+#include "backends/cuda/kernels/rope_kv_output.cuh"
 
 namespace cellm::kernels {
 namespace {
@@ -42,6 +43,8 @@ struct Int8MatmulArgs {
   float* y = nullptr;
   int64_t y_stride = 0;
   bool accumulate = false;
+  bool rope_kv = false;
+  RopeKvOutput rope;
 };
 
 // A lane's share of a span of its two weight rows (A rows g and g + 8 of the m-tile): chunks t
@@ -209,15 +212,30 @@ __global__ void __launch_bounds__(kWarps * 32, kWarps == 8 ? 2 : 0)
     }
   }
   __syncthreads();
+  const auto row_sum = [&](int token, int r) {
+    float sum = partial[0][token][r];
+    CELLM_UNROLL
+    for (int w = 1; w < kWarps; ++w) sum += partial[w][token][r];
+    if (a.bias != nullptr) sum += a.bias[row0 + r];
+    return sum;
+  };
+  if (a.rope_kv) {  // pairs of rows (2p, 2p + 1): num_rows is even, so is row0
+    constexpr int kPairs = kBlockRows / 2;
+    for (int o = threadIdx.x; o < kTokens * kPairs; o += kThreads) {
+      const int token = o / kPairs;
+      const int r = 2 * (o % kPairs);
+      if (token >= a.num_tokens || row0 + r >= a.num_rows) continue;
+      rope_kv_store_pair(a.rope, token, row0 + r, row_sum(token, r), row_sum(token, r + 1), a.y,
+                         a.y_stride);
+    }
+    return;
+  }
   for (int o = threadIdx.x; o < kTokens * kBlockRows; o += kThreads) {
     const int token = o / kBlockRows;
     const int r = o % kBlockRows;
     const int64_t row = row0 + r;
     if (token >= a.num_tokens || row >= a.num_rows) continue;
-    float sum = partial[0][token][r];
-    CELLM_UNROLL
-    for (int w = 1; w < kWarps; ++w) sum += partial[w][token][r];
-    if (a.bias != nullptr) sum += a.bias[row];
+    const float sum = row_sum(token, r);
     float* out = a.y + token * a.y_stride + row;
     *out = a.accumulate ? *out + sum : sum;
   }
@@ -277,8 +295,13 @@ Status launch_int8_matmul(const Int8MatmulParams& p, cudaStream_t stream) {
   }
   if (p.num_tokens == 0) return ok_status();
   if (p.x_q8 == nullptr || p.x_q8_scales == nullptr || !aligned16(p.x_q8) ||
-      !aligned16(p.x_q8_scales) || p.y == nullptr || p.y_stride < p.w.num_rows) {
+      !aligned16(p.x_q8_scales) || p.y == nullptr || (!p.rope_kv && p.y_stride < p.w.num_rows)) {
     return invalid_argument(what + "null or unaligned input, null y, or y stride below N");
+  }
+  if (p.rope_kv) {
+    if (p.accumulate) return invalid_argument(what + "RoPE output with accumulate");
+    const std::string problem = rope_kv_output_problem(p.rope, p.w.num_rows, p.y_stride);
+    if (!problem.empty()) return invalid_argument(what + problem);
   }
   Int8MatmulArgs a;
   a.w = static_cast<const uint8_t*>(p.w.data);
@@ -292,6 +315,8 @@ Status launch_int8_matmul(const Int8MatmulParams& p, cudaStream_t stream) {
   a.y = p.y;
   a.y_stride = p.y_stride;
   a.accumulate = p.accumulate;
+  a.rope_kv = p.rope_kv;
+  a.rope = p.rope;
   const cudaError_t launched = p.w.type == TensorType::kQ4_0 ? launch_typed<true>(a, stream)
                                                              : launch_typed<false>(a, stream);
   return pdl_launch_status(launched, "int8_matmul");

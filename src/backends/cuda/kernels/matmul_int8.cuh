@@ -6,7 +6,8 @@
 // weight turning it into bf16 (and three launches: permute, product, split sum).
 // One mma k-step is one quantization block of both operands, and both interleaved layouts give a
 // lane its fragments directly (kernel comment); each block's int32 sums are scaled by the two
-// block scales in f32. About 3e-3 relative error, as the dp4a products.
+// block scales in f32. About 3e-3 relative error, as the dp4a products. A q|k|v product can do
+// RoPE and the K/V write in its epilogue (Int8MatmulParams::rope_kv), one rope_kv launch fewer.
 // Stream-ordered, allocation-free, capturable, launched with programmatic dependent launch
 // (pdl.cuh). Who calls it: the CUDA forward's products of 5–32 rows (CudaForward::matmul), the
 // tests, the kernel benchmark. Thread-safety: launches on a stream.
@@ -16,6 +17,7 @@
 
 #include <cstdint>
 
+#include "backends/cuda/kernels/rope_kv_output.h"
 #include "backends/cuda/kernels/weight_layout.h"
 #include "core/status.h"
 
@@ -35,6 +37,11 @@ struct Int8MatmulParams {
   float* y = nullptr;                  // [num_tokens, y_stride] f32; columns [0, N) written
   int64_t y_stride = 0;                // ≥ N
   bool accumulate = false;             // y += x · Wᵀ instead of y = x · Wᵀ
+  // W = [q; k; v]: RoPE and the K/V write in the epilogue (rope_kv_output.h) — y takes the
+  // rotated q rows only, k and v go to rope's caches; no accumulate. The bits of the plain
+  // product followed by rope_kv.cuh on the same rows.
+  bool rope_kv = false;
+  RopeKvOutput rope;
 };
 
 // Interleaved Q8_0 / Q4_0 (rows of 256·n elements), 16-byte aligned.

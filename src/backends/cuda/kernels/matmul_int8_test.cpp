@@ -7,11 +7,15 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "backends/cpu/cpu_ops.h"
 #include "backends/cuda/kernels/kernel_test_support.h"
+#include "backends/cuda/kernels/rope_kv.cuh"
 #include "backends/cuda/kernels/weight_layout.h"
 
 namespace cellm::kernels {
@@ -97,6 +101,147 @@ TEST(Int8MatmulTest, MatchesTheDequantizedProductForOneToThirtyTwoTokens) {
   }
 }
 
+// The RoPE epilogue against the plain product (tested above) of the same launch shape, rotated by
+// the CPU's rope (normal style, llama3-like factors) and its k, v rows read back from the caches.
+TEST(Int8MatmulTest, RopeKvOutputIsThePlainProductRotatedWithKAndVInTheTokensCells) {
+  CELLM_REQUIRE_DEVICE();
+  const int32_t heads = 4, kv_heads = 2, head_dim = 64, rot = 48, value_dim = 32;
+  const int32_t q_width = heads * head_dim, kv_width = kv_heads * head_dim;
+  const int32_t v_width = kv_heads * value_dim;
+  const int64_t n = q_width + kv_width + v_width;  // 448 rows: 28 blocks of 16
+  const int64_t k = 512;
+  const int32_t m = 5;
+  const int32_t cache_rows = 13;
+  const std::vector<int32_t> positions = {5, 0, 4095, 17, 300};
+  const std::vector<int32_t> cells = {7, 2, 11, 0, 5};
+  std::vector<float> factors = testing::random_floats(rot / 2, 81, 4.0f);
+  for (float& f : factors) f = 1.0f + std::fabs(f);
+  RopeParams rope;
+  rope.style = RopeStyle::kNormal;
+  rope.head_dim = head_dim;
+  rope.num_rotary_dims = rot;
+  rope.freq_base = 500000.0f;
+  rope.freq_scale = 0.5f;
+  rope.freq_factors = factors.data();
+  const DeviceArray<int32_t> pos_dev(positions);
+  const DeviceArray<int32_t> cells_dev(cells);
+  const DeviceArray<float> factors_dev(factors);
+  const QuantizedRows x(m, k, 82);
+  const std::vector<float> bias = testing::random_floats(static_cast<size_t>(n), 83);
+  const DeviceArray<float> bias_dev(bias);
+  for (const TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0}) {
+    const std::vector<uint8_t> gguf = testing::random_gguf_rows(type, n, k, 84);
+    const testing::UploadedWeight w = testing::upload_weight(type, n, k, gguf);
+    Int8MatmulParams p;
+    p.w = w.weight;
+    p.num_tokens = m;
+    p.x_q8 = x.q.get();
+    p.x_q8_scales = x.scales.get();
+    p.bias = bias_dev.get();
+    DeviceArray<float> y(static_cast<size_t>(m * n));
+    p.y = y.get();
+    p.y_stride = n;
+    ASSERT_TRUE(launch_int8_matmul(p, nullptr).ok());
+    const std::vector<float> plain = y.download();
+    std::vector<float> q_ref, k_ref, v_ref;
+    for (int32_t t = 0; t < m; ++t) {
+      const float* row = plain.data() + t * n;
+      q_ref.insert(q_ref.end(), row, row + q_width);
+      k_ref.insert(k_ref.end(), row + q_width, row + q_width + kv_width);
+      v_ref.insert(v_ref.end(), row + q_width + kv_width, row + n);
+    }
+    cpu_rope(q_ref.data(), positions.data(), m, heads, rope);
+    cpu_rope(k_ref.data(), positions.data(), m, kv_heads, rope);
+
+    for (const KvDtype dtype : {KvDtype::kF32, KvDtype::kBF16}) {
+      SCOPED_TRACE(std::string(tensor_type_name(type)) +
+                   (dtype == KvDtype::kF32 ? ", f32 cache" : ", bf16 cache"));
+      const size_t elem = dtype == KvDtype::kF32 ? 4 : 2;
+      DeviceArray<uint8_t> k_cache(static_cast<size_t>(cache_rows) * kv_width * elem);
+      DeviceArray<uint8_t> v_cache(static_cast<size_t>(cache_rows) * v_width * elem);
+      k_cache.poison();
+      v_cache.poison();
+      y.poison();
+      p.rope_kv = true;
+      RopeKvOutput& r = p.rope;
+      r = RopeKvOutput{};
+      r.positions = pos_dev.get();
+      r.cells = cells_dev.get();
+      r.q_width = q_width;
+      r.kv_width = kv_width;
+      r.v_width = v_width;
+      r.head_dim = head_dim;
+      r.num_rotary_dims = rot;
+      r.freq_base = rope.freq_base;
+      r.freq_scale = rope.freq_scale;
+      r.freq_factors = factors_dev.get();
+      r.k_cache = k_cache.get();
+      r.v_cache = v_cache.get();
+      r.cache_dtype = dtype;
+      const Status launched = launch_int8_matmul(p, nullptr);
+      ASSERT_TRUE(launched.ok()) << launched.to_string();
+      const std::vector<float> y_got = y.download();
+      EXPECT_TRUE(
+          testing::near_relative("q", testing::compact_rows(y_got, m, n, q_width), q_ref, 1e-5));
+      const std::vector<uint8_t> k_bytes = k_cache.download();
+      const std::vector<uint8_t> v_bytes = v_cache.download();
+      const std::vector<float> k_cached = testing::read_kv_cache(k_bytes, dtype);
+      const std::vector<float> v_cached = testing::read_kv_cache(v_bytes, dtype);
+      std::vector<float> k_got, v_got, k_want, v_want;
+      for (int32_t t = 0; t < m; ++t) {
+        for (int32_t i = 0; i < kv_width; ++i) {
+          k_got.push_back(k_cached[cells[t] * kv_width + i]);
+          k_want.push_back(testing::kv_stored(k_ref[t * kv_width + i], dtype));
+        }
+        for (int32_t i = 0; i < v_width; ++i) {
+          v_got.push_back(v_cached[cells[t] * v_width + i]);
+          v_want.push_back(testing::kv_stored(v_ref[t * v_width + i], dtype));
+        }
+      }
+      const double tolerance = dtype == KvDtype::kF32 ? 1e-5 : 5e-3;
+      EXPECT_TRUE(testing::near_relative("k cache", k_got, k_want, tolerance));
+      EXPECT_TRUE(testing::near_relative("v cache", v_got, v_want, tolerance));
+      // The k and v columns of y and the rows no token writes keep their poison.
+      for (int32_t t = 0; t < m; ++t) {
+        for (int64_t c = q_width; c < n; ++c) {
+          ASSERT_TRUE(std::isnan(y_got[t * n + c])) << "y row " << t << " column " << c;
+        }
+      }
+      for (int32_t row = 0; row < cache_rows; ++row) {
+        if (std::find(cells.begin(), cells.end(), row) != cells.end()) continue;
+        for (size_t b = 0; b < kv_width * elem; ++b) {
+          ASSERT_EQ(k_bytes[row * kv_width * elem + b], 0xff) << "k row " << row << " written";
+        }
+        for (size_t b = 0; b < v_width * elem; ++b) {
+          ASSERT_EQ(v_bytes[row * v_width * elem + b], 0xff) << "v row " << row << " written";
+        }
+      }
+      // The angles from a per-step table (launch_rope_table): the same bits.
+      DeviceArray<float2> table(static_cast<size_t>(m) * rot / 2);
+      RopeTableParams tp;
+      tp.num_tokens = m;
+      tp.positions = pos_dev.get();
+      tp.num_rotary_dims = rot;
+      tp.freq_base = rope.freq_base;
+      tp.freq_scale = rope.freq_scale;
+      tp.freq_factors = factors_dev.get();
+      tp.table = table.get();
+      ASSERT_TRUE(launch_rope_table(tp, nullptr).ok());
+      r.cos_sin = table.get();
+      y.poison();
+      k_cache.poison();
+      v_cache.poison();
+      ASSERT_TRUE(launch_int8_matmul(p, nullptr).ok());
+      EXPECT_TRUE(testing::compact_rows(y.download(), m, n, q_width) ==
+                  testing::compact_rows(y_got, m, n, q_width))
+          << "q differs with the table";
+      EXPECT_TRUE(k_cache.download() == k_bytes) << "k cache differs with the table";
+      EXPECT_TRUE(v_cache.download() == v_bytes) << "v cache differs with the table";
+      p.rope_kv = false;
+    }
+  }
+}
+
 TEST(Int8MatmulTest, RefusesWhatItDoesNotMultiply) {
   CELLM_REQUIRE_DEVICE();
   const std::vector<uint8_t> gguf = testing::random_gguf_rows(TensorType::kQ8_0, 16, 256, 71);
@@ -125,6 +270,13 @@ TEST(Int8MatmulTest, RefusesWhatItDoesNotMultiply) {
   EXPECT_TRUE(refused(bad));
   bad = p;
   bad.x_q8 = x.q.get() + 1;  // unaligned
+  EXPECT_TRUE(refused(bad));
+  bad = p;
+  bad.rope_kv = true;  // q/k/v widths that do not add up to N, null caches
+  bad.rope.q_width = 4;
+  bad.rope.kv_width = 4;
+  bad.rope.v_width = 4;
+  bad.rope.head_dim = 4;
   EXPECT_TRUE(refused(bad));
 
   const std::vector<uint8_t> q4k = testing::random_gguf_rows(TensorType::kQ4_K, 16, 256, 73);
