@@ -278,32 +278,8 @@ TEST(DecodeMatmulTest, RopeKvOutputRotatesQAndWritesKAndVIntoTheTokensCells) {
           "q", testing::compact_rows(y.download(), m, y_stride, q_width), q_ref, 1e-5));
       const std::vector<uint8_t> k_bytes = k_cache.download();
       const std::vector<uint8_t> v_bytes = v_cache.download();
-      const std::vector<float> k_cached = testing::read_kv_cache(k_bytes, dtype);
-      const std::vector<float> v_cached = testing::read_kv_cache(v_bytes, dtype);
-      std::vector<float> k_got, v_got, k_want, v_want;
-      for (int32_t t = 0; t < m; ++t) {
-        for (int32_t i = 0; i < kv_width; ++i) {
-          k_got.push_back(k_cached[cells[t] * kv_width + i]);
-          k_want.push_back(testing::kv_stored(k_ref[t * kv_width + i], dtype));
-        }
-        for (int32_t i = 0; i < v_width; ++i) {
-          v_got.push_back(v_cached[cells[t] * v_width + i]);
-          v_want.push_back(testing::kv_stored(v_ref[t * v_width + i], dtype));
-        }
-      }
-      const double tolerance = dtype == KvDtype::kF32 ? 1e-5 : 5e-3;
-      EXPECT_TRUE(testing::near_relative("k cache", k_got, k_want, tolerance));
-      EXPECT_TRUE(testing::near_relative("v cache", v_got, v_want, tolerance));
-      // Rows no token writes keep their poison (all bits set).
-      for (int32_t row = 0; row < cache_rows; ++row) {
-        if (std::find(cells.begin(), cells.end(), row) != cells.end()) continue;
-        for (size_t b = 0; b < kv_width * elem; ++b) {
-          ASSERT_EQ(k_bytes[row * kv_width * elem + b], 0xff) << "k row " << row << " written";
-        }
-        for (size_t b = 0; b < v_width * elem; ++b) {
-          ASSERT_EQ(v_bytes[row * v_width * elem + b], 0xff) << "v row " << row << " written";
-        }
-      }
+      testing::expect_kv_cache_rows(k_bytes, v_bytes, dtype, kv_width, v_width, cells, k_ref,
+                                    v_ref);
       // The angles from a per-step table (launch_rope_table): the same bits everywhere.
       DeviceArray<float2> table(static_cast<size_t>(m) * rot / 2);
       RopeTableParams tp;

@@ -167,6 +167,46 @@ std::vector<float> read_kv_cache(std::span<const uint8_t> bytes, KvDtype dtype) 
   return values;
 }
 
+void expect_kv_cache_rows(std::span<const uint8_t> k_bytes, std::span<const uint8_t> v_bytes,
+                          KvDtype dtype, int32_t kv_width, int32_t v_width,
+                          std::span<const int32_t> cells, std::span<const float> k_ref,
+                          std::span<const float> v_ref) {
+  const std::vector<float> k_cached = read_kv_cache(k_bytes, dtype);
+  const std::vector<float> v_cached = read_kv_cache(v_bytes, dtype);
+  std::vector<float> k_got, v_got, k_want, v_want;
+  for (size_t t = 0; t < cells.size(); ++t) {
+    for (int32_t i = 0; i < kv_width; ++i) {
+      k_got.push_back(k_cached[static_cast<size_t>(cells[t]) * kv_width + i]);
+      k_want.push_back(kv_stored(k_ref[t * kv_width + i], dtype));
+    }
+    for (int32_t i = 0; i < v_width; ++i) {
+      v_got.push_back(v_cached[static_cast<size_t>(cells[t]) * v_width + i]);
+      v_want.push_back(kv_stored(v_ref[t * v_width + i], dtype));
+    }
+  }
+  const double tolerance = dtype == KvDtype::kF32 ? 1e-5 : 5e-3;
+  EXPECT_TRUE(near_relative("k cache", k_got, k_want, tolerance));
+  EXPECT_TRUE(near_relative("v cache", v_got, v_want, tolerance));
+  const size_t elem = dtype == KvDtype::kF32 ? 4 : 2;
+  const size_t k_row = static_cast<size_t>(kv_width) * elem;
+  const size_t v_row = static_cast<size_t>(v_width) * elem;
+  for (size_t row = 0; row < k_bytes.size() / k_row; ++row) {
+    if (std::find(cells.begin(), cells.end(), static_cast<int32_t>(row)) != cells.end()) continue;
+    for (size_t b = 0; b < k_row; ++b) {
+      if (k_bytes[row * k_row + b] != 0xff) {
+        ADD_FAILURE() << "k row " << row << " written, though no token's cell";
+        return;
+      }
+    }
+    for (size_t b = 0; b < v_row; ++b) {
+      if (v_bytes[row * v_row + b] != 0xff) {
+        ADD_FAILURE() << "v row " << row << " written, though no token's cell";
+        return;
+      }
+    }
+  }
+}
+
 double relative_error(std::span<const float> out, std::span<const float> ref) {
   if (out.size() != ref.size()) return std::nan("");
   double diff = 0.0;

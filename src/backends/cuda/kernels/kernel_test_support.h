@@ -73,6 +73,15 @@ float kv_stored(float value, KvDtype dtype);
 // A KV cache's bytes (elements of `dtype`) read back as f32.
 std::vector<float> read_kv_cache(std::span<const uint8_t> bytes, KvDtype dtype);
 
+// What a q|k|v product's RoPE / K-V epilogue (rope_kv_output.h) must leave in the caches k_bytes
+// ([rows, kv_width] of `dtype`) and v_bytes ([rows, v_width]): token t's rows k_ref[t], v_ref[t]
+// (already rotated where they rotate) at row cells[t], as `dtype` stores them (within 1e-5
+// relative, 5e-3 for 16-bit caches), and every other row still poisoned (all bits set).
+void expect_kv_cache_rows(std::span<const uint8_t> k_bytes, std::span<const uint8_t> v_bytes,
+                          KvDtype dtype, int32_t kv_width, int32_t v_width,
+                          std::span<const int32_t> cells, std::span<const float> k_ref,
+                          std::span<const float> v_ref);
+
 // ‖out − ref‖₂ / ‖ref‖₂ in double; NaN when out has a NaN or sizes differ.
 double relative_error(std::span<const float> out, std::span<const float> ref);
 
