@@ -20,6 +20,7 @@
 #include "backends/cuda/kernels/kernel_test_support.h"
 #include "backends/cuda/kernels/quantize_activations.cuh"
 #include "backends/cuda/kernels/rope_kv.cuh"
+#include "backends/cuda/kernels/rope_kv_test_case.h"
 #include "backends/cuda/kernels/swiglu.cuh"
 
 namespace cellm::kernels {
@@ -206,24 +207,12 @@ TEST(DecodeMatmulTest, SwigluOutputIsSiluOfTheGateRowsTimesTheUpRows) {
 
 TEST(DecodeMatmulTest, RopeKvOutputRotatesQAndWritesKAndVIntoTheTokensCells) {
   CELLM_REQUIRE_DEVICE();
-  const int32_t heads = 4, kv_heads = 2, head_dim = 64, rot = 48, value_dim = 32;
-  const int32_t q_width = heads * head_dim, kv_width = kv_heads * head_dim;
-  const int32_t v_width = kv_heads * value_dim;
-  const int64_t n = q_width + kv_width + v_width;
+  using Case = testing::RopeKvCase;
+  const Case c({5, 0, 4095}, {7, 2, 11}, 41);
+  const int64_t n = Case::kRows;
   const int64_t k = 256;
-  const int32_t m = 3;
+  const int32_t m = c.num_tokens();
   const int32_t cache_rows = 13;
-  const std::vector<int32_t> positions = {5, 0, 4095};
-  const std::vector<int32_t> cells = {7, 2, 11};
-  std::vector<float> factors = random_floats(rot / 2, 41, 4.0f);
-  for (float& f : factors) f = 1.0f + std::fabs(f);
-  RopeParams rope;
-  rope.style = RopeStyle::kNormal;
-  rope.head_dim = head_dim;
-  rope.num_rotary_dims = rot;
-  rope.freq_base = 500000.0f;
-  rope.freq_scale = 0.5f;
-  rope.freq_factors = factors.data();
   for (const TensorType type : {TensorType::kF32, TensorType::kQ8_0}) {
     for (const KvDtype dtype : {KvDtype::kF32, KvDtype::kBF16}) {
       const Weight w = make_weight(type, n, k, 42);
@@ -231,25 +220,16 @@ TEST(DecodeMatmulTest, RopeKvOutputRotatesQAndWritesKAndVIntoTheTokensCells) {
       const GatheredInput in = gathered_input(k, m, 43, true);
       const std::vector<float> bias = random_floats(static_cast<size_t>(n), 44);
       std::vector<float> product = cpu_product(w, in.gathered, m);
-      std::vector<float> q_ref, k_ref, v_ref;
       for (int32_t t = 0; t < m; ++t) {
         for (int64_t r = 0; r < n; ++r) product[t * n + r] += bias[r];
-        const float* row = product.data() + t * n;
-        q_ref.insert(q_ref.end(), row, row + q_width);
-        k_ref.insert(k_ref.end(), row + q_width, row + q_width + kv_width);
-        v_ref.insert(v_ref.end(), row + q_width + kv_width, row + n);
       }
-      cpu_rope(q_ref.data(), positions.data(), m, heads, rope);
-      cpu_rope(k_ref.data(), positions.data(), m, kv_heads, rope);
+      const Case::Reference ref = c.reference(product);
 
       const DeviceInput dev(in);
       DeviceArray<float> bias_dev(bias);
-      DeviceArray<int32_t> pos_dev(positions);
-      DeviceArray<int32_t> cells_dev(cells);
-      DeviceArray<float> factors_dev(factors);
       const size_t elem = dtype == KvDtype::kF32 ? 4 : 2;
-      DeviceArray<uint8_t> k_cache(static_cast<size_t>(cache_rows) * kv_width * elem);
-      DeviceArray<uint8_t> v_cache(static_cast<size_t>(cache_rows) * v_width * elem);
+      DeviceArray<uint8_t> k_cache(static_cast<size_t>(cache_rows) * Case::kKvWidth * elem);
+      DeviceArray<uint8_t> v_cache(static_cast<size_t>(cache_rows) * Case::kVWidth * elem);
       k_cache.poison();
       v_cache.poison();
       const int64_t y_stride = n;  // the q|k|v buffer: only the q columns are written
@@ -259,46 +239,25 @@ TEST(DecodeMatmulTest, RopeKvOutputRotatesQAndWritesKAndVIntoTheTokensCells) {
       p.output = DecodeOutput::kRopeKv;
       p.y = y.get();
       p.y_stride = y_stride;
-      RopeKvOutput& r = p.rope;
-      r.positions = pos_dev.get();
-      r.cells = cells_dev.get();
-      r.q_width = q_width;
-      r.kv_width = kv_width;
-      r.v_width = v_width;
-      r.head_dim = head_dim;
-      r.num_rotary_dims = rot;
-      r.freq_base = rope.freq_base;
-      r.freq_scale = rope.freq_scale;
-      r.freq_factors = factors_dev.get();
-      r.k_cache = k_cache.get();
-      r.v_cache = v_cache.get();
-      r.cache_dtype = dtype;
+      p.rope = c.output(k_cache.get(), v_cache.get(), dtype);
       EXPECT_OK(launch_decode_matmul(p, nullptr));
       EXPECT_TRUE(testing::near_relative(
-          "q", testing::compact_rows(y.download(), m, y_stride, q_width), q_ref, 1e-5));
+          "q", testing::compact_rows(y.download(), m, y_stride, Case::kQWidth), ref.q, 1e-5));
       const std::vector<uint8_t> k_bytes = k_cache.download();
       const std::vector<uint8_t> v_bytes = v_cache.download();
-      testing::expect_kv_cache_rows(k_bytes, v_bytes, dtype, kv_width, v_width, cells, k_ref,
-                                    v_ref);
+      testing::expect_kv_cache_rows(k_bytes, v_bytes, dtype, Case::kKvWidth, Case::kVWidth, c.cells,
+                                    ref.k, ref.v);
       // The angles from a per-step table (launch_rope_table): the same bits everywhere.
-      DeviceArray<float2> table(static_cast<size_t>(m) * rot / 2);
-      RopeTableParams tp;
-      tp.num_tokens = m;
-      tp.positions = pos_dev.get();
-      tp.num_rotary_dims = rot;
-      tp.freq_base = rope.freq_base;
-      tp.freq_scale = rope.freq_scale;
-      tp.freq_factors = factors_dev.get();
-      tp.table = table.get();
-      EXPECT_OK(launch_rope_table(tp, nullptr));
+      DeviceArray<float2> table(static_cast<size_t>(m) * Case::kRotaryDims / 2);
+      EXPECT_OK(launch_rope_table(c.table_params(table.get()), nullptr));
       const std::vector<float> y_computed = y.download();
-      r.cos_sin = table.get();
+      p.rope.cos_sin = table.get();
       y.poison();
       k_cache.poison();
       v_cache.poison();
       EXPECT_OK(launch_decode_matmul(p, nullptr));
-      EXPECT_TRUE(testing::compact_rows(y.download(), m, y_stride, q_width) ==
-                  testing::compact_rows(y_computed, m, y_stride, q_width))
+      EXPECT_TRUE(testing::compact_rows(y.download(), m, y_stride, Case::kQWidth) ==
+                  testing::compact_rows(y_computed, m, y_stride, Case::kQWidth))
           << "q differs with the table";
       EXPECT_TRUE(k_cache.download() == k_bytes) << "k cache differs with the table";
       EXPECT_TRUE(v_cache.download() == v_bytes) << "v cache differs with the table";

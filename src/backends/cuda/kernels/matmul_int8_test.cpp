@@ -12,9 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "backends/cpu/cpu_ops.h"
 #include "backends/cuda/kernels/kernel_test_support.h"
-#include "backends/cuda/kernels/rope_kv.cuh"
+#include "backends/cuda/kernels/rope_kv_test_case.h"
 #include "backends/cuda/kernels/weight_layout.h"
 
 namespace cellm::kernels {
@@ -35,6 +34,20 @@ struct QuantizedRows {
   DeviceArray<int8_t> q;
   DeviceArray<float> scales;
 };
+
+// The product of w by x's rows into y (stride y_stride), plus bias when given.
+Int8MatmulParams product(const testing::UploadedWeight& w, const QuantizedRows& x, int32_t m,
+                         const float* bias, float* y, int64_t y_stride) {
+  Int8MatmulParams p;
+  p.w = w.weight;
+  p.num_tokens = m;
+  p.x_q8 = x.q.get();
+  p.x_q8_scales = x.scales.get();
+  p.bias = bias;
+  p.y = y;
+  p.y_stride = y_stride;
+  return p;
+}
 
 struct Case {
   TensorType type;
@@ -78,14 +91,7 @@ TEST(Int8MatmulTest, MatchesTheDequantizedProductForOneToThirtyTwoTokens) {
           }
         }
         DeviceArray<float> y(y0.size());
-        Int8MatmulParams p;
-        p.w = w.weight;
-        p.num_tokens = m;
-        p.x_q8 = x.q.get();
-        p.x_q8_scales = x.scales.get();
-        p.bias = bias_dev.get();
-        p.y = y.get();
-        p.y_stride = stride;
+        Int8MatmulParams p = product(w, x, m, bias_dev.get(), y.get(), stride);
         p.accumulate = accumulate;
         testing::expect_parity(
             name, y,
@@ -104,112 +110,59 @@ TEST(Int8MatmulTest, MatchesTheDequantizedProductForOneToThirtyTwoTokens) {
 // the CPU's rope (normal style, llama3-like factors) and its k, v rows read back from the caches.
 TEST(Int8MatmulTest, RopeKvOutputIsThePlainProductRotatedWithKAndVInTheTokensCells) {
   CELLM_REQUIRE_DEVICE();
-  const int32_t heads = 4, kv_heads = 2, head_dim = 64, rot = 48, value_dim = 32;
-  const int32_t q_width = heads * head_dim, kv_width = kv_heads * head_dim;
-  const int32_t v_width = kv_heads * value_dim;
-  const int64_t n = q_width + kv_width + v_width;  // 448 rows: 28 blocks of 16
+  using Case = testing::RopeKvCase;
+  const Case c({5, 0, 4095, 17, 300}, {7, 2, 11, 0, 5}, 81);
+  const int64_t n = Case::kRows;  // 448 rows: 28 blocks of 16
   const int64_t k = 512;
-  const int32_t m = 5;
+  const int32_t m = c.num_tokens();
   const int32_t cache_rows = 13;
-  const std::vector<int32_t> positions = {5, 0, 4095, 17, 300};
-  const std::vector<int32_t> cells = {7, 2, 11, 0, 5};
-  std::vector<float> factors = testing::random_floats(rot / 2, 81, 4.0f);
-  for (float& f : factors) f = 1.0f + std::fabs(f);
-  RopeParams rope;
-  rope.style = RopeStyle::kNormal;
-  rope.head_dim = head_dim;
-  rope.num_rotary_dims = rot;
-  rope.freq_base = 500000.0f;
-  rope.freq_scale = 0.5f;
-  rope.freq_factors = factors.data();
-  const DeviceArray<int32_t> pos_dev(positions);
-  const DeviceArray<int32_t> cells_dev(cells);
-  const DeviceArray<float> factors_dev(factors);
   const QuantizedRows x(m, k, 82);
   const std::vector<float> bias = testing::random_floats(static_cast<size_t>(n), 83);
   const DeviceArray<float> bias_dev(bias);
   for (const TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0}) {
     const std::vector<uint8_t> gguf = testing::random_gguf_rows(type, n, k, 84);
     const testing::UploadedWeight w = testing::upload_weight(type, n, k, gguf);
-    Int8MatmulParams p;
-    p.w = w.weight;
-    p.num_tokens = m;
-    p.x_q8 = x.q.get();
-    p.x_q8_scales = x.scales.get();
-    p.bias = bias_dev.get();
     DeviceArray<float> y(static_cast<size_t>(m * n));
-    p.y = y.get();
-    p.y_stride = n;
+    Int8MatmulParams p = product(w, x, m, bias_dev.get(), y.get(), n);
     ASSERT_TRUE(launch_int8_matmul(p, nullptr).ok());
-    const std::vector<float> plain = y.download();
-    std::vector<float> q_ref, k_ref, v_ref;
-    for (int32_t t = 0; t < m; ++t) {
-      const float* row = plain.data() + t * n;
-      q_ref.insert(q_ref.end(), row, row + q_width);
-      k_ref.insert(k_ref.end(), row + q_width, row + q_width + kv_width);
-      v_ref.insert(v_ref.end(), row + q_width + kv_width, row + n);
-    }
-    cpu_rope(q_ref.data(), positions.data(), m, heads, rope);
-    cpu_rope(k_ref.data(), positions.data(), m, kv_heads, rope);
+    const Case::Reference ref = c.reference(y.download());
 
     for (const KvDtype dtype : {KvDtype::kF32, KvDtype::kBF16}) {
       SCOPED_TRACE(std::string(tensor_type_name(type)) +
                    (dtype == KvDtype::kF32 ? ", f32 cache" : ", bf16 cache"));
       const size_t elem = dtype == KvDtype::kF32 ? 4 : 2;
-      DeviceArray<uint8_t> k_cache(static_cast<size_t>(cache_rows) * kv_width * elem);
-      DeviceArray<uint8_t> v_cache(static_cast<size_t>(cache_rows) * v_width * elem);
+      DeviceArray<uint8_t> k_cache(static_cast<size_t>(cache_rows) * Case::kKvWidth * elem);
+      DeviceArray<uint8_t> v_cache(static_cast<size_t>(cache_rows) * Case::kVWidth * elem);
       k_cache.poison();
       v_cache.poison();
       y.poison();
       p.rope_kv = true;
-      RopeKvOutput& r = p.rope;
-      r = RopeKvOutput{};
-      r.positions = pos_dev.get();
-      r.cells = cells_dev.get();
-      r.q_width = q_width;
-      r.kv_width = kv_width;
-      r.v_width = v_width;
-      r.head_dim = head_dim;
-      r.num_rotary_dims = rot;
-      r.freq_base = rope.freq_base;
-      r.freq_scale = rope.freq_scale;
-      r.freq_factors = factors_dev.get();
-      r.k_cache = k_cache.get();
-      r.v_cache = v_cache.get();
-      r.cache_dtype = dtype;
+      p.rope = c.output(k_cache.get(), v_cache.get(), dtype);
       const Status launched = launch_int8_matmul(p, nullptr);
       ASSERT_TRUE(launched.ok()) << launched.to_string();
       const std::vector<float> y_got = y.download();
-      EXPECT_TRUE(
-          testing::near_relative("q", testing::compact_rows(y_got, m, n, q_width), q_ref, 1e-5));
+      EXPECT_TRUE(testing::near_relative("q", testing::compact_rows(y_got, m, n, Case::kQWidth),
+                                         ref.q, 1e-5));
       const std::vector<uint8_t> k_bytes = k_cache.download();
       const std::vector<uint8_t> v_bytes = v_cache.download();
-      testing::expect_kv_cache_rows(k_bytes, v_bytes, dtype, kv_width, v_width, cells, k_ref,
-                                    v_ref);
+      testing::expect_kv_cache_rows(k_bytes, v_bytes, dtype, Case::kKvWidth, Case::kVWidth, c.cells,
+                                    ref.k, ref.v);
       // The k and v columns of y keep their poison.
       for (int32_t t = 0; t < m; ++t) {
-        for (int64_t c = q_width; c < n; ++c) {
-          ASSERT_TRUE(std::isnan(y_got[t * n + c])) << "y row " << t << " column " << c;
+        for (int64_t col = Case::kQWidth; col < n; ++col) {
+          ASSERT_TRUE(std::isnan(y_got[t * n + col])) << "y row " << t << " column " << col;
         }
       }
       // The angles from a per-step table (launch_rope_table): the same bits.
-      DeviceArray<float2> table(static_cast<size_t>(m) * rot / 2);
-      RopeTableParams tp;
-      tp.num_tokens = m;
-      tp.positions = pos_dev.get();
-      tp.num_rotary_dims = rot;
-      tp.freq_base = rope.freq_base;
-      tp.freq_scale = rope.freq_scale;
-      tp.freq_factors = factors_dev.get();
-      tp.table = table.get();
-      ASSERT_TRUE(launch_rope_table(tp, nullptr).ok());
-      r.cos_sin = table.get();
+      DeviceArray<float2> table(static_cast<size_t>(m) * Case::kRotaryDims / 2);
+      ASSERT_TRUE(launch_rope_table(c.table_params(table.get()), nullptr).ok());
+      p.rope.cos_sin = table.get();
       y.poison();
       k_cache.poison();
       v_cache.poison();
       ASSERT_TRUE(launch_int8_matmul(p, nullptr).ok());
-      EXPECT_TRUE(testing::compact_rows(y.download(), m, n, q_width) ==
-                  testing::compact_rows(y_got, m, n, q_width))
+      EXPECT_TRUE(testing::compact_rows(y.download(), m, n, Case::kQWidth) ==
+                  testing::compact_rows(y_got, m, n, Case::kQWidth))
           << "q differs with the table";
       EXPECT_TRUE(k_cache.download() == k_bytes) << "k cache differs with the table";
       EXPECT_TRUE(v_cache.download() == v_bytes) << "v cache differs with the table";
@@ -224,13 +177,7 @@ TEST(Int8MatmulTest, RefusesWhatItDoesNotMultiply) {
   const testing::UploadedWeight w = testing::upload_weight(TensorType::kQ8_0, 16, 256, gguf);
   const QuantizedRows x(9, 256, 72);
   DeviceArray<float> y(9 * 16);
-  Int8MatmulParams p;
-  p.w = w.weight;
-  p.num_tokens = 8;
-  p.x_q8 = x.q.get();
-  p.x_q8_scales = x.scales.get();
-  p.y = y.get();
-  p.y_stride = 16;
+  const Int8MatmulParams p = product(w, x, 8, nullptr, y.get(), 16);
   ASSERT_TRUE(launch_int8_matmul(p, nullptr).ok());
   const auto refused = [](const Int8MatmulParams& params) {
     return launch_int8_matmul(params, nullptr).code() == StatusCode::kInvalidArgument;
