@@ -248,7 +248,8 @@ StatusOr<BatchOutput> CudaExecutor::execute(const BatchInput& batch, bool return
       break;
     }
   }
-  if (status.ok() && options_.time_steps) {
+  const bool timed = options_.time_steps && !calls.empty();  // a call records step_begin_
+  if (status.ok() && timed) {
     status = cuda_status(cudaEventRecord(step_end_.get(), stream_.get()), "step timing");
   }
   // Errors of work already enqueued show up here; either way nothing may still run on the step
@@ -256,9 +257,11 @@ StatusOr<BatchOutput> CudaExecutor::execute(const BatchInput& batch, bool return
   const Status synced = cuda_status(cudaStreamSynchronize(stream_.get()), "CudaExecutor step");
   if (status.ok()) status = synced;
   if (status.ok() && options_.time_steps) {
-    float ms = 0.0f;
-    status =
-        cuda_status(cudaEventElapsedTime(&ms, step_begin_.get(), step_end_.get()), "step timing");
+    float ms = 0.0f;  // a step of no calls did no device work
+    if (timed) {
+      status =
+          cuda_status(cudaEventElapsedTime(&ms, step_begin_.get(), step_end_.get()), "step timing");
+    }
     stats_.last_step_device_ms = ms;
   }
   if (!status.ok()) {
