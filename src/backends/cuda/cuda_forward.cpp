@@ -322,7 +322,8 @@ Status CudaForward::enqueue(const DeviceStep& step, ForwardShape shape, cudaStre
     const bool int8_qkv = w.qkv_fused() && int8_matmul_applies(w.qkv, rows);
     const bool rope_in_product = int8_qkv && rope_fused_;
     if (int8_qkv) {
-      const kernels::RopeKvOutput rope = rope_output(step, l, int8_rope_table);
+      kernels::RopeKvOutput rope;
+      if (rope_in_product) rope = rope_output(step, l, int8_rope_table);
       CELLM_RETURN_IF_ERROR(int8_matmul(w.qkv, x_, hidden, nullptr, w.attn_norm, w.qkv_bias, rows,
                                         qkv_, qkv_width, false, stream,
                                         rope_in_product ? &rope : nullptr));
