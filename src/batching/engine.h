@@ -118,6 +118,9 @@ class Engine {
 
   // engine_step.cpp
   void run_step();
+  // Whether the step's output rows need their logits on the host: some row's sampler reads the
+  // row, or the executor computes no greedy tokens.
+  bool step_needs_logits(const StepSchedule& plan);
   void fail_step(const StepSchedule& plan, const Status& status);
   void complete_task(EngineSession& session, const ScheduledSlice& slice, const BatchOutput& out,
                      size_t row);

@@ -90,7 +90,7 @@ void Engine::run_step() {
         {session.id, 0, session.tokens, slice.begin, slice.end, slice.wants_output});
   }
   const int64_t start_us = now_us();
-  StatusOr<BatchOutput> output = executor_.execute(batch, /*return_logits=*/true);
+  StatusOr<BatchOutput> output = executor_.execute(batch, step_needs_logits(plan));
   const int64_t end_us = now_us();
   {
     std::lock_guard<std::mutex> lock(metrics_mutex_);
@@ -105,7 +105,7 @@ void Engine::run_step() {
     publish_pool();
     return;
   }
-  CELLM_CHECK(output->vocab_size == limits_.vocab_size || output->outputs.empty())
+  CELLM_CHECK(output->vocab_size == limits_.vocab_size || output->logits.empty())
       << "executor returned rows of " << output->vocab_size << " logits, vocab is "
       << limits_.vocab_size;
 
@@ -143,6 +143,17 @@ void Engine::run_step() {
   }
 }
 
+bool Engine::step_needs_logits(const StepSchedule& plan) {
+  if (!executor_.computes_greedy_tokens()) return true;
+  for (const ScheduledSlice& slice : plan.slices) {
+    if (!slice.wants_output) continue;
+    const EngineSession* session = find_by_id(slice.session);
+    if (session != nullptr && session->generation && !session->generation->sampler.takes_argmax())
+      return true;
+  }
+  return false;  // every row takes its greedy token: [rows, vocab] floats stay on the device
+}
+
 void Engine::fail_step(const StepSchedule& plan, const Status& status) {
   const std::string message = "executor failed: " + status.to_string();
   CELLM_LOG(kError) << message << " (" << plan.slices.size() << " sessions in the step)";
@@ -173,7 +184,12 @@ void Engine::complete_task(EngineSession& session, const ScheduledSlice& slice,
   // step. Otherwise the sampler reads the row in place (a view valid until the next execute()).
   const int32_t greedy = out.outputs[row].greedy_token;
   StatusOr<int32_t> token = greedy;
-  if (greedy == kNoToken || !generation.sampler.takes_argmax()) {
+  if (greedy == kNoToken && generation.sampler.takes_argmax() && out.logits.empty()) {
+    // The executor found no finite logit and, every row being greedy, returned none to sample.
+    token =
+        failed_precondition("no token has a finite score at position " +
+                            std::to_string(session.tokens.size()) + " (NaN or infinite logits)");
+  } else if (greedy == kNoToken || !generation.sampler.takes_argmax()) {
     const auto vocab = static_cast<size_t>(out.vocab_size);
     CELLM_CHECK_GE(out.logits.size(), (row + 1) * vocab) << "executor returned too few logits";
     token = generation.sampler.sample(out.logits.subspan(row * vocab, vocab), session.tokens);

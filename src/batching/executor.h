@@ -60,8 +60,14 @@ class Executor {
   // ([outputs, vocab], f32) as a view into memory this executor owns: valid until the next
   // execute() on it (a failed one included), never copied per step; otherwise it may be empty.
   // OutputRow::token is left kNoToken for the caller's sampler; OutputRow::greedy_token is set
-  // by executors that compute each row's argmax themselves.
+  // by executors that compute each row's argmax themselves (computes_greedy_tokens()), with or
+  // without return_logits.
   virtual StatusOr<BatchOutput> execute(const BatchInput& batch, bool return_logits) = 0;
+
+  // True when execute() fills every output row's OutputRow::greedy_token (argmax_finite of the
+  // row, kNoToken when nothing is finite): a caller whose rows all take the argmax may then ask
+  // for no logits (the CUDA executor skips copying [rows, vocab] floats to the host).
+  virtual bool computes_greedy_tokens() const { return false; }
 };
 
 }  // namespace cellm

@@ -109,25 +109,27 @@ StatusOr<BatchOutput> FakeExecutor::execute(const BatchInput& batch, bool return
   if (during) during();
 
   BatchOutput out = step.make_output();
-  if (return_logits) {
-    logits_.clear();
-    for (size_t k = 0; k < step.kept_rows.size(); ++k) {
-      std::vector<float> logits =
-          fake_logits(context_of(step, step.kept_rows[k].token_index), config_.vocab_size);
-      if (config_.greedy_tokens) {
-        out.outputs[k].greedy_token = argmax_finite(logits);  // what the CUDA executor computes
-      }
-      if (config_.nan_logits) {
-        std::fill(logits.begin(), logits.end(), std::numeric_limits<float>::quiet_NaN());
-      }
-      logits_.insert(logits_.end(), logits.begin(), logits.end());
+  logits_.clear();
+  for (size_t k = 0; k < step.kept_rows.size(); ++k) {
+    std::vector<float> logits =
+        fake_logits(context_of(step, step.kept_rows[k].token_index), config_.vocab_size);
+    if (config_.greedy_tokens) {
+      out.outputs[k].greedy_token = argmax_finite(logits);  // what the CUDA executor computes
     }
+    if (config_.nan_logits || config_.no_finite_logits) {
+      std::fill(logits.begin(), logits.end(), std::numeric_limits<float>::quiet_NaN());
+    }
+    if (config_.greedy_tokens && config_.no_finite_logits) out.outputs[k].greedy_token = kNoToken;
+    if (return_logits) logits_.insert(logits_.end(), logits.begin(), logits.end());
+  }
+  if (return_logits) {
     out.vocab_size = config_.vocab_size;
     out.logits = logits_;
   }
   commit_step();
   std::lock_guard<std::mutex> lock(mutex_);
   ++counts_.num_executes;
+  if (return_logits) ++counts_.num_logits_steps;
   counts_.num_tokens += step.num_tokens;
   counts_.max_step_tokens_seen = std::max(counts_.max_step_tokens_seen, step.num_tokens);
   return out;

@@ -37,6 +37,9 @@ struct FakeExecutorConfig {
   // Return rows of NaN instead of the toy model's logits (greedy_token stays right): only a
   // caller that reads the rows fails on them.
   bool nan_logits = false;
+  // Rows of NaN and no greedy token (kNoToken), as the CUDA executor reports a row with nothing
+  // finite.
+  bool no_finite_logits = false;
 };
 
 // The toy model's logits for the token after `context` ([vocab], in [0, 1)).
@@ -51,6 +54,7 @@ class FakeExecutor : public TableExecutor {
   Status initialize() override { return ok_status(); }
   ExecutorLimits limits() const override;
   StatusOr<BatchOutput> execute(const BatchInput& batch, bool return_logits) override;
+  bool computes_greedy_tokens() const override { return config_.greedy_tokens; }
   // The session verbs are TableExecutor's, counted here.
   std::optional<SessionId> open_session() override;
   Status close_session(SessionId id) override;
@@ -64,6 +68,7 @@ class FakeExecutor : public TableExecutor {
 
   struct Counts {
     int64_t num_executes = 0;
+    int64_t num_logits_steps = 0;  // executes asked for logits (return_logits)
     int64_t num_tokens = 0;
     int32_t max_step_tokens_seen = 0;
     int32_t num_open = 0;                 // open now

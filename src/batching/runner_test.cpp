@@ -288,6 +288,55 @@ TEST(RunnerTest, PlainGreedyTakesTheExecutorsArgmaxAndEverythingElseReadsTheRow)
   EXPECT_NE(b.error_message().find("finite"), std::string::npos) << b.error_message();
 }
 
+TEST(RunnerTest, StepsWhoseRowsAllTakeTheExecutorsArgmaxAskForNoLogits) {
+  const Tokens prompt = {2, 7, 1, 8};
+  GenConfig with_bias = greedy(6);
+  with_bias.sampling.logit_bias = {{0, 0.5f}};
+  {
+    FakeExecutorConfig executor;
+    executor.greedy_tokens = true;
+    Rig rig(executor);
+    Session session = rig.runner.open_session();
+    GenerationHandle plain = session.generate_async(prompt, greedy(10));
+    plain.wait();
+    EXPECT_EQ(plain.tokens(), fake_greedy(prompt, 10, kVocab));
+    EXPECT_EQ(rig.executor.counts().num_logits_steps, 0) << "plain greedy never reads a row";
+    const int64_t steps_before = rig.executor.counts().num_executes;
+    GenerationHandle biased = session.generate_async({3}, with_bias);
+    biased.wait();
+    EXPECT_EQ(biased.finish_reason(), FinishReason::kNewTokenLimit);
+    EXPECT_EQ(rig.executor.counts().num_logits_steps,
+              rig.executor.counts().num_executes - steps_before)
+        << "a logit bias reads every row it samples";
+  }
+  {
+    Rig rig;  // no greedy tokens from the executor: every step with an output row reads logits
+    Session session = rig.runner.open_session();
+    session.generate_async(prompt, greedy(5)).wait();
+    EXPECT_EQ(rig.executor.counts().num_logits_steps, rig.executor.counts().num_executes);
+  }
+}
+
+TEST(RunnerTest, AGreedyRowWithNothingFiniteFailsItsGenerationAndNothingElse) {
+  // The executor reports no finite logit and, every row being greedy, returns no rows: the
+  // generation fails with the reason instead of sampling a row that is not there.
+  FakeExecutorConfig executor;
+  executor.greedy_tokens = true;
+  executor.no_finite_logits = true;
+  Rig rig(executor);
+  Session session = rig.runner.open_session();
+  GenerationHandle handle = session.generate_async({3, 1, 4}, greedy(4));
+  handle.wait();
+  EXPECT_EQ(handle.finish_reason(), FinishReason::kFailed);
+  EXPECT_NE(handle.error_message().find("finite"), std::string::npos) << handle.error_message();
+  EXPECT_TRUE(handle.tokens().empty());
+  EXPECT_EQ(rig.executor.counts().num_logits_steps, 0);
+  Session other = rig.runner.open_session();  // the runner goes on
+  GenerationHandle next = other.generate_async({5}, greedy(0));
+  next.wait();
+  EXPECT_EQ(next.finish_reason(), FinishReason::kNewTokenLimit);
+}
+
 TEST(RunnerTest, EngineMetricsCountWhatRan) {
   Rig rig;
   Session a = rig.runner.open_session();

@@ -31,8 +31,9 @@ struct CudaExecutorOptions {
   bool resident_bf16 = false;      // keep bf16 copies of quantized matrices (CudaWeightsOptions)
   // Greedy fast path: every output row's argmax is computed on the device and returned in
   // OutputRow::greedy_token (the lowest id on ties), which the Runner takes for plain greedy
-  // sessions instead of reading the row; logits are still copied unless
-  // CudaExecutor::set_copy_logits(false) and return_logits is false.
+  // sessions instead of reading the row; a step whose rows are all plain greedy asks for no
+  // logits (return_logits false), and none are copied to the host (unless
+  // CudaExecutor::set_copy_logits(true)).
   bool device_argmax = false;
   // Q8_0 / Q4_0 products of slices of up to 8 rows (one row (Q4_0: two) in the fused small-M
   // layer, more on the int8 tensor cores) take int8 activations, quantized per 32 values like the

@@ -76,10 +76,11 @@ class CudaExecutor final : public TableExecutor {
   ExecutorLimits limits() const override;
 
   // With return_logits, BatchOutput::logits views the kept rows ([outputs, vocab], f32) in
-  // pinned host memory, valid until the next execute(). Either way they are there afterwards:
-  // last_logits() (unless set_copy_logits(false) with device_argmax). With
-  // options.device_argmax, OutputRow::greedy_token is each row's argmax.
+  // pinned host memory, valid until the next execute(); so does last_logits(). With
+  // options.device_argmax, OutputRow::greedy_token is each row's argmax, and a step that asks for
+  // no logits copies none (unless set_copy_logits(true)); without it, rows are always copied.
   StatusOr<BatchOutput> execute(const BatchInput& batch, bool return_logits) override;
+  bool computes_greedy_tokens() const override { return options_.device_argmax; }
 
   // The kept rows' logits of the last successful execute(), [outputs, vocab] f32 in pinned host
   // memory; valid until the next execute().
@@ -94,7 +95,7 @@ class CudaExecutor final : public TableExecutor {
   // The stream every call runs on (benchmarks record events on it).
   cudaStream_t stream() const { return stream_.get(); }
   // With options.device_argmax: whether steps that do not return logits still copy them to
-  // pinned memory (last_logits()); true by default. Without device_argmax, always copied.
+  // pinned memory (last_logits()); false by default. Without device_argmax, always copied.
   void set_copy_logits(bool copy) { copy_logits_ = copy; }
   // Decode calls replay their graphs (true, the default when options.use_graphs) or run the
   // same kernels eagerly (false). Turning graphs on needs options.use_graphs at initialize().
@@ -115,7 +116,7 @@ class CudaExecutor final : public TableExecutor {
   CudaExecutorOptions options_;
   bool initialized_ = false;
   bool replay_graphs_ = false;  // decode calls launch graphs_ (else the forward, eagerly)
-  bool copy_logits_ = true;     // see set_copy_logits
+  bool copy_logits_ = false;    // see set_copy_logits
 
   // Built by initialize() (with the cache and the session table, TableExecutor's).
   CudaStream stream_;
