@@ -6,7 +6,8 @@
 // weight turning it into bf16 (and three launches: permute, product, split sum).
 // One mma k-step is one quantization block of both operands, and both interleaved layouts give a
 // lane its fragments directly (kernel comment); each block's int32 sums are scaled by the two
-// block scales in f32. About 3e-3 relative error, as the dp4a products. A q|k|v product can do
+// block scales in f32; Q4_0 products stream their weights through shared memory (cp.async,
+// 55 KB per block). About 3e-3 relative error, as the dp4a products. A q|k|v product can do
 // RoPE and the K/V write in its epilogue (Int8MatmulParams::rope_kv), one rope_kv launch fewer.
 // Stream-ordered, allocation-free, capturable, launched with programmatic dependent launch
 // (pdl.cuh). Who calls it: the CUDA forward's products of 5–32 rows (CudaForward::matmul), the

@@ -57,12 +57,13 @@ struct Case {
 
 TEST(Int8MatmulTest, MatchesTheDequantizedProductForOneToThirtyTwoTokens) {
   CELLM_REQUIRE_DEVICE();
-  // 37 rows: a partial block of 16; 1280 columns: 5 spans over 4 (Q4_0: 8) warps; 4096 × 512:
-  // many blocks. Q4_0 takes 8 warps per block while the blocks fit two per SM, else 4: 8203 rows
-  // are 513 blocks, more than two per SM on any GPU of up to 256 SMs.
+  // 37 rows: a partial block of 16; 1280 columns: 5 spans over 4 warps; 256 columns: one span,
+  // three warps idle; 4096 / 14336 columns: 4 / 14 spans per warp, so Q4_0's ring of three
+  // stages per warp is refilled once / eleven times; 8203 rows: many blocks, the last partial.
   const Case cases[] = {{TensorType::kQ8_0, 37, 1280},  {TensorType::kQ4_0, 37, 1280},
                         {TensorType::kQ8_0, 512, 4096}, {TensorType::kQ4_0, 512, 4096},
-                        {TensorType::kQ4_0, 64, 256},   {TensorType::kQ4_0, 8203, 1280}};
+                        {TensorType::kQ4_0, 64, 256},   {TensorType::kQ4_0, 8203, 1280},
+                        {TensorType::kQ4_0, 48, 14336}, {TensorType::kQ8_0, 48, 14336}};
   for (const Case& c : cases) {
     const std::vector<uint8_t> gguf = testing::random_gguf_rows(c.type, c.rows, c.cols, 61);
     const testing::UploadedWeight w = testing::upload_weight(c.type, c.rows, c.cols, gguf);
