@@ -35,7 +35,7 @@ struct CudaExecutorOptions {
   // logits (return_logits false), and none are copied to the host (unless
   // CudaExecutor::set_copy_logits(true)).
   bool device_argmax = false;
-  // Q8_0 / Q4_0 products of slices of up to 8 rows (one row (Q4_0: two) in the fused small-M
+  // Q8_0 / Q4_0 products of slices of up to 16 rows (one row (Q4_0: two) in the fused small-M
   // layer, more on the int8 tensor cores) take int8 activations, quantized per 32 values like the
   // weights: about 3e-3 relative error in those products and faster decode. false keeps them in
   // f32 (up to 4 rows) or bf16 (the tensor-core path) (CudaForwardConfig::int8_activations;

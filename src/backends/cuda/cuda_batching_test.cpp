@@ -459,11 +459,12 @@ TEST(CudaRandomModelTest, ShortAndLongContextDecodeGraphsEqualEagerDecode) {
   EXPECT_EQ(eager.stats().num_graph_launches, 0);
 }
 
-// Steps of 3 (Q8_0: 2) to 8 rows of Q8_0 / Q4_0 models run their products on the int8 tensor cores
-// (kernels::launch_int8_matmul; RMSNorm and the kept-row gather folded into the quantize launch):
-// on a random model, 3 and 8 sessions stepping the same tokens must give the logits of the path
-// without int8 activations (bf16 tensor cores) within int8 rounding (a few percent of the logits'
-// range), and the same greedy token in nearly every row.
+// Steps of 3 (Q8_0: 2) to 16 rows of Q8_0 / Q4_0 models run their products on the int8 tensor
+// cores (kernels::launch_int8_matmul; RMSNorm and the kept-row gather folded into the quantize
+// launch): on a random model, 3, 8 and 12 sessions (one and two n-tiles of tokens) stepping the
+// same tokens must give the logits of the path without int8 activations (bf16 tensor cores)
+// within int8 rounding (a few percent of the logits' range), and the same greedy token in nearly
+// every row.
 TEST(CudaRandomModelTest, SmallBatchesOnInt8TensorCoresStayWithinInt8Rounding) {
   ASSERT_NO_FATAL_FAILURE(testing::require_cuda_device());
   const StatusOr<ModelConfig> config = named_geometry("tiny");
@@ -474,14 +475,14 @@ TEST(CudaRandomModelTest, SmallBatchesOnInt8TensorCoresStayWithinInt8Rounding) {
     ASSERT_TRUE(weights.ok()) << weights.status().to_string();
     std::shared_ptr<const CudaWeights> shared = std::move(weights).value();
     const ProgramSpec spec =
-        random_program(*config, 256, 64, 33, {1, 2, 4, 8}, KvDtype::kBF16, 4096);
+        random_program(*config, 256, 64, 33, {1, 2, 4, 8, 16}, KvDtype::kBF16, 4096);
     CudaExecutorOptions exact_options;
     exact_options.int8_activations = false;
     CudaExecutor int8(*config, shared, spec);
     CudaExecutor exact(*config, shared, spec, exact_options);
     ASSERT_TRUE(int8.initialize().ok());
     ASSERT_TRUE(exact.initialize().ok());
-    for (const int32_t num_sessions : {3, 8}) {
+    for (const int32_t num_sessions : {3, 8, 12}) {
       std::vector<SessionId> a_sessions;
       std::vector<SessionId> b_sessions;
       for (int32_t i = 0; i < num_sessions; ++i) {

@@ -1,9 +1,9 @@
 // matmul_int8: the int8 tensor-core product (matmul_int8.cuh).
 //
 // The weights are the mma's A operand (16 rows per m-tile), the tokens its B operand (8 per
-// n-tile), so up to 8 tokens waste no part of the tile. Fragments come straight from the
-// interleaved layouts: chunk j (j = 0..7) of a 256-column span holds elements 4j .. 4j + 3 of
-// each of the span's eight quantization blocks, word b for block b (Q8_0 weights and the
+// n-tile, one or two of them), so 8 or 16 tokens waste no part of a tile. Fragments come straight
+// from the interleaved layouts: chunk j (j = 0..7) of a 256-column span holds elements 4j .. 4j + 3
+// of each of the span's eight quantization blocks, word b for block b (Q8_0 weights and the
 // activations: 32 bytes; Q4_0 weights: 16 bytes, block b in the low or high nibbles of word
 // b / 2). The fragments of lane (g, t) for block b are elements 4t .. 4t + 3 and 16 + 4t .. of
 // the block — word b of chunks t and t + 4 — of weight rows g and g + 8 (A) and of token g (B). So
@@ -17,9 +17,9 @@
 // w + 4, ... The warps' sums meet in shared memory in warp order (deterministic) and the epilogue
 // adds the bias and stores, accumulates, or rotates q and k and writes the K/V cache rows. Two
 // ways of feeding a warp: Q8_0 loads the next span into registers while it multiplies the
-// current one (the register kernel); Q4_0 streams its spans through a ring of three
-// shared-memory stages per warp (cp.async; the staged kernel), so a warp's share of a small
-// product is in flight at once.
+// current one (the register kernel); Q4_0 streams its spans through a ring of shared-memory
+// stages per warp (cp.async; the staged kernel), so a warp's share of a small product is in
+// flight at once.
 #include <string>
 
 #include "backends/cuda/kernels/kernel_common.cuh"
@@ -294,16 +294,17 @@ __global__ void __launch_bounds__(kWarps * 32) int8_matmul_kernel(const Int8Matm
 // ---- the staged kernel: each warp streams its spans through a ring of shared-memory stages ----
 
 // One stage of a warp's ring (bytes): the 16 weight rows' span ([16][128] Q4_0, [16][256] Q8_0),
-// their scales [16][16], the 8 token rows' span [8][256] and their block scales [8][8] f32. Rows
-// of 16-byte units are swizzled (swizzle_unit) so that a quarter warp's fragment loads (rows g and
-// g + 1, units of t = 0..3) fall on distinct banks.
-template <bool kQ4>
+// their scales [16][16], the 8 · kNTiles token rows' span [8 · kNTiles][256] and their block
+// scales [8 · kNTiles][8] f32. Rows of 16-byte units are swizzled (swizzle_unit) so that a
+// quarter warp's fragment loads (rows g and g + 1, units of t = 0..3) fall on distinct banks.
+template <bool kQ4, int kNTiles>
 struct Stage {
+  static constexpr int kTokenRows = 8 * kNTiles;
   static constexpr int kRowBytes = kQ4 ? 128 : 256;
   static constexpr int kScales = kBlockRows * kRowBytes;
   static constexpr int kTokens = kScales + kBlockRows * 16;
-  static constexpr int kTokenScales = kTokens + 8 * 256;
-  static constexpr int kBytes = kTokenScales + 8 * 8 * 4;
+  static constexpr int kTokenScales = kTokens + kTokenRows * 256;
+  static constexpr int kBytes = kTokenScales + kTokenRows * 8 * 4;
 };
 
 // Where 16-byte unit u of row r sits: 8-unit rows move by 4 units on odd rows, 16-unit rows by 1.
@@ -313,11 +314,11 @@ __device__ __forceinline__ int swizzle_unit(int r, int u) {
 }
 
 // Issues the copies of span `span`'s weights and scales into `stage` (one lane's share).
-template <bool kQ4>
+template <bool kQ4, int kNTiles>
 __device__ __forceinline__ void stage_weights(const Int8MatmulArgs& a, int64_t row0,
                                               int64_t scale_offset, int64_t span, int lane,
                                               uint8_t* stage) {
-  using S = Stage<kQ4>;
+  using S = Stage<kQ4, kNTiles>;
   constexpr int kUnits = S::kRowBytes / 16;  // per row
   constexpr int kPerLane = kBlockRows * kUnits / 32;
   const auto row_of = [&](int r) {
@@ -339,12 +340,12 @@ __device__ __forceinline__ void stage_weights(const Int8MatmulArgs& a, int64_t r
 }
 
 // Issues the copies of span `span`'s token rows and their scales (zeros past M) into `stage`.
-template <bool kQ4>
+template <bool kQ4, int kNTiles>
 __device__ __forceinline__ void stage_tokens(const Int8MatmulArgs& a, int64_t span, int lane,
                                              uint8_t* stage) {
-  using S = Stage<kQ4>;
+  using S = Stage<kQ4, kNTiles>;
   CELLM_UNROLL
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < 4 * kNTiles; ++i) {
     const int u = lane + 32 * i;
     const int token = u / 16;
     const int c = u % 16;
@@ -353,9 +354,10 @@ __device__ __forceinline__ void stage_tokens(const Int8MatmulArgs& a, int64_t sp
     cp_async_16_zfill(stage + S::kTokens + 256 * token + 16 * swizzle_unit<16>(token, c), src,
                       valid);
   }
-  if (lane >= 16) {
-    const int token = (lane - 16) / 2;
-    const int h = lane & 1;
+  // Their scales: two units per token, on the lanes the weights' scales leave free at one tile.
+  for (int u = kNTiles == 1 ? lane - 16 : lane; u >= 0 && u < 2 * S::kTokenRows; u += 32) {
+    const int token = u / 2;
+    const int h = u & 1;
     const bool valid = token < a.num_tokens;
     const float* src = a.x_q8_scales + (valid ? token * (a.num_cols / 32) + 8 * span + 4 * h : 0);
     cp_async_16_zfill(stage + S::kTokenScales + 32 * token + 16 * h, src, valid);
@@ -369,10 +371,10 @@ __device__ __forceinline__ uint4 stage_unit(const uint8_t* rows, int row_bytes, 
 
 // The products of one staged span: the register kernel's arithmetic on fragments read from the
 // stage.
-template <bool kQ4>
+template <bool kQ4, int kNTiles>
 __device__ __forceinline__ void multiply_stage(const uint8_t* stage, int g, int t,
-                                               float (&acc)[1][4]) {
-  using S = Stage<kQ4>;
+                                               float (&acc)[kNTiles][4]) {
+  using S = Stage<kQ4, kNTiles>;
   constexpr int kUnits = S::kRowBytes / 16;
   SpanWeights<kQ4> w;
   CELLM_UNROLL
@@ -389,40 +391,44 @@ __device__ __forceinline__ void multiply_stage(const uint8_t* stage, int g, int 
     }
     w.d[h] = *reinterpret_cast<const uint4*>(stage + S::kScales + 16 * r);
   }
-  const uint8_t* tokens = stage + S::kTokens;
-  SpanTokens x;
-  x.q[0] = stage_unit<16>(tokens, 256, g, 2 * t);
-  x.q[1] = stage_unit<16>(tokens, 256, g, 2 * t + 1);
-  x.q[2] = stage_unit<16>(tokens, 256, g, 2 * t + 8);
-  x.q[3] = stage_unit<16>(tokens, 256, g, 2 * t + 9);
-  const auto* dx = reinterpret_cast<const float*>(stage + S::kTokenScales);  // [8][8]
-  const float4 dx0_lo = *reinterpret_cast<const float4*>(dx + 8 * (2 * t));
-  const float4 dx0_hi = *reinterpret_cast<const float4*>(dx + 8 * (2 * t) + 4);
-  const float4 dx1_lo = *reinterpret_cast<const float4*>(dx + 8 * (2 * t + 1));
-  const float4 dx1_hi = *reinterpret_cast<const float4*>(dx + 8 * (2 * t + 1) + 4);
-  const float dx0[8] = {dx0_lo.x, dx0_lo.y, dx0_lo.z, dx0_lo.w,
-                        dx0_hi.x, dx0_hi.y, dx0_hi.z, dx0_hi.w};
-  const float dx1[8] = {dx1_lo.x, dx1_lo.y, dx1_lo.z, dx1_lo.w,
-                        dx1_hi.x, dx1_hi.y, dx1_hi.z, dx1_hi.w};
   CELLM_UNROLL
-  for (int b = 0; b < 8; ++b) {
-    const float dw0 = f16_bits_to_float(half_of(w.d[0], b));  // row g
-    const float dw1 = f16_bits_to_float(half_of(w.d[1], b));  // row g + 8
-    int sums[4];
-    block_sums<kQ4>(w, b, word_of(x.q[b >> 2], b & 3), word_of(x.q[2 + (b >> 2)], b & 3), sums);
-    acc[0][0] = fmaf(static_cast<float>(sums[0]), dw0 * dx0[b], acc[0][0]);
-    acc[0][1] = fmaf(static_cast<float>(sums[1]), dw0 * dx1[b], acc[0][1]);
-    acc[0][2] = fmaf(static_cast<float>(sums[2]), dw1 * dx0[b], acc[0][2]);
-    acc[0][3] = fmaf(static_cast<float>(sums[3]), dw1 * dx1[b], acc[0][3]);
+  for (int nt = 0; nt < kNTiles; ++nt) {
+    const uint8_t* tokens = stage + S::kTokens + nt * 8 * 256;  // token rows 8nt .. 8nt + 7
+    SpanTokens x;
+    x.q[0] = stage_unit<16>(tokens, 256, g, 2 * t);
+    x.q[1] = stage_unit<16>(tokens, 256, g, 2 * t + 1);
+    x.q[2] = stage_unit<16>(tokens, 256, g, 2 * t + 8);
+    x.q[3] = stage_unit<16>(tokens, 256, g, 2 * t + 9);
+    // [8][8]: the block scales of tokens 8nt + 2t and 8nt + 2t + 1
+    const auto* dx = reinterpret_cast<const float*>(stage + S::kTokenScales) + nt * 8 * 8;
+    const float4 dx0_lo = *reinterpret_cast<const float4*>(dx + 8 * (2 * t));
+    const float4 dx0_hi = *reinterpret_cast<const float4*>(dx + 8 * (2 * t) + 4);
+    const float4 dx1_lo = *reinterpret_cast<const float4*>(dx + 8 * (2 * t + 1));
+    const float4 dx1_hi = *reinterpret_cast<const float4*>(dx + 8 * (2 * t + 1) + 4);
+    const float dx0[8] = {dx0_lo.x, dx0_lo.y, dx0_lo.z, dx0_lo.w,
+                          dx0_hi.x, dx0_hi.y, dx0_hi.z, dx0_hi.w};
+    const float dx1[8] = {dx1_lo.x, dx1_lo.y, dx1_lo.z, dx1_lo.w,
+                          dx1_hi.x, dx1_hi.y, dx1_hi.z, dx1_hi.w};
+    CELLM_UNROLL
+    for (int b = 0; b < 8; ++b) {
+      const float dw0 = f16_bits_to_float(half_of(w.d[0], b));  // row g
+      const float dw1 = f16_bits_to_float(half_of(w.d[1], b));  // row g + 8
+      int sums[4];
+      block_sums<kQ4>(w, b, word_of(x.q[b >> 2], b & 3), word_of(x.q[2 + (b >> 2)], b & 3), sums);
+      acc[nt][0] = fmaf(static_cast<float>(sums[0]), dw0 * dx0[b], acc[nt][0]);
+      acc[nt][1] = fmaf(static_cast<float>(sums[1]), dw0 * dx1[b], acc[nt][1]);
+      acc[nt][2] = fmaf(static_cast<float>(sums[2]), dw1 * dx0[b], acc[nt][2]);
+      acc[nt][3] = fmaf(static_cast<float>(sums[3]), dw1 * dx1[b], acc[nt][3]);
+    }
   }
 }
 
 // Warp w takes spans w, w + kWarps, ... as the register kernel, but keeps kStages of them in
 // flight through its ring (cp.async; the weights of the first kStages before pdl_wait()), so a
 // warp's whole share of a small product is requested at once.
-template <bool kQ4, int kWarps, int kStages>
+template <bool kQ4, int kNTiles, int kWarps, int kStages>
 __global__ void __launch_bounds__(kWarps * 32) int8_matmul_staged_kernel(const Int8MatmulArgs a) {
-  using S = Stage<kQ4>;
+  using S = Stage<kQ4, kNTiles>;
   extern __shared__ __align__(16) uint8_t staged_smem[];  // [kWarps][kStages][S::kBytes]
   pdl_launch_dependents();
   const LanePlace<kQ4> at(a);
@@ -436,54 +442,74 @@ __global__ void __launch_bounds__(kWarps * 32) int8_matmul_staged_kernel(const I
   CELLM_UNROLL
   for (int k = 0; k < kStages; ++k) {
     if (k < my_spans) {
-      stage_weights<kQ4>(a, row0, scale_offset, warp + k * kWarps, lane, ring + k * S::kBytes);
+      stage_weights<kQ4, kNTiles>(a, row0, scale_offset, warp + k * kWarps, lane,
+                                  ring + k * S::kBytes);
     }
   }
   pdl_wait();
   CELLM_UNROLL
   for (int k = 0; k < kStages; ++k) {
-    if (k < my_spans) stage_tokens<kQ4>(a, warp + k * kWarps, lane, ring + k * S::kBytes);
+    if (k < my_spans) {
+      stage_tokens<kQ4, kNTiles>(a, warp + k * kWarps, lane, ring + k * S::kBytes);
+    }
     cp_async_commit();  // group k: stage k complete (group 0 also holds every stage's weights)
   }
-  float acc[1][4] = {{0.0f, 0.0f, 0.0f, 0.0f}};
+  float acc[kNTiles][4];
+  CELLM_UNROLL
+  for (int nt = 0; nt < kNTiles; ++nt) {
+    CELLM_UNROLL
+    for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
+  }
   for (int k = 0; k < my_spans; ++k) {
     cp_async_wait<kStages - 1>();
     __syncwarp();
     uint8_t* stage = ring + (k % kStages) * S::kBytes;
-    multiply_stage<kQ4>(stage, g, t, acc);
+    multiply_stage<kQ4, kNTiles>(stage, g, t, acc);
     __syncwarp();  // every lane has read the stage: refill it
     const int refill = k + kStages;
     if (refill < my_spans) {
       const int64_t span = warp + static_cast<int64_t>(refill) * kWarps;
-      stage_weights<kQ4>(a, row0, scale_offset, span, lane, stage);
-      stage_tokens<kQ4>(a, span, lane, stage);
+      stage_weights<kQ4, kNTiles>(a, row0, scale_offset, span, lane, stage);
+      stage_tokens<kQ4, kNTiles>(a, span, lane, stage);
     }
     cp_async_commit();
   }
   cp_async_wait<0>();
-  store_block_sums<kWarps, 1>(a, row0, acc);
+  store_block_sums<kWarps, kNTiles>(a, row0, acc);
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// Q8_0: the register kernel. Q4_0: the staged kernel, three spans in flight per warp — on the
-// H200, q4_0 decode at 3 / 5 / 8 sessions 1,177 / 1,860 / 2,881 tok/s with the register kernel
-// (eight warps for products of few blocks), 1,272 / 1,991 / 3,070 staged (two stages: −3%, four:
-// −1 to −5%; eight warps: −4 to −6%). Q8_0 staged lost 1–7% (its stages hold twice the bytes:
-// two blocks per SM at three stages).
-cudaError_t launch_for_type(const Int8MatmulArgs& a, bool q4, cudaStream_t stream) {
-  static_assert(kInt8MatmulMaxTokens == 8, "one n-tile of tokens");
-  const dim3 grid(static_cast<unsigned>(ceil_div(a.num_rows, kBlockRows)));
-  if (!q4) return launch_pdl(int8_matmul_kernel<false, 1, 4>, grid, dim3(4 * 32), 0, stream, a);
+template <int kNTiles, int kStages>
+cudaError_t launch_staged(const Int8MatmulArgs& a, dim3 grid, cudaStream_t stream) {
   constexpr int kWarps = 4;
-  constexpr int kStages = 3;
-  const auto kernel = int8_matmul_staged_kernel<true, kWarps, kStages>;
-  constexpr size_t kSmemBytes = static_cast<size_t>(kWarps) * kStages * Stage<true>::kBytes;
+  const auto kernel = int8_matmul_staged_kernel<true, kNTiles, kWarps, kStages>;
+  constexpr size_t kSmemBytes =
+      static_cast<size_t>(kWarps) * kStages * Stage<true, kNTiles>::kBytes;
   // Per launch, as the attention kernels do: the opt-in is per device.
   const cudaError_t opted_in = cudaFuncSetAttribute(
       kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmemBytes));
   if (opted_in != cudaSuccess) return opted_in;
   return launch_pdl(kernel, grid, dim3(kWarps * 32), kSmemBytes, stream, a);
+}
+
+// Q8_0: the register kernel. Q4_0: the staged kernel — three spans in flight per warp for one
+// n-tile, two for two (their stages hold twice the tokens). On the H200, Llama-3.1-8B geometry:
+// - one tile, q4_0 decode at 3 / 5 / 8 sessions: 1,177 / 1,860 / 2,881 tok/s with the register
+//   kernel (eight warps for products of few blocks), 1,272 / 1,991 / 3,070 staged (two stages:
+//   −3%, four: −1 to −5%; eight warps: −4 to −6%); Q8_0 staged lost 1–7% (its stages hold twice
+//   the bytes: two blocks per SM at three stages);
+// - two tiles against the bf16 tensor-core product they replace, 9 / 12 / 16 sessions: q4_0
+//   2,435 / 3,184 / 4,144 → 2,651 / 3,469 / 4,508 tok/s (three stages: 2% less), q8_0 1,978 /
+//   2,591 / 3,380 → 2,033 / 2,652 / 3,458.
+cudaError_t launch_for_type(const Int8MatmulArgs& a, bool q4, cudaStream_t stream) {
+  static_assert(kInt8MatmulMaxTokens == 16, "one or two n-tiles of tokens");
+  const dim3 grid(static_cast<unsigned>(ceil_div(a.num_rows, kBlockRows)));
+  const bool two_tiles = a.num_tokens > 8;
+  if (q4)
+    return two_tiles ? launch_staged<2, 2>(a, grid, stream) : launch_staged<1, 3>(a, grid, stream);
+  return two_tiles ? launch_pdl(int8_matmul_kernel<false, 2, 4>, grid, dim3(4 * 32), 0, stream, a)
+                   : launch_pdl(int8_matmul_kernel<false, 1, 4>, grid, dim3(4 * 32), 0, stream, a);
 }
 
 }  // namespace

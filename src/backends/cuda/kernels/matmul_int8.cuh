@@ -1,17 +1,18 @@
 // matmul_int8: y[M, N] (+)= x · Wᵀ for interleaved Q8_0 / Q4_0 weights and int8 activations
 // (quantize_activations.cuh: blocks of 32 with an f32 scale, the interleaved order) on the int8
 // tensor cores (mma.m16n8k32), for 1 to kInt8MatmulMaxTokens token rows — the products of
-// small-batch decode (2–8 sessions), where the dp4a kernels (decode_matmul.cuh) cost more with
+// small-batch decode (2–16 sessions), where the dp4a kernels (decode_matmul.cuh) cost more with
 // every row and the bf16 tensor-core product (matmul_wide.cuh) spends several instructions per
 // weight turning it into bf16 (and three launches: permute, product, split sum).
 // One mma k-step is one quantization block of both operands, and both interleaved layouts give a
 // lane its fragments directly (kernel comment); each block's int32 sums are scaled by the two
 // block scales in f32; Q4_0 products stream their weights through shared memory (cp.async,
-// 55 KB per block). About 3e-3 relative error, as the dp4a products. A q|k|v product can do
-// RoPE and the K/V write in its epilogue (Int8MatmulParams::rope_kv), one rope_kv launch fewer.
-// Stream-ordered, allocation-free, capturable, launched with programmatic dependent launch
-// (pdl.cuh). Who calls it: the CUDA forward's products of 5–32 rows (CudaForward::matmul), the
-// tests, the kernel benchmark. Thread-safety: launches on a stream.
+// 55 KB per block: three stages of one n-tile of tokens, or two of two). About 3e-3 relative error,
+// as the dp4a products. A q|k|v product can do RoPE and the K/V write in its epilogue
+// (Int8MatmulParams::rope_kv), one rope_kv launch fewer. Stream-ordered, allocation-free,
+// capturable, launched with programmatic dependent launch (pdl.cuh). Who calls it: the CUDA
+// forward's products of 2 (Q8_0) / 3 (Q4_0) to 16 rows (CudaForward::int8_matmul), the tests.
+// Thread-safety: launches on a stream.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -24,10 +25,11 @@
 
 namespace cellm::kernels {
 
-// Up to 8 rows (one n-tile of tokens): at 12 and 16 sessions a two-tile version measured from 2%
-// faster (q8_0) to 16% slower (q4_0) than the bf16 tensor-core product, at 5 and 8 sessions one
-// tile 4–23% faster (docs/perf/decode.md, version 8).
-inline constexpr int32_t kInt8MatmulMaxTokens = 8;
+// Up to 16 rows (two n-tiles of tokens): at 9 / 12 / 16 sessions of the Llama-3.1-8B geometry on
+// the H200, 2–3% (q8_0) and 9% (q4_0) faster than the bf16 tensor-core product it replaces
+// (docs/perf/decode.md, version 11; in version 8, before Q4_0 staged its weights, two tiles lost
+// 16% for q4_0).
+inline constexpr int32_t kInt8MatmulMaxTokens = 16;
 
 struct Int8MatmulParams {
   DeviceWeight w;                      // [N, K]: int8_matmul_supports(w)

@@ -71,7 +71,7 @@ TEST(Int8MatmulTest, MatchesTheDequantizedProductForOneToThirtyTwoTokens) {
     const std::vector<float> values = testing::dequantize_rows(c.type, c.rows, c.cols, gguf);
     const std::vector<float> bias = testing::random_floats(static_cast<size_t>(c.rows), 62);
     const DeviceArray<float> bias_dev(bias);
-    for (const int32_t m : {1, 3, 5, 8}) {
+    for (const int32_t m : {1, 3, 5, 8, 9, 12, 16}) {
       for (const bool accumulate : {false, true}) {
         const std::string name = std::string(tensor_type_name(c.type)) + " [" +
                                  std::to_string(c.rows) + ", " + std::to_string(c.cols) +
@@ -184,7 +184,7 @@ TEST(Int8MatmulTest, RefusesWhatItDoesNotMultiply) {
     return launch_int8_matmul(params, nullptr).code() == StatusCode::kInvalidArgument;
   };
   Int8MatmulParams bad = p;
-  bad.num_tokens = 9;
+  bad.num_tokens = kInt8MatmulMaxTokens + 1;
   EXPECT_TRUE(refused(bad));
   bad = p;
   bad.y_stride = 15;
