@@ -16,10 +16,10 @@
 // Block: 4 warps own 16 weight rows and split the K spans between them — warp w takes spans w,
 // w + 4, ... The warps' sums meet in shared memory in warp order (deterministic) and the epilogue
 // adds the bias and stores, accumulates, or rotates q and k and writes the K/V cache rows. Two
-// ways of feeding a warp: Q8_0 loads the next span into registers while it multiplies the
-// current one (the register kernel); Q4_0 streams its spans through a ring of shared-memory
-// stages per warp (cp.async; the staged kernel), so a warp's share of a small product is in
-// flight at once.
+// ways of feeding a warp: the register kernel loads the next span into registers while it
+// multiplies the current one (Q8_0, one n-tile); the staged kernel streams a warp's spans through
+// a ring of shared-memory stages (cp.async), so a warp's share of a small product is in flight at
+// once (Q4_0, and Q8_0 at two n-tiles).
 #include <string>
 
 #include "backends/cuda/kernels/kernel_common.cuh"
@@ -480,12 +480,11 @@ __global__ void __launch_bounds__(kWarps * 32) int8_matmul_staged_kernel(const I
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-template <int kNTiles, int kStages>
+template <bool kQ4, int kNTiles, int kStages>
 cudaError_t launch_staged(const Int8MatmulArgs& a, dim3 grid, cudaStream_t stream) {
   constexpr int kWarps = 4;
-  const auto kernel = int8_matmul_staged_kernel<true, kNTiles, kWarps, kStages>;
-  constexpr size_t kSmemBytes =
-      static_cast<size_t>(kWarps) * kStages * Stage<true, kNTiles>::kBytes;
+  const auto kernel = int8_matmul_staged_kernel<kQ4, kNTiles, kWarps, kStages>;
+  constexpr size_t kSmemBytes = static_cast<size_t>(kWarps) * kStages * Stage<kQ4, kNTiles>::kBytes;
   // Per launch, as the attention kernels do: the opt-in is per device.
   const cudaError_t opted_in = cudaFuncSetAttribute(
       kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmemBytes));
@@ -493,23 +492,25 @@ cudaError_t launch_staged(const Int8MatmulArgs& a, dim3 grid, cudaStream_t strea
   return launch_pdl(kernel, grid, dim3(kWarps * 32), kSmemBytes, stream, a);
 }
 
-// Q8_0: the register kernel. Q4_0: the staged kernel — three spans in flight per warp for one
-// n-tile, two for two (their stages hold twice the tokens). On the H200, Llama-3.1-8B geometry:
+// One n-tile: Q8_0 on the register kernel, Q4_0 staged with three stages. Two n-tiles: both
+// staged with two (their stages hold twice the tokens). On the H200, Llama-3.1-8B geometry:
 // - one tile, q4_0 decode at 3 / 5 / 8 sessions: 1,177 / 1,860 / 2,881 tok/s with the register
 //   kernel (eight warps for products of few blocks), 1,272 / 1,991 / 3,070 staged (two stages:
-//   −3%, four: −1 to −5%; eight warps: −4 to −6%); Q8_0 staged lost 1–7% (its stages hold twice
-//   the bytes: two blocks per SM at three stages);
+//   −3%, four: −1 to −5%; eight warps: −4 to −6%); Q8_0 staged: −1 to −7% (its stages hold twice
+//   the weight bytes);
 // - two tiles against the bf16 tensor-core product they replace, 9 / 12 / 16 sessions: q4_0
-//   2,435 / 3,184 / 4,144 → 2,651 / 3,469 / 4,508 tok/s (three stages: 2% less), q8_0 1,978 /
-//   2,591 / 3,380 → 2,033 / 2,652 / 3,458.
+//   2,435 / 3,184 / 4,144 → 2,651 / 3,469 / 4,508 tok/s (three stages: 2% less); q8_0 at 12 / 16
+//   sessions 2,591 / 3,380 → 3,122–3,127 / 4,073–4,084 (the register kernel's two tiles, 245
+//   registers: 2,647–2,664 / 3,462–3,466; three stages: 3,020–3,039 / 3,930–3,947).
 cudaError_t launch_for_type(const Int8MatmulArgs& a, bool q4, cudaStream_t stream) {
   static_assert(kInt8MatmulMaxTokens == 16, "one or two n-tiles of tokens");
   const dim3 grid(static_cast<unsigned>(ceil_div(a.num_rows, kBlockRows)));
-  const bool two_tiles = a.num_tokens > 8;
-  if (q4)
-    return two_tiles ? launch_staged<2, 2>(a, grid, stream) : launch_staged<1, 3>(a, grid, stream);
-  return two_tiles ? launch_pdl(int8_matmul_kernel<false, 2, 4>, grid, dim3(4 * 32), 0, stream, a)
-                   : launch_pdl(int8_matmul_kernel<false, 1, 4>, grid, dim3(4 * 32), 0, stream, a);
+  if (a.num_tokens > 8) {
+    return q4 ? launch_staged<true, 2, 2>(a, grid, stream)
+              : launch_staged<false, 2, 2>(a, grid, stream);
+  }
+  return q4 ? launch_staged<true, 1, 3>(a, grid, stream)
+            : launch_pdl(int8_matmul_kernel<false, 1, 4>, grid, dim3(4 * 32), 0, stream, a);
 }
 
 }  // namespace

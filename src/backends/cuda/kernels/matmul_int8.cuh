@@ -6,9 +6,9 @@
 // weight turning it into bf16 (and three launches: permute, product, split sum).
 // One mma k-step is one quantization block of both operands, and both interleaved layouts give a
 // lane its fragments directly (kernel comment); each block's int32 sums are scaled by the two
-// block scales in f32; Q4_0 products stream their weights through shared memory (cp.async,
-// 55 KB per block: three stages of one n-tile of tokens, or two of two). About 3e-3 relative error,
-// as the dp4a products. A q|k|v product can do RoPE and the K/V write in its epilogue
+// block scales in f32; Q4_0 products, and Q8_0 ones of more than 8 rows, stream their weights
+// through shared memory (cp.async; up to 72 KB per block). About 3e-3 relative error, as the
+// dp4a products. A q|k|v product can do RoPE and the K/V write in its epilogue
 // (Int8MatmulParams::rope_kv), one rope_kv launch fewer. Stream-ordered, allocation-free,
 // capturable, launched with programmatic dependent launch (pdl.cuh). Who calls it: the CUDA
 // forward's products of 2 (Q8_0) / 3 (Q4_0) to 16 rows (CudaForward::int8_matmul), the tests.
@@ -25,9 +25,9 @@
 
 namespace cellm::kernels {
 
-// Up to 16 rows (two n-tiles of tokens): at 9 / 12 / 16 sessions of the Llama-3.1-8B geometry on
-// the H200, 2–3% (q8_0) and 9% (q4_0) faster than the bf16 tensor-core product it replaces
-// (docs/perf/decode.md, version 11; in version 8, before Q4_0 staged its weights, two tiles lost
+// Up to 16 rows (two n-tiles of tokens): at 12 / 16 sessions of the Llama-3.1-8B geometry on the
+// H200, 18% (q8_0) and 9% (q4_0) faster than the bf16 tensor-core product it replaces
+// (docs/perf/decode.md, version 11; in version 8, with the weights in registers, two tiles lost
 // 16% for q4_0).
 inline constexpr int32_t kInt8MatmulMaxTokens = 16;
 
