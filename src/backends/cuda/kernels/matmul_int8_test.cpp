@@ -1,7 +1,8 @@
 // matmul_int8_test: the int8 tensor-core product (matmul_int8.cuh) against the CPU's dequantized
 // Q8_0 / Q4_0 weights times int8 activations (as quantize_activations writes them), in double — for
-// 1 to 8 token rows (a partial n-tile of tokens among them), row counts that leave a partial block
-// of 16, spans split unevenly between the warps, with bias, store and accumulate; and its refusals.
+// 1 to 16 token rows (one and two n-tiles of tokens, partial ones among them: the register and
+// the staged kernels), row counts that leave a partial block of 16, spans split unevenly between
+// the warps, with bias, store and accumulate; and its refusals.
 // GPU tests (label cuda).
 #include "backends/cuda/kernels/matmul_int8.cuh"
 
