@@ -1,0 +1,200 @@
+// matmul_int8_staged: the staged int8 tensor-core product kernel (matmul_int8.cu says when it
+// runs): each warp streams its spans through a ring of shared-memory stages filled by cp.async, so
+// a warp's share of a small product is in flight at once. Device code; include only from
+// matmul_int8.cu (its launch). Knows nothing of the forward. Thread-safety: a kernel; each
+// warp's ring is its own.
+#pragma once
+
+#include <cstdint>
+
+#include "backends/cuda/kernels/matmul_int8_parts.cuh"
+#include "backends/cuda/kernels/pdl.cuh"
+
+namespace cellm::kernels::int8_matmul_detail {
+
+// One stage of a warp's ring (bytes): the 16 weight rows' span ([16][128] Q4_0, [16][256] Q8_0),
+// their scales [16][16], the 8 · kNTiles token rows' span [8 · kNTiles][256] and their block
+// scales [8 · kNTiles][8] f32. Rows of 16-byte units are swizzled (swizzle_unit) so that a
+// quarter warp's fragment loads (rows g and g + 1, units of t = 0..3) fall on distinct banks.
+template <bool kQ4, int kNTiles>
+struct Stage {
+  static constexpr int kTokenRows = 8 * kNTiles;
+  static constexpr int kRowBytes = kQ4 ? 128 : 256;
+  static constexpr int kScales = kBlockRows * kRowBytes;
+  static constexpr int kTokens = kScales + kBlockRows * 16;
+  static constexpr int kTokenScales = kTokens + kTokenRows * 256;
+  static constexpr int kBytes = kTokenScales + kTokenRows * 8 * 4;
+};
+
+// Where 16-byte unit u of row r sits: 8-unit rows move by 4 units on odd rows, 16-unit rows by 1.
+template <int kUnits>
+__device__ __forceinline__ int swizzle_unit(int r, int u) {
+  return kUnits == 8 ? (u ^ (4 * (r & 1))) : (u ^ (r & 1));
+}
+
+// Issues the copies of span `span`'s weights and scales into `stage` (one lane's share).
+template <bool kQ4, int kNTiles>
+__device__ __forceinline__ void stage_weights(const Int8MatmulArgs& a, int64_t row0,
+                                              int64_t scale_offset, int64_t span, int lane,
+                                              uint8_t* stage) {
+  using S = Stage<kQ4, kNTiles>;
+  constexpr int kUnits = S::kRowBytes / 16;  // per row
+  constexpr int kPerLane = kBlockRows * kUnits / 32;
+  const auto row_of = [&](int r) {
+    const int64_t row = row0 + r;
+    return a.w + (row < a.num_rows ? row : a.num_rows - 1) * static_cast<int64_t>(a.row_bytes);
+  };
+  CELLM_UNROLL
+  for (int i = 0; i < kPerLane; ++i) {
+    const int u = lane + 32 * i;
+    const int r = u / kUnits;
+    const int c = u % kUnits;
+    cp_async_16_zfill(stage + r * S::kRowBytes + 16 * swizzle_unit<kUnits>(r, c),
+                      row_of(r) + S::kRowBytes * span + 16 * c, true);
+  }
+  if (lane < kBlockRows) {
+    cp_async_16_zfill(stage + S::kScales + 16 * lane, row_of(lane) + scale_offset + 16 * span,
+                      true);
+  }
+}
+
+// Issues the copies of span `span`'s token rows and their scales (zeros past M) into `stage`.
+template <bool kQ4, int kNTiles>
+__device__ __forceinline__ void stage_tokens(const Int8MatmulArgs& a, int64_t span, int lane,
+                                             uint8_t* stage) {
+  using S = Stage<kQ4, kNTiles>;
+  CELLM_UNROLL
+  for (int i = 0; i < 4 * kNTiles; ++i) {
+    const int u = lane + 32 * i;
+    const int token = u / 16;
+    const int c = u % 16;
+    const bool valid = token < a.num_tokens;
+    const int8_t* src = a.x_q8 + (valid ? token * a.num_cols + 256 * span + 16 * c : 0);
+    cp_async_16_zfill(stage + S::kTokens + 256 * token + 16 * swizzle_unit<16>(token, c), src,
+                      valid);
+  }
+  // Their scales: two units per token, on the lanes the weights' scales leave free at one tile.
+  for (int u = kNTiles == 1 ? lane - 16 : lane; u >= 0 && u < 2 * S::kTokenRows; u += 32) {
+    const int token = u / 2;
+    const int h = u & 1;
+    const bool valid = token < a.num_tokens;
+    const float* src = a.x_q8_scales + (valid ? token * (a.num_cols / 32) + 8 * span + 4 * h : 0);
+    cp_async_16_zfill(stage + S::kTokenScales + 32 * token + 16 * h, src, valid);
+  }
+}
+
+template <int kUnits>
+__device__ __forceinline__ uint4 stage_unit(const uint8_t* rows, int row_bytes, int r, int u) {
+  return *reinterpret_cast<const uint4*>(rows + r * row_bytes + 16 * swizzle_unit<kUnits>(r, u));
+}
+
+// The products of one staged span: the register kernel's arithmetic on fragments read from the
+// stage.
+template <bool kQ4, int kNTiles>
+__device__ __forceinline__ void multiply_stage(const uint8_t* stage, int g, int t,
+                                               float (&acc)[kNTiles][4]) {
+  using S = Stage<kQ4, kNTiles>;
+  constexpr int kUnits = S::kRowBytes / 16;
+  SpanWeights<kQ4> w;
+  CELLM_UNROLL
+  for (int h = 0; h < 2; ++h) {
+    const int r = g + 8 * h;
+    if constexpr (kQ4) {
+      w.q[h][0] = stage_unit<kUnits>(stage, S::kRowBytes, r, t);
+      w.q[h][1] = stage_unit<kUnits>(stage, S::kRowBytes, r, t + 4);
+    } else {
+      w.q[h][0] = stage_unit<kUnits>(stage, S::kRowBytes, r, 2 * t);
+      w.q[h][1] = stage_unit<kUnits>(stage, S::kRowBytes, r, 2 * t + 1);
+      w.q[h][2] = stage_unit<kUnits>(stage, S::kRowBytes, r, 2 * t + 8);
+      w.q[h][3] = stage_unit<kUnits>(stage, S::kRowBytes, r, 2 * t + 9);
+    }
+    w.d[h] = *reinterpret_cast<const uint4*>(stage + S::kScales + 16 * r);
+  }
+  CELLM_UNROLL
+  for (int nt = 0; nt < kNTiles; ++nt) {
+    const uint8_t* tokens = stage + S::kTokens + nt * 8 * 256;  // token rows 8nt .. 8nt + 7
+    SpanTokens x;
+    x.q[0] = stage_unit<16>(tokens, 256, g, 2 * t);
+    x.q[1] = stage_unit<16>(tokens, 256, g, 2 * t + 1);
+    x.q[2] = stage_unit<16>(tokens, 256, g, 2 * t + 8);
+    x.q[3] = stage_unit<16>(tokens, 256, g, 2 * t + 9);
+    // [8][8]: the block scales of tokens 8nt + 2t and 8nt + 2t + 1
+    const auto* dx = reinterpret_cast<const float*>(stage + S::kTokenScales) + nt * 8 * 8;
+    const float4 dx0_lo = *reinterpret_cast<const float4*>(dx + 8 * (2 * t));
+    const float4 dx0_hi = *reinterpret_cast<const float4*>(dx + 8 * (2 * t) + 4);
+    const float4 dx1_lo = *reinterpret_cast<const float4*>(dx + 8 * (2 * t + 1));
+    const float4 dx1_hi = *reinterpret_cast<const float4*>(dx + 8 * (2 * t + 1) + 4);
+    const float dx0[8] = {dx0_lo.x, dx0_lo.y, dx0_lo.z, dx0_lo.w,
+                          dx0_hi.x, dx0_hi.y, dx0_hi.z, dx0_hi.w};
+    const float dx1[8] = {dx1_lo.x, dx1_lo.y, dx1_lo.z, dx1_lo.w,
+                          dx1_hi.x, dx1_hi.y, dx1_hi.z, dx1_hi.w};
+    CELLM_UNROLL
+    for (int b = 0; b < 8; ++b) {
+      const float dw0 = f16_bits_to_float(half_of(w.d[0], b));  // row g
+      const float dw1 = f16_bits_to_float(half_of(w.d[1], b));  // row g + 8
+      int sums[4];
+      block_sums<kQ4>(w, b, word_of(x.q[b >> 2], b & 3), word_of(x.q[2 + (b >> 2)], b & 3), sums);
+      acc[nt][0] = fmaf(static_cast<float>(sums[0]), dw0 * dx0[b], acc[nt][0]);
+      acc[nt][1] = fmaf(static_cast<float>(sums[1]), dw0 * dx1[b], acc[nt][1]);
+      acc[nt][2] = fmaf(static_cast<float>(sums[2]), dw1 * dx0[b], acc[nt][2]);
+      acc[nt][3] = fmaf(static_cast<float>(sums[3]), dw1 * dx1[b], acc[nt][3]);
+    }
+  }
+}
+
+// Warp w takes spans w, w + kWarps, ... as the register kernel, but keeps kStages of them in
+// flight through its ring (cp.async; the weights of the first kStages before pdl_wait()), so a
+// warp's whole share of a small product is requested at once.
+template <bool kQ4, int kNTiles, int kWarps, int kStages>
+__global__ void __launch_bounds__(kWarps * 32) int8_matmul_staged_kernel(const Int8MatmulArgs a) {
+  using S = Stage<kQ4, kNTiles>;
+  extern __shared__ __align__(16) uint8_t staged_smem[];  // [kWarps][kStages][S::kBytes]
+  pdl_launch_dependents();
+  const LanePlace<kQ4> at(a);
+  const int lane = at.lane, warp = at.warp, g = at.g, t = at.t;
+  const int64_t row0 = at.row0, num_spans = at.num_spans, scale_offset = at.scale_offset;
+  uint8_t* ring = staged_smem + warp * kStages * S::kBytes;
+  const int my_spans =
+      num_spans > warp ? static_cast<int>((num_spans - warp + kWarps - 1) / kWarps) : 0;
+
+  // Weights first: nothing earlier writes them.
+  CELLM_UNROLL
+  for (int k = 0; k < kStages; ++k) {
+    if (k < my_spans) {
+      stage_weights<kQ4, kNTiles>(a, row0, scale_offset, warp + k * kWarps, lane,
+                                  ring + k * S::kBytes);
+    }
+  }
+  pdl_wait();
+  CELLM_UNROLL
+  for (int k = 0; k < kStages; ++k) {
+    if (k < my_spans) {
+      stage_tokens<kQ4, kNTiles>(a, warp + k * kWarps, lane, ring + k * S::kBytes);
+    }
+    cp_async_commit();  // group k: stage k complete (group 0 also holds every stage's weights)
+  }
+  float acc[kNTiles][4];
+  CELLM_UNROLL
+  for (int nt = 0; nt < kNTiles; ++nt) {
+    CELLM_UNROLL
+    for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
+  }
+  for (int k = 0; k < my_spans; ++k) {
+    cp_async_wait<kStages - 1>();
+    __syncwarp();
+    uint8_t* stage = ring + (k % kStages) * S::kBytes;
+    multiply_stage<kQ4, kNTiles>(stage, g, t, acc);
+    __syncwarp();  // every lane has read the stage: refill it
+    const int refill = k + kStages;
+    if (refill < my_spans) {
+      const int64_t span = warp + static_cast<int64_t>(refill) * kWarps;
+      stage_weights<kQ4, kNTiles>(a, row0, scale_offset, span, lane, stage);
+      stage_tokens<kQ4, kNTiles>(a, span, lane, stage);
+    }
+    cp_async_commit();
+  }
+  cp_async_wait<0>();
+  store_block_sums<kWarps, kNTiles>(a, row0, acc);
+}
+
+}  // namespace cellm::kernels::int8_matmul_detail
