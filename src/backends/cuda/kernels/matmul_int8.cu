@@ -31,33 +31,30 @@
 namespace cellm::kernels {
 namespace int8_matmul_detail {
 
-// ---- the register kernel ---------------------------------------------------------------------
+// ---- the register kernel (Q8_0, one n-tile) ---------------------------------------------------
 
-template <bool kQ4>
+constexpr int kRegisterWarps = 4;
+
+// A lane's Q8_0 weight chunks t and t + 4 of span `span` of rows g and g + 8, and their scales.
 __device__ __forceinline__ void load_weights(const uint8_t* const (&rows)[2], int64_t scale_offset,
-                                             int64_t span, int t, SpanWeights<kQ4>& w) {
+                                             int64_t span, int t, SpanWeights<false>& w) {
   CELLM_UNROLL
   for (int h = 0; h < 2; ++h) {
-    if constexpr (kQ4) {
-      w.q[h][0] = load_stream_u4(rows[h] + 16 * (8 * span + t));
-      w.q[h][1] = load_stream_u4(rows[h] + 16 * (8 * span + t + 4));
-    } else {
-      const uint8_t* lo = rows[h] + 32 * (8 * span + t);
-      const uint8_t* hi = rows[h] + 32 * (8 * span + t + 4);
-      w.q[h][0] = load_stream_u4(lo);
-      w.q[h][1] = load_stream_u4(lo + 16);
-      w.q[h][2] = load_stream_u4(hi);
-      w.q[h][3] = load_stream_u4(hi + 16);
-    }
+    const uint8_t* lo = rows[h] + 32 * (8 * span + t);
+    const uint8_t* hi = rows[h] + 32 * (8 * span + t + 4);
+    w.q[h][0] = load_stream_u4(lo);
+    w.q[h][1] = load_stream_u4(lo + 16);
+    w.q[h][2] = load_stream_u4(hi);
+    w.q[h][3] = load_stream_u4(hi + 16);
     w.d[h] = load_stream_u4(rows[h] + scale_offset + 16 * span);
   }
 }
 
-__device__ __forceinline__ void load_tokens(const Int8MatmulArgs& a, int n_tile, int64_t span,
-                                            int g, int t, SpanTokens& s) {
-  const int token = 8 * n_tile + g;
-  if (token < a.num_tokens) {
-    const int8_t* x = a.x_q8 + token * a.num_cols;
+// Token g's chunks t and t + 4 of span `span` (zeros past M).
+__device__ __forceinline__ void load_tokens(const Int8MatmulArgs& a, int64_t span, int g, int t,
+                                            SpanTokens& s) {
+  if (g < a.num_tokens) {
+    const int8_t* x = a.x_q8 + g * a.num_cols;
     const int8_t* lo = x + 32 * (8 * span + t);
     const int8_t* hi = x + 32 * (8 * span + t + 4);
     s.q[0] = load_u4(lo);
@@ -71,18 +68,16 @@ __device__ __forceinline__ void load_tokens(const Int8MatmulArgs& a, int n_tile,
 }
 
 // Everything a lane multiplies in one span, loaded a span ahead.
-template <bool kQ4, int kNTiles>
 struct SpanData {
-  SpanWeights<kQ4> w;
-  SpanTokens x[kNTiles];
+  SpanWeights<false> w;
+  SpanTokens x;
 };
 
-// The register kernel: each warp holds its current span and loads the next one into registers.
-template <bool kQ4, int kNTiles, int kWarps>
-__global__ void __launch_bounds__(kWarps * 32) int8_matmul_kernel(const Int8MatmulArgs a) {
+// Each warp holds its current span and loads the next one into registers.
+__global__ void __launch_bounds__(kRegisterWarps * 32) int8_matmul_kernel(const Int8MatmulArgs a) {
   pdl_launch_dependents();
-  const LanePlace<kQ4> at(a);
-  const int lane = at.lane, warp = at.warp, g = at.g, t = at.t;
+  const LanePlace<false> at(a);
+  const int warp = at.warp, g = at.g, t = at.t;
   const int64_t row0 = at.row0, num_spans = at.num_spans, scale_offset = at.scale_offset;
   // A rows g and g + 8 of the m-tile are weight rows row0 + g (+ 8); past N they read the last.
   const uint8_t* rows[2];
@@ -94,60 +89,44 @@ __global__ void __launch_bounds__(kWarps * 32) int8_matmul_kernel(const Int8Matm
 
   // Weights first: nothing earlier writes them.
   int64_t span = warp;
-  SpanData<kQ4, kNTiles> cur;
-  if (span < num_spans) load_weights<kQ4>(rows, scale_offset, span, t, cur.w);
+  SpanData cur;
+  if (span < num_spans) load_weights(rows, scale_offset, span, t, cur.w);
   pdl_wait();
-  if (span < num_spans) {
-    CELLM_UNROLL
-    for (int nt = 0; nt < kNTiles; ++nt) load_tokens(a, nt, span, g, t, cur.x[nt]);
-  }
+  if (span < num_spans) load_tokens(a, span, g, t, cur.x);
 
-  const float* dx_rows[kNTiles][2];  // tokens 8nt + 2t + i: their block scales, null past M
+  const float* dx_rows[2];  // tokens 2t + i: their block scales, null past M
   CELLM_UNROLL
-  for (int nt = 0; nt < kNTiles; ++nt) {
-    CELLM_UNROLL
-    for (int i = 0; i < 2; ++i) {
-      const int token = 8 * nt + 2 * t + i;
-      dx_rows[nt][i] = token < a.num_tokens ? a.x_q8_scales + token * (a.num_cols / 32) : nullptr;
-    }
+  for (int i = 0; i < 2; ++i) {
+    const int token = 2 * t + i;
+    dx_rows[i] = token < a.num_tokens ? a.x_q8_scales + token * (a.num_cols / 32) : nullptr;
   }
-  float acc[kNTiles][4];
-  CELLM_UNROLL
-  for (int nt = 0; nt < kNTiles; ++nt) {
-    CELLM_UNROLL
-    for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
-  }
+  float acc[1][4] = {{0.0f, 0.0f, 0.0f, 0.0f}};
   while (span < num_spans) {
-    const int64_t next_span = span + kWarps;
-    SpanData<kQ4, kNTiles> next;
+    const int64_t next_span = span + kRegisterWarps;
+    SpanData next;
     if (next_span < num_spans) {
-      load_weights<kQ4>(rows, scale_offset, next_span, t, next.w);
-      CELLM_UNROLL
-      for (int nt = 0; nt < kNTiles; ++nt) load_tokens(a, nt, next_span, g, t, next.x[nt]);
+      load_weights(rows, scale_offset, next_span, t, next.w);
+      load_tokens(a, next_span, g, t, next.x);
     }
     CELLM_UNROLL
     for (int b = 0; b < 8; ++b) {
       const float dw0 = f16_bits_to_float(half_of(cur.w.d[0], b));  // row g
       const float dw1 = f16_bits_to_float(half_of(cur.w.d[1], b));  // row g + 8
-      CELLM_UNROLL
-      for (int nt = 0; nt < kNTiles; ++nt) {
-        const SpanTokens& x = cur.x[nt];
-        int sums[4];
-        block_sums<kQ4>(cur.w, b, word_of(x.q[b >> 2], b & 3), word_of(x.q[2 + (b >> 2)], b & 3),
-                        sums);
-        const float dx0 = dx_rows[nt][0] != nullptr ? dx_rows[nt][0][8 * span + b] : 0.0f;
-        const float dx1 = dx_rows[nt][1] != nullptr ? dx_rows[nt][1][8 * span + b] : 0.0f;
-        acc[nt][0] = fmaf(static_cast<float>(sums[0]), dw0 * dx0, acc[nt][0]);
-        acc[nt][1] = fmaf(static_cast<float>(sums[1]), dw0 * dx1, acc[nt][1]);
-        acc[nt][2] = fmaf(static_cast<float>(sums[2]), dw1 * dx0, acc[nt][2]);
-        acc[nt][3] = fmaf(static_cast<float>(sums[3]), dw1 * dx1, acc[nt][3]);
-      }
+      int sums[4];
+      block_sums<false>(cur.w, b, word_of(cur.x.q[b >> 2], b & 3),
+                        word_of(cur.x.q[2 + (b >> 2)], b & 3), sums);
+      const float dx0 = dx_rows[0] != nullptr ? dx_rows[0][8 * span + b] : 0.0f;
+      const float dx1 = dx_rows[1] != nullptr ? dx_rows[1][8 * span + b] : 0.0f;
+      acc[0][0] = fmaf(static_cast<float>(sums[0]), dw0 * dx0, acc[0][0]);
+      acc[0][1] = fmaf(static_cast<float>(sums[1]), dw0 * dx1, acc[0][1]);
+      acc[0][2] = fmaf(static_cast<float>(sums[2]), dw1 * dx0, acc[0][2]);
+      acc[0][3] = fmaf(static_cast<float>(sums[3]), dw1 * dx1, acc[0][3]);
     }
     if (next_span < num_spans) cur = next;
     span = next_span;
   }
 
-  store_block_sums<kWarps, kNTiles>(a, row0, acc);
+  store_block_sums<kRegisterWarps, 1>(a, row0, acc);
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -182,7 +161,7 @@ cudaError_t launch_for_type(const Int8MatmulArgs& a, bool q4, cudaStream_t strea
               : launch_staged<false, 2, 2>(a, grid, stream);
   }
   return q4 ? launch_staged<true, 1, 3>(a, grid, stream)
-            : launch_pdl(int8_matmul_kernel<false, 1, 4>, grid, dim3(4 * 32), 0, stream, a);
+            : launch_pdl(int8_matmul_kernel, grid, dim3(kRegisterWarps * 32), 0, stream, a);
 }
 
 }  // namespace int8_matmul_detail
