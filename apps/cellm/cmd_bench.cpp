@@ -73,6 +73,7 @@ void add_bench_command(CLI::App& app, CommandResult& result) {
     bool compare_device_argmax = false;
     bool resident_bf16 = false;
     bool exact_activations = false;
+    bool no_run_ahead = false;
     std::string json;
     int device = 0;
   };
@@ -112,6 +113,8 @@ void add_bench_command(CLI::App& app, CommandResult& result) {
                     "Keep bf16 copies of quantized matrices for wide products");
   command->add_flag("--exact-activations", flags->exact_activations,
                     "Keep the activations of small quantized products in f32 (no int8)");
+  command->add_flag("--no-run-ahead", flags->no_run_ahead,
+                    "Run every batch-1 greedy step only when asked (no run-ahead)");
   command->add_option("--json", flags->json, "Write the report as JSON to this file");
   command->add_option("--device", flags->device, "CUDA device ordinal");
   command->callback([flags, &result] {
@@ -135,6 +138,7 @@ void add_bench_command(CLI::App& app, CommandResult& result) {
     options.compare_device_argmax = flags->compare_device_argmax;
     options.resident_bf16 = flags->resident_bf16;
     options.int8_activations = !flags->exact_activations;
+    options.run_ahead = !flags->no_run_ahead;
     options.device = flags->device;
     for (const int32_t n : options.session_counts) {
       if (n < 1) {

@@ -45,6 +45,13 @@ struct CudaExecutorOptions {
   // (CudaExecutorStats::last_step_device_ms): how much of a step the device is busy, for the
   // benchmark's split of a step's time into device and host. Off: no events.
   bool time_steps = false;
+  // Batch-1 greedy decode runs a step ahead: when a one-session step feeds back the previous
+  // step's device argmax (and asks for no logits), the executor enqueues the following step
+  // too — its token read from the device, its placement pending — before it waits, so the device
+  // runs it while the host finishes this one. The next execute() that asks for exactly that step
+  // takes it; any other call drops it (its cell freed; its device work, already enqueued, only
+  // costs time). Needs device_argmax and decode graphs.
+  bool run_ahead = true;
 };
 
 // True when a CUDA device with compute capability 9.0 (the build's sm_90a) can be used.

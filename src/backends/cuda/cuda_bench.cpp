@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
 #include <optional>
 
@@ -75,30 +76,28 @@ class Bench {
     layer_macs_ = executor.weights().matrix_macs_per_token() - lm_macs_;
   }
 
-  // Medians of timed executes of `make_batch(i)` after warm-up ones (CUDA events around each
-  // synchronous execute on the executor's stream; the device part from the executor's step
-  // timing). `after(i)` runs after each (untimed).
+  // Medians of timed executes of `make_batch(i)` after warm-up ones: the wall time from one
+  // execute's return to the next one's (so a step the executor ran ahead counts from when the
+  // previous one was handed back, and the host's own work between steps is counted too); the
+  // device part from the executor's step timing. `after(i, output)` runs after each.
   template <typename Make, typename After>
   StatusOr<StepTimes> time_steps(int32_t warmup, int32_t steps, bool return_logits, Make make_batch,
                                  After after) {
-    CELLM_ASSIGN_OR_RETURN(CudaEvent start, CudaEvent::create(true));
-    CELLM_ASSIGN_OR_RETURN(CudaEvent stop, CudaEvent::create(true));
     std::vector<double> times;
     std::vector<double> device_times;
+    CELLM_RETURN_IF_ERROR(executor_.synchronize());
+    auto last = std::chrono::steady_clock::now();
     for (int32_t i = 0; i < warmup + steps; ++i) {
       const BatchInput batch = make_batch(i);
-      CELLM_CUDA_RETURN_IF_ERROR(cudaEventRecord(start.get(), executor_.stream()));
       CELLM_ASSIGN_OR_RETURN(const BatchOutput output, executor_.execute(batch, return_logits));
-      CELLM_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop.get(), executor_.stream()));
-      CELLM_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop.get()));
-      float ms = 0.0f;
-      CELLM_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+      const auto now = std::chrono::steady_clock::now();
+      const double ms = std::chrono::duration<double, std::milli>(now - last).count();
+      last = now;
       if (i >= warmup) {
         times.push_back(ms);
         device_times.push_back(executor_.stats().last_step_device_ms);
       }
-      after(i);
-      (void)output;
+      after(i, output);
     }
     return StepTimes{median(times), median(device_times)};
   }
@@ -173,10 +172,13 @@ class Bench {
           }
           return batch;
         },
-        [&](int32_t) {
+        [&](int32_t, const BatchOutput& output) {
+          // Each session's greedy token fed back where the device computed it, as `cellm run`
+          // decodes a greedy session; a random one otherwise.
           for (int32_t i = 0; i < n; ++i) {
             ++pos[static_cast<size_t>(i)];
-            next[static_cast<size_t>(i)] = tokens_.next();
+            const int32_t greedy = output.outputs[static_cast<size_t>(i)].greedy_token;
+            next[static_cast<size_t>(i)] = greedy != kNoToken ? greedy : tokens_.next();
           }
         });
   }
@@ -198,7 +200,7 @@ class Bench {
           batch.inputs.push_back(input);
           return batch;
         },
-        [&](int32_t) { (void)executor_.close_session(session); });
+        [&](int32_t, const BatchOutput&) { (void)executor_.close_session(session); });
   }
 
   TokenSource& tokens() { return tokens_; }
@@ -289,6 +291,7 @@ StatusOr<CudaBenchReport> run_cuda_bench(const CudaBenchOptions& options,
   executor_options.time_steps = true;     // each result's device time
   executor_options.resident_bf16 = options.resident_bf16;
   executor_options.int8_activations = options.int8_activations;
+  executor_options.run_ahead = options.run_ahead;
   std::unique_ptr<CudaExecutor> executor =
       weights != nullptr
           ? std::make_unique<CudaExecutor>(config, weights, spec, executor_options)

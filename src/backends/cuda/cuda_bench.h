@@ -2,16 +2,19 @@
 // of a named geometry — what `cellm bench` prints. No CUDA types in this header (apps include
 // it).
 //
-// Measures, each timed with CUDA events on the executor's stream after warm-up (medians), with
-// every step's kept logits copied to pinned host memory and returned as BatchOutput::logits (a
-// view of that memory, as the Runner gets them), the greedy token of each row computed on the
-// device (what the Runner takes for greedy sessions): batch-1 decode tokens/s (a session
-// holding `context_tokens` positions); decode tokens/s with N concurrent sessions whose
-// `context_tokens`-token prompts are already in the cache; prefill tokens/s of one W-token step;
-// time to first token of a `ttft_tokens` prompt (one execute of W-token slices). Each result
-// carries its ratio to the hardware limit: the step's floor time — max(weight bytes read /
-// measured bandwidth, matrix FLOPs / measured bf16 tensor-core rate) — over the measured time
-// (hardware_limits.h). Thread-safety: one run at a time.
+// Measures, each timed on the host's clock from one execute()'s return to the next one's after
+// warm-up (medians), the greedy token of each row computed on the device and fed back as the
+// session's next token (what the Runner does for greedy sessions), and — except where a figure
+// says otherwise — every step's kept logits copied to pinned host memory and returned as
+// BatchOutput::logits (a view of that memory, as the Runner gets them): batch-1 decode tokens/s
+// (a session holding `context_tokens` positions; first as `cellm run` decodes a greedy session,
+// no logits copied and its steps run ahead (CudaExecutorOptions::run_ahead), then with the row
+// copied); decode tokens/s with N concurrent sessions whose `context_tokens`-token prompts are
+// already in the cache; prefill tokens/s of one W-token step; time to first token of a
+// `ttft_tokens` prompt (one execute of W-token slices). Each result carries its ratio to the
+// hardware limit: the step's floor time — max(weight bytes read / measured bandwidth, matrix
+// FLOPs / measured bf16 tensor-core rate) — over the measured time (hardware_limits.h).
+// Thread-safety: one run at a time.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +47,7 @@ struct CudaBenchOptions {
   bool compare_device_argmax = false;
   bool resident_bf16 = false;    // bf16 copies of quantized matrices for wide products
   bool int8_activations = true;  // CudaExecutorOptions::int8_activations
+  bool run_ahead = true;         // CudaExecutorOptions::run_ahead
   int device = 0;
   uint64_t seed = 1;
 };

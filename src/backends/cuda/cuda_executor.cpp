@@ -81,6 +81,11 @@ Status CudaExecutor::initialize() {
   }
 
   CELLM_ASSIGN_OR_RETURN(stream_, CudaStream::create());
+  CELLM_ASSIGN_OR_RETURN(step_done_, CudaEvent::create());
+  for (AheadSlot& slot : ahead_slots_) {
+    CELLM_ASSIGN_OR_RETURN(slot.token, PinnedBuffer::allocate(sizeof(int32_t)));
+    CELLM_ASSIGN_OR_RETURN(slot.done, CudaEvent::create());
+  }
   if (options_.time_steps) {
     CELLM_ASSIGN_OR_RETURN(step_begin_, CudaEvent::create(true));
     CELLM_ASSIGN_OR_RETURN(step_end_, CudaEvent::create(true));
@@ -205,6 +210,7 @@ Status CudaExecutor::set_use_graphs(bool use_graphs) {
   if (use_graphs && !options_.use_graphs) {
     return failed_precondition("decode graphs were not captured (options.use_graphs is off)");
   }
+  drop_ahead();
   replay_graphs_ = use_graphs;
   return ok_status();
 }
@@ -218,6 +224,13 @@ StatusOr<BatchOutput> CudaExecutor::execute(const BatchInput& batch, bool return
   if (!initialized_) return failed_precondition("CudaExecutor::execute before initialize()");
   // The engine thread may not be the one that initialized: bind it to the device.
   CELLM_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
+  if (ahead_.has_value()) {
+    if (follows_greedy(batch, return_logits) && batch.inputs[0].session == ahead_->session) {
+      return take_ahead();  // follows_greedy checked the position and the token
+    }
+    drop_ahead();
+  }
+  const bool then_run_ahead = follows_greedy(batch, return_logits);
   CELLM_ASSIGN_OR_RETURN(PackedStep step, table().pack(batch));
   BatchOutput output = step.make_output();
   const size_t vocab = static_cast<size_t>(config_.vocab_size);
@@ -252,9 +265,16 @@ StatusOr<BatchOutput> CudaExecutor::execute(const BatchInput& batch, bool return
   if (status.ok() && timed) {
     status = cuda_status(cudaEventRecord(step_end_.get(), stream_.get()), "step timing");
   }
+  if (status.ok()) status = cuda_status(cudaEventRecord(step_done_.get(), stream_.get()), "step");
+  // The next step of a greedy session goes on the stream before this one is waited for.
+  if (status.ok() && then_run_ahead) {
+    run_ahead(batch.inputs[0].session, batch.inputs[0].start_pos + batch.inputs[0].begin + 1);
+  }
   // Errors of work already enqueued show up here; either way nothing may still run on the step
-  // when it is rolled back.
-  const Status synced = cuda_status(cudaStreamSynchronize(stream_.get()), "CudaExecutor step");
+  // when it is rolled back (a step run ahead is given back first, then this one).
+  const Status synced =
+      status.ok() ? cuda_status(cudaEventSynchronize(step_done_.get()), "CudaExecutor step")
+                  : cuda_status(cudaStreamSynchronize(stream_.get()), "CudaExecutor step");
   if (status.ok()) status = synced;
   if (status.ok() && options_.time_steps) {
     float ms = 0.0f;  // a step of no calls did no device work
@@ -265,6 +285,7 @@ StatusOr<BatchOutput> CudaExecutor::execute(const BatchInput& batch, bool return
     stats_.last_step_device_ms = ms;
   }
   if (!status.ok()) {
+    drop_ahead();
     abort_step(step);
     return status;
   }
@@ -281,7 +302,8 @@ StatusOr<BatchOutput> CudaExecutor::execute(const BatchInput& batch, bool return
     output.vocab_size = config_.vocab_size;
     output.logits = last_logits_;
   }
-  commit_step();  // the step succeeded: cells its rewinds dropped are free now
+  if (!ahead_.has_value()) commit_step();  // else its pack() committed this step
+  note_greedy(batch, output);
   ++stats_.num_steps;
   for (const SliceCall& call : calls) {
     if (call.method == SliceMethod::kPrefill) {
@@ -296,7 +318,8 @@ StatusOr<BatchOutput> CudaExecutor::execute(const BatchInput& batch, bool return
   return output;
 }
 
-Status CudaExecutor::run_call(const PackedStep& step, const SliceCall& call, bool copy_logits) {
+Status CudaExecutor::run_call(const PackedStep& step, const SliceCall& call, bool copy_logits,
+                              int32_t* host_tokens, const int32_t* token_source, bool timed) {
   const int32_t begin = call.begin;
   const int32_t num_tokens = call.num_tokens;
   CELLM_RETURN_IF_ERROR(place_call(step, call, &cell_step_));
@@ -304,13 +327,19 @@ Status CudaExecutor::run_call(const PackedStep& step, const SliceCall& call, boo
   const RowSelection rows = step.select_rows(begin, begin + num_tokens);
   const bool decode = call.method == SliceMethod::kDecode;
   const int32_t width = decode ? call.width : num_tokens;
-  if (options_.time_steps && begin == 0) {  // the step's first device work follows
+  if (timed && options_.time_steps && begin == 0) {  // the step's first device work follows
     CELLM_CUDA_RETURN_IF_ERROR(cudaEventRecord(step_begin_.get(), stream_.get()));
   }
   CELLM_ASSIGN_OR_RETURN(
       const DeviceStep device_step,
       steps_->upload(cell_step_, std::span<const int32_t>(step.tokens).subspan(begin, num_tokens),
                      rows.local_rows, width, stream_.get()));
+  if (token_source != nullptr) {
+    CELLM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(const_cast<int32_t*>(device_step.tokens),
+                                               token_source,
+                                               static_cast<size_t>(num_tokens) * sizeof(int32_t),
+                                               cudaMemcpyDeviceToDevice, stream_.get()));
+  }
   if (decode && replay_graphs_) {
     const int32_t bound = forward_->static_context_bound(cell_step_.max_seq_len);
     const auto graph = graphs_.find({width, bound});
@@ -322,9 +351,10 @@ Status CudaExecutor::run_call(const PackedStep& step, const SliceCall& call, boo
         device_step, decode ? ForwardShape::kStatic : ForwardShape::kDynamic, stream_.get()));
   }
   if (!rows.local_rows.empty() && options_.device_argmax) {
-    CELLM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
-        host_tokens_.as<int32_t>() + rows.first_kept, forward_->argmax_tokens(),
-        rows.local_rows.size() * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_.get()));
+    int32_t* dst = host_tokens != nullptr ? host_tokens : host_tokens_.as<int32_t>();
+    CELLM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst + rows.first_kept, forward_->argmax_tokens(),
+                                               rows.local_rows.size() * sizeof(int32_t),
+                                               cudaMemcpyDeviceToHost, stream_.get()));
   }
   if (!rows.local_rows.empty() && copy_logits) {
     const size_t vocab = static_cast<size_t>(config_.vocab_size);

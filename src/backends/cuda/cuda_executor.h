@@ -15,10 +15,12 @@
 // logits are copied into pinned host memory, which BatchOutput::logits views (no further copy;
 // valid until the next execute()). Every call of a step is enqueued on one stream and the step
 // synchronizes once at the end; a failure anywhere rolls the whole step back (abort_step), so
-// every session is as it was. Sampling is not done here: OutputRow::token stays kNoToken (with
-// options.device_argmax, OutputRow::greedy_token is each row's argmax, computed on the device).
-// Weights are uploaded once (or handed over already on the device) and shared by both methods.
-// Thread-safety: every call from one thread (the engine's).
+// every session is as it was. A one-session greedy step may run the session's next step ahead
+// (options.run_ahead, cuda_executor_ahead.cpp): enqueued before this one is waited for, taken by
+// the execute() that asks for it, given back by any other call. Sampling is not done here:
+// OutputRow::token stays kNoToken (with options.device_argmax, OutputRow::greedy_token is each
+// row's argmax, computed on the device). Weights are uploaded once (or handed over already on the
+// device) and shared by both methods. Thread-safety: every call from one thread (the engine's).
 #pragma once
 
 #include <cublas_v2.h>
@@ -55,8 +57,10 @@ struct CudaExecutorStats {
   int64_t num_padding_rows = 0;    // decode rows padded up to a static width
   // With CudaExecutorOptions::time_steps, the last step's device time: from its first upload to
   // the end of its last copy to the host (the host's preparation before, and its wait after, not
-  // counted). 0 without.
+  // counted). 0 without, and for a step run ahead (its device work began before it was asked).
   double last_step_device_ms = 0.0;
+  int64_t num_steps_run_ahead = 0;      // steps execute() found already run (options.run_ahead)
+  int64_t num_steps_ahead_dropped = 0;  // steps run ahead that no execute() asked for
 };
 
 class CudaExecutor final : public TableExecutor {
@@ -82,6 +86,15 @@ class CudaExecutor final : public TableExecutor {
   StatusOr<BatchOutput> execute(const BatchInput& batch, bool return_logits) override;
   bool computes_greedy_tokens() const override { return options_.device_argmax; }
 
+  // TableExecutor's session verbs, each dropping a step run ahead first (options.run_ahead);
+  // cache_usage() and session_length() answer as if it were dropped, without dropping it.
+  CacheUsage cache_usage() const override;
+  std::optional<SessionId> open_session() override;
+  Status close_session(SessionId id) override;
+  StatusOr<SessionId> clone_session(SessionId src, int32_t upto) override;
+  StatusOr<int32_t> session_length(SessionId id) const override;
+  Status rewind_session(SessionId id, int32_t pos) override;
+
   // The kept rows' logits of the last successful execute(), [outputs, vocab] f32 in pinned host
   // memory; valid until the next execute().
   std::span<const float> last_logits() const { return last_logits_; }
@@ -106,8 +119,28 @@ class CudaExecutor final : public TableExecutor {
   Status validate();
   Status capture_graphs();
   // One call of the plan: declare + place its real tokens, grow the pool, upload, run the
-  // forward (graph or eager), copy the kept rows' logits to pinned memory at `first_kept`.
-  Status run_call(const PackedStep& step, const SliceCall& call, bool copy_logits);
+  // forward (graph or eager), copy the kept rows' logits to pinned memory at `first_kept` and,
+  // with device_argmax, their argmax tokens to `host_tokens` (host_tokens_ when null).
+  // `token_source` (device, or null): the call's tokens are copied from there after the upload
+  // (a step run ahead reads the previous step's argmax). `timed`: the step's first call records
+  // step_begin_ (options.time_steps).
+  Status run_call(const PackedStep& step, const SliceCall& call, bool copy_logits,
+                  int32_t* host_tokens = nullptr, const int32_t* token_source = nullptr,
+                  bool timed = true);
+
+  // Run ahead (cuda_executor_ahead.cpp). Whether `batch` is one session's one-token step whose
+  // token is the previous one-session step's argmax at the position after it, asking for no
+  // logits, with running ahead possible.
+  bool follows_greedy(const BatchInput& batch, bool return_logits) const;
+  // Packs, places and enqueues the one-token step of `session` at `position`, its token the
+  // argmax the stream computes last; a refusal (pool, context, anything) just runs nothing ahead.
+  void run_ahead(SessionId session, int32_t position);
+  // Gives back a step run ahead that nobody asked for (its cell freed, the session as before).
+  void drop_ahead();
+  // execute() of the step run ahead: waits for it and returns its output (and runs the next).
+  StatusOr<BatchOutput> take_ahead();
+  // Remembers the greedy token a one-session step returned (or forgets, for any other step).
+  void note_greedy(const BatchInput& batch, const BatchOutput& output);
 
   ModelConfig config_;
   const ModelWeights* host_weights_ = nullptr;  // until initialize() uploads them
@@ -134,7 +167,32 @@ class CudaExecutor final : public TableExecutor {
   CellStep cell_step_;    // reused by every call
   CudaEvent step_begin_;  // options.time_steps: before the first call's upload
   CudaEvent step_end_;    // after the last call's copies
+  CudaEvent step_done_;   // after a step's own calls: what execute() waits for
   CudaExecutorStats stats_;
+
+  // A one-token greedy decode step enqueued before anyone asked for it (options.run_ahead).
+  struct AheadStep {
+    SessionId session = 0;
+    int32_t position = 0;  // its token's position: the session's length without it
+    PackedStep step;       // packed and placed; dropped by abort_step()
+    int slot = 0;          // which ahead_slots_ entry receives its token and marks its end
+    CacheUsage usage;      // the pool before it was placed: what cache_usage() reports
+  };
+  struct AheadSlot {
+    PinnedBuffer token;  // [1] int32: the step's argmax
+    CudaEvent done;      // after its copy
+  };
+  // The last one-session step's greedy token, and the position the token takes when fed back.
+  struct GreedyTail {
+    SessionId session = 0;
+    int32_t position = -1;
+    int32_t token = -1;
+  };
+  std::optional<AheadStep> ahead_;
+  AheadSlot ahead_slots_[2];
+  int next_ahead_slot_ = 0;
+  GreedyTail greedy_tail_;
+  int32_t ahead_payload_ = 0;  // the placeholder token packed for a step run ahead
 };
 
 }  // namespace cellm
