@@ -304,6 +304,11 @@ StatusOr<BatchOutput> CudaExecutor::execute(const BatchInput& batch, bool return
   }
   if (!ahead_.has_value()) commit_step();  // else its pack() committed this step
   note_greedy(batch, output);
+  count_step(calls);
+  return output;
+}
+
+void CudaExecutor::count_step(const std::vector<SliceCall>& calls) {
   ++stats_.num_steps;
   for (const SliceCall& call : calls) {
     if (call.method == SliceMethod::kPrefill) {
@@ -315,7 +320,6 @@ StatusOr<BatchOutput> CudaExecutor::execute(const BatchInput& batch, bool return
     stats_.num_tokens += call.num_tokens;
     stats_.num_padding_rows += call.width - call.num_tokens;
   }
-  return output;
 }
 
 Status CudaExecutor::run_call(const PackedStep& step, const SliceCall& call, bool copy_logits,

@@ -141,6 +141,8 @@ class CudaExecutor final : public TableExecutor {
   StatusOr<BatchOutput> take_ahead();
   // Remembers the greedy token a one-session step returned (or forgets, for any other step).
   void note_greedy(const BatchInput& batch, const BatchOutput& output);
+  // A successful step of these calls in stats_.
+  void count_step(const std::vector<SliceCall>& calls);
 
   ModelConfig config_;
   const ModelWeights* host_weights_ = nullptr;  // until initialize() uploads them
@@ -175,6 +177,7 @@ class CudaExecutor final : public TableExecutor {
     SessionId session = 0;
     int32_t position = 0;  // its token's position: the session's length without it
     PackedStep step;       // packed and placed; dropped by abort_step()
+    SliceCall call;        // its one decode call
     int slot = 0;          // which ahead_slots_ entry receives its token and marks its end
     CacheUsage usage;      // the pool before it was placed: what cache_usage() reports
   };

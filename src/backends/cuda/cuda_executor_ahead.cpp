@@ -54,7 +54,7 @@ void CudaExecutor::run_ahead(SessionId session, int32_t position) {
     return;
   }
   next_ahead_slot_ = 1 - slot;
-  ahead_ = AheadStep{session, position, std::move(packed).value(), slot, usage};
+  ahead_ = AheadStep{session, position, std::move(packed).value(), calls[0], slot, usage};
 }
 
 void CudaExecutor::drop_ahead() {
@@ -81,19 +81,15 @@ StatusOr<BatchOutput> CudaExecutor::take_ahead() {
   const int32_t token = slot.token.as<int32_t>()[0];
   output.outputs[0].greedy_token = token < 0 ? kNoToken : token;  // -1: nothing finite
   if (!ahead_.has_value()) commit_step();  // else the next step's pack() committed it
-  BatchInput asked;
-  asked.inputs.push_back({taken.session, taken.position, {}, 0, 1, true});
-  note_greedy(asked, output);
-  if (output.outputs[0].greedy_token == kNoToken) drop_ahead();  // it ran on no token
+  if (token < 0) {
+    greedy_tail_ = {};
+    drop_ahead();  // it ran on no token
+  } else {
+    greedy_tail_ = {taken.session, taken.position + 1, token};
+  }
   stats_.last_step_device_ms = 0.0;
-  ++stats_.num_steps;
   ++stats_.num_steps_run_ahead;
-  ++stats_.num_decode_calls;
-  ++stats_.num_graph_launches;
-  ++stats_.num_tokens;
-  const std::vector<SliceCall> calls =
-      plan_slices(1, spec_.max_step_tokens, spec_.min_prefill_chunk, spec_.decode_widths);
-  stats_.num_padding_rows += calls[0].width - 1;
+  count_step({taken.call});
   return output;
 }
 
