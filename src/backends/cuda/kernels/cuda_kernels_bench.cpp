@@ -5,13 +5,16 @@
 // kernels at decode and prefill shapes. Every timed region is a captured CUDA graph of several
 // launches (weights rotated through copies larger than L2), replayed after a warm-up; medians.
 // Usage: cuda_kernels_bench [--quick] [--attention] [--wide] [--barrier] (only those sections;
-// --wide: the wide path by token count; --barrier: a grid-wide barrier's cost at 1–8 blocks per
-// SM). Prints tables; never pass/fail (exit 1 only on errors).
+// --wide: the wide path by token count — CELLM_BENCH_WIDE_M, _SHAPE, _TYPE in the environment keep
+// one token count, the shapes whose name holds the text, one weight type (for ncu); --barrier: a
+// grid-wide barrier's cost at 1–8 blocks per SM). Prints tables; never pass/fail (exit 1 only on
+// errors).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <numeric>
@@ -248,12 +251,17 @@ void bench_wide(cudaStream_t stream, cublasHandle_t cublas, double copy_bw, doub
   std::printf(
       "\n== wide path by token count: TFLOP/s (%% of %.0f) / weight GB/s (%% of %.0f copy) ==\n",
       tc_rate / 1e12, copy_bw / 1e9);
-  const int ms[] = {8, 16, 32, 64, 128, 256, 512};
+  std::vector<int> ms = {8, 16, 32, 64, 128, 256, 512};
+  if (const char* only = std::getenv("CELLM_BENCH_WIDE_M")) ms = {std::atoi(only)};
+  const char* only_shape = std::getenv("CELLM_BENCH_WIDE_SHAPE");
+  const char* only_type = std::getenv("CELLM_BENCH_WIDE_TYPE");
   std::printf("%-22s %-6s", "shape", "type");
   for (const int m : ms) std::printf("          M=%-4d", m);
   std::printf("\n");
   for (const MatShape& shape : kShapes) {
+    if (only_shape != nullptr && std::strstr(shape.name, only_shape) == nullptr) continue;
     for (const TensorType type : {TensorType::kBF16, TensorType::kQ8_0, TensorType::kQ4_0}) {
+      if (only_type != nullptr && std::string(tensor_type_name(type)) != only_type) continue;
       MatmulOperands operands(shape, type, 30, 6, cublas, stream);
       MatmulParams& p = operands.params;
       const size_t scratch_bytes = matmul_wide_scratch_bytes(p.w, static_cast<int32_t>(kMaxTokens));

@@ -74,7 +74,7 @@ __global__ void __launch_bounds__(256)
 // kMTiles m-tiles of 16 tokens per block: 1 or 2 for a few tokens (decode of a few sessions), so
 // the block does no mma work for tokens it does not have.
 template <TensorType kType, int kMTiles>
-__global__ void __launch_bounds__(kThreads, FusedWeight<kType>::kMinBlocks)
+__global__ void __launch_bounds__(kThreads, FusedWeight<kType>::min_blocks(kMTiles))
     fused_quantized_kernel(const FusedArgs args) {
   pdl_launch_dependents();
   using W = FusedWeight<kType>;
@@ -140,12 +140,13 @@ __global__ void __launch_bounds__(kThreads, FusedWeight<kType>::kMinBlocks)
       sc[nt] = load_u4(W::scales(rows[nt], args.num_cols, span));
     }
   };
-  // With few tokens the accumulators leave registers for the next span's weights: they are
-  // loaded before the current span's math, so the weight stream does not wait for it.
-  constexpr bool kPrefetch = kMTiles == 1;
+  // Where the registers hold them (W::prefetches), the next span's weights are loaded before the
+  // current span's math, so the weight stream does not wait for it.
+  constexpr bool kPrefetch = W::prefetches(kMTiles);
   // Up to 32 tokens the B fragments hold the weights' integers and each block's sum is scaled
-  // after its two mmas (fewer instructions per weight); 64-token tiles scale the weights before
-  // (the separate block sums would not fit the registers beside 64 accumulators).
+  // after its two mmas (fewer instructions per weight); 64-token tiles scale the weights before,
+  // on bf16 pairs (W::scaled_fragment; the separate block sums would not fit the registers beside
+  // 64 accumulators).
   constexpr bool kIntegerFragments = kMTiles <= 2;
   uint32_t next_wq[kPrefetch ? 4 : 1][W::kWords];
   uint4 next_sc[kPrefetch ? 4 : 1];
@@ -229,19 +230,17 @@ __global__ void __launch_bounds__(kThreads, FusedWeight<kType>::kMinBlocks)
         CELLM_UNROLL
         for (int bb = 0; bb < 4; ++bb) {
           const int b = 4 * half + bb;
-          float d[4];
+          uint32_t d2[4];  // block b's scale of each n-tile's row g, as a bf16 pair
           CELLM_UNROLL
-          for (int nt = 0; nt < 4; ++nt) d[nt] = f16_bits_to_float(half_of(sc[nt], b));
+          for (int nt = 0; nt < 4; ++nt) {
+            const float d = f16_bits_to_float(half_of(sc[nt], b));
+            d2[nt] = pack_pair<false>(d, d);
+          }
           CELLM_UNROLL
           for (int h = 0; h < 2; ++h) {
             uint32_t bf[4][2];
             CELLM_UNROLL
-            for (int nt = 0; nt < 4; ++nt) {
-              float v[4];
-              W::values(wq[nt], b, h, v);
-              bf[nt][0] = pack_pair<false>(__fmul_rn(v[0], d[nt]), __fmul_rn(v[1], d[nt]));
-              bf[nt][1] = pack_pair<false>(__fmul_rn(v[2], d[nt]), __fmul_rn(v[3], d[nt]));
-            }
+            for (int nt = 0; nt < 4; ++nt) W::scaled_fragment(wq[nt], b, h, d2[nt], bf[nt]);
             CELLM_UNROLL
             for (int mt = 0; mt < kMTiles; ++mt) {
               uint32_t a[4];
@@ -347,15 +346,15 @@ Status launch_matmul_wide_fused(const MatmulParams& p, cudaStream_t stream) {
     return launch_status("matmul_wide_fused: device attributes");
   }
   // Split the columns when the row × token blocks leave the GPU short of the blocks an SM holds
-  // (3 for Q4_0, 2 for Q8_0: at 8 tokens the better of 2, 3 and 4 per SM on the H200), as far as
-  // the scratch holds the partial sums.
+  // (FusedWeight::min_blocks: Q4_0 3 at one m-tile — at 8 tokens the better of 2, 3 and 4 per SM
+  // on the H200 — else 2), as far as the scratch holds the partial sums.
   const int m_tiles = m <= 16 ? 1 : m <= 32 ? 2 : kMaxMTiles;
   const int block_tokens = 16 * m_tiles;
   const int64_t blocks = ceil_div(n, kBlockRows) * ceil_div(m, block_tokens);
   const auto num_spans = static_cast<int32_t>(k / kSpan);
   const int64_t resident = p.w.type == TensorType::kQ4_0
-                               ? FusedWeight<TensorType::kQ4_0>::kMinBlocks
-                               : FusedWeight<TensorType::kQ8_0>::kMinBlocks;
+                               ? FusedWeight<TensorType::kQ4_0>::min_blocks(m_tiles)
+                               : FusedWeight<TensorType::kQ8_0>::min_blocks(m_tiles);
   int64_t splits = std::clamp<int64_t>(ceil_div(resident * static_cast<int64_t>(num_sms), blocks),
                                        1, std::min<int64_t>(num_spans, kMaxSplits));
   const size_t split_bytes = static_cast<size_t>(m) * static_cast<size_t>(n) * sizeof(float);
