@@ -6,13 +6,13 @@
 // both operands). The kernel's blocks own 128 weight rows × 64 tokens (16 or 32 when there are no
 // more, so a decode step of a few sessions does no mma work for padding tokens): each lane loads
 // its weight bytes straight from global memory (32 contiguous bytes per 256 columns for Q4_0, 64
-// for Q8_0) — the next 256 columns' before the current ones' math, where its registers allow —
-// and turns them in registers into mma B fragments, multiplied with activation fragments staged
-// in shared memory (cp.async, two stages of 128 columns) by mma.sync m16n8k16. Up to 32 tokens
-// the fragments hold the weights' integer values (q − offset, exact in bf16), each 32-column
-// block is summed in f32 on its own, then multiplied by the rows' block scales in f32 and added —
-// so only the activations are rounded (to bf16); 64-token tiles multiply the integers by the
-// block scale on bf16 pairs first (d rounded to bf16, then the product: two roundings per weight).
+// for Q8_0) — the next 256 columns' before the current ones' math — and turns them in registers
+// into mma B fragments, multiplied with activation fragments staged in shared memory (cp.async,
+// two stages of 128 columns) by mma.sync m16n8k16. Up to 16 tokens the fragments hold the
+// weights' integer values (q − offset, exact in bf16), each 32-column block is summed in f32 on
+// its own, then multiplied by the rows' block scales in f32 and added — so only the activations
+// are rounded (to bf16); 32- and 64-token tiles multiply the integers by the block scale on bf16
+// pairs first (d rounded to bf16, then the product: two roundings per weight).
 // The dequantization costs a few integer operations per pair of weights. When the weight has too
 // few rows to fill the GPU the columns are split (split-K) and a second kernel adds the splits'
 // partial sums in a fixed order (deterministic) into y. The three launches (activation permute,

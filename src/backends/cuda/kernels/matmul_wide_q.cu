@@ -140,36 +140,31 @@ __global__ void __launch_bounds__(kThreads, FusedWeight<kType>::min_blocks(kMTil
       sc[nt] = load_u4(W::scales(rows[nt], args.num_cols, span));
     }
   };
-  // Where the registers hold them (W::prefetches), the next span's weights are loaded before the
-  // current span's math, so the weight stream does not wait for it.
-  constexpr bool kPrefetch = W::prefetches(kMTiles);
-  // Up to 32 tokens the B fragments hold the weights' integers and each block's sum is scaled
-  // after its two mmas (fewer instructions per weight); 64-token tiles scale the weights before,
-  // on bf16 pairs (W::scaled_fragment; the separate block sums would not fit the registers beside
-  // 64 accumulators).
-  constexpr bool kIntegerFragments = kMTiles <= 2;
-  uint32_t next_wq[kPrefetch ? 4 : 1][W::kWords];
-  uint4 next_sc[kPrefetch ? 4 : 1];
-  if constexpr (kPrefetch) {
-    if (span_begin < span_end) load_span(span_begin, next_wq, next_sc);  // weights: before the wait
-  }
+  // A span's weights are loaded a span ahead — before the current span's math — so the weight
+  // stream does not wait for it (the register bound of two blocks per SM beyond one m-tile leaves
+  // room for them).
+  // At one m-tile (up to 16 tokens) the B fragments hold the weights' integers and each block's
+  // sum is scaled after its two mmas (exact products); wider tiles scale the weights before, on
+  // bf16 pairs (W::scaled_fragment: fewer instructions per weight and no separate block sums
+  // beside 32 or 64 accumulators — on the H200 5–7% more 24–32-session decode than the integer
+  // fragments at two m-tiles, which at four do not fit the registers).
+  constexpr bool kIntegerFragments = kMTiles == 1;
+  uint32_t next_wq[4][W::kWords];
+  uint4 next_sc[4];
+  if (span_begin < span_end) load_span(span_begin, next_wq, next_sc);  // weights: before the wait
   pdl_wait();  // the activations come from the permute launch
 
   if (num_stages > 0) stage(0);
   for (int32_t span = span_begin; span < span_end; ++span) {
     uint32_t wq[4][W::kWords];
     uint4 sc[4];
-    if constexpr (kPrefetch) {
+    CELLM_UNROLL
+    for (int nt = 0; nt < 4; ++nt) {
       CELLM_UNROLL
-      for (int nt = 0; nt < 4; ++nt) {
-        CELLM_UNROLL
-        for (int v = 0; v < W::kWords; ++v) wq[nt][v] = next_wq[nt][v];
-        sc[nt] = next_sc[nt];
-      }
-      if (span + 1 < span_end) load_span(span + 1, next_wq, next_sc);
-    } else {
-      load_span(span, wq, sc);
+      for (int v = 0; v < W::kWords; ++v) wq[nt][v] = next_wq[nt][v];
+      sc[nt] = next_sc[nt];
     }
+    if (span + 1 < span_end) load_span(span + 1, next_wq, next_sc);
     CELLM_UNROLL
     for (int half = 0; half < 2; ++half) {
       const int q = 2 * (span - span_begin) + half;

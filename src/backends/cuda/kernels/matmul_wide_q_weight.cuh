@@ -1,8 +1,8 @@
 // matmul_wide_q_weight: how a lane of the fused quantized tensor-core product (matmul_wide_q.cu)
 // turns its weight bytes into mma B fragments, per type: where its bytes and block scales sit in
-// an interleaved row (weight_decode.cuh's layout), the integer fragments of a k-step (up to 32
-// tokens) and its scaled fragments (64-token tiles: made on bf16 pairs, two or three instructions
-// per pair of weights), how many blocks an SM must hold and whether a lane prefetches.
+// an interleaved row (weight_decode.cuh's layout), the integer fragments of a k-step (one m-tile:
+// up to 16 tokens) and its scaled fragments (32- and 64-token tiles: made on bf16 pairs, two or
+// three instructions per pair of weights), and how many blocks an SM must hold.
 // The element order: in span s (256 columns) lane l ∈ [0, 8) of a row owns elements 32b + 4l + i
 // (i < 4) of every block b — for Q4_0 in qs bytes [128s + 16l, +16) (word w, byte i: block 2w low
 // nibble, block 2w + 1 high nibble), for Q8_0 in bytes [256s + 32l, +32) (word b, byte i). A
@@ -39,12 +39,10 @@ struct FusedWeight;
 template <>
 struct FusedWeight<TensorType::kQ4_0> {
   static constexpr int kWords = 8;  // lanes 2t and 2t + 1 of a span: 32 contiguous bytes
-  // Blocks an SM holds (the kernel's register bound) and whether a lane loads the next span's
-  // weights during the current span's math, by m-tiles: with the next span in registers the
-  // 2- and 4-tile kernels hold two blocks per SM, not three (measured on the H200: 5–14% more
-  // 24–256-session q4_0 decode, docs/perf/prefill_and_batch.md).
+  // Blocks an SM holds (the kernel's register bound), by m-tiles: with the next span's weights
+  // in registers the 2- and 4-tile kernels hold two, not three (on the H200 faster than three
+  // without them: docs/perf/prefill_and_batch.md, version 2).
   CELLM_HD_INLINE static constexpr int min_blocks(int m_tiles) { return m_tiles == 1 ? 3 : 2; }
-  CELLM_HD_INLINE static constexpr bool prefetches(int /*m_tiles*/) { return true; }
   __device__ __forceinline__ static const uint8_t* quants(const uint8_t* row, int64_t span, int t) {
     return row + 128 * span + 32 * t;
   }
@@ -79,9 +77,8 @@ struct FusedWeight<TensorType::kQ4_0> {
 template <>
 struct FusedWeight<TensorType::kQ8_0> {
   static constexpr int kWords = 16;  // lanes 2t and 2t + 1 of a span: 64 contiguous bytes
-  // As FusedWeight<kQ4_0>'s; the 2-tile kernel (253 registers) has no room for the next span.
+  // As FusedWeight<kQ4_0>'s: two at every m-tile count.
   CELLM_HD_INLINE static constexpr int min_blocks(int /*m_tiles*/) { return 2; }
-  CELLM_HD_INLINE static constexpr bool prefetches(int m_tiles) { return m_tiles != 2; }
   __device__ __forceinline__ static const uint8_t* quants(const uint8_t* row, int64_t span, int t) {
     return row + 256 * span + 64 * t;
   }
@@ -104,11 +101,11 @@ struct FusedWeight<TensorType::kQ8_0> {
     frag[1] = pack_pair<false>(v[2], v[3]);
   }
   // The same elements as bf16 pairs of q (exact) times the block scale d (a bf16 pair (d, d)), as
-  // FusedWeight<kQ4_0>'s, for the 64-token tiles. The pairs are made on bf16 pairs: under the
+  // FusedWeight<kQ4_0>'s, for the wider tiles. The pairs are made on bf16 pairs: under the
   // exponent byte 0x43 the low 7 bits m of u = q + 128 give 128 + m, and the top bit of u (which
   // lands on the exponent's lowest bit, cleared) picks what to subtract — 128 when set (u = 128 +
   // m), else 256 (u = m): three bit operations and one subtraction per pair (the fragment above
-  // measured faster for the integer tiles of up to 32 tokens, this one for 64-token tiles).
+  // measured 5–7% faster for the integer tiles, this one faster in the scaled ones).
   __device__ __forceinline__ static void scaled_fragment(const uint32_t (&w)[kWords], int b, int h,
                                                          uint32_t d2, uint32_t (&frag)[2]) {
     const uint32_t word = w[8 * h + b] ^ 0x80808080u;
