@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -20,6 +21,7 @@
 
 #include "backends/cuda/cuda_e2e_support.h"
 #include "backends/cuda/kernels/attention.cuh"
+#include "backends/cuda/kernels/matmul.cuh"
 #include "backends/cuda/model_geometry.h"
 
 namespace cellm {
@@ -527,6 +529,70 @@ TEST(CudaRandomModelTest, SmallBatchesOnInt8TensorCoresStayWithinInt8Rounding) {
       EXPECT_GT(worst_relative, 0.0f) << "int8 activations were not used";
       EXPECT_LT(worst_relative, 0.05f);
       EXPECT_GE(same_argmax, rows * 9 / 10);
+    }
+  }
+}
+
+// Steps of 17–256 rows of Q8_0 / Q4_0 models run the fused wide product, whose bf16 input the
+// RMSNorm and SwiGLU before it write in its column order (CudaForward::takes_wide_input): on a
+// random model, 20 and 40 sessions (a three-token prompt each, then decode steps) must give the
+// logits of the same executor with that turned off (CELLM_CUDA_WIDE_INPUT=0: a permute launch per
+// product) bit for bit.
+TEST(CudaRandomModelTest, WideStepsGetTheirProductsInputFromTheKernelBeforeToTheSameBits) {
+  ASSERT_NO_FATAL_FAILURE(testing::require_cuda_device());
+  const StatusOr<ModelConfig> config = named_geometry("tiny");
+  ASSERT_TRUE(config.ok());
+  for (const TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0}) {
+    SCOPED_TRACE(std::string(tensor_type_name(type)));
+    auto weights = CudaWeights::random(*config, {type, 19}, CudaWeightsOptions{});
+    ASSERT_TRUE(weights.ok()) << weights.status().to_string();
+    std::shared_ptr<const CudaWeights> shared = std::move(weights).value();
+    const ProgramSpec spec =
+        random_program(*config, 256, 128, 33, {1, 2, 4, 8, 16, 32, 64}, KvDtype::kBF16, 4096);
+    // The steps below do run the fused wide product (20 and 40 sessions: widths 32 and 64).
+    ASSERT_TRUE(kernels::matmul_takes_x_wide(shared->layer(0).gate_up, 32, false));
+    ASSERT_TRUE(kernels::matmul_takes_x_wide(shared->layer(0).w_down, 64, false));
+    CudaExecutor wide(*config, shared, spec);
+    ASSERT_TRUE(wide.initialize().ok());
+    ASSERT_EQ(setenv("CELLM_CUDA_WIDE_INPUT", "0", 1), 0);
+    CudaExecutor permuting(*config, shared, spec);
+    const Status initialized = permuting.initialize();
+    ASSERT_EQ(unsetenv("CELLM_CUDA_WIDE_INPUT"), 0);
+    ASSERT_TRUE(initialized.ok()) << initialized.to_string();
+    for (const int32_t num_sessions : {20, 40}) {
+      std::vector<SessionId> a_sessions;
+      std::vector<SessionId> b_sessions;
+      for (int32_t i = 0; i < num_sessions; ++i) {
+        a_sessions.push_back(*wide.open_session());
+        b_sessions.push_back(*permuting.open_session());
+      }
+      std::vector<int32_t> tokens(static_cast<size_t>(3 * num_sessions));
+      int32_t position = 0;
+      for (int32_t step = 0; step < 4; ++step) {
+        const int32_t length = step == 0 ? 3 : 1;  // a prompt, then one token per step
+        BatchInput a_batch;
+        BatchInput b_batch;
+        for (int32_t i = 0; i < num_sessions; ++i) {
+          for (int32_t t = 0; t < length; ++t) {
+            tokens[static_cast<size_t>(3 * i + t)] =
+                (step * 977 + i * 131 + t * 17 + 5) % config->vocab_size;
+          }
+          const std::span<const int32_t> input(&tokens[static_cast<size_t>(3 * i)],
+                                               static_cast<size_t>(length));
+          a_batch.inputs.push_back(testing::step_input(a_sessions[static_cast<size_t>(i)], position,
+                                                       input, 0, length, true));
+          b_batch.inputs.push_back(testing::step_input(b_sessions[static_cast<size_t>(i)], position,
+                                                       input, 0, length, true));
+        }
+        position += length;
+        const BatchOutput a = testing::execute_ok(wide, a_batch);
+        const std::vector<float> a_logits(a.logits.begin(), a.logits.end());
+        const BatchOutput b = testing::execute_ok(permuting, b_batch);
+        ASSERT_EQ(a_logits.size(), static_cast<size_t>(num_sessions * config->vocab_size));
+        ASSERT_EQ(a_logits.size(), b.logits.size());
+        EXPECT_EQ(testing::max_abs_diff(a_logits, b.logits), 0.0f)
+            << num_sessions << " sessions, step " << step;
+      }
     }
   }
 }

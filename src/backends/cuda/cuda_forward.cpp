@@ -10,6 +10,7 @@
 #include "backends/cuda/kernels/embedding.cuh"
 #include "backends/cuda/kernels/matmul.cuh"
 #include "backends/cuda/kernels/matmul_int8.cuh"
+#include "backends/cuda/kernels/matmul_wide.cuh"
 #include "backends/cuda/kernels/quantize_activations.cuh"
 #include "backends/cuda/kernels/rms_norm.cuh"
 #include "backends/cuda/kernels/rope_kv.cuh"
@@ -109,6 +110,8 @@ StatusOr<std::unique_ptr<CudaForward>> CudaForward::create(const ModelConfig& co
       q8_rows * max_k,                              // int8 activations
       q8_rows * (max_k / 32 + 1) * sizeof(float),   // their scales
       w * static_cast<size_t>(std::max(c.rope.num_rotary_dims, 0) / 2) * sizeof(float2),  // RoPE
+      std::min(w, static_cast<size_t>(kernels::kFusedMaxTokens)) * max_k *
+          sizeof(uint16_t),  // x wide
   };
   size_t total = 0;
   for (const size_t s : sizes) total += aligned(s);
@@ -134,6 +137,7 @@ StatusOr<std::unique_ptr<CudaForward>> CudaForward::create(const ModelConfig& co
   forward->x_q8_ = reinterpret_cast<int8_t*>(take(sizes[12]));
   forward->x_q8_scales_ = reinterpret_cast<float*>(take(sizes[13]));
   forward->rope_table_ = reinterpret_cast<float2*>(take(sizes[14]));
+  forward->x_wide_ = reinterpret_cast<uint16_t*>(take(sizes[15]));
   CELLM_CUDA_RETURN_IF_ERROR(cudaMemset(forward->zero_rows_, 0, sizes[9]));
   CELLM_CUDA_RETURN_IF_ERROR(cudaMemset(forward->argmax_scratch_, 0, sizes[11]));
   forward->plan_fused_path();
@@ -143,15 +147,16 @@ StatusOr<std::unique_ptr<CudaForward>> CudaForward::create(const ModelConfig& co
 
 Status CudaForward::matmul(const kernels::DeviceWeight& w, const float* x, int64_t x_stride,
                            int32_t rows, float* y, int64_t y_stride, bool accumulate,
-                           cudaStream_t stream) {
+                           cudaStream_t stream, const uint16_t* x_wide) {
   if (int8_matmul_applies(w, rows)) {
     return int8_matmul(w, x, x_stride, nullptr, nullptr, nullptr, rows, y, y_stride, accumulate,
                        stream);
   }
   kernels::MatmulParams p;
   p.w = w;
-  p.x = x;
+  p.x = x_wide == nullptr ? x : nullptr;
   p.x_stride = x_stride;
+  p.x_wide = x_wide;
   p.num_tokens = rows;
   p.y = y;
   p.y_stride = y_stride;
@@ -161,6 +166,11 @@ Status CudaForward::matmul(const kernels::DeviceWeight& w, const float* x, int64
   p.scratch = matmul_scratch_;
   p.scratch_bytes = matmul_scratch_bytes_;
   return kernels::launch_matmul(p, stream);
+}
+
+bool CudaForward::takes_wide_input(const kernels::DeviceWeight& w, int32_t rows) const {
+  return wide_input_ && w.data != nullptr && !int8_matmul_applies(w, rows) &&
+         kernels::matmul_takes_x_wide(w, rows, weights_.bf16_copy(w) != nullptr);
 }
 
 bool CudaForward::int8_matmul_applies(const kernels::DeviceWeight& w, int32_t rows) const {
@@ -214,7 +224,7 @@ Status CudaForward::int8_product(const kernels::DeviceWeight& w, const float* bi
 }
 
 Status CudaForward::rms_norm(const float* weight, float* x, float* y, int32_t rows,
-                             cudaStream_t stream) {
+                             cudaStream_t stream, uint16_t* y_wide) {
   kernels::RmsNormParams p;
   p.num_rows = rows;
   p.dim = config_.hidden_size;
@@ -222,8 +232,9 @@ Status CudaForward::rms_norm(const float* weight, float* x, float* y, int32_t ro
   p.weight = weight;
   p.x = x;
   p.x_stride = config_.hidden_size;
-  p.y = y;
+  p.y = y_wide == nullptr ? y : nullptr;
   p.y_stride = config_.hidden_size;
+  p.y_wide = y_wide;
   return kernels::launch_rms_norm(p, stream);
 }
 
@@ -251,8 +262,9 @@ int32_t CudaForward::decode_splits(int32_t tokens, int32_t max_context) const {
 }
 
 Status CudaForward::attention(const DeviceStep& step, int32_t layer, int32_t rows, bool is_static,
-                              cudaStream_t stream, bool* q8) {
+                              cudaStream_t stream, bool* q8, bool* wide) {
   if (q8 != nullptr) *q8 = false;
+  if (wide != nullptr) *wide = false;
   const ModelConfig& c = config_;
   kernels::AttentionArgs args;
   args.num_tokens = rows;
@@ -286,6 +298,10 @@ Status CudaForward::attention(const DeviceStep& step, int32_t layer, int32_t row
   decode.min_cells_per_split = rows * c.num_kv_heads < num_sms_ ? 64 : 256;
   decode.scratch = static_cast<float*>(attention_scratch_);
   decode.scratch_bytes = attention_scratch_bytes_;
+  if (wide != nullptr) {
+    decode.args.out_wide = x_wide_;
+    *wide = true;
+  }
   if (q8 != nullptr && kernels::decode_attention_writes_q8(decode)) {
     decode.args.out_q8 = x_q8_;
     decode.args.out_q8_scales = x_q8_scales_;
@@ -334,15 +350,20 @@ Status CudaForward::enqueue(const DeviceStep& step, ForwardShape shape, cudaStre
     // q/k norms, RoPE on q and k, K and V into the tokens' rows.
     if (!rope_in_product) CELLM_RETURN_IF_ERROR(rope_kv(step, l, rows, stream));
 
-    // The output product's int8 input straight from the decode attention where both can.
+    // The output product's int8 input, or its bf16 input in the fused wide product's order,
+    // straight from the decode attention where both can.
     const bool o_int8 = attention_q8_ && int8_matmul_applies(w.wo, rows);
+    const bool o_wide = takes_wide_input(w.wo, rows);
     bool attention_wrote_q8 = false;
-    CELLM_RETURN_IF_ERROR(
-        attention(step, l, rows, is_static, stream, o_int8 ? &attention_wrote_q8 : nullptr));
+    bool attention_wrote_wide = false;
+    CELLM_RETURN_IF_ERROR(attention(step, l, rows, is_static, stream,
+                                    o_int8 ? &attention_wrote_q8 : nullptr,
+                                    o_wide ? &attention_wrote_wide : nullptr));
     if (attention_wrote_q8) {
       CELLM_RETURN_IF_ERROR(int8_product(w.wo, nullptr, rows, x_, hidden, true, stream));
     } else {
-      CELLM_RETURN_IF_ERROR(matmul(w.wo, attn_, attn_width, rows, x_, hidden, true, stream));
+      CELLM_RETURN_IF_ERROR(matmul(w.wo, attn_, attn_width, rows, x_, hidden, true, stream,
+                                   attention_wrote_wide ? x_wide_ : nullptr));
     }
 
     // gate | up of the normed residual (the norm folded as above), SwiGLU (folded into the int8
@@ -351,15 +372,20 @@ Status CudaForward::enqueue(const DeviceStep& step, ForwardShape shape, cudaStre
       CELLM_RETURN_IF_ERROR(int8_matmul(w.gate_up, x_, hidden, nullptr, w.ffn_norm, nullptr, rows,
                                         gate_up_, 2 * ffn, false, stream));
     } else {
-      CELLM_RETURN_IF_ERROR(rms_norm(w.ffn_norm, x_, xn_, rows, stream));
+      uint16_t* wide =
+          (w.gate_up_fused() ? takes_wide_input(w.gate_up, rows)
+                             : takes_wide_input(w.w_gate, rows) && takes_wide_input(w.w_up, rows))
+              ? x_wide_
+              : nullptr;
+      CELLM_RETURN_IF_ERROR(rms_norm(w.ffn_norm, x_, xn_, rows, stream, wide));
       if (w.gate_up_fused()) {
         CELLM_RETURN_IF_ERROR(
-            matmul(w.gate_up, xn_, hidden, rows, gate_up_, 2 * ffn, false, stream));
+            matmul(w.gate_up, xn_, hidden, rows, gate_up_, 2 * ffn, false, stream, wide));
       } else {
         CELLM_RETURN_IF_ERROR(
-            matmul(w.w_gate, xn_, hidden, rows, gate_up_, 2 * ffn, false, stream));
+            matmul(w.w_gate, xn_, hidden, rows, gate_up_, 2 * ffn, false, stream, wide));
         CELLM_RETURN_IF_ERROR(
-            matmul(w.w_up, xn_, hidden, rows, gate_up_ + ffn, 2 * ffn, false, stream));
+            matmul(w.w_up, xn_, hidden, rows, gate_up_ + ffn, 2 * ffn, false, stream, wide));
       }
     }
     if (int8_matmul_applies(w.w_down, rows)) {  // SwiGLU folded into the down input's quantize
@@ -367,9 +393,14 @@ Status CudaForward::enqueue(const DeviceStep& step, ForwardShape shape, cudaStre
           quantize_input(gate_up_, 2 * ffn, nullptr, nullptr, gate_up_ + ffn, rows, ffn, stream));
       CELLM_RETURN_IF_ERROR(int8_product(w.w_down, nullptr, rows, x_, hidden, true, stream));
     } else {
-      CELLM_RETURN_IF_ERROR(
-          kernels::launch_swiglu(kernels::swiglu_fused_params(gate_up_, rows, ffn, act_), stream));
-      CELLM_RETURN_IF_ERROR(matmul(w.w_down, act_, ffn, rows, x_, hidden, true, stream));
+      kernels::SwigluParams swiglu = kernels::swiglu_fused_params(gate_up_, rows, ffn, act_);
+      uint16_t* wide = takes_wide_input(w.w_down, rows) ? x_wide_ : nullptr;
+      if (wide != nullptr) {
+        swiglu.out = nullptr;
+        swiglu.out_wide = wide;
+      }
+      CELLM_RETURN_IF_ERROR(kernels::launch_swiglu(swiglu, stream));
+      CELLM_RETURN_IF_ERROR(matmul(w.w_down, act_, ffn, rows, x_, hidden, true, stream, wide));
     }
   }
 
@@ -392,15 +423,21 @@ Status CudaForward::enqueue(const DeviceStep& step, ForwardShape shape, cudaStre
   gather.dst = xn_;
   gather.dst_stride = hidden;
   CELLM_RETURN_IF_ERROR(kernels::launch_row_gather(gather, stream));
-  CELLM_RETURN_IF_ERROR(rms_norm(weights_.output_norm(), xn_, xn_, kept, stream));
+  uint16_t* wide = takes_wide_input(weights_.output(), kept) ? x_wide_ : nullptr;
+  CELLM_RETURN_IF_ERROR(rms_norm(weights_.output_norm(), xn_, xn_, kept, stream, wide));
   CELLM_RETURN_IF_ERROR(
-      matmul(weights_.output(), xn_, hidden, kept, logits_, c.vocab_size, false, stream));
+      matmul(weights_.output(), xn_, hidden, kept, logits_, c.vocab_size, false, stream, wide));
   return argmax(kept, stream);
 }
 
 Status CudaForward::unfused_qkv(const CudaLayerWeights& w, int32_t rows, cudaStream_t stream) {
   const auto [hidden, q_width, kv_width, qkv_width, attn_width, ffn] = widths();
-  CELLM_RETURN_IF_ERROR(rms_norm(w.attn_norm, x_, xn_, rows, stream));
+  uint16_t* wide = (w.qkv_fused() ? takes_wide_input(w.qkv, rows)
+                                  : takes_wide_input(w.wq, rows) && takes_wide_input(w.wk, rows) &&
+                                        takes_wide_input(w.wv, rows))
+                       ? x_wide_
+                       : nullptr;
+  CELLM_RETURN_IF_ERROR(rms_norm(w.attn_norm, x_, xn_, rows, stream, wide));
   const bool bias = w.qkv_bias != nullptr;
   if (bias) {
     kernels::RowGatherParams g;
@@ -414,10 +451,13 @@ Status CudaForward::unfused_qkv(const CudaLayerWeights& w, int32_t rows, cudaStr
     g.dst_stride = qkv_width;
     CELLM_RETURN_IF_ERROR(kernels::launch_row_gather(g, stream));
   }
-  if (w.qkv_fused()) return matmul(w.qkv, xn_, hidden, rows, qkv_, qkv_width, bias, stream);
-  CELLM_RETURN_IF_ERROR(matmul(w.wq, xn_, hidden, rows, qkv_, qkv_width, bias, stream));
-  CELLM_RETURN_IF_ERROR(matmul(w.wk, xn_, hidden, rows, qkv_ + q_width, qkv_width, bias, stream));
-  return matmul(w.wv, xn_, hidden, rows, qkv_ + q_width + kv_width, qkv_width, bias, stream);
+  if (w.qkv_fused()) {
+    return matmul(w.qkv, xn_, hidden, rows, qkv_, qkv_width, bias, stream, wide);
+  }
+  CELLM_RETURN_IF_ERROR(matmul(w.wq, xn_, hidden, rows, qkv_, qkv_width, bias, stream, wide));
+  CELLM_RETURN_IF_ERROR(
+      matmul(w.wk, xn_, hidden, rows, qkv_ + q_width, qkv_width, bias, stream, wide));
+  return matmul(w.wv, xn_, hidden, rows, qkv_ + q_width + kv_width, qkv_width, bias, stream, wide);
 }
 
 CudaForward::Widths CudaForward::widths() const {

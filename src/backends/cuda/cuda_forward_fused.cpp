@@ -29,6 +29,7 @@ void CudaForward::plan_fused_path() {
   const char* fold = std::getenv("CELLM_CUDA_INT8_FOLD");  // opt-in: slower on the H200
   int8_fold_ = fold != nullptr && std::strcmp(fold, "1") == 0;
   attention_q8_ = env_allows("CELLM_CUDA_ATTENTION_Q8");
+  wide_input_ = env_allows("CELLM_CUDA_WIDE_INPUT");
   fused_max_rows_ = 0;
   if (!forward_config_.fused_decode || !env_allows("CELLM_CUDA_FUSED")) return;
   int32_t max_rows = kernels::kDecodeMatmulMaxTokens;

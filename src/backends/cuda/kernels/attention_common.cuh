@@ -10,6 +10,7 @@
 #include "backends/cuda/kernels/attention.cuh"
 #include "backends/cuda/kernels/attention_internal.h"
 #include "backends/cuda/kernels/kernel_common.cuh"
+#include "backends/cuda/kernels/wide_act_order.cuh"
 
 namespace cellm::kernels {
 
@@ -167,6 +168,17 @@ __device__ __forceinline__ void for_each_merged_output(const DecodeBlock& b, int
   }
 }
 
+// Writes output `column` (head · value_head_dim + dim) of `token`, and its bf16 copy in the wide
+// product's order where a.out_wide asks.
+__device__ __forceinline__ void store_decode_output(const AttentionArgs& a, int64_t token,
+                                                    int64_t column, float value) {
+  a.out[token * a.out_stride + column] = value;
+  if (a.out_wide != nullptr) {
+    const int64_t width = static_cast<int64_t>(a.num_heads) * a.value_head_dim;
+    a.out_wide[token * width + wide_act_column(column)] = float_to_bf16_bits(value);
+  }
+}
+
 // Merges a decode block's warp states per head and value dim, and writes the output (one split)
 // or the split's partials for the combine kernel.
 template <int kWarps, int kRows>
@@ -181,7 +193,7 @@ __device__ __forceinline__ void merge_decode_warps(const DecodeKernelArgs& args,
       [&](int g, int d, float max_all, float sum, float out) {
         const int h = b.head0 + g;
         if (b.num_splits == 1) {
-          a.out[b.token * a.out_stride + h * dims + d] = __fdiv_rn(out, sum);
+          store_decode_output(a, b.token, h * dims + d, __fdiv_rn(out, sum));
         } else {
           const int64_t slot =
               (static_cast<int64_t>(b.token) * a.num_heads + h) * args.max_splits + b.split;

@@ -79,9 +79,11 @@ __device__ __forceinline__ void stage_rows(uint8_t* stage, const uint8_t* cache,
   }
 }
 
+// Like every decode attention kernel, it never calls pdl_launch_dependents(): the next kernel
+// launches as its blocks leave (docs/perf/prefill_and_batch.md, version 3 — an earlier trigger
+// lets the next product's blocks crowd the SMs and the bus while the attention still runs).
 template <KvDtype kDtype, int kMaxHeadDim>
 __global__ void __launch_bounds__(kThreads) decode_attention_kernel(const DecodeKernelArgs args) {
-  pdl_launch_dependents();
   using Shape = DecodeShape<kDtype, kMaxHeadDim>;
   using Kv = KvTraits<kDtype>;
   constexpr int kTile = Shape::kTile;
@@ -232,7 +234,6 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(const Decode
 
 // One block per (token, head): merges the splits' partial outputs.
 __global__ void __launch_bounds__(kThreads) decode_combine_kernel(const DecodeKernelArgs args) {
-  pdl_launch_dependents();
   pdl_wait();
   const AttentionArgs& a = args.a;
   const int t = blockIdx.x;
@@ -257,7 +258,7 @@ __global__ void __launch_bounds__(kThreads) decode_combine_kernel(const DecodeKe
       out = fmaf(args.partial_out[(slot0 + s) * a.value_head_dim + d],
                  expf(args.partial_ml[2 * (slot0 + s)] - max_all), out);
     }
-    a.out[t * a.out_stride + h * a.value_head_dim + d] = __fdiv_rn(out, sum);
+    store_decode_output(a, t, h * a.value_head_dim + d, __fdiv_rn(out, sum));
   }
 }
 
@@ -369,6 +370,9 @@ Status launch_decode_attention(const DecodeAttentionParams& p, cudaStream_t stre
   const int32_t cluster = cluster_splits(p);
   if ((a.out_q8 == nullptr) != (a.out_q8_scales == nullptr)) {
     return invalid_argument("decode_attention: out_q8 and out_q8_scales go together");
+  }
+  if (a.out_wide != nullptr && (a.num_heads * a.value_head_dim) % 32 != 0) {
+    return invalid_argument("decode_attention: a wide-order output needs a multiple of 32 columns");
   }
   if (a.out_q8 != nullptr && !decode_attention_writes_q8(p)) {
     return invalid_argument(

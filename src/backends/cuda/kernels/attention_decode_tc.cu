@@ -66,7 +66,7 @@ __device__ __forceinline__ void write_decode_output(const AttentionArgs& a, cons
                                                     int g, int d, float value) {
   const int dims = a.value_head_dim;
   const int64_t column = static_cast<int64_t>(b.head0 + g) * dims + d;
-  a.out[b.token * a.out_stride + column] = value;
+  store_decode_output(a, b.token, column, value);
   if (a.out_q8 != nullptr) {  // as launch_quantize_activations quantizes the output row
     float amax = fabsf(value);
     CELLM_UNROLL
@@ -214,9 +214,10 @@ __device__ __forceinline__ void merge_decode_cluster(const DecodeKernelArgs& arg
 template <KvDtype kDtype, int kDim, bool kCluster>
 __global__ void __launch_bounds__(kThreads)
     decode_attention_tc_kernel(const DecodeKernelArgs args) {
-  // The cluster variant lets the next kernel launch only as its blocks leave: an earlier trigger
-  // lets the next products crowd the SMs while it runs (docs/perf/decode.md, version 7).
-  if constexpr (!kCluster) pdl_launch_dependents();
+  // No pdl_launch_dependents(): the next kernel launches only as the blocks leave — an earlier
+  // trigger lets the next products crowd the SMs and the bus while the attention runs
+  // (docs/perf/decode.md, version 7, for the cluster variant; docs/perf/prefill_and_batch.md,
+  // version 3, for the other: −7% at 256 sessions once a product followed it directly).
   constexpr bool kF16 = kDtype == KvDtype::kF16;
   using Shape = DecodeTcShape<kDim>;
   constexpr int kStride = Shape::kStride;

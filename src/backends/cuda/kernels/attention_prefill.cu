@@ -273,8 +273,8 @@ Status prepare_prefill_attention_kernels() {
 
 Status launch_prefill_attention(const AttentionArgs& a, cudaStream_t stream) {
   CELLM_RETURN_IF_ERROR(check_attention_args(a, "prefill_attention"));
-  if (a.out_q8 != nullptr || a.out_q8_scales != nullptr) {
-    return invalid_argument("prefill_attention: an int8 output is decode's only");
+  if (a.out_q8 != nullptr || a.out_q8_scales != nullptr || a.out_wide != nullptr) {
+    return invalid_argument("prefill_attention: int8 and wide-order outputs are decode's only");
   }
   if (a.num_tokens == 0) return ok_status();
   const int max_dim = std::max(a.head_dim, a.value_head_dim);

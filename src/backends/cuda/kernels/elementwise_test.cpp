@@ -1,5 +1,6 @@
 // Parity of the row-wise kernels with the CPU oracle: RMSNorm (plain, fused residual add, in
-// place, per head), SwiGLU (separate and fused gate|up), row gather, argmax (one block per row,
+// place, per head, and written in the fused wide product's bf16 order), SwiGLU (separate and
+// fused gate|up, and in that order), row gather, argmax (one block per row,
 // and split over blocks as a decode step ends), the embedding gather for every weight type and
 // layout (bit for bit), and the random weight initializer.
 #include <gtest/gtest.h>
@@ -19,6 +20,7 @@
 #include "backends/cuda/kernels/row_gather.cuh"
 #include "backends/cuda/kernels/swiglu.cuh"
 #include "backends/cuda/kernels/weight_layout.h"
+#include "core/float16.h"
 #include "gguf/dequantize.h"
 
 namespace cellm::kernels {
@@ -34,6 +36,28 @@ using testing::random_ints;
     const Status cellm_status_ = (expr);                          \
     ASSERT_TRUE(cellm_status_.ok()) << cellm_status_.to_string(); \
   } while (false)
+
+// `rows` rows of `dim` f32 values rounded to bf16 and placed in the fused wide product's order,
+// as matmul_wide.cuh describes it: in each block of 32 columns, source column 8T + 4h + 2p + j
+// goes to column 16h + 8p + 2T + j.
+std::vector<uint16_t> wide_order_bf16(const std::vector<float>& values, int64_t rows, int64_t dim) {
+  std::vector<uint16_t> out(static_cast<size_t>(rows * dim));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t block = 0; block < dim; block += 32) {
+      for (int T = 0; T < 4; ++T) {
+        for (int h = 0; h < 2; ++h) {
+          for (int p = 0; p < 2; ++p) {
+            for (int j = 0; j < 2; ++j) {
+              const int64_t from = r * dim + block + 8 * T + 4 * h + 2 * p + j;
+              out[r * dim + block + 16 * h + 8 * p + 2 * T + j] = f32_to_bf16(values[from]);
+            }
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
 
 TEST(RmsNormKernelTest, PlainFusedAndInPlaceNormsMatchTheCpu) {
   CELLM_REQUIRE_DEVICE();
@@ -88,6 +112,60 @@ TEST(RmsNormKernelTest, PlainFusedAndInPlaceNormsMatchTheCpu) {
     EXPECT_TRUE(testing::near_relative(
         "in place", testing::compact_rows(inplace.download(), rows, stride, dim), plain_ref, 1e-6));
   }
+}
+
+TEST(RmsNormKernelTest, AWideOrderOutputIsTheNormRoundedToBf16WhereTheWideProductReadsIt) {
+  CELLM_REQUIRE_DEVICE();
+  const int32_t dim = 4096;
+  const int64_t rows = 6;
+  const int64_t stride = dim + 8;
+  const std::vector<float> x = random_floats(static_cast<size_t>(rows * stride), 47, 3.0f);
+  const std::vector<float> add = random_floats(static_cast<size_t>(rows * stride), 48);
+  const std::vector<float> w = random_floats(static_cast<size_t>(dim), 49);
+  DeviceArray<float> w_dev(w);
+  DeviceArray<float> add_dev(add);
+  for (const bool with_add : {false, true}) {
+    SCOPED_TRACE(with_add ? "fused add" : "plain");
+    // The f32 norm first (itself checked against the CPU above), then the same in the wide order.
+    DeviceArray<float> x_f32(x);
+    DeviceArray<float> y(static_cast<size_t>(rows * dim));
+    RmsNormParams p;
+    p.num_rows = rows;
+    p.dim = dim;
+    p.eps = 1e-5f;
+    p.weight = w_dev.get();
+    p.x = x_f32.get();
+    p.x_stride = stride;
+    p.add = with_add ? add_dev.get() : nullptr;
+    p.add_stride = stride;
+    p.y = y.get();
+    p.y_stride = dim;
+    EXPECT_OK(launch_rms_norm(p, nullptr));
+    DeviceArray<float> x_wide_run(x);
+    DeviceArray<uint16_t> wide(static_cast<size_t>(rows * dim));
+    p.x = x_wide_run.get();
+    p.y = nullptr;
+    p.y_wide = wide.get();
+    EXPECT_OK(launch_rms_norm(p, nullptr));
+    EXPECT_EQ(wide.download(), wide_order_bf16(y.download(), rows, dim));
+    EXPECT_EQ(x_wide_run.download(), x_f32.download()) << "the residual add differs";
+  }
+  RmsNormParams bad;
+  bad.num_rows = 1;
+  bad.dim = 1000;  // no multiple of 32
+  bad.weight = w_dev.get();
+  bad.x = add_dev.get();
+  bad.x_stride = stride;
+  DeviceArray<uint16_t> wide(static_cast<size_t>(dim));
+  bad.y_wide = wide.get();
+  EXPECT_FALSE(launch_rms_norm(bad, nullptr).ok());
+  bad.dim = 64;
+  DeviceArray<float> y(static_cast<size_t>(dim));
+  bad.y = y.get();  // both outputs
+  bad.y_stride = 64;
+  EXPECT_FALSE(launch_rms_norm(bad, nullptr).ok());
+  bad.y = nullptr;
+  EXPECT_OK(launch_rms_norm(bad, nullptr));
 }
 
 TEST(RmsNormKernelTest, PerHeadNormNormalizesEveryHeadInPlace) {
@@ -153,6 +231,28 @@ TEST(SwigluKernelTest, SeparateAndFusedGateUpMatchTheCpu) {
   separate.up_stride = up_stride;
   expect_parity(
       "separate", out, [&] { EXPECT_OK(launch_swiglu(separate, nullptr)); }, ref, 1e-6);
+}
+
+TEST(SwigluKernelTest, AWideOrderOutputIsSwigluRoundedToBf16WhereTheWideProductReadsIt) {
+  CELLM_REQUIRE_DEVICE();
+  const int64_t tokens = 5, ffn = 1536;
+  const std::vector<float> gate_up = random_floats(static_cast<size_t>(tokens * 2 * ffn), 50, 6.0f);
+  DeviceArray<float> in(gate_up);
+  DeviceArray<float> out(static_cast<size_t>(tokens * ffn));
+  SwigluParams p = swiglu_fused_params(in.get(), tokens, ffn, out.get());
+  EXPECT_OK(launch_swiglu(p, nullptr));  // f32, checked against the CPU above
+  DeviceArray<uint16_t> wide(static_cast<size_t>(tokens * ffn));
+  p.out = nullptr;
+  p.out_wide = wide.get();
+  EXPECT_OK(launch_swiglu(p, nullptr));
+  EXPECT_EQ(wide.download(), wide_order_bf16(out.download(), tokens, ffn));
+  EXPECT_EQ(in.download(), gate_up) << "the input changed";
+  p.out = out.get();  // both outputs
+  EXPECT_FALSE(launch_swiglu(p, nullptr).ok());
+  p.out = nullptr;
+  p.dim = 1000;  // no multiple of 32
+  p.gate_stride = p.up_stride = 2 * 1000;
+  EXPECT_FALSE(launch_swiglu(p, nullptr).ok());
 }
 
 TEST(RowGatherKernelTest, CopiesTheKeptRowsInOrder) {

@@ -43,11 +43,18 @@ Status check_common(const MatmulParams& p) {
         ": null data, no rows, or row_bytes/layout not from make_device_weight");
   }
   if (p.num_tokens < 0) return invalid_argument("matmul: " + describe(p) + ": negative M");
-  if (p.num_tokens > 0 && (p.x == nullptr || p.y == nullptr || p.x_stride < p.w.num_cols ||
-                           p.y_stride < p.w.num_rows)) {
+  const bool has_x = p.x != nullptr && p.x_stride >= p.w.num_cols;
+  if (p.num_tokens > 0 &&
+      ((!has_x && p.x_wide == nullptr) || p.y == nullptr || p.y_stride < p.w.num_rows)) {
     return invalid_argument("matmul: " + describe(p) + ": null x/y or strides (" +
                             std::to_string(p.x_stride) + ", " + std::to_string(p.y_stride) +
                             ") shorter than K/N");
+  }
+  if (p.x_wide != nullptr && (!matmul_takes_x_wide(p.w, p.num_tokens, p.w_bf16 != nullptr) ||
+                              reinterpret_cast<uintptr_t>(p.x_wide) % 16 != 0)) {
+    return invalid_argument(
+        "matmul: " + describe(p) +
+        ": a wide-order bf16 x only for the fused wide product, 16-byte aligned");
   }
   return ok_status();
 }
@@ -114,6 +121,13 @@ int32_t small_m_max_tokens(TensorType type) {
   return kSmallMMaxTokens;
 }
 
+bool matmul_takes_x_wide(const DeviceWeight& w, int32_t num_tokens, bool has_bf16_copy) {
+  MatmulParams p;
+  p.w = w;
+  p.num_tokens = num_tokens;
+  return !has_bf16_copy && num_tokens > small_m_max_tokens(w.type) && matmul_wide_fused_applies(p);
+}
+
 Status launch_matmul(const MatmulParams& p, cudaStream_t stream) {
   return p.num_tokens <= small_m_max_tokens(p.w.type) ? launch_matmul_small_m(p, stream)
                                                       : launch_matmul_wide(p, stream);
@@ -121,6 +135,9 @@ Status launch_matmul(const MatmulParams& p, cudaStream_t stream) {
 
 Status launch_matmul_small_m(const MatmulParams& p, cudaStream_t stream) {
   CELLM_RETURN_IF_ERROR(check_common(p));
+  if (p.x_wide != nullptr) {
+    return invalid_argument("matmul_small_m: " + describe(p) + ": takes x, not a wide-order copy");
+  }
   if (p.num_tokens > kSmallMMaxTokens) {
     return invalid_argument("matmul_small_m: " + describe(p) + ": more than " +
                             std::to_string(kSmallMMaxTokens) + " tokens");

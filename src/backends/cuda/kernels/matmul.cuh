@@ -50,6 +50,11 @@ struct MatmulParams {
   // about 3e-3 relative error. Other types and the wide path keep using x (always required).
   const int8_t* x_q8 = nullptr;        // [num_tokens, K] interleaved order
   const float* x_q8_scales = nullptr;  // [num_tokens, K / 32]
+  // Optional bf16 copy of x in the fused wide product's column order (wide_act_order.cuh),
+  // [num_tokens, K], 16-byte aligned — written by the kernel before (RMSNorm, SwiGLU, the decode
+  // attention). Only where matmul_takes_x_wide(); that product then reads it instead of x (which
+  // may be null) and needs no permute launch of its own.
+  const uint16_t* x_wide = nullptr;
 
   // Wide path only.
   cublasHandle_t cublas = nullptr;
@@ -67,6 +72,10 @@ size_t matmul_wide_scratch_bytes(const DeviceWeight& w, int32_t max_tokens);
 // cuBLAS 334 / 672 / 1284; q8_0 (q4_0) with int8 activations on the small-M kernels 622 / 885
 // (769 / 1056) at 2 / 4 sessions, on the fused tensor-core kernel 358 / 701 (384 / 750).
 int32_t small_m_max_tokens(TensorType type);
+
+// True when launch_matmul of `num_tokens` rows through `w` (with a resident bf16 copy or not)
+// runs the fused wide product (matmul_wide.cuh), i.e. may take MatmulParams::x_wide.
+bool matmul_takes_x_wide(const DeviceWeight& w, int32_t num_tokens, bool has_bf16_copy);
 
 // Picks the path by num_tokens and type (above). Errors (invalid argument) name what is
 // wrong with the params.

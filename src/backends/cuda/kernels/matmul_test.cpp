@@ -8,12 +8,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "backends/cpu/cpu_ops.h"
 #include "backends/cuda/kernels/dequantize.cuh"
 #include "backends/cuda/kernels/kernel_test_support.h"
+#include "backends/cuda/kernels/matmul_wide.cuh"
 #include "backends/cuda/kernels/quantize_activations.cuh"
 #include "core/float16.h"
 
@@ -199,6 +201,93 @@ TEST_F(MatmulKernelTest, FusedQuantizedProductMatchesTheCpu) {
     expect_matmul(s, 7, Path::kWide, true, 1e-2);
   }
   expect_matmul({TensorType::kQ4_0, 160, 1024}, 256, Path::kWide, true, 1e-2);
+  // Split counts whose slots do not divide evenly among a cluster's blocks (3, 5 and 7 spans).
+  expect_matmul({TensorType::kQ4_0, 130, 768}, 40, Path::kWide, true, 1e-2);
+  expect_matmul({TensorType::kQ8_0, 67, 1280}, 17, Path::kWide, false, 1e-2);
+  expect_matmul({TensorType::kQ4_0, 45, 1792}, 9, Path::kWide, true, 1e-2);
+}
+
+TEST_F(MatmulKernelTest, FusedProductTakesAWideOrderInputFromTheKernelBeforeToTheSameBits) {
+  // x rounded to bf16 and permuted on the host as matmul_wide.cuh describes the order (source
+  // column 8T + 4h + 2p + j of each 32-block at 16h + 8p + 2T + j): the product with it and the
+  // product that permutes x itself write the same bits.
+  const Shape shapes[] = {{TensorType::kQ4_0, 300, 4096}, {TensorType::kQ8_0, 200, 2048}};
+  for (const Shape& s : shapes) {
+    const std::vector<uint8_t> gguf = testing::random_gguf_rows(s.type, s.rows, s.cols, 74);
+    const testing::UploadedWeight w = testing::upload_weight(s.type, s.rows, s.cols, gguf);
+    for (const int32_t m : {5, 17, 64, 130}) {
+      SCOPED_TRACE(name(s) + " M=" + std::to_string(m));
+      ASSERT_TRUE(matmul_takes_x_wide(w.weight, m, false));
+      const std::vector<float> x = random_floats(static_cast<size_t>(m * s.cols), 75);
+      std::vector<uint16_t> x_wide(x.size());
+      for (int64_t r = 0; r < m; ++r) {
+        for (int64_t block = 0; block < s.cols; block += 32) {
+          for (int i = 0; i < 32; ++i) {
+            const int T = i >> 3, h = (i >> 2) & 1, p = (i >> 1) & 1, j = i & 1;
+            x_wide[r * s.cols + block + 16 * h + 8 * p + 2 * T + j] =
+                f32_to_bf16(x[r * s.cols + block + i]);
+          }
+        }
+      }
+      DeviceArray<float> x_dev(x);
+      DeviceArray<uint16_t> x_wide_dev(x_wide);
+      const std::vector<float> residual = random_floats(static_cast<size_t>(m * s.rows), 76);
+      std::vector<float> outputs[2];
+      for (const bool wide : {false, true}) {
+        DeviceArray<float> y(residual);
+        MatmulParams p;
+        p.w = w.weight;
+        p.x = wide ? nullptr : x_dev.get();
+        p.x_stride = s.cols;
+        p.x_wide = wide ? x_wide_dev.get() : nullptr;
+        p.num_tokens = m;
+        p.y = y.get();
+        p.y_stride = s.rows;
+        p.accumulate = true;
+        p.cublas = cublas_;
+        const size_t scratch_bytes = matmul_wide_scratch_bytes(p.w, m);
+        DeviceArray<uint8_t> scratch(scratch_bytes);
+        p.scratch = scratch.get();
+        p.scratch_bytes = scratch_bytes;
+        const Status status = launch_matmul(p, nullptr);
+        ASSERT_TRUE(status.ok()) << status.to_string();
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        outputs[wide ? 1 : 0] = y.download();
+      }
+      EXPECT_EQ(std::memcmp(outputs[0].data(), outputs[1].data(), outputs[0].size() * 4), 0);
+      EXPECT_NE(outputs[1], residual) << "y not written";
+    }
+  }
+}
+
+TEST_F(MatmulKernelTest, AWideOrderInputIsRefusedWhereTheFusedProductDoesNotRun) {
+  const std::vector<uint8_t> gguf = testing::random_gguf_rows(TensorType::kQ4_0, 64, 512, 77);
+  const testing::UploadedWeight q4 = testing::upload_weight(TensorType::kQ4_0, 64, 512, gguf);
+  DeviceArray<uint16_t> x_wide(static_cast<size_t>(512 * 300));
+  DeviceArray<float> y(static_cast<size_t>(64 * 300));
+  MatmulParams p;
+  p.w = q4.weight;
+  p.x_stride = 512;
+  p.x_wide = x_wide.get();
+  p.y = y.get();
+  p.y_stride = 64;
+  p.cublas = cublas_;
+  const size_t scratch_bytes = matmul_wide_scratch_bytes(p.w, 300);
+  DeviceArray<uint8_t> scratch(scratch_bytes);
+  p.scratch = scratch.get();
+  p.scratch_bytes = scratch_bytes;
+  // The small-M path (3 tokens) and the tiled cuBLAS path (257 tokens) read x, not the copy.
+  for (const int32_t m : {3, 257}) {
+    p.num_tokens = m;
+    EXPECT_FALSE(matmul_takes_x_wide(p.w, m, false));
+    EXPECT_EQ(launch_matmul(p, nullptr).code(), StatusCode::kInvalidArgument) << "M=" << m;
+  }
+  p.num_tokens = 17;
+  EXPECT_TRUE(matmul_takes_x_wide(p.w, 17, false));
+  EXPECT_FALSE(matmul_takes_x_wide(p.w, 17, true)) << "a resident bf16 copy goes to cuBLAS";
+  EXPECT_EQ(launch_matmul_small_m(p, nullptr).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(launch_matmul(p, nullptr).ok());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
 TEST_F(MatmulKernelTest, DequantizeToBf16RoundsTheCpuValues) {

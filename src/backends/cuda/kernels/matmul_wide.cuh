@@ -3,7 +3,8 @@
 // weights once, with no dequantized copy of them in device memory. x is first rounded to bf16 into
 // the caller's scratch, with the columns of every 32-element block permuted to match the
 // interleaved weight layout (a product is the same sum whatever the order of k, taken alike for
-// both operands). The kernel's blocks own 128 weight rows × 64 tokens (16 or 32 when there are no
+// both operands; wide_act_order.cuh), unless the kernel before wrote it so (MatmulParams::x_wide).
+// The kernel's blocks own 128 weight rows × 64 tokens (16 or 32 when there are no
 // more, so a decode step of a few sessions does no mma work for padding tokens): each lane loads
 // its weight bytes straight from global memory (32 contiguous bytes per 256 columns for Q4_0, 64
 // for Q8_0) — the next 256 columns' before the current ones' math — and turns them in registers
@@ -15,9 +16,9 @@
 // pairs first (d rounded to bf16, then the product: two roundings per weight).
 // The dequantization costs a few integer operations per pair of weights. When the weight has too
 // few rows to fill the GPU the columns are split (split-K) and a second kernel adds the splits'
-// partial sums in a fixed order (deterministic) into y. The three launches (activation permute,
-// product, split sum) use programmatic dependent launch (pdl.cuh): the product loads its first
-// weights before it waits.
+// partial sums in a fixed order (deterministic) into y. The launches (activation permute — none
+// with x_wide —, product, split sum) use programmatic dependent launch (pdl.cuh): the product loads
+// its first weights before it waits.
 // Who calls it: launch_matmul_wide (matmul.cu) when matmul_wide_fused_applies(); the tests and the
 // kernel benchmark. Stream-ordered, allocates nothing, capturable. Thread-safety: launches on the
 // given stream.

@@ -17,6 +17,7 @@
 #include "backends/cuda/kernels/matmul_wide_q_weight.cuh"
 #include "backends/cuda/kernels/mma_common.cuh"
 #include "backends/cuda/kernels/pdl.cuh"
+#include "backends/cuda/kernels/wide_act_order.cuh"
 
 namespace cellm::kernels {
 namespace {
@@ -52,7 +53,8 @@ struct FusedArgs {
   int32_t spans_per_split = 0;
 };
 
-// One thread per output pair: column o (even) of the permuted copy of row r.
+// One thread per pair of columns (s, s + 1), s even, of row r: rounded to bf16 and stored where
+// the product reads them (wide_act_order.cuh).
 __global__ void __launch_bounds__(256)
     permute_activations_kernel(const float* x, int64_t x_stride, int32_t num_tokens,
                                int64_t num_cols, uint16_t* out) {
@@ -62,13 +64,11 @@ __global__ void __launch_bounds__(256)
   const int64_t index = static_cast<int64_t>(blockIdx.x) * 256 + threadIdx.x;
   if (index >= num_tokens * pairs) return;
   const int64_t r = index / pairs;
-  const int64_t o = 2 * (index - r * pairs);
-  const int c = static_cast<int>(o & 31);  // 16h + 8p + 2T + j, j = 0
-  const int src = 8 * ((c >> 1) & 3) + 4 * (c >> 4) + 2 * ((c >> 3) & 1);
-  const float* in = x + r * x_stride + (o - c) + src;
-  const uint32_t packed = static_cast<uint32_t>(float_to_bf16_bits(in[0])) |
-                          (static_cast<uint32_t>(float_to_bf16_bits(in[1])) << 16);
-  *reinterpret_cast<uint32_t*>(out + r * num_cols + o) = packed;
+  const int64_t s = 2 * (index - r * pairs);
+  const float2 in = *reinterpret_cast<const float2*>(x + r * x_stride + s);
+  const uint32_t packed = static_cast<uint32_t>(float_to_bf16_bits(in.x)) |
+                          (static_cast<uint32_t>(float_to_bf16_bits(in.y)) << 16);
+  *reinterpret_cast<uint32_t*>(out + r * num_cols + wide_act_column(s)) = packed;
 }
 
 // kMTiles m-tiles of 16 tokens per block: 1 or 2 for a few tokens (decode of a few sessions), so
@@ -324,7 +324,8 @@ Status launch_matmul_wide_fused(const MatmulParams& p, cudaStream_t stream) {
   const int64_t k = p.w.num_cols;
   const int64_t n = p.w.num_rows;
   const int32_t m = p.num_tokens;
-  if (p.x == nullptr || p.y == nullptr || p.x_stride < k || p.y_stride < n) {
+  if ((p.x_wide == nullptr && (p.x == nullptr || p.x_stride < k)) || p.y == nullptr ||
+      p.y_stride < n) {
     return invalid_argument("matmul_wide_fused: " + describe(p) + ": null x/y or short strides");
   }
   const size_t act_bytes = align_up(static_cast<size_t>(m) * static_cast<size_t>(k) * 2);
@@ -361,11 +362,15 @@ Status launch_matmul_wide_fused(const MatmulParams& p, cudaStream_t stream) {
   const auto spans_per_split = static_cast<int32_t>(ceil_div(num_spans, splits));
   splits = ceil_div(num_spans, spans_per_split);
 
-  auto* act = static_cast<uint16_t*>(p.scratch);
-  CELLM_RETURN_IF_ERROR(
-      pdl_launch_status(launch_pdl(permute_activations_kernel, dim3(blocks_for(m * (k / 2), 256)),
-                                   dim3(256), 0, stream, p.x, p.x_stride, m, k, act),
-                        "matmul_wide_fused: permute activations"));
+  const uint16_t* act = p.x_wide;  // written in the product's order by the kernel before
+  if (act == nullptr) {
+    auto* permuted = static_cast<uint16_t*>(p.scratch);
+    CELLM_RETURN_IF_ERROR(
+        pdl_launch_status(launch_pdl(permute_activations_kernel, dim3(blocks_for(m * (k / 2), 256)),
+                                     dim3(256), 0, stream, p.x, p.x_stride, m, k, permuted),
+                          "matmul_wide_fused: permute activations"));
+    act = permuted;
+  }
   FusedArgs args;
   args.w = static_cast<const uint8_t*>(p.w.data);
   args.num_rows = n;

@@ -9,7 +9,8 @@
 // pdl_wait() returns once the previous kernel has finished and its writes are visible; since that
 // kernel waited in turn for the one before it, the order of the whole stream holds.
 // pdl_launch_dependents() lets the next kernel start launching once every block of this one has
-// called it (kernels call it first thing).
+// called it (kernels call it first thing — except the decode attention kernels, which let the
+// next kernel launch only as their blocks leave: attention_decode_tc.cu says why).
 // Launched plainly (<<< >>>) or with PDL off, both are no-ops, so the same kernel runs either
 // way. A kernel that follows something other than a kernel (a copy, an event) waits for it
 // fully. Capturable: the dependency becomes a programmatic edge of the graph.

@@ -6,6 +6,7 @@
 #include "backends/cuda/kernels/op_math.cuh"
 #include "backends/cuda/kernels/pdl.cuh"
 #include "backends/cuda/kernels/rms_norm.cuh"
+#include "backends/cuda/kernels/wide_act_order.cuh"
 
 namespace cellm::kernels {
 namespace {
@@ -61,7 +62,8 @@ __global__ void __launch_bounds__(kThreads) rms_norm_kernel(const RmsNormParams 
   double total = 0.0;
   for (int w = 0; w < kThreads / 32; ++w) total += partial[w];
   const float scale = rms_inverse(total, p.dim, p.eps);
-  float* y = p.y + row * p.y_stride;
+  float* y = p.y_wide == nullptr ? p.y + row * p.y_stride : nullptr;
+  uint16_t* y_wide = p.y_wide == nullptr ? nullptr : p.y_wide + row * p.dim;
   // Each thread re-reads the elements it wrote (or read) above: no cross-thread dependency.
   for (int32_t base = threadIdx.x; base < p.dim; base += kBatch * kThreads) {
     float v[kBatch];
@@ -75,7 +77,13 @@ __global__ void __launch_bounds__(kThreads) rms_norm_kernel(const RmsNormParams 
     CELLM_UNROLL
     for (int u = 0; u < kBatch; ++u) {
       const int32_t i = base + u * kThreads;
-      if (i < p.dim) y[i] = __fmul_rn(__fmul_rn(v[u], scale), w[u]);
+      if (i >= p.dim) continue;
+      const float value = __fmul_rn(__fmul_rn(v[u], scale), w[u]);
+      if (y != nullptr) {
+        y[i] = value;
+      } else {
+        y_wide[wide_act_column(i)] = float_to_bf16_bits(value);
+      }
     }
   }
 }
@@ -109,12 +117,19 @@ __global__ void __launch_bounds__(kHeadWarps * 32) head_rms_norm_kernel(const He
 }  // namespace
 
 Status launch_rms_norm(const RmsNormParams& p, cudaStream_t stream) {
-  if (p.num_rows < 0 || p.dim <= 0 || p.x_stride < p.dim || p.y_stride < p.dim ||
+  const bool wide = p.y_wide != nullptr;
+  if (p.num_rows < 0 || p.dim <= 0 || p.x_stride < p.dim || (!wide && p.y_stride < p.dim) ||
       (p.add != nullptr && p.add_stride < p.dim) ||
-      (p.num_rows > 0 && (p.x == nullptr || p.y == nullptr || p.weight == nullptr))) {
+      (p.num_rows > 0 && (p.x == nullptr || (p.y == nullptr) == !wide || p.weight == nullptr))) {
     return invalid_argument("rms_norm: " + std::to_string(p.num_rows) + " rows of " +
                             std::to_string(p.dim) + ", strides x " + std::to_string(p.x_stride) +
-                            " y " + std::to_string(p.y_stride) + ", or a null pointer");
+                            " y " + std::to_string(p.y_stride) +
+                            ", a null pointer, or not one of y and y_wide");
+  }
+  if (wide && p.dim % 32 != 0) {
+    return invalid_argument(
+        "rms_norm: a wide-order output needs a dim that is a multiple of 32, not " +
+        std::to_string(p.dim));
   }
   if (p.num_rows == 0) return ok_status();
   return pdl_launch_status(launch_pdl(rms_norm_kernel, dim3(static_cast<unsigned>(p.num_rows)),

@@ -6,6 +6,7 @@
 #include "backends/cuda/kernels/op_math.cuh"
 #include "backends/cuda/kernels/pdl.cuh"
 #include "backends/cuda/kernels/swiglu.cuh"
+#include "backends/cuda/kernels/wide_act_order.cuh"
 
 namespace cellm::kernels {
 namespace {
@@ -21,7 +22,12 @@ __global__ void __launch_bounds__(kThreads) swiglu_kernel(const SwigluParams p) 
   const int64_t i = index % p.dim;
   const float g = p.gate[t * p.gate_stride + i];
   const float u = p.up[t * p.up_stride + i];
-  p.out[t * p.out_stride + i] = silu_mul(g, u);  // each operation rounded as the CPU rounds it
+  const float value = silu_mul(g, u);  // each operation rounded as the CPU rounds it
+  if (p.out_wide == nullptr) {
+    p.out[t * p.out_stride + i] = value;
+  } else {
+    p.out_wide[t * p.dim + wide_act_column(i)] = float_to_bf16_bits(value);
+  }
 }
 
 }  // namespace
@@ -41,11 +47,15 @@ SwigluParams swiglu_fused_params(const float* gate_up, int64_t num_tokens, int64
 }
 
 Status launch_swiglu(const SwigluParams& p, cudaStream_t stream) {
+  const bool wide = p.out_wide != nullptr;
   if (p.num_tokens < 0 || p.dim < 0 || p.gate_stride < p.dim || p.up_stride < p.dim ||
-      p.out_stride < p.dim ||
-      (p.num_tokens * p.dim > 0 && (p.gate == nullptr || p.up == nullptr || p.out == nullptr))) {
+      (!wide && p.out_stride < p.dim) || (wide && p.dim % 32 != 0) ||
+      (p.num_tokens * p.dim > 0 &&
+       (p.gate == nullptr || p.up == nullptr || (p.out == nullptr) == !wide))) {
     return invalid_argument("swiglu: " + std::to_string(p.num_tokens) + " tokens of " +
-                            std::to_string(p.dim) + " with strides shorter than a row, or null");
+                            std::to_string(p.dim) +
+                            " with strides shorter than a row, null, not one of out and out_wide, "
+                            "or a wide-order output of a dim that is no multiple of 32");
   }
   if (p.num_tokens * p.dim == 0) return ok_status();
   return pdl_launch_status(

@@ -21,6 +21,10 @@ struct SwigluParams {
   int64_t up_stride = 0;
   float* out = nullptr;  // [num_tokens, out_stride] f32 (may alias gate or up)
   int64_t out_stride = 0;
+  // Or, instead of out (then null), the values rounded to bf16 in the fused wide product's column
+  // order (wide_act_order.cuh), [num_tokens, dim] — the input that product reads
+  // (MatmulParams::x_wide), so it needs no permute launch. dim a multiple of 32.
+  uint16_t* out_wide = nullptr;
 };
 
 // The params for a fused gate|up output `gate_up` [num_tokens, 2·dim] (gate in columns [0, dim),
