@@ -343,7 +343,10 @@ Status launch_matmul_wide_fused(const MatmulParams& p, cudaStream_t stream) {
   }
   // Split the columns when the row × token blocks leave the GPU short of the blocks an SM holds
   // (FusedWeight::min_blocks: Q4_0 3 at one m-tile — at 8 tokens the better of 2, 3 and 4 per SM
-  // on the H200 — else 2), as far as the scratch holds the partial sums.
+  // on the H200 — else 2): into as many splits as one wave of those blocks holds, rounded down
+  // (rounded up, the blocks spilled into a second wave and weights of more than half the slots'
+  // rows split in two: 2–5% slower at 24–256 sessions; prefill_and_batch.md, version 3), as far
+  // as the scratch holds the partial sums.
   const int m_tiles = m <= 16 ? 1 : m <= 32 ? 2 : kMaxMTiles;
   const int block_tokens = 16 * m_tiles;
   const int64_t blocks = ceil_div(n, kBlockRows) * ceil_div(m, block_tokens);
@@ -351,8 +354,8 @@ Status launch_matmul_wide_fused(const MatmulParams& p, cudaStream_t stream) {
   const int64_t resident = p.w.type == TensorType::kQ4_0
                                ? FusedWeight<TensorType::kQ4_0>::min_blocks(m_tiles)
                                : FusedWeight<TensorType::kQ8_0>::min_blocks(m_tiles);
-  int64_t splits = std::clamp<int64_t>(ceil_div(resident * static_cast<int64_t>(num_sms), blocks),
-                                       1, std::min<int64_t>(num_spans, kMaxSplits));
+  int64_t splits = std::clamp<int64_t>(resident * static_cast<int64_t>(num_sms) / blocks, 1,
+                                       std::min<int64_t>(num_spans, kMaxSplits));
   const size_t split_bytes = static_cast<size_t>(m) * static_cast<size_t>(n) * sizeof(float);
   if (splits > 1) {
     splits = std::min<int64_t>(splits,
