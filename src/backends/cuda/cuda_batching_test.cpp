@@ -533,7 +533,7 @@ TEST(CudaRandomModelTest, SmallBatchesOnInt8TensorCoresStayWithinInt8Rounding) {
   }
 }
 
-// Steps of 17–256 rows of Q8_0 / Q4_0 models run the fused wide product, whose bf16 input the
+// Steps of 17–128 rows of Q8_0 / Q4_0 models run the fused wide product, whose bf16 input the
 // RMSNorm and SwiGLU before it write in its column order (CudaForward::takes_wide_input): on a
 // random model, 20 and 40 sessions (a three-token prompt each, then decode steps) must give the
 // logits of the same executor with that turned off (CELLM_CUDA_WIDE_INPUT=0: a permute launch per

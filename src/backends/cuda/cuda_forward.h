@@ -194,8 +194,8 @@ class CudaForward {
   int32_t* argmax_tokens_ = nullptr;  // [W] greedy token of each kept row
   void* argmax_scratch_ = nullptr;    // kernels::argmax_scratch_bytes(W), zeroed
   size_t argmax_scratch_bytes_ = 0;
-  // [min(W, 256), widest product input] bf16: a fused wide product's input in its column order,
-  // written by the kernel before it (takes_wide_input).
+  // [min(W, kFusedMaxTokens), widest product input] bf16: a fused wide product's input in its
+  // column order, written by the kernel before it (takes_wide_input).
   uint16_t* x_wide_ = nullptr;
   int8_t* x_q8_ = nullptr;         // [8, max K] int8 activations of the fused path
   float* x_q8_scales_ = nullptr;   // [8, max K / 32]

@@ -14,7 +14,10 @@ namespace cellm::kernels {
 namespace {
 
 constexpr size_t kAlign = 256;
-constexpr int64_t kTileElements = int64_t{16} << 20;  // a dequantized tile: 32 MiB of bf16
+// A dequantized tile: 128 MiB of bf16 — every product of an 8B model but gate|up (two tiles) and
+// the LM head in one tile, one GEMM each. 32 MiB tiles (a 1152-row GEMM for down) measured
+// 5–17% slower at 256–512 tokens on the H200 (prefill_and_batch.md, version 4).
+constexpr int64_t kTileElements = int64_t{64} << 20;
 
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
@@ -205,7 +208,8 @@ Status launch_matmul_small_m(const MatmulParams& p, cudaStream_t stream) {
 Status launch_matmul_wide(const MatmulParams& p, cudaStream_t stream) {
   CELLM_RETURN_IF_ERROR(check_common(p));
   if (p.num_tokens == 0) return ok_status();
-  // Interleaved Q8_0 / Q4_0 up to 256 tokens: the fused tensor-core product (matmul_wide.cuh).
+  // Interleaved Q8_0 / Q4_0 up to kFusedMaxTokens: the fused tensor-core product
+  // (matmul_wide.cuh).
   if (matmul_wide_fused_applies(p)) return launch_matmul_wide_fused(p, stream);
   if (p.cublas == nullptr) return invalid_argument("matmul_wide: " + describe(p) + ": no handle");
   CELLM_RETURN_IF_ERROR(cublas_status(cublasSetStream(p.cublas, stream), "cublasSetStream"));

@@ -1,7 +1,7 @@
 // Parity of the matrix products with cpu_matmul for every weight type: the small-M path (fast
 // interleaved/aligned kernels and the generic GGUF-layout kernel) at M = 1..8, the wide path
 // (cuBLAS: f32 exact; 16-bit operands, resident bf16 copies and tiled dequantization; the fused
-// tensor-core product of interleaved Q8_0 / Q4_0 up to 256 tokens), the accumulate epilogue,
+// tensor-core product of interleaved Q8_0 / Q4_0 up to 128 tokens), the accumulate epilogue,
 // strided inputs and outputs, and dequantization to bf16.
 #include "backends/cuda/kernels/matmul.cuh"
 
@@ -180,10 +180,13 @@ TEST_F(MatmulKernelTest, DispatchKeepsTheExactPathUpToFourQuantizedTwo16BitAndEi
 }
 
 TEST_F(MatmulKernelTest, WidePathDequantizesLargeWeightsTileByTile) {
-  // 16384 columns: 1024-row tiles, so 1100 rows take two tiles (Q4_K: Q4_0 and Q8_0 up to 256
+  // 16384 columns: 4096-row tiles, so 4200 rows take two tiles (Q4_K: Q4_0 and Q8_0 up to 128
   // tokens take the fused product instead).
-  expect_matmul({TensorType::kQ4_K, 1100, 16384}, 9, Path::kWide, false, 1e-2);
+  expect_matmul({TensorType::kQ4_K, 4200, 16384}, 9, Path::kWide, false, 1e-2);
   expect_matmul({TensorType::kQ4_0, 300, 2048}, 257, Path::kWide, false, 1e-2);
+  // Q8_0 / Q4_0 past the fused product's 128 tokens: tiles too (the dispatch picks them).
+  expect_matmul({TensorType::kQ4_0, 300, 2048}, 129, Path::kDispatch, true, 1e-2);
+  expect_matmul({TensorType::kQ8_0, 200, 4096}, 256, Path::kDispatch, false, 1e-2);
 }
 
 TEST_F(MatmulKernelTest, FusedQuantizedProductMatchesTheCpu) {
@@ -196,11 +199,11 @@ TEST_F(MatmulKernelTest, FusedQuantizedProductMatchesTheCpu) {
                           {TensorType::kQ8_0, 8200, 256}};
   for (const Shape& s : shapes) {
     ASSERT_EQ(device_weight_layout(s.type, s.cols), WeightLayout::kInterleaved);
-    for (const int32_t m : {5, 16, 17, 32, 64, 130}) expect_matmul(s, m, Path::kWide, false, 1e-2);
+    for (const int32_t m : {5, 16, 17, 32, 64, 120}) expect_matmul(s, m, Path::kWide, false, 1e-2);
     expect_matmul(s, 77, Path::kWide, true, 1e-2);
     expect_matmul(s, 7, Path::kWide, true, 1e-2);
   }
-  expect_matmul({TensorType::kQ4_0, 160, 1024}, 256, Path::kWide, true, 1e-2);
+  expect_matmul({TensorType::kQ4_0, 160, 1024}, 128, Path::kWide, true, 1e-2);
   // Split counts whose slots do not divide evenly among a cluster's blocks (3, 5 and 7 spans).
   expect_matmul({TensorType::kQ4_0, 130, 768}, 40, Path::kWide, true, 1e-2);
   expect_matmul({TensorType::kQ8_0, 67, 1280}, 17, Path::kWide, false, 1e-2);
@@ -215,7 +218,7 @@ TEST_F(MatmulKernelTest, FusedProductTakesAWideOrderInputFromTheKernelBeforeToTh
   for (const Shape& s : shapes) {
     const std::vector<uint8_t> gguf = testing::random_gguf_rows(s.type, s.rows, s.cols, 74);
     const testing::UploadedWeight w = testing::upload_weight(s.type, s.rows, s.cols, gguf);
-    for (const int32_t m : {5, 17, 64, 130}) {
+    for (const int32_t m : {5, 17, 64, 120}) {
       SCOPED_TRACE(name(s) + " M=" + std::to_string(m));
       ASSERT_TRUE(matmul_takes_x_wide(w.weight, m, false));
       const std::vector<float> x = random_floats(static_cast<size_t>(m * s.cols), 75);
@@ -276,8 +279,9 @@ TEST_F(MatmulKernelTest, AWideOrderInputIsRefusedWhereTheFusedProductDoesNotRun)
   DeviceArray<uint8_t> scratch(scratch_bytes);
   p.scratch = scratch.get();
   p.scratch_bytes = scratch_bytes;
-  // The small-M path (3 tokens) and the tiled cuBLAS path (257 tokens) read x, not the copy.
-  for (const int32_t m : {3, 257}) {
+  // The small-M path (3 tokens) and the tiled cuBLAS path (129 and 257 tokens) read x, not the
+  // copy.
+  for (const int32_t m : {3, 129, 257}) {
     p.num_tokens = m;
     EXPECT_FALSE(matmul_takes_x_wide(p.w, m, false));
     EXPECT_EQ(launch_matmul(p, nullptr).code(), StatusCode::kInvalidArgument) << "M=" << m;

@@ -34,7 +34,12 @@
 
 namespace cellm::kernels {
 
-inline constexpr int32_t kFusedMaxTokens = 256;
+// Past 128 tokens dequantizing the weight to bf16 and running cuBLAS is faster (the tile path
+// of launch_matmul_wide): cuda_kernels_bench --wide-dequant on the H200, Llama-3.1-8B shapes,
+// TFLOP/s fused / dequantized + GEMM — at 256 tokens q4_0 q|k|v 206 / 294, output 200 / 278,
+// gate|up 290 / 337, down 257 / 297 (q8_0 172–240 / 262–312); at 128 the fused product wins
+// (q4_0 gate|up 247 / 199, down 240 / 175; prefill_and_batch.md, version 4).
+inline constexpr int32_t kFusedMaxTokens = 128;
 
 // True for interleaved Q8_0 / Q4_0 weights without a resident bf16 copy at
 // 1 ≤ num_tokens ≤ kFusedMaxTokens.
