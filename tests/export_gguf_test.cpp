@@ -41,10 +41,11 @@ TEST(ExportGgufTest, Stories260KProgramHasEveryKeyAndGeneratesTheReferenceTokens
   EXPECT_EQ(*file.get_u32("cellm.format_version"), 1u);
   EXPECT_EQ(*file.get_u32("cellm.max_context_len"), 2048u);
   EXPECT_EQ(*file.get_u32("cellm.max_step_tokens"), 512u);
-  // The recommended plan: a decode graph per power of two up to 256, m one past the widest.
+  // The recommended plan: decode graphs per power of two up to 256 and halfway between from 16,
+  // m one past the widest.
   EXPECT_EQ(*file.get_u32("cellm.min_prefill_chunk"), 257u);
   EXPECT_EQ(*file.get_u32_array("cellm.decode_widths"),
-            (std::vector<uint32_t>{1, 2, 4, 8, 16, 32, 64, 128, 256}));
+            (std::vector<uint32_t>{1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256}));
   EXPECT_EQ(*file.get_string("cellm.logits_to_keep_mode"), "selected");
   EXPECT_EQ(*file.get_string("cellm.kv.layout"), "cell");
   EXPECT_EQ(*file.get_u32("cellm.kv.max_cells"), 65536u);
@@ -107,11 +108,11 @@ TEST(ExportGgufTest, FlagsSetTheProgramLimits) {
 TEST(ExportGgufTest, TheDefaultPlanKeepsItsWidthsBelowASmallerW) {
   const std::string output = et::fresh_dir("gguf_plan") + "/p.gguf";
   ExportOptions options = stories_options(output);
-  options.max_step_tokens = 64;  // decode widths 1 ... 32, m one past them
+  options.max_step_tokens = 64;  // decode widths 1 ... 48, m one past them
   et::export_ok(options);
   const ProgramSpec spec = et::load_ok(output).spec();
-  EXPECT_EQ(spec.decode_widths, (std::vector<int32_t>{1, 2, 4, 8, 16, 32}));
-  EXPECT_EQ(spec.min_prefill_chunk, 33);
+  EXPECT_EQ(spec.decode_widths, (std::vector<int32_t>{1, 2, 4, 8, 16, 24, 32, 48}));
+  EXPECT_EQ(spec.min_prefill_chunk, 49);
 }
 
 TEST(ExportGgufTest, Q8_0QuantizesWholeBlockRowsAndKeepsTheOthers) {

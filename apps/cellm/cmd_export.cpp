@@ -121,7 +121,7 @@ void add_export_command(CLI::App& app, CommandResult& result) {
       ->capture_default_str();
   command->add_option("--decode-widths", flags->decode_widths,
                       "Static decode widths, ascending from 1: each is one CUDA graph "
-                      "(default: 1,2,4,8,16,32,64,128,256, those below W)");
+                      "(default: 1,2,4,8,16,24,32,48,64,96,128,192,256, those below W)");
   command->add_option("--kv-dtype", flags->kv_dtype, "Cache cells: f32, f16 or bf16")
       ->capture_default_str();
   command->callback([flags, &result] { result.exit_code = run_export(*flags); });

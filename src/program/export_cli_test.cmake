@@ -51,7 +51,7 @@ endif()
 execute_process(COMMAND "${CELLM}" inspect "${defaults}"
   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 # (inspect shows the first six values of an array)
-if(NOT out MATCHES "cellm\\.decode_widths +array<u32> +\\[9 u32 values: 1, 2, 4, 8, 16, 32, \\.\\.\\.\\]")
+if(NOT out MATCHES "cellm\\.decode_widths +array<u32> +\\[13 u32 values: 1, 2, 4, 8, 16, 24, \\.\\.\\.\\]")
   message(FATAL_ERROR "the default cellm.decode_widths are not 1 ... 256:\n${out}")
 endif()
 if(NOT out MATCHES "cellm\\.min_prefill_chunk +u32 +257\n")

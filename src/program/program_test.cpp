@@ -126,10 +126,11 @@ TEST(ProgramTest, InconsistentLimitsAreErrorsNamingTheKey) {
 
 TEST(ProgramSpecTest, TheRecommendedPlanStaysBelowW) {
   EXPECT_EQ(recommended_decode_widths(512),
-            (std::vector<int32_t>{1, 2, 4, 8, 16, 32, 64, 128, 256}));
+            (std::vector<int32_t>{1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256}));
   EXPECT_EQ(recommended_decode_widths(257),
-            (std::vector<int32_t>{1, 2, 4, 8, 16, 32, 64, 128, 256}));
-  EXPECT_EQ(recommended_decode_widths(256), (std::vector<int32_t>{1, 2, 4, 8, 16, 32, 64, 128}));
+            (std::vector<int32_t>{1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256}));
+  EXPECT_EQ(recommended_decode_widths(256),
+            (std::vector<int32_t>{1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192}));
   EXPECT_EQ(recommended_decode_widths(5), (std::vector<int32_t>{1, 2, 4}));
   EXPECT_EQ(recommended_decode_widths(1), (std::vector<int32_t>{1}));
 }
