@@ -533,25 +533,32 @@ TEST(CudaRandomModelTest, SmallBatchesOnInt8TensorCoresStayWithinInt8Rounding) {
   }
 }
 
-// Steps of 17–128 rows of Q8_0 / Q4_0 models run the fused wide product, whose bf16 input the
-// RMSNorm and SwiGLU before it write in its column order (CudaForward::takes_wide_input): on a
-// random model, 20 and 40 sessions (a three-token prompt each, then decode steps) must give the
-// logits of the same executor with that turned off (CELLM_CUDA_WIDE_INPUT=0: a permute launch per
-// product) bit for bit.
+// Wide steps take each product's bf16 input from the RMSNorm, SwiGLU or decode attention before
+// it, in the order the product reads (CudaForward::wide_input): the fused wide product's order for
+// 17–128 rows of Q8_0 / Q4_0, the columns as they are for cuBLAS (BF16 weights; Q8_0 / Q4_0 past
+// 128 rows, dequantized in tiles). On a random model, 20, 40 and 150 sessions (a three-token
+// prompt each — one eager prefill step at 150 —, then decode steps) must give the logits of the
+// same executor with that turned off (CELLM_CUDA_WIDE_INPUT=0: each product rounds, and permutes,
+// its f32 input in a launch of its own) bit for bit.
 TEST(CudaRandomModelTest, WideStepsGetTheirProductsInputFromTheKernelBeforeToTheSameBits) {
   ASSERT_NO_FATAL_FAILURE(testing::require_cuda_device());
   const StatusOr<ModelConfig> config = named_geometry("tiny");
   ASSERT_TRUE(config.ok());
-  for (const TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0}) {
+  for (const TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0, TensorType::kBF16}) {
     SCOPED_TRACE(std::string(tensor_type_name(type)));
     auto weights = CudaWeights::random(*config, {type, 19}, CudaWeightsOptions{});
     ASSERT_TRUE(weights.ok()) << weights.status().to_string();
     std::shared_ptr<const CudaWeights> shared = std::move(weights).value();
-    const ProgramSpec spec =
-        random_program(*config, 256, 128, 33, {1, 2, 4, 8, 16, 32, 64}, KvDtype::kBF16, 4096);
-    // The steps below do run the fused wide product (20 and 40 sessions: widths 32 and 64).
-    ASSERT_TRUE(kernels::matmul_takes_x_wide(shared->layer(0).gate_up, 32, false));
-    ASSERT_TRUE(kernels::matmul_takes_x_wide(shared->layer(0).w_down, 64, false));
+    const ProgramSpec spec = random_program(
+        *config, 1024, 512, 257, {1, 2, 4, 8, 16, 32, 64, 128, 256}, KvDtype::kBF16, 4096);
+    // The steps below do take both orders (20 / 40 / 150 sessions: widths 32 / 64 / 256).
+    const bool quantized = type != TensorType::kBF16;
+    const kernels::WideOrder narrow =
+        quantized ? kernels::WideOrder::kFused : kernels::WideOrder::kNatural;
+    ASSERT_EQ(kernels::matmul_wide_input_order(shared->layer(0).gate_up, 32, false), narrow);
+    ASSERT_EQ(kernels::matmul_wide_input_order(shared->layer(0).w_down, 64, false), narrow);
+    ASSERT_EQ(kernels::matmul_wide_input_order(shared->layer(0).w_down, 256, false),
+              kernels::WideOrder::kNatural);
     CudaExecutor wide(*config, shared, spec);
     ASSERT_TRUE(wide.initialize().ok());
     ASSERT_EQ(setenv("CELLM_CUDA_WIDE_INPUT", "0", 1), 0);
@@ -559,7 +566,7 @@ TEST(CudaRandomModelTest, WideStepsGetTheirProductsInputFromTheKernelBeforeToThe
     const Status initialized = permuting.initialize();
     ASSERT_EQ(unsetenv("CELLM_CUDA_WIDE_INPUT"), 0);
     ASSERT_TRUE(initialized.ok()) << initialized.to_string();
-    for (const int32_t num_sessions : {20, 40}) {
+    for (const int32_t num_sessions : {20, 40, 150}) {
       std::vector<SessionId> a_sessions;
       std::vector<SessionId> b_sessions;
       for (int32_t i = 0; i < num_sessions; ++i) {

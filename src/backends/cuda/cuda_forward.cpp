@@ -110,8 +110,7 @@ StatusOr<std::unique_ptr<CudaForward>> CudaForward::create(const ModelConfig& co
       q8_rows * max_k,                              // int8 activations
       q8_rows * (max_k / 32 + 1) * sizeof(float),   // their scales
       w * static_cast<size_t>(std::max(c.rope.num_rotary_dims, 0) / 2) * sizeof(float2),  // RoPE
-      std::min(w, static_cast<size_t>(kernels::kFusedMaxTokens)) * max_k *
-          sizeof(uint16_t),  // x wide
+      w * max_k * sizeof(uint16_t),                                                       // x wide
   };
   size_t total = 0;
   for (const size_t s : sizes) total += aligned(s);
@@ -147,16 +146,19 @@ StatusOr<std::unique_ptr<CudaForward>> CudaForward::create(const ModelConfig& co
 
 Status CudaForward::matmul(const kernels::DeviceWeight& w, const float* x, int64_t x_stride,
                            int32_t rows, float* y, int64_t y_stride, bool accumulate,
-                           cudaStream_t stream, const uint16_t* x_wide) {
+                           cudaStream_t stream, WideInput wide) {
   if (int8_matmul_applies(w, rows)) {
     return int8_matmul(w, x, x_stride, nullptr, nullptr, nullptr, rows, y, y_stride, accumulate,
                        stream);
   }
   kernels::MatmulParams p;
   p.w = w;
-  p.x = x_wide == nullptr ? x : nullptr;
+  p.x = wide.has_value() ? nullptr : x;
   p.x_stride = x_stride;
-  p.x_wide = x_wide;
+  if (wide.has_value()) {
+    p.x_wide = x_wide_;
+    p.x_wide_order = *wide;
+  }
   p.num_tokens = rows;
   p.y = y;
   p.y_stride = y_stride;
@@ -168,9 +170,9 @@ Status CudaForward::matmul(const kernels::DeviceWeight& w, const float* x, int64
   return kernels::launch_matmul(p, stream);
 }
 
-bool CudaForward::takes_wide_input(const kernels::DeviceWeight& w, int32_t rows) const {
-  return wide_input_ && w.data != nullptr && !int8_matmul_applies(w, rows) &&
-         kernels::matmul_takes_x_wide(w, rows, weights_.bf16_copy(w) != nullptr);
+CudaForward::WideInput CudaForward::wide_input(const kernels::DeviceWeight& w, int32_t rows) const {
+  if (!wide_input_ || w.data == nullptr || int8_matmul_applies(w, rows)) return std::nullopt;
+  return kernels::matmul_wide_input_order(w, rows, weights_.bf16_copy(w) != nullptr);
 }
 
 bool CudaForward::int8_matmul_applies(const kernels::DeviceWeight& w, int32_t rows) const {
@@ -224,7 +226,7 @@ Status CudaForward::int8_product(const kernels::DeviceWeight& w, const float* bi
 }
 
 Status CudaForward::rms_norm(const float* weight, float* x, float* y, int32_t rows,
-                             cudaStream_t stream, uint16_t* y_wide) {
+                             cudaStream_t stream, WideInput wide) {
   kernels::RmsNormParams p;
   p.num_rows = rows;
   p.dim = config_.hidden_size;
@@ -232,9 +234,12 @@ Status CudaForward::rms_norm(const float* weight, float* x, float* y, int32_t ro
   p.weight = weight;
   p.x = x;
   p.x_stride = config_.hidden_size;
-  p.y = y_wide == nullptr ? y : nullptr;
+  p.y = wide.has_value() ? nullptr : y;
   p.y_stride = config_.hidden_size;
-  p.y_wide = y_wide;
+  if (wide.has_value()) {
+    p.y_wide = x_wide_;
+    p.y_wide_order = *wide;
+  }
   return kernels::launch_rms_norm(p, stream);
 }
 
@@ -262,9 +267,9 @@ int32_t CudaForward::decode_splits(int32_t tokens, int32_t max_context) const {
 }
 
 Status CudaForward::attention(const DeviceStep& step, int32_t layer, int32_t rows, bool is_static,
-                              cudaStream_t stream, bool* q8, bool* wide) {
+                              cudaStream_t stream, bool* q8, WideInput wide, bool* wrote_wide) {
   if (q8 != nullptr) *q8 = false;
-  if (wide != nullptr) *wide = false;
+  if (wrote_wide != nullptr) *wrote_wide = false;
   const ModelConfig& c = config_;
   kernels::AttentionArgs args;
   args.num_tokens = rows;
@@ -298,9 +303,10 @@ Status CudaForward::attention(const DeviceStep& step, int32_t layer, int32_t row
   decode.min_cells_per_split = rows * c.num_kv_heads < num_sms_ ? 64 : 256;
   decode.scratch = static_cast<float*>(attention_scratch_);
   decode.scratch_bytes = attention_scratch_bytes_;
-  if (wide != nullptr) {
+  if (wide.has_value() && wrote_wide != nullptr) {
     decode.args.out_wide = x_wide_;
-    *wide = true;
+    decode.args.out_wide_order = *wide;
+    *wrote_wide = true;
   }
   if (q8 != nullptr && kernels::decode_attention_writes_q8(decode)) {
     decode.args.out_q8 = x_q8_;
@@ -350,20 +356,20 @@ Status CudaForward::enqueue(const DeviceStep& step, ForwardShape shape, cudaStre
     // q/k norms, RoPE on q and k, K and V into the tokens' rows.
     if (!rope_in_product) CELLM_RETURN_IF_ERROR(rope_kv(step, l, rows, stream));
 
-    // The output product's int8 input, or its bf16 input in the fused wide product's order,
-    // straight from the decode attention where both can.
+    // The output product's int8 input, or its bf16 input in the order it takes, straight from
+    // the decode attention where both can.
     const bool o_int8 = attention_q8_ && int8_matmul_applies(w.wo, rows);
-    const bool o_wide = takes_wide_input(w.wo, rows);
+    const WideInput o_wide = wide_input(w.wo, rows);
     bool attention_wrote_q8 = false;
     bool attention_wrote_wide = false;
     CELLM_RETURN_IF_ERROR(attention(step, l, rows, is_static, stream,
-                                    o_int8 ? &attention_wrote_q8 : nullptr,
-                                    o_wide ? &attention_wrote_wide : nullptr));
+                                    o_int8 ? &attention_wrote_q8 : nullptr, o_wide,
+                                    &attention_wrote_wide));
     if (attention_wrote_q8) {
       CELLM_RETURN_IF_ERROR(int8_product(w.wo, nullptr, rows, x_, hidden, true, stream));
     } else {
       CELLM_RETURN_IF_ERROR(matmul(w.wo, attn_, attn_width, rows, x_, hidden, true, stream,
-                                   attention_wrote_wide ? x_wide_ : nullptr));
+                                   attention_wrote_wide ? o_wide : std::nullopt));
     }
 
     // gate | up of the normed residual (the norm folded as above), SwiGLU (folded into the int8
@@ -372,11 +378,9 @@ Status CudaForward::enqueue(const DeviceStep& step, ForwardShape shape, cudaStre
       CELLM_RETURN_IF_ERROR(int8_matmul(w.gate_up, x_, hidden, nullptr, w.ffn_norm, nullptr, rows,
                                         gate_up_, 2 * ffn, false, stream));
     } else {
-      uint16_t* wide =
-          (w.gate_up_fused() ? takes_wide_input(w.gate_up, rows)
-                             : takes_wide_input(w.w_gate, rows) && takes_wide_input(w.w_up, rows))
-              ? x_wide_
-              : nullptr;
+      const WideInput wide = w.gate_up_fused() ? wide_input(w.gate_up, rows)
+                                               : shared_wide_input(wide_input(w.w_gate, rows),
+                                                                   wide_input(w.w_up, rows));
       CELLM_RETURN_IF_ERROR(rms_norm(w.ffn_norm, x_, xn_, rows, stream, wide));
       if (w.gate_up_fused()) {
         CELLM_RETURN_IF_ERROR(
@@ -394,10 +398,11 @@ Status CudaForward::enqueue(const DeviceStep& step, ForwardShape shape, cudaStre
       CELLM_RETURN_IF_ERROR(int8_product(w.w_down, nullptr, rows, x_, hidden, true, stream));
     } else {
       kernels::SwigluParams swiglu = kernels::swiglu_fused_params(gate_up_, rows, ffn, act_);
-      uint16_t* wide = takes_wide_input(w.w_down, rows) ? x_wide_ : nullptr;
-      if (wide != nullptr) {
+      const WideInput wide = wide_input(w.w_down, rows);
+      if (wide.has_value()) {
         swiglu.out = nullptr;
-        swiglu.out_wide = wide;
+        swiglu.out_wide = x_wide_;
+        swiglu.out_wide_order = *wide;
       }
       CELLM_RETURN_IF_ERROR(kernels::launch_swiglu(swiglu, stream));
       CELLM_RETURN_IF_ERROR(matmul(w.w_down, act_, ffn, rows, x_, hidden, true, stream, wide));
@@ -423,7 +428,7 @@ Status CudaForward::enqueue(const DeviceStep& step, ForwardShape shape, cudaStre
   gather.dst = xn_;
   gather.dst_stride = hidden;
   CELLM_RETURN_IF_ERROR(kernels::launch_row_gather(gather, stream));
-  uint16_t* wide = takes_wide_input(weights_.output(), kept) ? x_wide_ : nullptr;
+  const WideInput wide = wide_input(weights_.output(), kept);
   CELLM_RETURN_IF_ERROR(rms_norm(weights_.output_norm(), xn_, xn_, kept, stream, wide));
   CELLM_RETURN_IF_ERROR(
       matmul(weights_.output(), xn_, hidden, kept, logits_, c.vocab_size, false, stream, wide));
@@ -432,11 +437,11 @@ Status CudaForward::enqueue(const DeviceStep& step, ForwardShape shape, cudaStre
 
 Status CudaForward::unfused_qkv(const CudaLayerWeights& w, int32_t rows, cudaStream_t stream) {
   const auto [hidden, q_width, kv_width, qkv_width, attn_width, ffn] = widths();
-  uint16_t* wide = (w.qkv_fused() ? takes_wide_input(w.qkv, rows)
-                                  : takes_wide_input(w.wq, rows) && takes_wide_input(w.wk, rows) &&
-                                        takes_wide_input(w.wv, rows))
-                       ? x_wide_
-                       : nullptr;
+  const WideInput wide =
+      w.qkv_fused()
+          ? wide_input(w.qkv, rows)
+          : shared_wide_input(shared_wide_input(wide_input(w.wq, rows), wide_input(w.wk, rows)),
+                              wide_input(w.wv, rows));
   CELLM_RETURN_IF_ERROR(rms_norm(w.attn_norm, x_, xn_, rows, stream, wide));
   const bool bias = w.qkv_bias != nullptr;
   if (bias) {

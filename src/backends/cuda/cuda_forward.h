@@ -35,12 +35,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "backends/cuda/cuda_weights.h"
 #include "backends/cuda/device_memory.h"
 #include "backends/cuda/device_step.h"
 #include "backends/cuda/kernels/decode_matmul.cuh"
+#include "backends/cuda/kernels/wide_act_order.cuh"
 #include "backends/cuda/kernels/weight_layout.h"
 #include "backends/cuda/kv_pool.h"
 #include "core/status.h"
@@ -96,17 +98,21 @@ class CudaForward {
   CudaForward(const ModelConfig& config, const CudaWeights& weights, KvPool& pool,
               const CudaForwardConfig& forward_config, cublasHandle_t cublas);
 
+  // A product's input as bf16 in x_wide_, written by the kernel before it (RMSNorm, SwiGLU, the
+  // decode attention) in the order the product takes (wide_act_order.cuh), or none.
+  using WideInput = std::optional<kernels::WideOrder>;
   // y[rows, N] (+)= x[rows, K] · wᵀ (strides in floats).
-  // With x_wide (x_wide_, written by the kernel before; only where takes_wide_input()), the
-  // product reads it instead of x.
+  // With `wide` (only as wide_input() answers), the product reads x_wide_ instead of x.
   Status matmul(const kernels::DeviceWeight& w, const float* x, int64_t x_stride, int32_t rows,
                 float* y, int64_t y_stride, bool accumulate, cudaStream_t stream,
-                const uint16_t* x_wide = nullptr);
-  // Whether matmul() of `rows` rows of w runs the fused wide product, whose input the kernel
-  // before it (RMSNorm, SwiGLU, the decode attention) then writes into x_wide_ in that product's
-  // bf16 order: one permute launch fewer per product (CELLM_CUDA_WIDE_INPUT=0 in the environment
-  // turns it off).
-  bool takes_wide_input(const kernels::DeviceWeight& w, int32_t rows) const;
+                WideInput wide = std::nullopt);
+  // Whether matmul() of `rows` rows of w takes its input from the kernel before it, and in which
+  // order (kernels::matmul_wide_input_order): the fused wide product's, or as is for cuBLAS on
+  // bf16 operands — one launch fewer per product that rounds (and permutes) x.
+  // CELLM_CUDA_WIDE_INPUT=0 in the environment turns it off.
+  WideInput wide_input(const kernels::DeviceWeight& w, int32_t rows) const;
+  // The input two products reading the same x can share: theirs where they agree, else none.
+  static WideInput shared_wide_input(WideInput a, WideInput b) { return a == b ? a : std::nullopt; }
   // Whether a product of `rows` rows of w runs on the int8 tensor cores (int8_matmul_rows_).
   bool int8_matmul_applies(const kernels::DeviceWeight& w, int32_t rows) const;
   // y[rows, N] (+)= x · wᵀ (+ bias) there: x rows (gathered by x_rows, RMS-normed with norm when
@@ -126,18 +132,19 @@ class CudaForward {
                       const kernels::RopeKvOutput* rope = nullptr);
   // qkv_ = RMSNorm(x_) · attn_norm · [wq; wk; wv]ᵀ (+ bias): the norm into xn_, then the products.
   Status unfused_qkv(const CudaLayerWeights& w, int32_t rows, cudaStream_t stream);
-  // y = RMSNorm(x) · weight over `rows` rows of hidden_size (y may be x); with y_wide, that
-  // written there in the fused wide product's bf16 order instead (y untouched).
+  // y = RMSNorm(x) · weight over `rows` rows of hidden_size (y may be x); with `wide`, that
+  // written into x_wide_ as bf16 in that order instead (y untouched).
   Status rms_norm(const float* weight, float* x, float* y, int32_t rows, cudaStream_t stream,
-                  uint16_t* y_wide = nullptr);
+                  WideInput wide = std::nullopt);
   // attn_ = attention of the step's `rows` tokens in layer l: the decode kernel (split contexts)
   // for static shapes and for slices of mostly one token per sequence, else the prefill kernel.
   // With `q8` (may be null), where the decode kernel can (kernels::decode_attention_writes_q8),
   // the output is also quantized into x_q8_ / x_q8_scales_ and *q8 set true (else false). With
-  // `wide`, where the decode kernel runs, it also writes x_wide_ (the output in the fused wide
-  // product's bf16 order) and sets *wide true.
+  // `wide`, where the decode kernel runs, it also writes x_wide_ (the output as bf16 in that
+  // order) and sets *wrote_wide true.
   Status attention(const DeviceStep& step, int32_t layer, int32_t rows, bool is_static,
-                   cudaStream_t stream, bool* q8 = nullptr, bool* wide = nullptr);
+                   cudaStream_t stream, bool* q8 = nullptr, WideInput wide = std::nullopt,
+                   bool* wrote_wide = nullptr);
   // Context splits of the decode kernel for `tokens` rows reaching `max_context` cells, no more
   // than the scratch holds.
   int32_t decode_splits(int32_t tokens, int32_t max_context) const;
@@ -194,8 +201,8 @@ class CudaForward {
   int32_t* argmax_tokens_ = nullptr;  // [W] greedy token of each kept row
   void* argmax_scratch_ = nullptr;    // kernels::argmax_scratch_bytes(W), zeroed
   size_t argmax_scratch_bytes_ = 0;
-  // [min(W, kFusedMaxTokens), widest product input] bf16: a fused wide product's input in its
-  // column order, written by the kernel before it (takes_wide_input).
+  // [W, widest product input] bf16: a product's input in the order it takes, written by the
+  // kernel before it (wide_input).
   uint16_t* x_wide_ = nullptr;
   int8_t* x_q8_ = nullptr;         // [8, max K] int8 activations of the fused path
   float* x_q8_scales_ = nullptr;   // [8, max K / 32]
@@ -207,7 +214,7 @@ class CudaForward {
   bool int8_fold_ = false;         // products quantize their input (CELLM_CUDA_INT8_FOLD=1)
   bool attention_q8_ = true;       // decode attention quantizes the output product's input
                                    // where it can (CELLM_CUDA_ATTENTION_Q8=0: a quantize launch)
-  bool wide_input_ = true;         // takes_wide_input() may answer yes
+  bool wide_input_ = true;         // wide_input() may answer
   // Products of more rows than the small-M path takes and at most this many run on the int8
   // tensor cores (kernels::launch_int8_matmul, their input quantized by one launch) where the
   // weight allows; 0: never (exact activations, or CELLM_CUDA_INT8_MMA=0 in the environment).

@@ -29,6 +29,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backends/cuda/kernels/wide_act_order.cuh"
 #include "core/status.h"
 #include "program/program_spec.h"
 
@@ -67,10 +68,11 @@ struct AttentionArgs {
   // launch_quantize_activations would quantize it (no norm) — the int8 input of the next product.
   int8_t* out_q8 = nullptr;        // [num_tokens, num_heads * value_head_dim], interleaved order
   float* out_q8_scales = nullptr;  // [num_tokens, num_heads * value_head_dim / 32]
-  // Decode only (any kernel), optional: the output also rounded to bf16 in the fused wide
-  // product's column order (wide_act_order.cuh) — the next product's input (MatmulParams::
-  // x_wide), so it needs no permute launch. num_heads · value_head_dim a multiple of 32.
+  // Decode only (any kernel), optional: the output also rounded to bf16 in the column order the
+  // next product takes (wide_act_order.cuh) — its input (MatmulParams::x_wide), so it needs no
+  // launch to round (and permute) out. kFused: num_heads · value_head_dim a multiple of 32.
   uint16_t* out_wide = nullptr;  // [num_tokens, num_heads * value_head_dim] bf16
+  WideOrder out_wide_order = WideOrder::kFused;
 };
 
 // The longest context (cells of a token) a decode launch with cluster_merge should take.

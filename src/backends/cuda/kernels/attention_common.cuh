@@ -168,14 +168,15 @@ __device__ __forceinline__ void for_each_merged_output(const DecodeBlock& b, int
   }
 }
 
-// Writes output `column` (head · value_head_dim + dim) of `token`, and its bf16 copy in the wide
+// Writes output `column` (head · value_head_dim + dim) of `token`, and its bf16 copy in the next
 // product's order where a.out_wide asks.
 __device__ __forceinline__ void store_decode_output(const AttentionArgs& a, int64_t token,
                                                     int64_t column, float value) {
   a.out[token * a.out_stride + column] = value;
   if (a.out_wide != nullptr) {
     const int64_t width = static_cast<int64_t>(a.num_heads) * a.value_head_dim;
-    a.out_wide[token * width + wide_act_column(column)] = float_to_bf16_bits(value);
+    a.out_wide[token * width + wide_act_index(a.out_wide_order, column)] =
+        float_to_bf16_bits(value);
   }
 }
 

@@ -371,8 +371,10 @@ Status launch_decode_attention(const DecodeAttentionParams& p, cudaStream_t stre
   if ((a.out_q8 == nullptr) != (a.out_q8_scales == nullptr)) {
     return invalid_argument("decode_attention: out_q8 and out_q8_scales go together");
   }
-  if (a.out_wide != nullptr && (a.num_heads * a.value_head_dim) % 32 != 0) {
-    return invalid_argument("decode_attention: a wide-order output needs a multiple of 32 columns");
+  if (a.out_wide != nullptr && a.out_wide_order == WideOrder::kFused &&
+      (a.num_heads * a.value_head_dim) % 32 != 0) {
+    return invalid_argument(
+        "decode_attention: a fused-order output needs a multiple of 32 columns");
   }
   if (a.out_q8 != nullptr && !decode_attention_writes_q8(p)) {
     return invalid_argument(

@@ -229,29 +229,34 @@ void expect_attention_parity(const Case& c, const Step& step, int32_t max_splits
                 ASSERT_TRUE(status.ok()) << status.to_string();
               });
         const int64_t width = static_cast<int64_t>(c.num_heads) * c.value_head_dim;
-        if (width % 32 == 0) {
-          // The output in the fused wide product's bf16 order (matmul_wide.cuh: source column
-          // 8T + 4h + 2p + j of each 32-block at 16h + 8p + 2T + j): the host's rounding of the
-          // f32 output, placed so, bit for bit; the f32 output unchanged.
+        for (const WideOrder order : {WideOrder::kFused, WideOrder::kNatural}) {
+          if (order == WideOrder::kFused && width % 32 != 0) continue;
+          // The output as bf16 in the order the next product reads — the fused wide product's
+          // (matmul_wide.cuh: source column 8T + 4h + 2p + j of each 32-block at
+          // 16h + 8p + 2T + j) or as is: the host's rounding of the f32 output, placed so, bit
+          // for bit; the f32 output unchanged.
           const std::vector<float> f32 = out.download();
           std::vector<uint16_t> want(static_cast<size_t>(num_tokens * width));
           for (int32_t t = 0; t < num_tokens; ++t) {
             for (int64_t column = 0; column < width; ++column) {
               const int64_t i = column % 32;
-              const int64_t at =
-                  column - i + 16 * ((i >> 2) & 1) + 8 * ((i >> 1) & 1) + 2 * (i >> 3) + (i & 1);
+              const int64_t at = order == WideOrder::kNatural
+                                     ? column
+                                     : column - i + 16 * ((i >> 2) & 1) + 8 * ((i >> 1) & 1) +
+                                           2 * (i >> 3) + (i & 1);
               want[t * width + at] = f32_to_bf16(f32[t * out_stride + column]);
             }
           }
           DeviceArray<uint16_t> wide(want.size());
           wide.poison();
           decode.args.out_wide = wide.get();
+          decode.args.out_wide_order = order;
           const Status status = launch_decode_attention(decode, nullptr);
           ASSERT_TRUE(status.ok()) << status.to_string();
           decode.args.out_wide = nullptr;
-          EXPECT_EQ(wide.download(), want) << c.name << ": wide-order bf16 output";
+          EXPECT_EQ(wide.download(), want) << c.name << ": bf16 output";
           EXPECT_EQ(strip(out.download()), strip(f32))
-              << c.name << ": f32 output beside the wide-order one";
+              << c.name << ": f32 output beside the bf16 one";
         }
         if (!cluster || !decode_attention_writes_q8(decode)) continue;
         // The int8 output: the host's quantization of the f32 output, bit for bit; the f32 output
@@ -388,7 +393,8 @@ TEST(AttentionKernelTest, RefusesBadArguments) {
   decode.args.out_q8_scales = nullptr;
   EXPECT_EQ(launch_decode_attention(decode, nullptr).code(), StatusCode::kInvalidArgument);
 
-  // A wide-order bf16 output from the decode kernels only, of a width that is a multiple of 32.
+  // A bf16 output from the decode kernels only; in the fused order, of a width that is a multiple
+  // of 32.
   args.out_q8 = nullptr;
   args.out_q8_scales = nullptr;
   uint16_t wide = 0;
@@ -400,6 +406,8 @@ TEST(AttentionKernelTest, RefusesBadArguments) {
   decode.args.value_head_dim = 24;  // 24 columns
   decode.args.out_stride = 24;
   EXPECT_EQ(launch_decode_attention(decode, nullptr).code(), StatusCode::kInvalidArgument);
+  decode.args.out_wide_order = WideOrder::kNatural;
+  EXPECT_TRUE(launch_decode_attention(decode, nullptr).ok());
 }
 
 }  // namespace

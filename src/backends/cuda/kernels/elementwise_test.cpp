@@ -37,11 +37,16 @@ using testing::random_ints;
     ASSERT_TRUE(cellm_status_.ok()) << cellm_status_.to_string(); \
   } while (false)
 
-// `rows` rows of `dim` f32 values rounded to bf16 and placed in the fused wide product's order,
-// as matmul_wide.cuh describes it: in each block of 32 columns, source column 8T + 4h + 2p + j
-// goes to column 16h + 8p + 2T + j.
-std::vector<uint16_t> wide_order_bf16(const std::vector<float>& values, int64_t rows, int64_t dim) {
+// `rows` rows of `dim` f32 values rounded to bf16 and placed in the given order: as they are, or
+// in the fused wide product's order as matmul_wide.cuh describes it — in each block of 32
+// columns, source column 8T + 4h + 2p + j goes to column 16h + 8p + 2T + j.
+std::vector<uint16_t> wide_order_bf16(const std::vector<float>& values, int64_t rows, int64_t dim,
+                                      WideOrder order) {
   std::vector<uint16_t> out(static_cast<size_t>(rows * dim));
+  if (order == WideOrder::kNatural) {
+    for (size_t i = 0; i < out.size(); ++i) out[i] = f32_to_bf16(values[i]);
+    return out;
+  }
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t block = 0; block < dim; block += 32) {
       for (int T = 0; T < 4; ++T) {
@@ -114,7 +119,7 @@ TEST(RmsNormKernelTest, PlainFusedAndInPlaceNormsMatchTheCpu) {
   }
 }
 
-TEST(RmsNormKernelTest, AWideOrderOutputIsTheNormRoundedToBf16WhereTheWideProductReadsIt) {
+TEST(RmsNormKernelTest, ABf16OutputIsTheNormRoundedInTheOrderTheNextProductReads) {
   CELLM_REQUIRE_DEVICE();
   const int32_t dim = 4096;
   const int64_t rows = 6;
@@ -141,14 +146,18 @@ TEST(RmsNormKernelTest, AWideOrderOutputIsTheNormRoundedToBf16WhereTheWideProduc
     p.y = y.get();
     p.y_stride = dim;
     EXPECT_OK(launch_rms_norm(p, nullptr));
-    DeviceArray<float> x_wide_run(x);
-    DeviceArray<uint16_t> wide(static_cast<size_t>(rows * dim));
-    p.x = x_wide_run.get();
-    p.y = nullptr;
-    p.y_wide = wide.get();
-    EXPECT_OK(launch_rms_norm(p, nullptr));
-    EXPECT_EQ(wide.download(), wide_order_bf16(y.download(), rows, dim));
-    EXPECT_EQ(x_wide_run.download(), x_f32.download()) << "the residual add differs";
+    for (const WideOrder order : {WideOrder::kFused, WideOrder::kNatural}) {
+      DeviceArray<float> x_wide_run(x);
+      DeviceArray<uint16_t> wide(static_cast<size_t>(rows * dim));
+      RmsNormParams q = p;
+      q.x = x_wide_run.get();
+      q.y = nullptr;
+      q.y_wide = wide.get();
+      q.y_wide_order = order;
+      EXPECT_OK(launch_rms_norm(q, nullptr));
+      EXPECT_EQ(wide.download(), wide_order_bf16(y.download(), rows, dim, order));
+      EXPECT_EQ(x_wide_run.download(), x_f32.download()) << "the residual add differs";
+    }
   }
   RmsNormParams bad;
   bad.num_rows = 1;
@@ -159,6 +168,9 @@ TEST(RmsNormKernelTest, AWideOrderOutputIsTheNormRoundedToBf16WhereTheWideProduc
   DeviceArray<uint16_t> wide(static_cast<size_t>(dim));
   bad.y_wide = wide.get();
   EXPECT_FALSE(launch_rms_norm(bad, nullptr).ok());
+  bad.y_wide_order = WideOrder::kNatural;  // any dim
+  EXPECT_OK(launch_rms_norm(bad, nullptr));
+  bad.y_wide_order = WideOrder::kFused;
   bad.dim = 64;
   DeviceArray<float> y(static_cast<size_t>(dim));
   bad.y = y.get();  // both outputs
@@ -233,7 +245,7 @@ TEST(SwigluKernelTest, SeparateAndFusedGateUpMatchTheCpu) {
       "separate", out, [&] { EXPECT_OK(launch_swiglu(separate, nullptr)); }, ref, 1e-6);
 }
 
-TEST(SwigluKernelTest, AWideOrderOutputIsSwigluRoundedToBf16WhereTheWideProductReadsIt) {
+TEST(SwigluKernelTest, ABf16OutputIsSwigluRoundedInTheOrderTheNextProductReads) {
   CELLM_REQUIRE_DEVICE();
   const int64_t tokens = 5, ffn = 1536;
   const std::vector<float> gate_up = random_floats(static_cast<size_t>(tokens * 2 * ffn), 50, 6.0f);
@@ -244,8 +256,11 @@ TEST(SwigluKernelTest, AWideOrderOutputIsSwigluRoundedToBf16WhereTheWideProductR
   DeviceArray<uint16_t> wide(static_cast<size_t>(tokens * ffn));
   p.out = nullptr;
   p.out_wide = wide.get();
-  EXPECT_OK(launch_swiglu(p, nullptr));
-  EXPECT_EQ(wide.download(), wide_order_bf16(out.download(), tokens, ffn));
+  for (const WideOrder order : {WideOrder::kNatural, WideOrder::kFused}) {
+    p.out_wide_order = order;
+    EXPECT_OK(launch_swiglu(p, nullptr));
+    EXPECT_EQ(wide.download(), wide_order_bf16(out.download(), tokens, ffn, order));
+  }
   EXPECT_EQ(in.download(), gate_up) << "the input changed";
   p.out = out.get();  // both outputs
   EXPECT_FALSE(launch_swiglu(p, nullptr).ok());
@@ -253,6 +268,8 @@ TEST(SwigluKernelTest, AWideOrderOutputIsSwigluRoundedToBf16WhereTheWideProductR
   p.dim = 1000;  // no multiple of 32
   p.gate_stride = p.up_stride = 2 * 1000;
   EXPECT_FALSE(launch_swiglu(p, nullptr).ok());
+  p.out_wide_order = WideOrder::kNatural;  // any dim
+  EXPECT_OK(launch_swiglu(p, nullptr));
 }
 
 TEST(RowGatherKernelTest, CopiesTheKeptRowsInOrder) {

@@ -53,11 +53,12 @@ Status check_common(const MatmulParams& p) {
                             std::to_string(p.x_stride) + ", " + std::to_string(p.y_stride) +
                             ") shorter than K/N");
   }
-  if (p.x_wide != nullptr && (!matmul_takes_x_wide(p.w, p.num_tokens, p.w_bf16 != nullptr) ||
-                              reinterpret_cast<uintptr_t>(p.x_wide) % 16 != 0)) {
-    return invalid_argument(
-        "matmul: " + describe(p) +
-        ": a wide-order bf16 x only for the fused wide product, 16-byte aligned");
+  if (p.x_wide != nullptr &&
+      (matmul_wide_input_order(p.w, p.num_tokens, p.w_bf16 != nullptr) != p.x_wide_order ||
+       reinterpret_cast<uintptr_t>(p.x_wide) % 16 != 0)) {
+    return invalid_argument("matmul: " + describe(p) +
+                            ": a bf16 x only in the order the product takes "
+                            "(matmul_wide_input_order), 16-byte aligned");
   }
   return ok_status();
 }
@@ -124,11 +125,15 @@ int32_t small_m_max_tokens(TensorType type) {
   return kSmallMMaxTokens;
 }
 
-bool matmul_takes_x_wide(const DeviceWeight& w, int32_t num_tokens, bool has_bf16_copy) {
+std::optional<WideOrder> matmul_wide_input_order(const DeviceWeight& w, int32_t num_tokens,
+                                                 bool has_bf16_copy) {
+  if (num_tokens <= small_m_max_tokens(w.type)) return std::nullopt;
+  if (w.type == TensorType::kF32 || w.type == TensorType::kF16) return std::nullopt;
   MatmulParams p;
   p.w = w;
   p.num_tokens = num_tokens;
-  return !has_bf16_copy && num_tokens > small_m_max_tokens(w.type) && matmul_wide_fused_applies(p);
+  if (!has_bf16_copy && matmul_wide_fused_applies(p)) return WideOrder::kFused;
+  return WideOrder::kNatural;
 }
 
 Status launch_matmul(const MatmulParams& p, cudaStream_t stream) {
@@ -229,7 +234,8 @@ Status launch_matmul_wide(const MatmulParams& p, cudaStream_t stream) {
                          "matmul_wide: f32 cublasGemmEx");
   }
 
-  // Activations in the weight's 16-bit type (bf16 for dequantized weights).
+  // Activations in the weight's 16-bit type (bf16 for dequantized weights): the caller's bf16
+  // copy (checked above: bf16 or dequantized weights) or rounded here.
   const size_t act_bytes = align_up(static_cast<size_t>(p.num_tokens) * static_cast<size_t>(k) * 2);
   const bool need_tile = is_quantized(p.w.type) && p.w_bf16 == nullptr;
   const size_t tile_bytes = need_tile ? align_up(static_cast<size_t>(tile_rows(p.w) * k) * 2) : 0;
@@ -239,16 +245,20 @@ Status launch_matmul_wide(const MatmulParams& p, cudaStream_t stream) {
                             std::to_string(p.scratch_bytes) + " bytes, need " +
                             std::to_string(act_bytes + tile_bytes) + " (256-byte aligned)");
   }
-  auto* act = static_cast<uint16_t*>(p.scratch);
-  ConvertParams convert;
-  convert.x = p.x;
-  convert.x_stride = p.x_stride;
-  convert.num_rows = p.num_tokens;
-  convert.num_cols = k;
-  convert.out = act;
-  convert.out_stride = k;
-  convert.type = p.w.type == TensorType::kF16 ? HalfType::kF16 : HalfType::kBF16;
-  CELLM_RETURN_IF_ERROR(launch_convert_to_half(convert, stream));
+  const uint16_t* act = p.x_wide;
+  if (act == nullptr) {
+    auto* rounded = static_cast<uint16_t*>(p.scratch);
+    ConvertParams convert;
+    convert.x = p.x;
+    convert.x_stride = p.x_stride;
+    convert.num_rows = p.num_tokens;
+    convert.num_cols = k;
+    convert.out = rounded;
+    convert.out_stride = k;
+    convert.type = p.w.type == TensorType::kF16 ? HalfType::kF16 : HalfType::kBF16;
+    CELLM_RETURN_IF_ERROR(launch_convert_to_half(convert, stream));
+    act = rounded;
+  }
 
   if (p.w.type == TensorType::kF16 || p.w.type == TensorType::kBF16) {
     const cudaDataType type = p.w.type == TensorType::kF16 ? CUDA_R_16F : CUDA_R_16BF;

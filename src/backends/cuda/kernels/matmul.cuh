@@ -27,8 +27,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "backends/cuda/kernels/weight_layout.h"
+#include "backends/cuda/kernels/wide_act_order.cuh"
 #include "core/status.h"
 
 namespace cellm::kernels {
@@ -51,11 +53,12 @@ struct MatmulParams {
   // about 3e-3 relative error. Other types and the wide path keep using x (always required).
   const int8_t* x_q8 = nullptr;        // [num_tokens, K] interleaved order
   const float* x_q8_scales = nullptr;  // [num_tokens, K / 32]
-  // Optional bf16 copy of x in the fused wide product's column order (wide_act_order.cuh),
-  // [num_tokens, K], 16-byte aligned — written by the kernel before (RMSNorm, SwiGLU, the decode
-  // attention). Only where matmul_takes_x_wide(); that product then reads it instead of x (which
-  // may be null) and needs no permute launch of its own.
+  // Optional bf16 copy of x in the column order the product takes (x_wide_order, which must be
+  // matmul_wide_input_order(); wide_act_order.cuh), [num_tokens, K] contiguous, 16-byte aligned —
+  // written by the kernel before (RMSNorm, SwiGLU, the decode attention). The product then reads
+  // it instead of x (which may be null) and needs no launch of its own to round (and permute) x.
   const uint16_t* x_wide = nullptr;
+  WideOrder x_wide_order = WideOrder::kFused;
 
   // Wide path only.
   cublasHandle_t cublas = nullptr;
@@ -74,9 +77,12 @@ size_t matmul_wide_scratch_bytes(const DeviceWeight& w, int32_t max_tokens);
 // (769 / 1056) at 2 / 4 sessions, on the fused tensor-core kernel 358 / 701 (384 / 750).
 int32_t small_m_max_tokens(TensorType type);
 
-// True when launch_matmul of `num_tokens` rows through `w` (with a resident bf16 copy or not)
-// runs the fused wide product (matmul_wide.cuh), i.e. may take MatmulParams::x_wide.
-bool matmul_takes_x_wide(const DeviceWeight& w, int32_t num_tokens, bool has_bf16_copy);
+// The order of the bf16 input (MatmulParams::x_wide) launch_matmul of `num_tokens` rows through
+// `w` (with a resident bf16 copy or not) can take: kFused where it runs the fused wide product
+// (matmul_wide.cuh), kNatural where it runs cuBLAS on bf16 operands (BF16 weights, and quantized
+// ones dequantized to bf16); none on the small-M path and for F32 / F16 weights (f32 x).
+std::optional<WideOrder> matmul_wide_input_order(const DeviceWeight& w, int32_t num_tokens,
+                                                 bool has_bf16_copy);
 
 // Picks the path by num_tokens and type (above). Errors (invalid argument) name what is
 // wrong with the params.

@@ -210,63 +210,91 @@ TEST_F(MatmulKernelTest, FusedQuantizedProductMatchesTheCpu) {
   expect_matmul({TensorType::kQ4_0, 45, 1792}, 9, Path::kWide, true, 1e-2);
 }
 
-TEST_F(MatmulKernelTest, FusedProductTakesAWideOrderInputFromTheKernelBeforeToTheSameBits) {
-  // x rounded to bf16 and permuted on the host as matmul_wide.cuh describes the order (source
-  // column 8T + 4h + 2p + j of each 32-block at 16h + 8p + 2T + j): the product with it and the
-  // product that permutes x itself write the same bits.
-  const Shape shapes[] = {{TensorType::kQ4_0, 300, 4096}, {TensorType::kQ8_0, 200, 2048}};
-  for (const Shape& s : shapes) {
+TEST_F(MatmulKernelTest, WideProductsTakeABf16InputFromTheKernelBeforeToTheSameBits) {
+  // x rounded to bf16 on the host and placed in the order the product takes — the fused wide
+  // product's as matmul_wide.cuh describes it (source column 8T + 4h + 2p + j of each 32-block at
+  // 16h + 8p + 2T + j), the columns as they are for cuBLAS: the product with it and the product
+  // that rounds (and permutes) x itself write the same bits.
+  struct Case {
+    Shape shape;
+    int32_t m;
+    bool with_copy;  // a resident bf16 copy of the quantized weight (cuBLAS)
+    WideOrder order;
+  };
+  const Case cases[] = {
+      {{TensorType::kQ4_0, 300, 4096}, 5, false, WideOrder::kFused},
+      {{TensorType::kQ4_0, 300, 4096}, 64, false, WideOrder::kFused},
+      {{TensorType::kQ8_0, 200, 2048}, 17, false, WideOrder::kFused},
+      {{TensorType::kQ8_0, 200, 2048}, 120, false, WideOrder::kFused},
+      {{TensorType::kBF16, 200, 520}, 3, false, WideOrder::kNatural},
+      {{TensorType::kBF16, 200, 520}, 64, false, WideOrder::kNatural},
+      {{TensorType::kQ4_0, 300, 2048}, 129, false, WideOrder::kNatural},  // dequantized tiles
+      {{TensorType::kQ8_0, 200, 2048}, 200, false, WideOrder::kNatural},
+      {{TensorType::kQ8_0, 200, 2048}, 20, true, WideOrder::kNatural},
+  };
+  for (const Case& c : cases) {
+    const Shape& s = c.shape;
+    SCOPED_TRACE(name(s) + " M=" + std::to_string(c.m) + (c.with_copy ? " with copy" : ""));
     const std::vector<uint8_t> gguf = testing::random_gguf_rows(s.type, s.rows, s.cols, 74);
     const testing::UploadedWeight w = testing::upload_weight(s.type, s.rows, s.cols, gguf);
-    for (const int32_t m : {5, 17, 64, 120}) {
-      SCOPED_TRACE(name(s) + " M=" + std::to_string(m));
-      ASSERT_TRUE(matmul_takes_x_wide(w.weight, m, false));
-      const std::vector<float> x = random_floats(static_cast<size_t>(m * s.cols), 75);
-      std::vector<uint16_t> x_wide(x.size());
-      for (int64_t r = 0; r < m; ++r) {
-        for (int64_t block = 0; block < s.cols; block += 32) {
-          for (int i = 0; i < 32; ++i) {
-            const int T = i >> 3, h = (i >> 2) & 1, p = (i >> 1) & 1, j = i & 1;
-            x_wide[r * s.cols + block + 16 * h + 8 * p + 2 * T + j] =
-                f32_to_bf16(x[r * s.cols + block + i]);
-          }
+    DeviceArray<uint16_t> copy;
+    if (c.with_copy) {
+      copy = DeviceArray<uint16_t>(static_cast<size_t>(s.rows * s.cols));
+      DequantizeParams dq;
+      dq.w = w.weight;
+      dq.num_rows = s.rows;
+      dq.out = copy.get();
+      ASSERT_TRUE(launch_dequantize_bf16(dq, nullptr).ok());
+    }
+    ASSERT_EQ(matmul_wide_input_order(w.weight, c.m, c.with_copy), c.order);
+    const std::vector<float> x = random_floats(static_cast<size_t>(c.m * s.cols), 75);
+    std::vector<uint16_t> x_wide(x.size());
+    for (int64_t r = 0; r < c.m; ++r) {
+      for (int64_t block = 0; block < s.cols; block += 32) {
+        for (int i = 0; i < 32 && block + i < s.cols; ++i) {
+          const int T = i >> 3, h = (i >> 2) & 1, p = (i >> 1) & 1, j = i & 1;
+          const int at = c.order == WideOrder::kFused ? 16 * h + 8 * p + 2 * T + j : i;
+          x_wide[r * s.cols + block + at] = f32_to_bf16(x[r * s.cols + block + i]);
         }
       }
-      DeviceArray<float> x_dev(x);
-      DeviceArray<uint16_t> x_wide_dev(x_wide);
-      const std::vector<float> residual = random_floats(static_cast<size_t>(m * s.rows), 76);
-      std::vector<float> outputs[2];
-      for (const bool wide : {false, true}) {
-        DeviceArray<float> y(residual);
-        MatmulParams p;
-        p.w = w.weight;
-        p.x = wide ? nullptr : x_dev.get();
-        p.x_stride = s.cols;
-        p.x_wide = wide ? x_wide_dev.get() : nullptr;
-        p.num_tokens = m;
-        p.y = y.get();
-        p.y_stride = s.rows;
-        p.accumulate = true;
-        p.cublas = cublas_;
-        const size_t scratch_bytes = matmul_wide_scratch_bytes(p.w, m);
-        DeviceArray<uint8_t> scratch(scratch_bytes);
-        p.scratch = scratch.get();
-        p.scratch_bytes = scratch_bytes;
-        const Status status = launch_matmul(p, nullptr);
-        ASSERT_TRUE(status.ok()) << status.to_string();
-        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-        outputs[wide ? 1 : 0] = y.download();
-      }
-      EXPECT_EQ(std::memcmp(outputs[0].data(), outputs[1].data(), outputs[0].size() * 4), 0);
-      EXPECT_NE(outputs[1], residual) << "y not written";
     }
+    DeviceArray<float> x_dev(x);
+    DeviceArray<uint16_t> x_wide_dev(x_wide);
+    const std::vector<float> residual = random_floats(static_cast<size_t>(c.m * s.rows), 76);
+    std::vector<float> outputs[2];
+    for (const bool wide : {false, true}) {
+      DeviceArray<float> y(residual);
+      MatmulParams p;
+      p.w = w.weight;
+      p.x = wide ? nullptr : x_dev.get();
+      p.x_stride = s.cols;
+      p.x_wide = wide ? x_wide_dev.get() : nullptr;
+      p.x_wide_order = c.order;
+      p.num_tokens = c.m;
+      p.y = y.get();
+      p.y_stride = s.rows;
+      p.accumulate = true;
+      p.w_bf16 = c.with_copy ? copy.get() : nullptr;
+      p.cublas = cublas_;
+      const size_t scratch_bytes = matmul_wide_scratch_bytes(p.w, c.m);
+      DeviceArray<uint8_t> scratch(scratch_bytes);
+      p.scratch = scratch.get();
+      p.scratch_bytes = scratch_bytes;
+      const Status status = launch_matmul(p, nullptr);
+      ASSERT_TRUE(status.ok()) << status.to_string();
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      outputs[wide ? 1 : 0] = y.download();
+    }
+    EXPECT_EQ(std::memcmp(outputs[0].data(), outputs[1].data(), outputs[0].size() * 4), 0);
+    EXPECT_NE(outputs[1], residual) << "y not written";
   }
 }
 
-TEST_F(MatmulKernelTest, AWideOrderInputIsRefusedWhereTheFusedProductDoesNotRun) {
+TEST_F(MatmulKernelTest, ABf16InputIsRefusedInAnOrderTheProductDoesNotTake) {
   const std::vector<uint8_t> gguf = testing::random_gguf_rows(TensorType::kQ4_0, 64, 512, 77);
   const testing::UploadedWeight q4 = testing::upload_weight(TensorType::kQ4_0, 64, 512, gguf);
   DeviceArray<uint16_t> x_wide(static_cast<size_t>(512 * 300));
+  x_wide.poison();
   DeviceArray<float> y(static_cast<size_t>(64 * 300));
   MatmulParams p;
   p.w = q4.weight;
@@ -279,19 +307,47 @@ TEST_F(MatmulKernelTest, AWideOrderInputIsRefusedWhereTheFusedProductDoesNotRun)
   DeviceArray<uint8_t> scratch(scratch_bytes);
   p.scratch = scratch.get();
   p.scratch_bytes = scratch_bytes;
-  // The small-M path (3 tokens) and the tiled cuBLAS path (129 and 257 tokens) read x, not the
-  // copy.
-  for (const int32_t m : {3, 129, 257}) {
-    p.num_tokens = m;
-    EXPECT_FALSE(matmul_takes_x_wide(p.w, m, false));
-    EXPECT_EQ(launch_matmul(p, nullptr).code(), StatusCode::kInvalidArgument) << "M=" << m;
+  // The small-M path (3 tokens) reads f32 x only.
+  p.num_tokens = 3;
+  EXPECT_EQ(matmul_wide_input_order(p.w, 3, false), std::nullopt);
+  for (const WideOrder order : {WideOrder::kFused, WideOrder::kNatural}) {
+    p.x_wide_order = order;
+    EXPECT_EQ(launch_matmul(p, nullptr).code(), StatusCode::kInvalidArgument);
   }
+  // The fused product (17 tokens) takes its own order; cuBLAS (129 and 257 tokens: dequantized
+  // tiles; 17 with a resident copy) the natural one.
+  const struct {
+    int32_t m;
+    bool with_copy;
+    WideOrder order;
+  } takes[] = {{17, false, WideOrder::kFused},
+               {17, true, WideOrder::kNatural},
+               {129, false, WideOrder::kNatural},
+               {257, false, WideOrder::kNatural}};
+  for (const auto& t : takes) {
+    EXPECT_EQ(matmul_wide_input_order(p.w, t.m, t.with_copy), t.order) << "M=" << t.m;
+  }
+  p.num_tokens = 129;
+  p.x_wide_order = WideOrder::kFused;
+  EXPECT_EQ(launch_matmul(p, nullptr).code(), StatusCode::kInvalidArgument);
   p.num_tokens = 17;
-  EXPECT_TRUE(matmul_takes_x_wide(p.w, 17, false));
-  EXPECT_FALSE(matmul_takes_x_wide(p.w, 17, true)) << "a resident bf16 copy goes to cuBLAS";
+  p.x_wide_order = WideOrder::kNatural;
+  EXPECT_EQ(launch_matmul(p, nullptr).code(), StatusCode::kInvalidArgument);
+  p.x_wide_order = WideOrder::kFused;
   EXPECT_EQ(launch_matmul_small_m(p, nullptr).code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(launch_matmul(p, nullptr).ok());
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  // F16 and F32 weights round x themselves (to f16) or read it as f32.
+  for (const TensorType type : {TensorType::kF16, TensorType::kF32}) {
+    const std::vector<uint8_t> rows = testing::random_gguf_rows(type, 64, 512, 78);
+    const testing::UploadedWeight w = testing::upload_weight(type, 64, 512, rows);
+    EXPECT_EQ(matmul_wide_input_order(w.weight, 64, false), std::nullopt);
+    p.w = w.weight;
+    p.num_tokens = 64;
+    p.x_wide_order = WideOrder::kNatural;
+    EXPECT_EQ(launch_matmul(p, nullptr).code(), StatusCode::kInvalidArgument)
+        << tensor_type_name(type);
+  }
 }
 
 TEST_F(MatmulKernelTest, DequantizeToBf16RoundsTheCpuValues) {

@@ -82,7 +82,7 @@ __global__ void __launch_bounds__(kThreads) rms_norm_kernel(const RmsNormParams 
       if (y != nullptr) {
         y[i] = value;
       } else {
-        y_wide[wide_act_column(i)] = float_to_bf16_bits(value);
+        y_wide[wide_act_index(p.y_wide_order, i)] = float_to_bf16_bits(value);
       }
     }
   }
@@ -126,9 +126,9 @@ Status launch_rms_norm(const RmsNormParams& p, cudaStream_t stream) {
                             " y " + std::to_string(p.y_stride) +
                             ", a null pointer, or not one of y and y_wide");
   }
-  if (wide && p.dim % 32 != 0) {
+  if (wide && p.y_wide_order == WideOrder::kFused && p.dim % 32 != 0) {
     return invalid_argument(
-        "rms_norm: a wide-order output needs a dim that is a multiple of 32, not " +
+        "rms_norm: a fused-order output needs a dim that is a multiple of 32, not " +
         std::to_string(p.dim));
   }
   if (p.num_rows == 0) return ok_status();

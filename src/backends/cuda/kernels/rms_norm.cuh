@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "backends/cuda/kernels/wide_act_order.cuh"
 #include "core/status.h"
 
 namespace cellm::kernels {
@@ -25,10 +26,11 @@ struct RmsNormParams {
   int64_t add_stride = 0;
   float* y = nullptr;  // [num_rows, y_stride] f32: norm(x) · weight (may be x itself)
   int64_t y_stride = 0;
-  // Or, instead of y (then null), those values rounded to bf16 in the fused wide product's
-  // column order (wide_act_order.cuh), [num_rows, dim] — the input that product reads
-  // (MatmulParams::x_wide), so it needs no permute launch. dim a multiple of 32.
+  // Or, instead of y (then null), those values rounded to bf16 in the column order the next
+  // product takes (wide_act_order.cuh), [num_rows, dim] — its input (MatmulParams::x_wide), so it
+  // needs no launch to round (and permute) y. kFused: dim a multiple of 32.
   uint16_t* y_wide = nullptr;
+  WideOrder y_wide_order = WideOrder::kFused;
 };
 
 // One block per row; any dim ≥ 1.

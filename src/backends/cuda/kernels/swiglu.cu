@@ -26,7 +26,7 @@ __global__ void __launch_bounds__(kThreads) swiglu_kernel(const SwigluParams p) 
   if (p.out_wide == nullptr) {
     p.out[t * p.out_stride + i] = value;
   } else {
-    p.out_wide[t * p.dim + wide_act_column(i)] = float_to_bf16_bits(value);
+    p.out_wide[t * p.dim + wide_act_index(p.out_wide_order, i)] = float_to_bf16_bits(value);
   }
 }
 
@@ -49,13 +49,14 @@ SwigluParams swiglu_fused_params(const float* gate_up, int64_t num_tokens, int64
 Status launch_swiglu(const SwigluParams& p, cudaStream_t stream) {
   const bool wide = p.out_wide != nullptr;
   if (p.num_tokens < 0 || p.dim < 0 || p.gate_stride < p.dim || p.up_stride < p.dim ||
-      (!wide && p.out_stride < p.dim) || (wide && p.dim % 32 != 0) ||
+      (!wide && p.out_stride < p.dim) ||
+      (wide && p.out_wide_order == WideOrder::kFused && p.dim % 32 != 0) ||
       (p.num_tokens * p.dim > 0 &&
        (p.gate == nullptr || p.up == nullptr || (p.out == nullptr) == !wide))) {
     return invalid_argument("swiglu: " + std::to_string(p.num_tokens) + " tokens of " +
                             std::to_string(p.dim) +
                             " with strides shorter than a row, null, not one of out and out_wide, "
-                            "or a wide-order output of a dim that is no multiple of 32");
+                            "or a fused-order output of a dim that is no multiple of 32");
   }
   if (p.num_tokens * p.dim == 0) return ok_status();
   return pdl_launch_status(

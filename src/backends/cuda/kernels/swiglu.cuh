@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "backends/cuda/kernels/wide_act_order.cuh"
 #include "core/status.h"
 
 namespace cellm::kernels {
@@ -21,10 +22,11 @@ struct SwigluParams {
   int64_t up_stride = 0;
   float* out = nullptr;  // [num_tokens, out_stride] f32 (may alias gate or up)
   int64_t out_stride = 0;
-  // Or, instead of out (then null), the values rounded to bf16 in the fused wide product's column
-  // order (wide_act_order.cuh), [num_tokens, dim] — the input that product reads
-  // (MatmulParams::x_wide), so it needs no permute launch. dim a multiple of 32.
+  // Or, instead of out (then null), the values rounded to bf16 in the column order the down
+  // product takes (wide_act_order.cuh), [num_tokens, dim] — its input (MatmulParams::x_wide), so
+  // it needs no launch to round (and permute) out. kFused: dim a multiple of 32.
   uint16_t* out_wide = nullptr;
+  WideOrder out_wide_order = WideOrder::kFused;
 };
 
 // The params for a fused gate|up output `gate_up` [num_tokens, 2·dim] (gate in columns [0, dim),
