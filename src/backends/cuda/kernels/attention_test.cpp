@@ -231,22 +231,12 @@ void expect_attention_parity(const Case& c, const Step& step, int32_t max_splits
         const int64_t width = static_cast<int64_t>(c.num_heads) * c.value_head_dim;
         for (const WideOrder order : {WideOrder::kFused, WideOrder::kNatural}) {
           if (order == WideOrder::kFused && width % 32 != 0) continue;
-          // The output as bf16 in the order the next product reads — the fused wide product's
-          // (matmul_wide.cuh: source column 8T + 4h + 2p + j of each 32-block at
-          // 16h + 8p + 2T + j) or as is: the host's rounding of the f32 output, placed so, bit
-          // for bit; the f32 output unchanged.
+          // The output as bf16 in the order the next product reads (testing::bf16_in_order: the
+          // fused wide product's, or as is): the host's rounding of the f32 output, placed so,
+          // bit for bit; the f32 output unchanged.
           const std::vector<float> f32 = out.download();
-          std::vector<uint16_t> want(static_cast<size_t>(num_tokens * width));
-          for (int32_t t = 0; t < num_tokens; ++t) {
-            for (int64_t column = 0; column < width; ++column) {
-              const int64_t i = column % 32;
-              const int64_t at = order == WideOrder::kNatural
-                                     ? column
-                                     : column - i + 16 * ((i >> 2) & 1) + 8 * ((i >> 1) & 1) +
-                                           2 * (i >> 3) + (i & 1);
-              want[t * width + at] = f32_to_bf16(f32[t * out_stride + column]);
-            }
-          }
+          const std::vector<uint16_t> want =
+              testing::bf16_in_order(f32, num_tokens, width, out_stride, order);
           DeviceArray<uint16_t> wide(want.size());
           wide.poison();
           decode.args.out_wide = wide.get();

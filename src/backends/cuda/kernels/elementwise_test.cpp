@@ -1,6 +1,6 @@
 // Parity of the row-wise kernels with the CPU oracle: RMSNorm (plain, fused residual add, in
-// place, per head, and written in the fused wide product's bf16 order), SwiGLU (separate and
-// fused gate|up, and in that order), row gather, argmax (one block per row,
+// place, per head, and written as bf16 in the order the next product reads), SwiGLU (separate
+// and fused gate|up, and in those orders), row gather, argmax (one block per row,
 // and split over blocks as a decode step ends), the embedding gather for every weight type and
 // layout (bit for bit), and the random weight initializer.
 #include <gtest/gtest.h>
@@ -36,33 +36,6 @@ using testing::random_ints;
     const Status cellm_status_ = (expr);                          \
     ASSERT_TRUE(cellm_status_.ok()) << cellm_status_.to_string(); \
   } while (false)
-
-// `rows` rows of `dim` f32 values rounded to bf16 and placed in the given order: as they are, or
-// in the fused wide product's order as matmul_wide.cuh describes it — in each block of 32
-// columns, source column 8T + 4h + 2p + j goes to column 16h + 8p + 2T + j.
-std::vector<uint16_t> wide_order_bf16(const std::vector<float>& values, int64_t rows, int64_t dim,
-                                      WideOrder order) {
-  std::vector<uint16_t> out(static_cast<size_t>(rows * dim));
-  if (order == WideOrder::kNatural) {
-    for (size_t i = 0; i < out.size(); ++i) out[i] = f32_to_bf16(values[i]);
-    return out;
-  }
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t block = 0; block < dim; block += 32) {
-      for (int T = 0; T < 4; ++T) {
-        for (int h = 0; h < 2; ++h) {
-          for (int p = 0; p < 2; ++p) {
-            for (int j = 0; j < 2; ++j) {
-              const int64_t from = r * dim + block + 8 * T + 4 * h + 2 * p + j;
-              out[r * dim + block + 16 * h + 8 * p + 2 * T + j] = f32_to_bf16(values[from]);
-            }
-          }
-        }
-      }
-    }
-  }
-  return out;
-}
 
 TEST(RmsNormKernelTest, PlainFusedAndInPlaceNormsMatchTheCpu) {
   CELLM_REQUIRE_DEVICE();
@@ -155,7 +128,7 @@ TEST(RmsNormKernelTest, ABf16OutputIsTheNormRoundedInTheOrderTheNextProductReads
       q.y_wide = wide.get();
       q.y_wide_order = order;
       EXPECT_OK(launch_rms_norm(q, nullptr));
-      EXPECT_EQ(wide.download(), wide_order_bf16(y.download(), rows, dim, order));
+      EXPECT_EQ(wide.download(), testing::bf16_in_order(y.download(), rows, dim, dim, order));
       EXPECT_EQ(x_wide_run.download(), x_f32.download()) << "the residual add differs";
     }
   }
@@ -259,7 +232,7 @@ TEST(SwigluKernelTest, ABf16OutputIsSwigluRoundedInTheOrderTheNextProductReads) 
   for (const WideOrder order : {WideOrder::kNatural, WideOrder::kFused}) {
     p.out_wide_order = order;
     EXPECT_OK(launch_swiglu(p, nullptr));
-    EXPECT_EQ(wide.download(), wide_order_bf16(out.download(), tokens, ffn, order));
+    EXPECT_EQ(wide.download(), testing::bf16_in_order(out.download(), tokens, ffn, ffn, order));
   }
   EXPECT_EQ(in.download(), gate_up) << "the input changed";
   p.out = out.get();  // both outputs

@@ -116,6 +116,24 @@ double HostQ8Rows::value(int64_t row, int64_t e) const {
          scales[static_cast<size_t>(row * (num_cols / 32) + e / 32)];
 }
 
+std::vector<uint16_t> bf16_in_order(std::span<const float> values, int64_t num_rows,
+                                    int64_t num_cols, int64_t stride, WideOrder order) {
+  CELLM_CHECK(order == WideOrder::kNatural || num_cols % 32 == 0)
+      << "the fused order needs whole blocks of 32 columns, not " << num_cols;
+  std::vector<uint16_t> out(static_cast<size_t>(num_rows * num_cols));
+  for (int64_t r = 0; r < num_rows; ++r) {
+    for (int64_t column = 0; column < num_cols; ++column) {
+      const int64_t i = column % 32;
+      const int64_t T = i / 8, h = (i / 4) % 2, p = (i / 2) % 2, j = i % 2;
+      const int64_t at =
+          order == WideOrder::kNatural ? column : column - i + 16 * h + 8 * p + 2 * T + j;
+      out[static_cast<size_t>(r * num_cols + at)] =
+          f32_to_bf16(values[static_cast<size_t>(r * stride + column)]);
+    }
+  }
+  return out;
+}
+
 HostQ8Rows quantize_rows_q8(std::span<const float> x, int64_t num_rows, int64_t num_cols,
                             int64_t stride) {
   CELLM_CHECK(num_cols % 32 == 0) << "quantize_rows_q8: " << num_cols << " columns";

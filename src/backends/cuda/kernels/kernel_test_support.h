@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "backends/cuda/kernels/weight_layout.h"
+#include "backends/cuda/kernels/wide_act_order.cuh"
 #include "core/check.h"
 #include "gguf/tensor_type.h"
 #include "model/model_weights.h"
@@ -67,6 +68,14 @@ struct HostQ8Rows {
 // `num_rows` rows of `num_cols` (a multiple of 32) f32 values, `stride` apart.
 HostQ8Rows quantize_rows_q8(std::span<const float> x, int64_t num_rows, int64_t num_cols,
                             int64_t stride);
+
+// `num_rows` rows of `num_cols` f32 values (`stride` apart) rounded to bf16 into [num_rows,
+// num_cols], placed in `order` as matmul_wide.cuh describes it — spelled here on its own, not by
+// wide_act_order.cuh: kNatural as they are; kFused (num_cols a multiple of 32) within each block
+// of 32 columns source column 8T + 4h + 2p + j at column 16h + 8p + 2T + j — what the kernels
+// writing a product's bf16 input must write.
+std::vector<uint16_t> bf16_in_order(std::span<const float> values, int64_t num_rows,
+                                    int64_t num_cols, int64_t stride, WideOrder order);
 
 // A KV-cache element stored as `dtype` and read back as f32 (the cache's rounding).
 float kv_stored(float value, KvDtype dtype);

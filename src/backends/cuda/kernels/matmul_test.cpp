@@ -49,6 +49,17 @@ class MatmulKernelTest : public ::testing::Test {
     if (cublas_ != nullptr) cublasDestroy(cublas_);
   }
 
+  // A resident bf16 copy of a quantized weight (MatmulParams::w_bf16), dequantized on the device.
+  static DeviceArray<uint16_t> bf16_copy(const DeviceWeight& w) {
+    DeviceArray<uint16_t> copy(static_cast<size_t>(w.num_rows * w.num_cols));
+    DequantizeParams dq;
+    dq.w = w;
+    dq.num_rows = w.num_rows;
+    dq.out = copy.get();
+    EXPECT_TRUE(launch_dequantize_bf16(dq, nullptr).ok());
+    return copy;
+  }
+
   enum class Path { kSmall, kWide, kWideWithCopy, kDispatch };
 
   // y (+)= x·Wᵀ on the GPU against cpu_matmul, with strided x and y.
@@ -89,12 +100,7 @@ class MatmulKernelTest : public ::testing::Test {
     p.cublas = cublas_;
     DeviceArray<uint16_t> copy;
     if (path == Path::kWideWithCopy) {
-      copy = DeviceArray<uint16_t>(static_cast<size_t>(s.rows * s.cols));
-      DequantizeParams dq;
-      dq.w = p.w;
-      dq.num_rows = s.rows;
-      dq.out = copy.get();
-      ASSERT_TRUE(launch_dequantize_bf16(dq, nullptr).ok());
+      copy = bf16_copy(p.w);
       p.w_bf16 = copy.get();
     }
     const size_t scratch_bytes = matmul_wide_scratch_bytes(p.w, m);
@@ -211,10 +217,9 @@ TEST_F(MatmulKernelTest, FusedQuantizedProductMatchesTheCpu) {
 }
 
 TEST_F(MatmulKernelTest, WideProductsTakeABf16InputFromTheKernelBeforeToTheSameBits) {
-  // x rounded to bf16 on the host and placed in the order the product takes — the fused wide
-  // product's as matmul_wide.cuh describes it (source column 8T + 4h + 2p + j of each 32-block at
-  // 16h + 8p + 2T + j), the columns as they are for cuBLAS: the product with it and the product
-  // that rounds (and permutes) x itself write the same bits.
+  // x rounded to bf16 on the host and placed in the order the product takes
+  // (testing::bf16_in_order: the fused wide product's, or as is for cuBLAS): the product with it
+  // and the product that rounds (and permutes) x itself write the same bits.
   struct Case {
     Shape shape;
     int32_t m;
@@ -238,26 +243,10 @@ TEST_F(MatmulKernelTest, WideProductsTakeABf16InputFromTheKernelBeforeToTheSameB
     const std::vector<uint8_t> gguf = testing::random_gguf_rows(s.type, s.rows, s.cols, 74);
     const testing::UploadedWeight w = testing::upload_weight(s.type, s.rows, s.cols, gguf);
     DeviceArray<uint16_t> copy;
-    if (c.with_copy) {
-      copy = DeviceArray<uint16_t>(static_cast<size_t>(s.rows * s.cols));
-      DequantizeParams dq;
-      dq.w = w.weight;
-      dq.num_rows = s.rows;
-      dq.out = copy.get();
-      ASSERT_TRUE(launch_dequantize_bf16(dq, nullptr).ok());
-    }
+    if (c.with_copy) copy = bf16_copy(w.weight);
     ASSERT_EQ(matmul_wide_input_order(w.weight, c.m, c.with_copy), c.order);
     const std::vector<float> x = random_floats(static_cast<size_t>(c.m * s.cols), 75);
-    std::vector<uint16_t> x_wide(x.size());
-    for (int64_t r = 0; r < c.m; ++r) {
-      for (int64_t block = 0; block < s.cols; block += 32) {
-        for (int i = 0; i < 32 && block + i < s.cols; ++i) {
-          const int T = i >> 3, h = (i >> 2) & 1, p = (i >> 1) & 1, j = i & 1;
-          const int at = c.order == WideOrder::kFused ? 16 * h + 8 * p + 2 * T + j : i;
-          x_wide[r * s.cols + block + at] = f32_to_bf16(x[r * s.cols + block + i]);
-        }
-      }
-    }
+    const std::vector<uint16_t> x_wide = testing::bf16_in_order(x, c.m, s.cols, s.cols, c.order);
     DeviceArray<float> x_dev(x);
     DeviceArray<uint16_t> x_wide_dev(x_wide);
     const std::vector<float> residual = random_floats(static_cast<size_t>(c.m * s.rows), 76);
