@@ -72,6 +72,7 @@ void add_bench_command(CLI::App& app, CommandResult& result) {
     bool compare_eager = false;
     bool compare_device_argmax = false;
     bool resident_bf16 = false;
+    bool no_resident_bf16 = false;
     bool exact_activations = false;
     bool no_run_ahead = false;
     std::string json;
@@ -110,7 +111,10 @@ void add_bench_command(CLI::App& app, CommandResult& result) {
   command->add_flag("--compare-device-argmax", flags->compare_device_argmax,
                     "Also time the widest decode with greedy tokens only (no logits copied)");
   command->add_flag("--resident-bf16", flags->resident_bf16,
-                    "Keep bf16 copies of quantized matrices for wide products");
+                    "Keep bf16 copies of quantized matrices for wide products (default: where "
+                    "they fit beside the KV pool)");
+  command->add_flag("--no-resident-bf16", flags->no_resident_bf16,
+                    "Never keep bf16 copies of quantized matrices (dequantize per product)");
   command->add_flag("--exact-activations", flags->exact_activations,
                     "Keep the activations of small quantized products in f32 (no int8)");
   command->add_flag("--no-run-ahead", flags->no_run_ahead,
@@ -137,6 +141,7 @@ void add_bench_command(CLI::App& app, CommandResult& result) {
     options.compare_eager = flags->compare_eager;
     options.compare_device_argmax = flags->compare_device_argmax;
     options.resident_bf16 = flags->resident_bf16;
+    options.resident_bf16_if_room = !flags->no_resident_bf16;
     options.int8_activations = !flags->exact_activations;
     options.run_ahead = !flags->no_run_ahead;
     options.device = flags->device;

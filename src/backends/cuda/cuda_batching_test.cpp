@@ -535,30 +535,42 @@ TEST(CudaRandomModelTest, SmallBatchesOnInt8TensorCoresStayWithinInt8Rounding) {
 
 // Wide steps take each product's bf16 input from the RMSNorm, SwiGLU or decode attention before
 // it, in the order the product reads (CudaForward::wide_input): the fused wide product's order for
-// 17–128 rows of Q8_0 / Q4_0, the columns as they are for cuBLAS (BF16 weights; Q8_0 / Q4_0 past
-// 128 rows, dequantized in tiles). On a random model, 20, 40 and 150 sessions (a three-token
-// prompt each — one eager prefill step at 150 —, then decode steps) must give the logits of the
-// same executor with that turned off (CELLM_CUDA_WIDE_INPUT=0: each product rounds, and permutes,
-// its f32 input in a launch of its own) bit for bit.
+// 17–128 rows of Q8_0 / Q4_0 (Q4_0: 17–48 with resident bf16 copies), the columns as they are for
+// cuBLAS (BF16 weights; Q8_0 / Q4_0 beyond, on the copies or dequantized in tiles). On a random
+// model, 20, 40 and 150 sessions (a three-token prompt each — one eager prefill step at 150 —,
+// then decode steps) must give the logits of the same executor with that turned off
+// (CELLM_CUDA_WIDE_INPUT=0: each product rounds, and permutes, its f32 input in a launch of its
+// own) bit for bit.
 TEST(CudaRandomModelTest, WideStepsGetTheirProductsInputFromTheKernelBeforeToTheSameBits) {
   ASSERT_NO_FATAL_FAILURE(testing::require_cuda_device());
   const StatusOr<ModelConfig> config = named_geometry("tiny");
   ASSERT_TRUE(config.ok());
-  for (const TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0, TensorType::kBF16}) {
-    SCOPED_TRACE(std::string(tensor_type_name(type)));
-    auto weights = CudaWeights::random(*config, {type, 19}, CudaWeightsOptions{});
+  const struct {
+    TensorType type;
+    bool copies;
+  } variants[] = {{TensorType::kQ8_0, false},
+                  {TensorType::kQ4_0, false},
+                  {TensorType::kQ4_0, true},
+                  {TensorType::kBF16, false}};
+  for (const auto& [type, copies] : variants) {
+    SCOPED_TRACE(std::string(tensor_type_name(type)) + (copies ? " with bf16 copies" : ""));
+    CudaWeightsOptions weight_options;
+    weight_options.resident_bf16 = copies;
+    auto weights = CudaWeights::random(*config, {type, 19}, weight_options);
     ASSERT_TRUE(weights.ok()) << weights.status().to_string();
     std::shared_ptr<const CudaWeights> shared = std::move(weights).value();
     const ProgramSpec spec = random_program(
         *config, 1024, 512, 257, {1, 2, 4, 8, 16, 32, 64, 128, 256}, KvDtype::kBF16, 4096);
     // The steps below do take both orders (20 / 40 / 150 sessions: widths 32 / 64 / 256).
     const bool quantized = type != TensorType::kBF16;
-    const kernels::WideOrder narrow =
+    const kernels::WideOrder at_32 =
         quantized ? kernels::WideOrder::kFused : kernels::WideOrder::kNatural;
-    ASSERT_EQ(kernels::matmul_wide_input_order(shared->layer(0).gate_up, 32, false), narrow);
-    ASSERT_EQ(kernels::matmul_wide_input_order(shared->layer(0).w_down, 64, false), narrow);
-    ASSERT_EQ(kernels::matmul_wide_input_order(shared->layer(0).w_down, 256, false),
+    const kernels::WideOrder at_64 = quantized && !copies ? at_32 : kernels::WideOrder::kNatural;
+    ASSERT_EQ(kernels::matmul_wide_input_order(shared->layer(0).gate_up, 32, copies), at_32);
+    ASSERT_EQ(kernels::matmul_wide_input_order(shared->layer(0).w_down, 64, copies), at_64);
+    ASSERT_EQ(kernels::matmul_wide_input_order(shared->layer(0).w_down, 256, copies),
               kernels::WideOrder::kNatural);
+    ASSERT_EQ(shared->bf16_copy(shared->layer(0).w_down) != nullptr, copies);
     CudaExecutor wide(*config, shared, spec);
     ASSERT_TRUE(wide.initialize().ok());
     ASSERT_EQ(setenv("CELLM_CUDA_WIDE_INPUT", "0", 1), 0);

@@ -246,6 +246,7 @@ StatusOr<CudaBenchReport> run_cuda_bench(const CudaBenchOptions& options,
   ModelConfig config;
   ProgramSpec spec;
   std::shared_ptr<const CudaWeights> weights;
+  std::optional<TensorType> random_type;  // random weights of this type (built below)
   if (!options.model_path.empty()) {
     say("opening " + options.model_path);
     CELLM_ASSIGN_OR_RETURN(Program opened, Program::load(options.model_path));
@@ -261,17 +262,9 @@ StatusOr<CudaBenchReport> run_cuda_bench(const CudaBenchOptions& options,
     const std::vector<int32_t> widths = recommended_decode_widths(w);
     spec = random_program(config, config.context_length, w, auto_min_prefill_chunk(widths, w),
                           widths, kv, ProgramSpec::kDefaultMaxCells);
-    say(fmt::format("building random {} weights of {} on the device", options.weight_type,
-                    options.geometry));
-    CudaWeightsOptions weight_options;
-    weight_options.device = options.device;
-    weight_options.resident_bf16 = options.resident_bf16;
-    CELLM_ASSIGN_OR_RETURN(std::unique_ptr<CudaWeights> random,
-                           CudaWeights::random(config, {type, options.seed}, weight_options));
-    weights = std::move(random);
+    random_type = type;
     report.model = options.geometry + " " + options.weight_type + " (random weights), " +
-                   options.kv_dtype + " cache" +
-                   (options.resident_bf16 ? ", resident bf16 copies" : "");
+                   options.kv_dtype + " cache";
   }
   if (options.max_step_tokens > 0) spec.max_step_tokens = options.max_step_tokens;
   if (options.min_prefill_chunk > 0) spec.min_prefill_chunk = options.min_prefill_chunk;
@@ -284,12 +277,29 @@ StatusOr<CudaBenchReport> run_cuda_bench(const CudaBenchOptions& options,
       static_cast<int64_t>(max_sessions + 1) * (options.context_tokens + decode_positions) +
       options.ttft_tokens + 2 * w;
   spec.kv_max_cells = static_cast<int32_t>(std::max<int64_t>(spec.kv_max_cells, needed_cells));
+  if (random_type.has_value()) {
+    say(fmt::format("building random {} weights of {} on the device", options.weight_type,
+                    options.geometry));
+    CudaWeightsOptions weight_options;
+    weight_options.device = options.device;
+    weight_options.resident_bf16 = options.resident_bf16;
+    weight_options.resident_bf16_if_room = options.resident_bf16_if_room;
+    if (options.resident_bf16_if_room) {
+      CELLM_ASSIGN_OR_RETURN(weight_options.keep_free_bytes,
+                             cuda_executor_room(config, spec, options.device));
+    }
+    CELLM_ASSIGN_OR_RETURN(
+        std::unique_ptr<CudaWeights> random,
+        CudaWeights::random(config, {*random_type, options.seed}, weight_options));
+    weights = std::move(random);
+  }
   CudaExecutorOptions executor_options;
   executor_options.max_sessions = max_sessions + 2;
   executor_options.device = options.device;
   executor_options.device_argmax = true;  // as the Runner's executor (cellm run) has it
   executor_options.time_steps = true;     // each result's device time
   executor_options.resident_bf16 = options.resident_bf16;
+  executor_options.resident_bf16_if_room = options.resident_bf16_if_room;
   executor_options.int8_activations = options.int8_activations;
   executor_options.run_ahead = options.run_ahead;
   std::unique_ptr<CudaExecutor> executor =
@@ -298,6 +308,7 @@ StatusOr<CudaBenchReport> run_cuda_bench(const CudaBenchOptions& options,
           : std::make_unique<CudaExecutor>(config, file_model->weights(), spec, executor_options);
   say("initializing the executor (upload, pool, graphs)");
   CELLM_RETURN_IF_ERROR(executor->initialize());
+  if (executor->weights().has_bf16_copies()) report.model += ", resident bf16 copies";
   report.weight_bytes_per_step = executor->weights().matrix_bytes_per_step();
   report.matrix_macs_per_token = executor->weights().matrix_macs_per_token();
 

@@ -45,9 +45,10 @@ struct CudaBenchOptions {
   bool compare_eager = false;  // also time decodes with graphs off
   // Also time the widest decode with the greedy tokens alone (no logits copied to the host).
   bool compare_device_argmax = false;
-  bool resident_bf16 = false;    // bf16 copies of quantized matrices for wide products
-  bool int8_activations = true;  // CudaExecutorOptions::int8_activations
-  bool run_ahead = true;         // CudaExecutorOptions::run_ahead
+  bool resident_bf16 = false;         // bf16 copies of quantized matrices for wide products
+  bool resident_bf16_if_room = true;  // or where they fit (CudaExecutorOptions's default)
+  bool int8_activations = true;       // CudaExecutorOptions::int8_activations
+  bool run_ahead = true;              // CudaExecutorOptions::run_ahead
   int device = 0;
   uint64_t seed = 1;
 };

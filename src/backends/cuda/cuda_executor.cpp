@@ -55,6 +55,20 @@ Status CudaExecutor::validate() {
   return ok_status();
 }
 
+StatusOr<uint64_t> cuda_executor_room(const ModelConfig& config, const ProgramSpec& spec,
+                                      int device) {
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+  CELLM_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  CELLM_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
+  const uint64_t row_bytes = static_cast<uint64_t>(config.num_layers) * config.num_kv_heads *
+                             (config.head_dim + config.value_head_dim) *
+                             static_cast<uint64_t>(kv_dtype_bytes(spec.kv_dtype));
+  const uint64_t pool_bytes =
+      (static_cast<uint64_t>(spec.kv_max_cells) + kFirstCellRow) * row_bytes;
+  return pool_bytes + std::max<uint64_t>(uint64_t{2} << 30, total_bytes / 10);
+}
+
 Status CudaExecutor::initialize() {
   if (initialized_) return failed_precondition("CudaExecutor::initialize called twice");
   CELLM_RETURN_IF_ERROR(validate());
@@ -70,9 +84,19 @@ Status CudaExecutor::initialize() {
     weight_options.fuse = options_.fuse_weights;
     weight_options.resident_bf16 = options_.resident_bf16;
     weight_options.device = options_.device;
+    if (options_.resident_bf16_if_room) {
+      weight_options.resident_bf16_if_room = true;
+      CELLM_ASSIGN_OR_RETURN(weight_options.keep_free_bytes,
+                             cuda_executor_room(config_, spec_, options_.device));
+    }
     CELLM_ASSIGN_OR_RETURN(std::unique_ptr<CudaWeights> uploaded,
                            CudaWeights::upload(config_, *host_weights_, weight_options));
     weights_ = std::move(uploaded);
+    if (weights_->has_bf16_copies() && !options_.resident_bf16) {
+      CELLM_LOG(kInfo) << "CudaExecutor: bf16 copies of the quantized matrices kept for steps of "
+                          "many rows (room left beside the weights; "
+                       << weights_->num_bytes() / (1 << 20) << " MiB of weights in all)";
+    }
     host_weights_ = nullptr;
   } else if (weights_->config().num_layers != config_.num_layers ||
              weights_->config().hidden_size != config_.hidden_size ||

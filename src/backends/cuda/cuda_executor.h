@@ -63,6 +63,13 @@ struct CudaExecutorStats {
   int64_t num_steps_ahead_dropped = 0;  // steps run ahead that no execute() asked for
 };
 
+// Device memory a CudaExecutor of this model and program needs beside its weights: its KV pool at
+// the largest kv_max_cells allows, and a reserve for its scratch, graphs and cuBLAS (a tenth of
+// the device's memory, at least 2 GiB). Resident bf16 copies are kept where they leave this much
+// free (CudaExecutorOptions::resident_bf16_if_room).
+StatusOr<uint64_t> cuda_executor_room(const ModelConfig& config, const ProgramSpec& spec,
+                                      int device);
+
 class CudaExecutor final : public TableExecutor {
  public:
   // Uploads `weights` at initialize() (their GgufFile must stay alive until then).

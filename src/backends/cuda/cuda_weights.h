@@ -55,10 +55,15 @@ struct CudaLayerWeights {
 
 struct CudaWeightsOptions {
   bool fuse = true;  // concatenate q/k/v and gate/up when their types match
-  // Keep a bf16 copy of every quantized matrix beside it, so wide products (more rows than the
-  // small-M kernels serve) run one bf16 GEMM instead of dequantizing per call: faster prefill
-  // and many-session decode for about 2 more bytes per weight.
+  // Keep a bf16 copy of every quantized matrix the products read beside it, so wide products
+  // (past kernels::kFusedMaxTokensWithCopyQ4_0 / Q8_0 rows) run one bf16 GEMM instead of
+  // dequantizing per call: faster prefill and many-session decode for 2 more bytes per weight.
   bool resident_bf16 = false;
+  // Or keep them only if, with them, at least `keep_free_bytes` of device memory stay free
+  // (cudaMemGetInfo before the allocation) — room the caller needs for its KV pool at its largest
+  // and its scratch.
+  bool resident_bf16_if_room = false;
+  uint64_t keep_free_bytes = 0;
   int device = 0;
 };
 
@@ -88,9 +93,11 @@ class CudaWeights {
   const float* rope_freqs() const { return rope_freqs_; }          // [n_rot / 2] or null
 
   // Bytes of device memory the weights occupy (resident bf16 copies included).
-  uint64_t num_bytes() const { return buffer_.num_bytes(); }
+  uint64_t num_bytes() const { return buffer_.num_bytes() + copies_.num_bytes(); }
   // The resident bf16 copy ([num_rows, num_cols]) of the matrix whose data is w.data, or null.
   const uint16_t* bf16_copy(const kernels::DeviceWeight& w) const;
+  // Whether any quantized matrix has a resident bf16 copy.
+  bool has_bf16_copies() const { return !bf16_copies_.empty(); }
   // Bytes one forward reads from the layers' matrices plus the LM head (not the embedding
   // table, of which it reads a row per token): the memory roofline's numerator for one step.
   uint64_t matrix_bytes_per_step() const;
@@ -109,6 +116,7 @@ class CudaWeights {
 
   ModelConfig config_;
   DeviceBuffer buffer_;  // every tensor, 256-byte aligned
+  DeviceBuffer copies_;  // the resident bf16 copies, 256-byte aligned (empty without)
   std::vector<CudaLayerWeights> layers_;
   kernels::DeviceWeight token_embd_;
   kernels::DeviceWeight output_;

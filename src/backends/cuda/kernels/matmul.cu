@@ -132,8 +132,9 @@ std::optional<WideOrder> matmul_wide_input_order(const DeviceWeight& w, int32_t 
   MatmulParams p;
   p.w = w;
   p.num_tokens = num_tokens;
-  if (!has_bf16_copy && matmul_wide_fused_applies(p)) return WideOrder::kFused;
-  return WideOrder::kNatural;
+  // Only whether there is a copy matters here (w_bf16 is not read).
+  if (has_bf16_copy) p.w_bf16 = reinterpret_cast<const uint16_t*>(w.data);
+  return matmul_wide_fused_applies(p) ? WideOrder::kFused : WideOrder::kNatural;
 }
 
 Status launch_matmul(const MatmulParams& p, cudaStream_t stream) {

@@ -10,11 +10,11 @@
 //   wide (larger M): tensor cores through cuBLAS. F32 weights: cublasSgemm in true
 //     f32 (no TF32). F16 / BF16 weights: activations rounded to the weight's 16-bit type, then
 //     cublasGemmEx with f32 accumulation and f32 output. Interleaved Q8_0 / Q4_0 weights up to
-//     128 tokens: a fused tensor-core kernel that dequantizes in registers (matmul_wide.cuh).
-//     Other quantized weights, and Q8_0 / Q4_0 beyond 128 tokens: dequantized to bf16 (into a
-//     caller's resident copy `w_bf16` when given, else tile by tile — 64 Mi elements each — into
-//     `scratch`), then the bf16 GEMM. Rounding activations (and dequantized weights) to 16 bits
-//     costs about 1e-3 relative error.
+//     128 tokens (48 / 32 with a resident bf16 copy): a fused tensor-core kernel that dequantizes
+//     in registers (matmul_wide.cuh). Other quantized weights, and Q8_0 / Q4_0 beyond that: the
+//     caller's resident bf16 copy `w_bf16` when given, else dequantized to bf16 tile by tile —
+//     64 Mi elements each — into `scratch`; then the bf16 GEMM. Rounding activations (and
+//     dequantized weights) to 16 bits costs about 1e-3 relative error.
 // Every launch is stream-ordered, allocates nothing and reads no device data on the host, so it
 // can be captured into a CUDA graph; the wide path needs a cuBLAS handle whose workspace the
 // caller set (cublasSetWorkspace; kCublasWorkspaceBytes suffices) — launches set its stream.

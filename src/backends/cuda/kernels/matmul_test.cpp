@@ -167,7 +167,8 @@ TEST_F(MatmulKernelTest, WidePathMatchesTheCpu) {
 }
 
 TEST_F(MatmulKernelTest, WidePathUsesAResidentBf16Copy) {
-  expect_matmul({TensorType::kQ4_0, 67, 1280}, 33, Path::kWideWithCopy, false, 1e-2);
+  expect_matmul({TensorType::kQ4_0, 67, 1280}, 49, Path::kWideWithCopy, false, 1e-2);
+  expect_matmul({TensorType::kQ8_0, 67, 1280}, 33, Path::kWideWithCopy, true, 1e-2);
   expect_matmul({TensorType::kQ6_K, 45, 1792}, 12, Path::kWideWithCopy, true, 1e-2);
 }
 
@@ -235,7 +236,8 @@ TEST_F(MatmulKernelTest, WideProductsTakeABf16InputFromTheKernelBeforeToTheSameB
       {{TensorType::kBF16, 200, 520}, 64, false, WideOrder::kNatural},
       {{TensorType::kQ4_0, 300, 2048}, 129, false, WideOrder::kNatural},  // dequantized tiles
       {{TensorType::kQ8_0, 200, 2048}, 200, false, WideOrder::kNatural},
-      {{TensorType::kQ8_0, 200, 2048}, 20, true, WideOrder::kNatural},
+      {{TensorType::kQ8_0, 200, 2048}, 20, true, WideOrder::kFused},  // a copy, but few tokens
+      {{TensorType::kQ8_0, 200, 2048}, 40, true, WideOrder::kNatural},
   };
   for (const Case& c : cases) {
     const Shape& s = c.shape;
@@ -303,16 +305,15 @@ TEST_F(MatmulKernelTest, ABf16InputIsRefusedInAnOrderTheProductDoesNotTake) {
     p.x_wide_order = order;
     EXPECT_EQ(launch_matmul(p, nullptr).code(), StatusCode::kInvalidArgument);
   }
-  // The fused product (17 tokens) takes its own order; cuBLAS (129 and 257 tokens: dequantized
-  // tiles; 17 with a resident copy) the natural one.
+  // The fused product (17 tokens; 128, and 48 with a resident copy) takes its own order; cuBLAS
+  // (129 and 257 tokens: dequantized tiles; 49 with a resident copy) the natural one.
   const struct {
     int32_t m;
     bool with_copy;
     WideOrder order;
-  } takes[] = {{17, false, WideOrder::kFused},
-               {17, true, WideOrder::kNatural},
-               {129, false, WideOrder::kNatural},
-               {257, false, WideOrder::kNatural}};
+  } takes[] = {{17, false, WideOrder::kFused},    {128, false, WideOrder::kFused},
+               {48, true, WideOrder::kFused},     {49, true, WideOrder::kNatural},
+               {129, false, WideOrder::kNatural}, {257, false, WideOrder::kNatural}};
   for (const auto& t : takes) {
     EXPECT_EQ(matmul_wide_input_order(p.w, t.m, t.with_copy), t.order) << "M=" << t.m;
   }

@@ -40,9 +40,17 @@ namespace cellm::kernels {
 // gate|up 290 / 337, down 257 / 297 (q8_0 172–240 / 262–312); at 128 the fused product wins
 // (q4_0 gate|up 247 / 199, down 240 / 175; prefill_and_batch.md, version 4).
 inline constexpr int32_t kFusedMaxTokens = 128;
+// With a resident bf16 copy of the weight (MatmulParams::w_bf16) cuBLAS on the copy wins from
+// fewer tokens: `cellm bench` on the H200, Llama-3.1-8B geometry, tok/s with the fused product /
+// with copies from 33 tokens on, at 24 / 32 / 48 / 64 / 96 sessions — q4_0 5,568 / 5,447, 6,460
+// / 6,464, 6,958 / 6,753, 7,986 / 8,227, 8,067 / 11,105; q8_0 4,519 / 4,283, 5,388 / 5,443,
+// 6,148 / 6,800, 7,312 / 8,322, 7,177 / 11,173. So Q4_0 keeps the fused product to 48 tokens,
+// Q8_0 to 32.
+inline constexpr int32_t kFusedMaxTokensWithCopyQ4_0 = 48;
+inline constexpr int32_t kFusedMaxTokensWithCopyQ8_0 = 32;
 
-// True for interleaved Q8_0 / Q4_0 weights without a resident bf16 copy at
-// 1 ≤ num_tokens ≤ kFusedMaxTokens.
+// True for interleaved Q8_0 / Q4_0 weights at 1 ≤ num_tokens ≤ kFusedMaxTokens
+// (kFusedMaxTokensWithCopy* with a resident bf16 copy).
 bool matmul_wide_fused_applies(const MatmulParams& params);
 
 // Scratch the fused product needs for up to min(max_tokens, kFusedMaxTokens) tokens with this

@@ -300,10 +300,12 @@ std::string describe(const MatmulParams& p) {
 }  // namespace
 
 bool matmul_wide_fused_applies(const MatmulParams& p) {
-  return fused_type(p.w.type) && p.w.layout == WeightLayout::kInterleaved && p.w_bf16 == nullptr &&
-         p.num_tokens >= 1 && p.num_tokens <= kFusedMaxTokens &&
-         reinterpret_cast<uintptr_t>(p.w.data) % 16 == 0 && p.w.row_bytes % 16 == 0 &&
-         p.w.num_cols % kSpan == 0;
+  const int32_t max_tokens = p.w_bf16 == nullptr             ? kFusedMaxTokens
+                             : p.w.type == TensorType::kQ4_0 ? kFusedMaxTokensWithCopyQ4_0
+                                                             : kFusedMaxTokensWithCopyQ8_0;
+  return fused_type(p.w.type) && p.w.layout == WeightLayout::kInterleaved && p.num_tokens >= 1 &&
+         p.num_tokens <= max_tokens && reinterpret_cast<uintptr_t>(p.w.data) % 16 == 0 &&
+         p.w.row_bytes % 16 == 0 && p.w.num_cols % kSpan == 0;
 }
 
 size_t matmul_wide_fused_scratch_bytes(const DeviceWeight& w, int32_t max_tokens) {
@@ -319,7 +321,7 @@ Status launch_matmul_wide_fused(const MatmulParams& p, cudaStream_t stream) {
   if (!matmul_wide_fused_applies(p)) {
     return invalid_argument("matmul_wide_fused: " + describe(p) +
                             ": not an interleaved Q8_0/Q4_0 weight at 1.." +
-                            std::to_string(kFusedMaxTokens) + " tokens without a bf16 copy");
+                            std::to_string(kFusedMaxTokens) + " tokens (fewer with a bf16 copy)");
   }
   const int64_t k = p.w.num_cols;
   const int64_t n = p.w.num_rows;
