@@ -113,6 +113,7 @@ TEST(RuntimeCliTest, BadArgumentsGiveOneClearLineAndExitStatusTwo) {
       {{"generate", "--model", model, "--prompt-tokens", "1,two"}, "two"},
       {{"generate", "--model", model, "--prompt-tokens", "1,512"}, "512"},
       {{"run", "--model", model, "--prompt", "hi", "--max-cells", "100"}, "--max-cells 100"},
+      {{"run", "--model", model, "--prompt", "hi", "--resident-bf16", "maybe"}, "--resident-bf16"},
   };
   for (const auto& [args, words] : cases) {
     const Result r = run_cellm(args);
@@ -138,9 +139,10 @@ TEST(RuntimeCliTest, TheCudaBackendWithoutADeviceIsOneClearLine) {
 TEST(RuntimeCliTest, AutoRunsOnTheCpuWithoutADeviceAndSaysSo) {
   const fs::path report =
       fs::temp_directory_path() / ("cellm_auto_" + std::to_string(getpid()) + ".json");
-  const Result r = run_cellm({"run", "--model", testing::test_model_path("stories260K.gguf"),
-                              "--prompt", "Once", "--max-new-tokens", "4", "--backend", "auto",
-                              "--exact-activations", "--report-json", report.string()});
+  const Result r =
+      run_cellm({"run", "--model", testing::test_model_path("stories260K.gguf"), "--prompt", "Once",
+                 "--max-new-tokens", "4", "--backend", "auto", "--exact-activations",
+                 "--resident-bf16", "off", "--report-json", report.string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("backend: cpu"), std::string::npos) << r.out;
   const nlohmann::json out = nlohmann::json::parse(slurp(report));

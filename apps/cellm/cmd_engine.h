@@ -41,8 +41,9 @@ struct EngineFlags {
   int32_t min_prefill_chunk = kUnset;
   std::string decode_widths;  // "1,2,4,8"; empty = the program's
   int32_t max_decode_sequences = kUnset;
-  int32_t num_threads = kUnset;    // CPU forward threads; unset = every core
-  bool exact_activations = false;  // CUDA: no int8 activations in small quantized products
+  int32_t num_threads = kUnset;        // CPU forward threads; unset = every core
+  bool exact_activations = false;      // CUDA: no int8 activations in small quantized products
+  std::string resident_bf16 = "auto";  // CUDA: bf16 copies of quantized matrices: auto, on, off
 };
 
 // Registers the engine flags (--backend, --threads, --max-sessions ... --decode-widths).
