@@ -331,10 +331,9 @@ Status CudaForward::enqueue(const DeviceStep& step, ForwardShape shape, cudaStre
   if (rows <= fused_max_rows_) return enqueue_fused(step, rows, kept, is_static, stream);
 
   CELLM_RETURN_IF_ERROR(embed(step, rows, stream));
-  // The int8 q|k|v products do RoPE and the K/V write in their epilogue where the fused layer's
-  // would (rope_fused_), reading the step's angles from one table.
-  const bool int8_rope_table = rope_fused_ && rope_table_used_ && rows <= int8_matmul_rows_;
-  if (int8_rope_table) CELLM_RETURN_IF_ERROR(rope_table(step, rows, stream));
+  // The angles of the step's positions, once for every layer: the int8 q|k|v products read them
+  // where they do RoPE and the K/V write in their epilogue (rope_fused_), rope_kv elsewhere.
+  if (rope_table_used_) CELLM_RETURN_IF_ERROR(rope_table(step, rows, stream));
 
   for (int32_t l = 0; l < c.num_layers; ++l) {
     const CudaLayerWeights& w = weights_.layer(l);
@@ -345,7 +344,7 @@ Status CudaForward::enqueue(const DeviceStep& step, ForwardShape shape, cudaStre
     const bool rope_in_product = int8_qkv && rope_fused_;
     if (int8_qkv) {
       kernels::RopeKvOutput rope;
-      if (rope_in_product) rope = rope_output(step, l, int8_rope_table);
+      if (rope_in_product) rope = rope_output(step, l, rope_table_used_);
       CELLM_RETURN_IF_ERROR(int8_matmul(w.qkv, x_, hidden, nullptr, w.attn_norm, w.qkv_bias, rows,
                                         qkv_, qkv_width, false, stream,
                                         rope_in_product ? &rope : nullptr));
@@ -501,6 +500,7 @@ Status CudaForward::rope_kv(const DeviceStep& step, int32_t layer, int32_t rows,
   rope.freq_base = c.rope.freq_base;
   rope.freq_scale = c.rope.freq_scale;
   rope.freq_factors = weights_.rope_freqs();
+  rope.cos_sin = rope_table_used_ ? rope_table_ : nullptr;
   rope.norm_eps = c.rms_norm_eps;
   rope.q = qkv_;
   rope.q_stride = width.qkv;

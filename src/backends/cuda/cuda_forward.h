@@ -170,7 +170,8 @@ class CudaForward {
   // x_ = the embeddings of the step's `rows` tokens.
   Status embed(const DeviceStep& step, int32_t rows, cudaStream_t stream);
   // q/k norms and RoPE on the q and k columns of qkv_ (`rows` rows of layer `layer`), k and v
-  // written into the pool at the step's write rows (the rope_kv kernel).
+  // written into the pool at the step's write rows (the rope_kv kernel; the angles from
+  // rope_table_ where rope_table_used_).
   Status rope_kv(const DeviceStep& step, int32_t layer, int32_t rows, cudaStream_t stream);
   // rope_table_ = the angles of the step's `rows` positions (once per step, for every layer).
   Status rope_table(const DeviceStep& step, int32_t rows, cudaStream_t stream);
@@ -209,7 +210,8 @@ class CudaForward {
   float2* rope_table_ = nullptr;   // [W, num_rotary_dims / 2] (cos, sin) of the step's positions
   int32_t fused_max_rows_ = 0;     // slices of at most this many rows run enqueue_fused (0: none)
   bool rope_fused_ = false;        // the q|k|v product's epilogue does RoPE and the K/V write
-  bool rope_table_used_ = false;   // it reads rope_table_ (CELLM_CUDA_ROPE_TABLE=0: computes)
+  bool rope_table_used_ = false;   // products' epilogues and rope_kv read rope_table_
+                                   // (CELLM_CUDA_ROPE_TABLE=0: each block computes its angles)
   bool int8_activations_ = false;  // config (and CELLM_CUDA_INT8) allow int8 activations
   bool int8_fold_ = false;         // products quantize their input (CELLM_CUDA_INT8_FOLD=1)
   bool attention_q8_ = true;       // decode attention quantizes the output product's input

@@ -30,6 +30,7 @@ void CudaForward::plan_fused_path() {
   int8_fold_ = fold != nullptr && std::strcmp(fold, "1") == 0;
   attention_q8_ = env_allows("CELLM_CUDA_ATTENTION_Q8");
   wide_input_ = env_allows("CELLM_CUDA_WIDE_INPUT");
+  rope_table_used_ = c.rope.num_rotary_dims > 0 && env_allows("CELLM_CUDA_ROPE_TABLE");
   fused_max_rows_ = 0;
   if (!forward_config_.fused_decode || !env_allows("CELLM_CUDA_FUSED")) return;
   int32_t max_rows = kernels::kDecodeMatmulMaxTokens;
@@ -61,8 +62,6 @@ void CudaForward::plan_fused_path() {
   rope_fused_ = norms_free && c.rope.style == RopeStyle::kNormal && c.head_dim % 2 == 0 &&
                 c.rope.num_rotary_dims % 2 == 0 && c.rope.num_rotary_dims <= c.head_dim &&
                 c.v_width() % 2 == 0;
-  rope_table_used_ =
-      rope_fused_ && c.rope.num_rotary_dims > 0 && env_allows("CELLM_CUDA_ROPE_TABLE");
 }
 
 Status CudaForward::fused_input(kernels::DecodeMatmulParams* p, const float* x, int64_t x_stride,

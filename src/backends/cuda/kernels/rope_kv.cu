@@ -1,8 +1,8 @@
 // rope_kv: blocks (token, group of 4 heads) (rope_kv.cuh). Each block computes the token's cos/sin
-// table into shared memory; each warp then takes one head: copies it into shared memory,
-// normalizes it if asked, rotates the pairs and writes the result (Q in place, K into its cache
-// row), or copies a V head into its cache row. The per-step table: one block per token, a thread
-// per pair.
+// table into shared memory (or copies it from the step's table); each warp then takes one head:
+// copies it into shared memory, normalizes it if asked, rotates the pairs and writes the result (Q
+// in place, K into its cache row), or copies a V head into its cache row. The per-step table: one
+// block per token, a thread per pair.
 #include <string>
 
 #include "backends/cuda/kernels/kernel_common.cuh"
@@ -30,13 +30,22 @@ __global__ void __launch_bounds__(kWarps * 32) rope_kv_kernel(const RopeKvParams
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
   const int32_t num_pairs = p.num_rotary_dims / 2;
-  // The angles before pdl_wait(): positions come from host copies, not from an earlier kernel.
-  for (int32_t i = threadIdx.x; i < num_pairs; i += kWarps * 32) {
-    rope_cos_sin(p.positions[t], i, p.num_rotary_dims, p.freq_base, p.freq_scale, p.freq_factors,
-                 &cos_table[i], &sin_table[i]);
+  if (p.cos_sin == nullptr) {
+    // The angles before pdl_wait(): positions come from host copies, not from an earlier kernel.
+    for (int32_t i = threadIdx.x; i < num_pairs; i += kWarps * 32) {
+      rope_cos_sin(p.positions[t], i, p.num_rotary_dims, p.freq_base, p.freq_scale, p.freq_factors,
+                   &cos_table[i], &sin_table[i]);
+    }
+    pdl_wait();
+  } else {
+    pdl_wait();  // the table comes from an earlier kernel of the step
+    for (int32_t i = threadIdx.x; i < num_pairs; i += kWarps * 32) {
+      const float2 cs = p.cos_sin[static_cast<int64_t>(t) * num_pairs + i];
+      cos_table[i] = cs.x;
+      sin_table[i] = cs.y;
+    }
   }
   __syncthreads();
-  pdl_wait();
 
   const int32_t num_q = p.q != nullptr ? p.num_heads : 0;
   const int32_t num_k = p.k != nullptr ? p.num_kv_heads : 0;

@@ -4,7 +4,8 @@
 // before it (cpu_rms_norm over head_dim). Q is rotated in place; K is rotated and written with V
 // to rows cells[t] of the cache arrays [rows, num_kv_heads, head_dim] in the cache dtype
 // (f32, f16 or bf16, rounded to nearest even). Either part may be left out (q-only: k = null;
-// kv-only: q = null). Angles in double, rotation in f32 without FMAs, as the CPU.
+// kv-only: q = null). Angles in double, rotation in f32 without FMAs, as the CPU; the angles are
+// computed by each block, or read from the step's table (launch_rope_table) when given one.
 // Stream-ordered, capturable; positions and cells are device data the caller validated.
 // Also the per-step table of cos / sin that the fused q|k|v product reads (launch_rope_table).
 // Who calls it: the CUDA forward's attention block, the tests. Thread-safety: launches on a stream.
@@ -33,7 +34,10 @@ struct RopeKvParams {
   float freq_base = 10000.0f;
   float freq_scale = 1.0f;
   const float* freq_factors = nullptr;  // [num_rotary_dims / 2] device divisors, or null
-  float norm_eps = 0.0f;                // for q_norm / k_norm
+  // The same positions' (cos, sin) from launch_rope_table with the same rotary parameters (read
+  // after pdl_wait()), or null: each block computes its token's angles.
+  const float2* cos_sin = nullptr;  // [num_tokens, num_rotary_dims / 2]
+  float norm_eps = 0.0f;            // for q_norm / k_norm
 
   // Q, rotated in place (null: no Q).
   float* q = nullptr;  // [num_tokens, q_stride] f32; head h at h * head_dim
@@ -59,8 +63,9 @@ Status launch_rope_kv(const RopeKvParams& params, cudaStream_t stream);
 
 // The cos and sin of every rotary pair at each token's position, as rope_cos_sin (op_math.cuh)
 // computes them — for the fused q|k|v product's epilogue (RopeKvOutput::cos_sin in
-// decode_matmul.cuh), so the double-precision angles are computed once per step, not once per
-// layer and block. Launched with programmatic dependent launch (pdl.cuh).
+// decode_matmul.cuh) and rope_kv (RopeKvParams::cos_sin) read, so the double-precision angles are
+// computed once per step, not once per layer and block. Launched with programmatic dependent
+// launch (pdl.cuh).
 struct RopeTableParams {
   int32_t num_tokens = 0;
   const int32_t* positions = nullptr;  // [num_tokens] device

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <string>
@@ -34,10 +35,13 @@ struct RopeCase {
   KvDtype dtype = KvDtype::kF32;
   bool with_q = true;
   bool with_kv = true;
+  bool from_table = false;  // the angles from launch_rope_table (RopeKvParams::cos_sin)
 };
 
-void expect_rope_parity(const RopeCase& c) {
-  SCOPED_TRACE(c.name);
+// Runs case c and checks it against the CPU; `written` (if given) receives the bytes of q and
+// both caches after the launch.
+void expect_rope_parity(const RopeCase& c, std::vector<uint8_t>* written = nullptr) {
+  SCOPED_TRACE(c.name + (c.from_table ? " (angles from the table)" : ""));
   const int32_t num_tokens = 5;
   const int32_t num_heads = 8;
   const int32_t num_kv_heads = 2;
@@ -124,12 +128,35 @@ void expect_rope_parity(const RopeCase& c) {
     p.v_cache = v_cache.get();
     p.cache_dtype = c.dtype;
   }
+  DeviceArray<float2> table_dev(static_cast<size_t>(num_tokens) * (c.num_rotary_dims / 2 + 1));
+  if (c.from_table) {
+    table_dev.poison();
+    RopeTableParams table;
+    table.num_tokens = num_tokens;
+    table.positions = pos_dev.get();
+    table.num_rotary_dims = c.num_rotary_dims;
+    table.freq_base = c.freq_base;
+    table.freq_scale = c.freq_scale;
+    table.freq_factors = p.freq_factors;
+    table.table = table_dev.get();
+    const Status table_status = launch_rope_table(table, nullptr);
+    ASSERT_TRUE(table_status.ok()) << table_status.to_string();
+    p.cos_sin = table_dev.get();
+  }
   const Status status = launch_rope_kv(p, nullptr);
   ASSERT_TRUE(status.ok()) << status.to_string();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 
   // Q: rotated in place; the stride's padding untouched.
   const std::vector<float> q_out = q_dev.download();
+  if (written != nullptr) {
+    const std::vector<uint8_t> k_bytes = k_cache.download();
+    const std::vector<uint8_t> v_bytes = v_cache.download();
+    written->resize(q_out.size() * sizeof(float));
+    std::memcpy(written->data(), q_out.data(), written->size());
+    written->insert(written->end(), k_bytes.begin(), k_bytes.end());
+    written->insert(written->end(), v_bytes.begin(), v_bytes.end());
+  }
   if (c.with_q) {
     EXPECT_TRUE(testing::near_relative("q", compact(q_out, q_stride, num_heads, hd), q_ref, 1e-5));
   } else {
@@ -192,6 +219,57 @@ TEST(RopeKvKernelTest, RotatesQAndWritesKvIntoCellsLikeTheCpu) {
        KvDtype::kBF16},
   };
   for (const RopeCase& c : cases) expect_rope_parity(c);
+}
+
+TEST(RopeKvKernelTest, AnglesFromTheStepsTableGiveTheSameBitsAsAnglesComputedPerBlock) {
+  CELLM_REQUIRE_DEVICE();
+  const RopeCase cases[] = {
+      {"llama3 factors bf16", RopeStyle::kNormal, 128, 128, 128, 500000.0f, 1.0f, true, false,
+       KvDtype::kBF16},
+      {"neox partial f32", RopeStyle::kNeox, 128, 64, 128, 1000000.0f, 1.0f, false, false,
+       KvDtype::kF32},
+      {"linear scale qwen3 qk norm f16", RopeStyle::kNeox, 64, 64, 32, 10000.0f, 0.25f, false, true,
+       KvDtype::kF16},
+  };
+  for (RopeCase c : cases) {
+    std::vector<uint8_t> computed;
+    std::vector<uint8_t> from_table;
+    ASSERT_NO_FATAL_FAILURE(expect_rope_parity(c, &computed));
+    c.from_table = true;
+    ASSERT_NO_FATAL_FAILURE(expect_rope_parity(c, &from_table));
+    EXPECT_TRUE(computed == from_table) << c.name << ": the table's angles changed bits";
+  }
+}
+
+TEST(RopeKvKernelTest, GivenATableItRotatesByTheTablesAnglesNotThePositions) {
+  CELLM_REQUIRE_DEVICE();
+  // Every angle zero in the table (cos 1, sin 0) at positions whose own angles are not: q comes
+  // back exactly as it went in.
+  const int32_t num_tokens = 3;
+  const int32_t num_heads = 4;
+  const int32_t head_dim = 64;
+  const std::vector<int32_t> positions = {5, 77, 1000};
+  const std::vector<float> q =
+      random_floats(static_cast<size_t>(num_tokens) * num_heads * head_dim, 41);
+  DeviceArray<float> q_dev(q);
+  DeviceArray<int32_t> pos_dev(positions);
+  DeviceArray<float2> table_dev(
+      std::vector<float2>(static_cast<size_t>(num_tokens) * head_dim / 2, make_float2(1.0f, 0.0f)));
+  RopeKvParams p;
+  p.num_tokens = num_tokens;
+  p.positions = pos_dev.get();
+  p.head_dim = head_dim;
+  p.num_rotary_dims = head_dim;
+  p.cos_sin = table_dev.get();
+  p.q = q_dev.get();
+  p.q_stride = static_cast<int64_t>(num_heads) * head_dim;
+  p.num_heads = num_heads;
+  const Status status = launch_rope_kv(p, nullptr);
+  ASSERT_TRUE(status.ok()) << status.to_string();
+  EXPECT_EQ(q_dev.download(), q) << "q rotated by angles other than the table's";
+  p.cos_sin = nullptr;  // and the positions' own angles do rotate it
+  ASSERT_TRUE(launch_rope_kv(p, nullptr).ok());
+  EXPECT_NE(q_dev.download(), q);
 }
 
 TEST(RopeKvKernelTest, QOnlyAndKvOnlyLaunchesTouchOnlyTheirPart) {
