@@ -216,6 +216,18 @@ TEST(SwigluKernelTest, SeparateAndFusedGateUpMatchTheCpu) {
   separate.up_stride = up_stride;
   expect_parity(
       "separate", out, [&] { EXPECT_OK(launch_swiglu(separate, nullptr)); }, ref, 1e-6);
+
+  // Strides of whole float4s above; an odd one (a column at a time) and a misaligned start.
+  const int64_t odd_stride = ffn + 1;
+  std::vector<float> gate_odd(static_cast<size_t>(tokens * odd_stride + 1), 1.0f);
+  for (int64_t t = 0; t < tokens; ++t) {
+    std::copy_n(gate_up.begin() + t * 2 * ffn, ffn, gate_odd.begin() + 1 + t * odd_stride);
+  }
+  DeviceArray<float> gate_odd_dev(gate_odd);
+  separate.gate = gate_odd_dev.get() + 1;
+  separate.gate_stride = odd_stride;
+  expect_parity(
+      "odd stride", out, [&] { EXPECT_OK(launch_swiglu(separate, nullptr)); }, ref, 1e-6);
 }
 
 TEST(SwigluKernelTest, ABf16OutputIsSwigluRoundedInTheOrderTheNextProductReads) {
@@ -241,8 +253,24 @@ TEST(SwigluKernelTest, ABf16OutputIsSwigluRoundedInTheOrderTheNextProductReads) 
   p.dim = 1000;  // no multiple of 32
   p.gate_stride = p.up_stride = 2 * 1000;
   EXPECT_FALSE(launch_swiglu(p, nullptr).ok());
-  p.out_wide_order = WideOrder::kNatural;  // any dim
+  p.out_wide_order = WideOrder::kNatural;  // any dim, here as whole float4s of the input
   EXPECT_OK(launch_swiglu(p, nullptr));
+  // A dim of no whole float4s: a column at a time, to the same bits as the f32 output rounded.
+  p.dim = 1002;
+  p.gate_stride = p.up_stride = 2 * 1002;
+  p.up = in.get() + 1002;
+  EXPECT_OK(launch_swiglu(p, nullptr));
+  SwigluParams f32 = p;
+  f32.out_wide = nullptr;
+  f32.out = out.get();
+  f32.out_stride = 1002;
+  EXPECT_OK(launch_swiglu(f32, nullptr));
+  const std::vector<float> f32_out = out.download();
+  const std::vector<uint16_t> wide_out = wide.download();
+  EXPECT_EQ(
+      std::vector<uint16_t>(wide_out.begin(), wide_out.begin() + tokens * 1002),
+      testing::bf16_in_order(std::vector<float>(f32_out.begin(), f32_out.begin() + tokens * 1002),
+                             tokens, 1002, 1002, WideOrder::kNatural));
 }
 
 TEST(RowGatherKernelTest, CopiesTheKeptRowsInOrder) {
