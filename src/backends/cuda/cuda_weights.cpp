@@ -254,9 +254,8 @@ Status CudaWeights::plan(const ModelWeights* w, TensorType random_type,
   // Which matrices may get a bf16 copy: the quantized ones a product reads (the embedding table
   // only when it is the LM head too).
   const auto copyable = [&](const Tensor& t) {
-    const bool quantized =
-        t.type != TensorType::kF32 && t.type != TensorType::kF16 && t.type != TensorType::kBF16;
-    return t.is_matrix && quantized && (t.matrix_slot != &token_embd_ || c.tied_embeddings);
+    return t.is_matrix && kernels::is_quantized_type(t.type) &&
+           (t.matrix_slot != &token_embd_ || c.tied_embeddings);
   };
   uint64_t plain_bytes = 0;
   uint64_t copy_bytes = 0;

@@ -21,10 +21,6 @@ constexpr int64_t kTileElements = int64_t{64} << 20;
 
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
-bool is_quantized(TensorType type) {
-  return type != TensorType::kF32 && type != TensorType::kF16 && type != TensorType::kBF16;
-}
-
 // Rows of W per dequantized tile: a multiple of 128, at least 128.
 int64_t tile_rows(const DeviceWeight& w) {
   const int64_t rows = std::max<int64_t>(128, kTileElements / w.num_cols / 128 * 128);
@@ -85,7 +81,7 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 // The fast kernels load x as float4 and weight chunks at 8- or 16-byte alignment.
 bool fast_path_applies(const MatmulParams& p) {
   if (!aligned16(p.x) || p.x_stride % 4 != 0 || !aligned16(p.w.data)) return false;
-  if (is_quantized(p.w.type)) return p.w.layout == WeightLayout::kInterleaved;
+  if (is_quantized_type(p.w.type)) return p.w.layout == WeightLayout::kInterleaved;
   return p.w.num_cols % 4 == 0;
 }
 
@@ -115,12 +111,13 @@ Status gemm_16bit(const MatmulParams& p, const void* a, cudaDataType a_type, int
 size_t matmul_wide_scratch_bytes(const DeviceWeight& w, int32_t max_tokens) {
   if (w.type == TensorType::kF32) return 0;
   size_t bytes = align_up(static_cast<size_t>(max_tokens) * static_cast<size_t>(w.num_cols) * 2);
-  if (is_quantized(w.type)) bytes += align_up(static_cast<size_t>(tile_rows(w) * w.num_cols) * 2);
+  if (is_quantized_type(w.type))
+    bytes += align_up(static_cast<size_t>(tile_rows(w) * w.num_cols) * 2);
   return std::max(bytes, matmul_wide_fused_scratch_bytes(w, max_tokens));
 }
 
 int32_t small_m_max_tokens(TensorType type) {
-  if (is_quantized(type)) return kSmallMMaxTokensQuantized;
+  if (is_quantized_type(type)) return kSmallMMaxTokensQuantized;
   if (type == TensorType::kF16 || type == TensorType::kBF16) return kSmallMMaxTokens16Bit;
   return kSmallMMaxTokens;
 }
@@ -129,12 +126,8 @@ std::optional<WideOrder> matmul_wide_input_order(const DeviceWeight& w, int32_t 
                                                  bool has_bf16_copy) {
   if (num_tokens <= small_m_max_tokens(w.type)) return std::nullopt;
   if (w.type == TensorType::kF32 || w.type == TensorType::kF16) return std::nullopt;
-  MatmulParams p;
-  p.w = w;
-  p.num_tokens = num_tokens;
-  // Only whether there is a copy matters here (w_bf16 is not read).
-  if (has_bf16_copy) p.w_bf16 = reinterpret_cast<const uint16_t*>(w.data);
-  return matmul_wide_fused_applies(p) ? WideOrder::kFused : WideOrder::kNatural;
+  return matmul_wide_fused_applies(w, num_tokens, has_bf16_copy) ? WideOrder::kFused
+                                                                 : WideOrder::kNatural;
 }
 
 Status launch_matmul(const MatmulParams& p, cudaStream_t stream) {
@@ -238,7 +231,7 @@ Status launch_matmul_wide(const MatmulParams& p, cudaStream_t stream) {
   // Activations in the weight's 16-bit type (bf16 for dequantized weights): the caller's bf16
   // copy (checked above: bf16 or dequantized weights) or rounded here.
   const size_t act_bytes = align_up(static_cast<size_t>(p.num_tokens) * static_cast<size_t>(k) * 2);
-  const bool need_tile = is_quantized(p.w.type) && p.w_bf16 == nullptr;
+  const bool need_tile = is_quantized_type(p.w.type) && p.w_bf16 == nullptr;
   const size_t tile_bytes = need_tile ? align_up(static_cast<size_t>(tile_rows(p.w) * k) * 2) : 0;
   if (p.scratch == nullptr || p.scratch_bytes < act_bytes + tile_bytes ||
       reinterpret_cast<uintptr_t>(p.scratch) % kAlign != 0) {

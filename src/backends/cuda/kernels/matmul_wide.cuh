@@ -50,7 +50,8 @@ inline constexpr int32_t kFusedMaxTokensWithCopyQ4_0 = 48;
 inline constexpr int32_t kFusedMaxTokensWithCopyQ8_0 = 32;
 
 // True for interleaved Q8_0 / Q4_0 weights at 1 ≤ num_tokens ≤ kFusedMaxTokens
-// (kFusedMaxTokensWithCopy* with a resident bf16 copy).
+// (kFusedMaxTokensWithCopy* with a resident bf16 copy: MatmulParams::w_bf16).
+bool matmul_wide_fused_applies(const DeviceWeight& w, int32_t num_tokens, bool has_bf16_copy);
 bool matmul_wide_fused_applies(const MatmulParams& params);
 
 // Scratch the fused product needs for up to min(max_tokens, kFusedMaxTokens) tokens with this

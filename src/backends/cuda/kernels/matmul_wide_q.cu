@@ -299,13 +299,17 @@ std::string describe(const MatmulParams& p) {
 
 }  // namespace
 
+bool matmul_wide_fused_applies(const DeviceWeight& w, int32_t num_tokens, bool has_bf16_copy) {
+  const int32_t max_tokens = !has_bf16_copy                ? kFusedMaxTokens
+                             : w.type == TensorType::kQ4_0 ? kFusedMaxTokensWithCopyQ4_0
+                                                           : kFusedMaxTokensWithCopyQ8_0;
+  return fused_type(w.type) && w.layout == WeightLayout::kInterleaved && num_tokens >= 1 &&
+         num_tokens <= max_tokens && reinterpret_cast<uintptr_t>(w.data) % 16 == 0 &&
+         w.row_bytes % 16 == 0 && w.num_cols % kSpan == 0;
+}
+
 bool matmul_wide_fused_applies(const MatmulParams& p) {
-  const int32_t max_tokens = p.w_bf16 == nullptr             ? kFusedMaxTokens
-                             : p.w.type == TensorType::kQ4_0 ? kFusedMaxTokensWithCopyQ4_0
-                                                             : kFusedMaxTokensWithCopyQ8_0;
-  return fused_type(p.w.type) && p.w.layout == WeightLayout::kInterleaved && p.num_tokens >= 1 &&
-         p.num_tokens <= max_tokens && reinterpret_cast<uintptr_t>(p.w.data) % 16 == 0 &&
-         p.w.row_bytes % 16 == 0 && p.w.num_cols % kSpan == 0;
+  return matmul_wide_fused_applies(p.w, p.num_tokens, p.w_bf16 != nullptr);
 }
 
 size_t matmul_wide_fused_scratch_bytes(const DeviceWeight& w, int32_t max_tokens) {

@@ -10,11 +10,6 @@ namespace {
 
 constexpr int64_t kSpan = 256;  // elements of one interleaving span (8 blocks or 1 super-block)
 
-bool is_quantized(TensorType type) {
-  return type == TensorType::kQ8_0 || type == TensorType::kQ4_0 || type == TensorType::kQ4_K ||
-         type == TensorType::kQ6_K;
-}
-
 uint64_t gguf_row_bytes(TensorType type, int64_t num_cols) {
   const TensorTypeTraits& traits = tensor_type_traits(type);
   return static_cast<uint64_t>(num_cols) / traits.block_size * traits.block_bytes;
@@ -186,9 +181,14 @@ Status permute_rows(TensorType type, int64_t num_cols, int64_t num_rows, uint8_t
 
 }  // namespace
 
+bool is_quantized_type(TensorType type) {
+  return type == TensorType::kQ8_0 || type == TensorType::kQ4_0 || type == TensorType::kQ4_K ||
+         type == TensorType::kQ6_K;
+}
+
 bool cuda_supports_weight_type(TensorType type) {
   return type == TensorType::kF32 || type == TensorType::kF16 || type == TensorType::kBF16 ||
-         is_quantized(type);
+         is_quantized_type(type);
 }
 
 Status check_device_weight(TensorType type, int64_t num_cols, std::string_view name) {
@@ -208,8 +208,8 @@ Status check_device_weight(TensorType type, int64_t num_cols, std::string_view n
 }
 
 WeightLayout device_weight_layout(TensorType type, int64_t num_cols) {
-  return is_quantized(type) && num_cols % kSpan == 0 ? WeightLayout::kInterleaved
-                                                     : WeightLayout::kGguf;
+  return is_quantized_type(type) && num_cols % kSpan == 0 ? WeightLayout::kInterleaved
+                                                          : WeightLayout::kGguf;
 }
 
 uint64_t device_row_bytes(TensorType type, int64_t num_cols) {

@@ -38,6 +38,9 @@ struct DeviceWeight {
 // The weight types the CUDA kernels compute with: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K.
 bool cuda_supports_weight_type(TensorType type);
 
+// True for the block-quantized types among them (Q8_0, Q4_0, Q4_K, Q6_K).
+bool is_quantized_type(TensorType type);
+
 // OK when a matrix of `type` with rows of `num_cols` elements can live on the device: a supported
 // type and a whole number of blocks per row. The error names `name`, the type and the size.
 Status check_device_weight(TensorType type, int64_t num_cols, std::string_view name);

@@ -89,6 +89,17 @@ TEST(WeightLayoutTest, InterleavedLayoutOnlyForQuantizedRowsOf256Multiples) {
   EXPECT_EQ(device_row_bytes(TensorType::kQ8_0, 4096), 4352u);
 }
 
+TEST(WeightLayoutTest, QuantizedTypesAreTheBlockTypesTheDeviceSupports) {
+  for (const TensorType type :
+       {TensorType::kQ8_0, TensorType::kQ4_0, TensorType::kQ4_K, TensorType::kQ6_K}) {
+    EXPECT_TRUE(is_quantized_type(type)) << tensor_type_name(type);
+    EXPECT_TRUE(cuda_supports_weight_type(type)) << tensor_type_name(type);
+  }
+  for (const TensorType type : {TensorType::kF32, TensorType::kF16, TensorType::kBF16}) {
+    EXPECT_FALSE(is_quantized_type(type)) << tensor_type_name(type);
+  }
+}
+
 TEST(WeightLayoutTest, RefusesUnsupportedTypesAndPartialBlocks) {
   EXPECT_EQ(check_device_weight(TensorType::kQ5_K, 256, "w").code(), StatusCode::kUnimplemented);
   EXPECT_EQ(check_device_weight(TensorType::kQ4_0, 48, "w").code(), StatusCode::kInvalidArgument);
