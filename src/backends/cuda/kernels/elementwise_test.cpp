@@ -39,7 +39,8 @@ using testing::random_ints;
 
 TEST(RmsNormKernelTest, PlainFusedAndInPlaceNormsMatchTheCpu) {
   CELLM_REQUIRE_DEVICE();
-  for (const int32_t dim : {64, 1000, 4096}) {
+  // Rows held in registers (up to 4096) and streamed.
+  for (const int32_t dim : {64, 1000, 4096, 4097, 9000}) {
     SCOPED_TRACE("dim " + std::to_string(dim));
     const int64_t rows = 5;
     const int64_t stride = dim + 3;

@@ -12,13 +12,89 @@ namespace cellm::kernels {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kBatch = 8;  // elements per thread in flight at once
+constexpr int kBatch = 8;  // elements per thread in flight at once (rows streamed)
+// Elements per thread held in registers for rows of up to kHeld · kThreads (4096): 80 registers.
+// Twice as many (8192) took 161 — one block per SM — and stay streamed.
+constexpr int kHeld = 16;
 
 __device__ double warp_sum(double v) {
   for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
   return v;
 }
 
+// The row's sum of squares over the block (thread partial sums in double, warps in order).
+__device__ float row_scale(double sum, const RmsNormParams& p) {
+  __shared__ double partial[kThreads / 32];
+  sum = warp_sum(sum);
+  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = sum;
+  __syncthreads();
+  double total = 0.0;
+  for (int w = 0; w < kThreads / 32; ++w) total += partial[w];
+  return rms_inverse(total, p.dim, p.eps);
+}
+
+__device__ __forceinline__ void store_normed(const RmsNormParams& p, int64_t row, int32_t i,
+                                             float value) {
+  if (p.y_wide == nullptr) {
+    p.y[row * p.y_stride + i] = value;
+  } else {
+    p.y_wide[row * p.dim + wide_act_index(p.y_wide_order, i)] = float_to_bf16_bits(value);
+  }
+}
+
+// Rows of at most kElements · kThreads: thread i holds elements i, i + kThreads, … (the sum's
+// order, as the streaming kernel below) and the weights' in registers — the weights loaded
+// before pdl_wait(), the row with all its loads in flight at once, nothing read twice.
+template <int kElements>
+__global__ void __launch_bounds__(kThreads) rms_norm_held_kernel(const RmsNormParams p) {
+  pdl_launch_dependents();
+  const int64_t row = blockIdx.x;
+  float w[kElements];
+  CELLM_UNROLL
+  for (int u = 0; u < kElements; ++u) {
+    const int32_t i = static_cast<int32_t>(threadIdx.x) + u * kThreads;
+    w[u] = i < p.dim ? p.weight[i] : 0.0f;  // weights: written by no kernel of the step
+  }
+  pdl_wait();
+  float* x = p.x + row * p.x_stride;
+  float v[kElements];
+  CELLM_UNROLL
+  for (int u = 0; u < kElements; ++u) {
+    const int32_t i = static_cast<int32_t>(threadIdx.x) + u * kThreads;
+    v[u] = i < p.dim ? x[i] : 0.0f;
+  }
+  if (p.add != nullptr) {
+    float a[kElements];
+    CELLM_UNROLL
+    for (int u = 0; u < kElements; ++u) {
+      const int32_t i = static_cast<int32_t>(threadIdx.x) + u * kThreads;
+      a[u] = i < p.dim ? p.add[row * p.add_stride + i] : 0.0f;
+    }
+    CELLM_UNROLL
+    for (int u = 0; u < kElements; ++u) {
+      const int32_t i = static_cast<int32_t>(threadIdx.x) + u * kThreads;
+      if (i < p.dim) {
+        v[u] = __fadd_rn(v[u], a[u]);
+        x[i] = v[u];
+      }
+    }
+  }
+  double sum = 0.0;
+  CELLM_UNROLL
+  for (int u = 0; u < kElements; ++u) {
+    if (static_cast<int32_t>(threadIdx.x) + u * kThreads < p.dim) {
+      sum += static_cast<double>(__fmul_rn(v[u], v[u]));
+    }
+  }
+  const float scale = row_scale(sum, p);
+  CELLM_UNROLL
+  for (int u = 0; u < kElements; ++u) {
+    const int32_t i = static_cast<int32_t>(threadIdx.x) + u * kThreads;
+    if (i < p.dim) store_normed(p, row, i, __fmul_rn(__fmul_rn(v[u], scale), w[u]));
+  }
+}
+
+// Any dim: kBatch elements per thread in flight at a time, the row read again for the output.
 __global__ void __launch_bounds__(kThreads) rms_norm_kernel(const RmsNormParams p) {
   pdl_launch_dependents();
   pdl_wait();
@@ -55,15 +131,7 @@ __global__ void __launch_bounds__(kThreads) rms_norm_kernel(const RmsNormParams 
       if (base + u * kThreads < p.dim) sum += static_cast<double>(__fmul_rn(v[u], v[u]));
     }
   }
-  __shared__ double partial[kThreads / 32];
-  sum = warp_sum(sum);
-  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = sum;
-  __syncthreads();
-  double total = 0.0;
-  for (int w = 0; w < kThreads / 32; ++w) total += partial[w];
-  const float scale = rms_inverse(total, p.dim, p.eps);
-  float* y = p.y_wide == nullptr ? p.y + row * p.y_stride : nullptr;
-  uint16_t* y_wide = p.y_wide == nullptr ? nullptr : p.y_wide + row * p.dim;
+  const float scale = row_scale(sum, p);
   // Each thread re-reads the elements it wrote (or read) above: no cross-thread dependency.
   for (int32_t base = threadIdx.x; base < p.dim; base += kBatch * kThreads) {
     float v[kBatch];
@@ -77,13 +145,7 @@ __global__ void __launch_bounds__(kThreads) rms_norm_kernel(const RmsNormParams 
     CELLM_UNROLL
     for (int u = 0; u < kBatch; ++u) {
       const int32_t i = base + u * kThreads;
-      if (i >= p.dim) continue;
-      const float value = __fmul_rn(__fmul_rn(v[u], scale), w[u]);
-      if (y != nullptr) {
-        y[i] = value;
-      } else {
-        y_wide[wide_act_index(p.y_wide_order, i)] = float_to_bf16_bits(value);
-      }
+      if (i < p.dim) store_normed(p, row, i, __fmul_rn(__fmul_rn(v[u], scale), w[u]));
     }
   }
 }
@@ -132,9 +194,12 @@ Status launch_rms_norm(const RmsNormParams& p, cudaStream_t stream) {
         std::to_string(p.dim));
   }
   if (p.num_rows == 0) return ok_status();
-  return pdl_launch_status(launch_pdl(rms_norm_kernel, dim3(static_cast<unsigned>(p.num_rows)),
-                                      dim3(kThreads), 0, stream, p),
-                           "rms_norm");
+  const dim3 grid(static_cast<unsigned>(p.num_rows));
+  const cudaError_t launched =
+      p.dim <= kHeld * kThreads
+          ? launch_pdl(rms_norm_held_kernel<kHeld>, grid, dim3(kThreads), 0, stream, p)
+          : launch_pdl(rms_norm_kernel, grid, dim3(kThreads), 0, stream, p);
+  return pdl_launch_status(launched, "rms_norm");
 }
 
 Status launch_head_rms_norm(const HeadRmsNormParams& p, cudaStream_t stream) {

@@ -33,7 +33,7 @@ struct RmsNormParams {
   WideOrder y_wide_order = WideOrder::kFused;
 };
 
-// One block per row; any dim ≥ 1.
+// One block per row; any dim ≥ 1 (rows of up to 4096 held in registers, longer ones streamed).
 Status launch_rms_norm(const RmsNormParams& params, cudaStream_t stream);
 
 struct HeadRmsNormParams {
