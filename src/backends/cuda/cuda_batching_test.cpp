@@ -467,11 +467,21 @@ TEST(CudaRandomModelTest, ShortAndLongContextDecodeGraphsEqualEagerDecode) {
 // same tokens must give the logits of the path without int8 activations (bf16 tensor cores)
 // within int8 rounding (a few percent of the logits' range), and the same greedy token in nearly
 // every row.
-TEST(CudaRandomModelTest, SmallBatchesOnInt8TensorCoresStayWithinInt8Rounding) {
+// Small batches with int8 activations — Q8_0 / Q4_0 on the int8 tensor cores from 2 / 3 rows,
+// Q4_K / Q6_K in the fused decode products (dp4a; up to 8 rows, as these weights have no resident
+// bf16 copies) — against the same executor with exact (f32) activations.
+TEST(CudaRandomModelTest, SmallBatchesWithInt8ActivationsStayWithinInt8Rounding) {
   ASSERT_NO_FATAL_FAILURE(testing::require_cuda_device());
   const StatusOr<ModelConfig> config = named_geometry("tiny");
   ASSERT_TRUE(config.ok());
-  for (const TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0}) {
+  const struct {
+    TensorType type;
+    std::vector<int32_t> sessions;
+  } cases[] = {{TensorType::kQ8_0, {3, 8, 12}},
+               {TensorType::kQ4_0, {3, 8, 12}},
+               {TensorType::kQ4_K, {1, 3, 8}},
+               {TensorType::kQ6_K, {1, 5}}};
+  for (const auto& [type, sessions] : cases) {
     SCOPED_TRACE(std::string(tensor_type_name(type)));
     auto weights = CudaWeights::random(*config, {type, 17}, CudaWeightsOptions{});
     ASSERT_TRUE(weights.ok()) << weights.status().to_string();
@@ -484,7 +494,7 @@ TEST(CudaRandomModelTest, SmallBatchesOnInt8TensorCoresStayWithinInt8Rounding) {
     CudaExecutor exact(*config, shared, spec, exact_options);
     ASSERT_TRUE(int8.initialize().ok());
     ASSERT_TRUE(exact.initialize().ok());
-    for (const int32_t num_sessions : {3, 8, 12}) {
+    for (const int32_t num_sessions : sessions) {
       std::vector<SessionId> a_sessions;
       std::vector<SessionId> b_sessions;
       for (int32_t i = 0; i < num_sessions; ++i) {

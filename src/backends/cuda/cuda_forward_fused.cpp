@@ -19,6 +19,13 @@ bool env_allows(const char* name) {
   return value == nullptr || std::strcmp(value, "0") != 0;
 }
 
+// The widest fused step of Q4_K / Q6_K weights with int8 activations where resident bf16 copies
+// serve the wider ones (without copies: kDecodeMatmulMaxTokens). H200, Llama-3.1-8B geometry,
+// q4_k, ms per step with 2 / 4 / 8 rows fused: 3.90 / 5.23 / 8.55 (dp4a with a per-group scale
+// and min is issue-bound); wider steps' cuBLAS at 8 rows: 5.15 on the copies, 10.41 on tiles
+// dequantized per step (q6_k: 3.70 / 5.13 / 8.22; 5.12 / 10.86).
+constexpr int32_t kKQuantFusedRowsWithCopies = 4;
+
 }  // namespace
 
 void CudaForward::plan_fused_path() {
@@ -40,10 +47,23 @@ void CudaForward::plan_fused_path() {
   // H200 (355 against 346 tok/s, Llama-3.1-8B geometry, two sessions).
   // With int8 activations, Q8_0 / Q4_0 products of 2 / 3 rows and more run faster on the int8
   // tensor cores than in the fused layer (kernels::int8_matmul_min_tokens).
+  // Q4_K / Q6_K with int8 activations: up to kKQuantFusedRowsWithCopies rows, or
+  // kDecodeMatmulMaxTokens without copies (CELLM_CUDA_KQUANT_FUSED_ROWS overrides, for
+  // measurements); wider, their products run cuBLAS on the copies or on dequantized tiles.
+  const int32_t kquant_rows = [this] {
+    const char* value = std::getenv("CELLM_CUDA_KQUANT_FUSED_ROWS");
+    if (value != nullptr) return std::clamp(std::atoi(value), 1, kernels::kDecodeMatmulMaxTokens);
+    return weights_.has_bf16_copies() ? kKQuantFusedRowsWithCopies
+                                      : kernels::kDecodeMatmulMaxTokens;
+  }();
   const auto allow = [&](const kernels::DeviceWeight& w) {
     if (w.data == nullptr || !kernels::decode_matmul_supports(w)) return false;
     const bool half = w.type == TensorType::kF16 || w.type == TensorType::kBF16;
-    max_rows = std::min(max_rows, half ? 1 : kernels::small_m_max_tokens(w.type));
+    const bool int8_kquant = int8_activations_ && kernels::decode_matmul_takes_int8(w) &&
+                             !kernels::int8_matmul_supports(w);
+    max_rows = std::min(max_rows, half          ? 1
+                                  : int8_kquant ? kquant_rows
+                                                : kernels::small_m_max_tokens(w.type));
     if (int8_matmul_rows_ > 0 && kernels::int8_matmul_supports(w)) {
       max_rows = std::min(max_rows, kernels::int8_matmul_min_tokens(w.type) - 1);
     }

@@ -1,8 +1,8 @@
 // decode_int8_test: the fused decode product quantizing its own f32 input to int8
 // (DecodeMatmulParams::int8_activations): on gathered, RMS-normed rows it must give the product
-// of the int8 activations that quantize_activations writes (every Q8_0 / Q4_0 row group, also
-// when a block runs several groups), with bias, accumulate and SwiGLU epilogues, and refuse what
-// does not fit its shared memory. GPU tests (label cuda).
+// of the int8 activations that quantize_activations writes (every Q8_0 / Q4_0 / Q4_K / Q6_K row
+// group, also when a block runs several groups), with bias, accumulate and SwiGLU epilogues, and
+// refuse what does not fit its shared memory. GPU tests (label cuda).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -129,10 +129,11 @@ std::string name(const Weight& w, int32_t m) {
 // 4099 rows: more row groups than one wave of blocks holds, so blocks run several groups.
 TEST(DecodeInt8FoldTest, AccumulatesTheProductOfTheQuantizedNormedRowsPlusBias) {
   CELLM_REQUIRE_DEVICE();
-  for (const TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0}) {
+  for (const TensorType type :
+       {TensorType::kQ8_0, TensorType::kQ4_0, TensorType::kQ4_K, TensorType::kQ6_K}) {
     for (const int64_t rows : {int64_t{6}, int64_t{4099}}) {
       const Weight w(type, rows, 512, 71);
-      for (const int32_t m : {1, 2, 3, 4}) {
+      for (const int32_t m : {1, 2, 3, 4, 8}) {
         SCOPED_TRACE(name(w, m));
         const Input in = random_input(w.cols, m, 72);
         const std::vector<double> products =
@@ -166,7 +167,8 @@ TEST(DecodeInt8FoldTest, AccumulatesTheProductOfTheQuantizedNormedRowsPlusBias) 
 TEST(DecodeInt8FoldTest, SwigluOfGateAndUpRowsOfTheQuantizedInput) {
   CELLM_REQUIRE_DEVICE();
   constexpr int64_t kFfn = 2051;  // pairs: more groups than a wave, and a partial last group
-  for (const TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0}) {
+  for (const TensorType type :
+       {TensorType::kQ8_0, TensorType::kQ4_0, TensorType::kQ4_K, TensorType::kQ6_K}) {
     const Weight w(type, 2 * kFfn, 256, 81);
     for (const int32_t m : {1, 4}) {
       SCOPED_TRACE(name(w, m));

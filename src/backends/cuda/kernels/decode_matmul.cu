@@ -25,12 +25,16 @@ Status bad(const DecodeMatmulParams& p, const std::string& what) {
 Status check_input(const DecodeMatmulParams& p) {
   const int64_t k = p.w.num_cols;
   if (p.int8_activations && (p.x_q8 != nullptr || !decode_matmul_folds_int8(p.w, p.num_tokens))) {
-    return bad(p, "in-product int8 activations need f32 x, Q8_0 / Q4_0 weights and " +
-                      std::to_string(decode_int8_fold_smem_bytes(k, p.num_tokens)) +
-                      " bytes of shared memory within the 48 KB limit");
+    return bad(p,
+               "in-product int8 activations need f32 x, interleaved Q8_0 / Q4_0 / Q4_K / Q6_K "
+               "weights and " +
+                   std::to_string(decode_int8_fold_smem_bytes(k, p.num_tokens)) +
+                   " bytes of shared memory within the 48 KB limit");
   }
   if (p.x_q8 != nullptr) {
-    if (!decode_matmul_takes_int8(p.w)) return bad(p, "int8 activations need Q8_0 / Q4_0 weights");
+    if (!decode_matmul_takes_int8(p.w)) {
+      return bad(p, "int8 activations need interleaved Q8_0 / Q4_0 / Q4_K / Q6_K weights");
+    }
     if (p.x != nullptr || p.x_rows != nullptr || p.norm_weight != nullptr) {
       return bad(p, "int8 activations take no f32 x, row gather or norm");
     }
@@ -131,7 +135,8 @@ bool decode_matmul_supports(const DeviceWeight& w) {
 }
 
 bool decode_matmul_takes_int8(const DeviceWeight& w) {
-  return (w.type == TensorType::kQ8_0 || w.type == TensorType::kQ4_0) &&
+  return (w.type == TensorType::kQ8_0 || w.type == TensorType::kQ4_0 ||
+          w.type == TensorType::kQ4_K || w.type == TensorType::kQ6_K) &&
          w.layout == WeightLayout::kInterleaved && aligned16(w.data);
 }
 

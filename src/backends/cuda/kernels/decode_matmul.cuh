@@ -8,8 +8,8 @@
 //     k and v written into the K/V cache rows of the tokens (as rope_kv, normal-style pairs).
 // Every f32 value is rounded as the separate kernels round it, so a fused layer equals the unfused
 // one within the product's summation order (f32 weights and activations: 1e-5 of the CPU).
-// Input is either f32 activations or, for Q8_0 / Q4_0 weights, int8 activations with per-32
-// scales (quantize_activations: one dp4a per 4 weights, about 3e-3 relative error) — given
+// Input is either f32 activations or, for Q8_0 / Q4_0 / Q4_K / Q6_K weights, int8 activations with
+// per-32 scales (quantize_activations: one dp4a per 4 weights, about 3e-3 relative error) — given
 // (x_q8), or quantized from the f32 input inside the product (int8_activations: each block
 // gathers, norms and quantizes the rows into shared memory exactly as quantize_activations would,
 // then runs several row groups on them; decode_matmul_folds_int8 says where that fits).
@@ -69,7 +69,7 @@ struct DecodeMatmulParams {
 
 // Whether the weight is in a layout these kernels run (see the header comment).
 bool decode_matmul_supports(const DeviceWeight& w);
-// Whether the weight can take int8 activations (interleaved Q8_0 / Q4_0).
+// Whether the weight can take int8 activations (interleaved Q8_0 / Q4_0 / Q4_K / Q6_K).
 bool decode_matmul_takes_int8(const DeviceWeight& w);
 
 // Shared memory per block of a product quantizing `num_tokens` rows of K f32 activations itself

@@ -267,7 +267,8 @@ TEST(DecodeMatmulTest, RopeKvOutputRotatesQAndWritesKAndVIntoTheTokensCells) {
 
 TEST(DecodeMatmulTest, Int8InputQuantizedFromNormedGatheredRowsGivesTheQuantizedProduct) {
   CELLM_REQUIRE_DEVICE();
-  for (const TensorType type : {TensorType::kQ4_0, TensorType::kQ8_0}) {
+  for (const TensorType type :
+       {TensorType::kQ4_0, TensorType::kQ8_0, TensorType::kQ4_K, TensorType::kQ6_K}) {
     const Weight w = make_weight(type, 67, 1280, 51);
     const int64_t k = w.cols;
     for (const int32_t m : {1, 3, 8}) {

@@ -109,4 +109,45 @@ CELLM_HD_INLINE void accumulate_chunk_q8(const typename Decoder::Chunk (&w)[R], 
   }
 }
 
+// The same for Q4_K / Q6_K weights (their int8_word / int8_scale_min): per group g, with the
+// weights' bytes u (value = scale · (u + kInt8Offset) − min) and a token's bytes q (value dx · q),
+// Σ w · x = dx · (scale · (Σ u q + offset · Σ q) − min · Σ q), the integer sums by dp4a. x[t]:
+// token t's int8 row (interleaved order, as above), x_scales[t] its per-32 scales; any memory
+// (global or the block's shared memory).
+template <class Decoder, int R, int M>
+CELLM_HD_INLINE void accumulate_chunk_int8_k(const typename Decoder::Chunk (&w)[R],
+                                             const int8_t* const (&x)[M],
+                                             const float* const (&x_scales)[M], int num_tokens,
+                                             int64_t c, float (&acc)[R][M]) {
+  float scale[R][8];
+  float min[R][8];
+  CELLM_UNROLL
+  for (int r = 0; r < R; ++r) Decoder::int8_scales_mins(w[r], c, scale[r], min[r]);
+  CELLM_UNROLL
+  for (int t = 0; t < M; ++t) {
+    if (M == 1 || t < num_tokens) {  // M = 1: the one token is there
+      const int8_t* xq = x[t] + 32 * c;
+      const float* block_scales = x_scales[t] + 8 * (c >> 3);
+      const uint4 lo = *reinterpret_cast<const uint4*>(xq);
+      const uint4 hi = *reinterpret_cast<const uint4*>(xq + 16);
+      const float4 s_lo = *reinterpret_cast<const float4*>(block_scales);
+      const float4 s_hi = *reinterpret_cast<const float4*>(block_scales + 4);
+      const float dx[8] = {s_lo.x, s_lo.y, s_lo.z, s_lo.w, s_hi.x, s_hi.y, s_hi.z, s_hi.w};
+      CELLM_UNROLL
+      for (int g = 0; g < 8; ++g) {
+        const uint32_t xw = word_of(g < 4 ? lo : hi, g & 3);
+        const int x_sum = dp4a(0x01010101u, xw, 0);
+        CELLM_UNROLL
+        for (int r = 0; r < R; ++r) {
+          const int dot = dp4a(Decoder::int8_word(w[r], g, c), xw, Decoder::kInt8Offset * x_sum);
+          acc[r][t] = fmaf(scale[r][g] * dx[g], static_cast<float>(dot), acc[r][t]);
+          if constexpr (Decoder::kHasMin) {
+            acc[r][t] = fmaf(-(min[r][g] * dx[g]), static_cast<float>(x_sum), acc[r][t]);
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace cellm::kernels

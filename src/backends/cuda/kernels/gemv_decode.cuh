@@ -240,12 +240,11 @@ struct Int8Rows {
   const float* scales[M];
 };
 
-// Per group, acc += (d_w · d_x) · Σ q_w q_x — the same values as accumulate_chunk_q8
-// (gemv_chunk.cuh).
+// Q8_0 / Q4_0: one scale per group.
 template <class Decoder, int R, int M, bool kShared>
-__device__ __forceinline__ void accumulate_int8(const typename Decoder::Chunk (&w)[R],
-                                                int num_tokens, const Int8Rows<M>& s, int64_t c,
-                                                float (&acc)[R][M]) {
+__device__ __forceinline__ void accumulate_int8_q(const typename Decoder::Chunk (&w)[R],
+                                                  int num_tokens, const Int8Rows<M>& s, int64_t c,
+                                                  float (&acc)[R][M]) {
   using Words = Int8Words<Decoder>;
   CELLM_UNROLL
   for (int t = 0; t < M; ++t) {
@@ -280,6 +279,24 @@ __device__ __forceinline__ void accumulate_int8(const typename Decoder::Chunk (&
         }
       }
     }
+  }
+}
+
+// Q4_K / Q6_K: scales and mins per group (accumulate_chunk_int8_k, gemv_chunk.cuh).
+template <class Decoder>
+inline constexpr bool kInt8KQuant =
+    std::is_same_v<Decoder, DecodeQ4_K> || std::is_same_v<Decoder, DecodeQ6_K>;
+
+// Per group, acc += (d_w · d_x) · Σ q_w q_x — the same values as accumulate_chunk_q8
+// (gemv_chunk.cuh); K-quants as accumulate_chunk_int8_k.
+template <class Decoder, int R, int M, bool kShared>
+__device__ __forceinline__ void accumulate_int8(const typename Decoder::Chunk (&w)[R],
+                                                int num_tokens, const Int8Rows<M>& s, int64_t c,
+                                                float (&acc)[R][M]) {
+  if constexpr (kInt8KQuant<Decoder>) {
+    accumulate_chunk_int8_k<Decoder, R, M>(w, s.x, s.scales, num_tokens, c, acc);
+  } else {
+    accumulate_int8_q<Decoder, R, M, kShared>(w, num_tokens, s, c, acc);
   }
 }
 

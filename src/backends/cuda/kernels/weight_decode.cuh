@@ -201,15 +201,48 @@ struct DecodeQ4_K : InterleavedDecoderBase {
     chunk.qs = load_stream_u4(super + 16 + 16 * (c & 7));
     return chunk;
   }
-  CELLM_HD_INLINE static void group(const Chunk& w, int g, int64_t /*c*/, GroupValues* out) {
-    const uint32_t nibbles = (word_of(w.qs, g >> 1) >> (4 * (g & 1))) & 0x0f0f0f0fu;
+  CELLM_HD_INLINE static void group(const Chunk& w, int g, int64_t c, GroupValues* out) {
+    const uint32_t nibbles = int8_word(w, g, c);
     CELLM_UNROLL
     for (int i = 0; i < 4; ++i) out->q[i] = magic_byte(nibbles, i) - kMagic;
+    int8_scale_min(w, g, c, &out->scale, &out->min);
+  }
+  // For int8 activations: group g's values are scale · (u + kInt8Offset) − min for the unsigned
+  // bytes u of int8_word (u < 128, so dp4a may read them as signed).
+  static constexpr int kInt8Offset = 0;
+  CELLM_HD_INLINE static uint32_t int8_word(const Chunk& w, int g, int64_t /*c*/) {
+    return (word_of(w.qs, g >> 1) >> (4 * (g & 1))) & 0x0f0f0f0fu;
+  }
+  CELLM_HD_INLINE static void int8_scale_min(const Chunk& w, int g, int64_t /*c*/, float* scale,
+                                             float* min) {
     int scale_q = 0;
     int min_q = 0;
     q4_k_scale_min(w.head, g, &scale_q, &min_q);
-    out->scale = mul_rn(f16_bits_to_float(half_of(w.head, 0)), static_cast<float>(scale_q));
-    out->min = mul_rn(f16_bits_to_float(half_of(w.head, 1)), static_cast<float>(min_q));
+    *scale = mul_rn(f16_bits_to_float(half_of(w.head, 0)), static_cast<float>(scale_q));
+    *min = mul_rn(f16_bits_to_float(half_of(w.head, 1)), static_cast<float>(min_q));
+  }
+  // All eight groups' scales and mins (the values of int8_scale_min): the 6-bit fields unpacked
+  // four at a time, one word per four groups — bytes 4..15 hold scales 0..3, mins 0..3, then the
+  // low nibbles of scales 4..7 and mins 4..7 (high nibbles), their top bits in the first eight
+  // bytes' bits 6..7.
+  CELLM_HD_INLINE static void int8_scales_mins(const Chunk& w, int64_t /*c*/, float (&scale)[8],
+                                               float (&min)[8]) {
+    const uint32_t a = w.head.y;  // bytes 4..7
+    const uint32_t b = w.head.z;  // bytes 8..11
+    const uint32_t m = w.head.w;  // bytes 12..15
+    const uint32_t scales_lo = a & 0x3f3f3f3fu;
+    const uint32_t mins_lo = b & 0x3f3f3f3fu;
+    const uint32_t scales_hi = (m & 0x0f0f0f0fu) | ((a >> 2) & 0x30303030u);
+    const uint32_t mins_hi = ((m >> 4) & 0x0f0f0f0fu) | ((b >> 2) & 0x30303030u);
+    const float d = f16_bits_to_float(half_of(w.head, 0));
+    const float dmin = f16_bits_to_float(half_of(w.head, 1));
+    CELLM_UNROLL
+    for (int j = 0; j < 4; ++j) {
+      scale[j] = mul_rn(d, static_cast<float>((scales_lo >> (8 * j)) & 0xffu));
+      scale[j + 4] = mul_rn(d, static_cast<float>((scales_hi >> (8 * j)) & 0xffu));
+      min[j] = mul_rn(dmin, static_cast<float>((mins_lo >> (8 * j)) & 0xffu));
+      min[j + 4] = mul_rn(dmin, static_cast<float>((mins_hi >> (8 * j)) & 0xffu));
+    }
   }
 };
 
@@ -232,17 +265,40 @@ struct DecodeQ6_K : InterleavedDecoderBase {
     return chunk;
   }
   CELLM_HD_INLINE static void group(const Chunk& w, int g, int64_t c, GroupValues* out) {
+    const uint32_t quants = int8_word(w, g, c);
+    CELLM_UNROLL
+    for (int i = 0; i < 4; ++i) out->q[i] = magic_byte(quants, i) - (kMagic + 32.0f);
+    int8_scale_min(w, g, c, &out->scale, &out->min);
+  }
+  // For int8 activations (as DecodeQ4_K's): the six-bit values u, offset −32, no min.
+  static constexpr int kInt8Offset = -32;
+  CELLM_HD_INLINE static uint32_t int8_word(const Chunk& w, int g, int64_t /*c*/) {
     const int n = g >> 2;
     const int gg = g & 3;
     const uint32_t low = (word_of(w.ql, 2 * n + (gg & 1)) >> (4 * (gg >> 1))) & 0x0f0f0f0fu;
     const uint32_t high = (((n == 0 ? w.qh.x : w.qh.y) >> (2 * gg)) & 0x03030303u) << 4;
-    const uint32_t quants = low | high;
-    CELLM_UNROLL
-    for (int i = 0; i < 4; ++i) out->q[i] = magic_byte(quants, i) - (kMagic + 32.0f);
-    const int sub = 8 * n + 2 * gg + static_cast<int>((c & 7) >> 2);
+    return low | high;
+  }
+  CELLM_HD_INLINE static void int8_scale_min(const Chunk& w, int g, int64_t c, float* scale,
+                                             float* min) {
+    const int sub = 8 * (g >> 2) + 2 * (g & 3) + static_cast<int>((c & 7) >> 2);
     const auto scale_q = static_cast<int8_t>(static_cast<uint8_t>(byte_of(w.scales, sub)));
-    out->scale = mul_rn(f16_bits_to_float(static_cast<uint16_t>(w.d)), static_cast<float>(scale_q));
-    out->min = 0.0f;
+    *scale = mul_rn(f16_bits_to_float(static_cast<uint16_t>(w.d)), static_cast<float>(scale_q));
+    *min = 0.0f;
+  }
+  // All eight groups' (int8_scale_min's values): group g's sub-block scale is byte 2 (g & 1) + h
+  // of scales word 2 (g >> 2) + ((g & 3) >> 1), h = 1 for the lanes 4..7 of the span.
+  CELLM_HD_INLINE static void int8_scales_mins(const Chunk& w, int64_t c, float (&scale)[8],
+                                               float (&min)[8]) {
+    const int shift = 8 * static_cast<int>((c & 7) >> 2);
+    const float d = f16_bits_to_float(static_cast<uint16_t>(w.d));
+    CELLM_UNROLL
+    for (int g = 0; g < 8; ++g) {
+      const uint32_t word = word_of(w.scales, 2 * (g >> 2) + ((g & 3) >> 1)) >> shift;
+      const auto scale_q = static_cast<int8_t>(static_cast<uint8_t>(word >> (16 * (g & 1))));
+      scale[g] = mul_rn(d, static_cast<float>(scale_q));
+      min[g] = 0.0f;
+    }
   }
 };
 

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
+#include <type_traits>
 #include <vector>
 
 #include "backends/cuda/kernels/gemv_chunk.cuh"
@@ -212,8 +214,20 @@ void expect_emulated_dp4a_matches(TensorType type, int64_t num_cols, int num_tok
     float acc[R][M] = {};
     for_each_chunk<Decoder, R>(
         type, weight.device, num_cols, row0, [&](const auto& chunk, int64_t c) {
-          accumulate_chunk_q8<Decoder, R, M>(chunk, xq.q.data(), xq.scales.data(), num_cols,
-                                             num_tokens, c, acc);
+          if constexpr (std::is_same_v<Decoder, DecodeQ4_K> ||
+                        std::is_same_v<Decoder, DecodeQ6_K>) {
+            const int8_t* rows_q[M];
+            const float* rows_scales[M];
+            for (int t = 0; t < M; ++t) {
+              const int row = t < num_tokens ? t : 0;
+              rows_q[t] = xq.q.data() + row * num_cols;
+              rows_scales[t] = xq.scales.data() + row * (num_cols / 32);
+            }
+            accumulate_chunk_int8_k<Decoder, R, M>(chunk, rows_q, rows_scales, num_tokens, c, acc);
+          } else {
+            accumulate_chunk_q8<Decoder, R, M>(chunk, xq.q.data(), xq.scales.data(), num_cols,
+                                               num_tokens, c, acc);
+          }
         });
     for (int r = 0; r < R; ++r) {
       for (int t = 0; t < num_tokens; ++t) {
@@ -240,6 +254,41 @@ TEST(WeightLayoutTest, EmulatedInt8ActivationProductMatchesTheCpu) {
   expect_emulated_dp4a_matches<DecodeQ8_0, 2, 4>(TensorType::kQ8_0, 768, 3);
   expect_emulated_dp4a_matches<DecodeQ4_0, 4, 2>(TensorType::kQ4_0, 1280, 2);
   expect_emulated_dp4a_matches<DecodeQ4_0, 1, 1>(TensorType::kQ4_0, 256, 1);
+  // K-quants: scales (and Q4_K's mins) per sub-block applied to the integer sums.
+  expect_emulated_dp4a_matches<DecodeQ4_K, 4, 1>(TensorType::kQ4_K, 1280, 1);
+  expect_emulated_dp4a_matches<DecodeQ4_K, 2, 8>(TensorType::kQ4_K, 512, 5);
+  expect_emulated_dp4a_matches<DecodeQ6_K, 2, 4>(TensorType::kQ6_K, 768, 3);
+}
+
+// A chunk's eight scales (and mins) unpacked at once equal those unpacked group by group, for
+// every lane of a span.
+template <class Decoder>
+void expect_scales_unpacked_at_once_as_one_at_a_time(const typename Decoder::Chunk& chunk) {
+  for (int64_t c = 0; c < 8; ++c) {
+    float scale[8];
+    float min[8];
+    Decoder::int8_scales_mins(chunk, c, scale, min);
+    for (int g = 0; g < 8; ++g) {
+      float one_scale = 0.0f;
+      float one_min = 0.0f;
+      Decoder::int8_scale_min(chunk, g, c, &one_scale, &one_min);
+      ASSERT_EQ(scale[g], one_scale) << "lane " << c << " group " << g;
+      ASSERT_EQ(min[g], one_min) << "lane " << c << " group " << g;
+    }
+  }
+}
+
+TEST(WeightLayoutTest, KQuantScalesUnpackedAtOnceEqualThoseUnpackedOneAtATime) {
+  std::mt19937 rng(61);
+  for (int trial = 0; trial < 100; ++trial) {
+    DecodeQ4_K::Chunk q4_k{};
+    q4_k.head = make_uint4(rng() & 0x3bff3bffu, rng(), rng(), rng());  // d, dmin finite
+    ASSERT_NO_FATAL_FAILURE(expect_scales_unpacked_at_once_as_one_at_a_time<DecodeQ4_K>(q4_k));
+    DecodeQ6_K::Chunk q6_k{};
+    q6_k.scales = make_uint4(rng(), rng(), rng(), rng());
+    q6_k.d = rng() & 0x3bffu;
+    ASSERT_NO_FATAL_FAILURE(expect_scales_unpacked_at_once_as_one_at_a_time<DecodeQ6_K>(q6_k));
+  }
 }
 
 TEST(WeightLayoutTest, Int8QuantizationRoundsToNearestAndKeepsZeroBlocksZero) {
