@@ -109,20 +109,22 @@ CELLM_HD_INLINE void accumulate_chunk_q8(const typename Decoder::Chunk (&w)[R], 
   }
 }
 
-// The same for Q4_K / Q6_K weights (their int8_word / int8_scale_min): per group g, with the
-// weights' bytes u (value = scale · (u + kInt8Offset) − min) and a token's bytes q (value dx · q),
-// Σ w · x = dx · (scale · (Σ u q + offset · Σ q) − min · Σ q), the integer sums by dp4a. x[t]:
-// token t's int8 row (interleaved order, as above), x_scales[t] its per-32 scales; any memory
-// (global or the block's shared memory).
+// The same for Q4_K / Q6_K weights (their int8_word, int8_quant_scales, int8_d, int8_dmin): per
+// group g, with the weights' bytes u (value = d · s_g · (u + kInt8Offset) − dmin · m_g for the
+// sub-block's integer scale s_g and min m_g) and a token's bytes q (value dx_g · q),
+// Σ w · x = d · Σ_g dx_g · s_g · (Σ u q + offset · Σ q) − dmin · Σ_g m_g · dx_g · Σ q — the
+// integer sums by dp4a, times s_g in integers (exact: |s_g · Σ u q| < 2^24), d and dmin applied
+// once per chunk. x[t]: token t's int8 row (interleaved order, as above), x_scales[t] its per-32
+// scales; any memory (global or the block's shared memory).
 template <class Decoder, int R, int M>
 CELLM_HD_INLINE void accumulate_chunk_int8_k(const typename Decoder::Chunk (&w)[R],
                                              const int8_t* const (&x)[M],
                                              const float* const (&x_scales)[M], int num_tokens,
                                              int64_t c, float (&acc)[R][M]) {
-  float scale[R][8];
-  float min[R][8];
+  int scale[R][8];
+  int min[R][8];
   CELLM_UNROLL
-  for (int r = 0; r < R; ++r) Decoder::int8_scales_mins(w[r], c, scale[r], min[r]);
+  for (int r = 0; r < R; ++r) Decoder::int8_quant_scales(w[r], c, scale[r], min[r]);
   CELLM_UNROLL
   for (int t = 0; t < M; ++t) {
     if (M == 1 || t < num_tokens) {  // M = 1: the one token is there
@@ -133,18 +135,29 @@ CELLM_HD_INLINE void accumulate_chunk_int8_k(const typename Decoder::Chunk (&w)[
       const float4 s_lo = *reinterpret_cast<const float4*>(block_scales);
       const float4 s_hi = *reinterpret_cast<const float4*>(block_scales + 4);
       const float dx[8] = {s_lo.x, s_lo.y, s_lo.z, s_lo.w, s_hi.x, s_hi.y, s_hi.z, s_hi.w};
+      float scaled[R];  // Σ_g dx_g · s_g · (Σ u q + offset · Σ q)
+      float mins[R];    // Σ_g m_g · dx_g · Σ q
+      CELLM_UNROLL
+      for (int r = 0; r < R; ++r) scaled[r] = mins[r] = 0.0f;
       CELLM_UNROLL
       for (int g = 0; g < 8; ++g) {
         const uint32_t xw = word_of(g < 4 ? lo : hi, g & 3);
         const int x_sum = dp4a(0x01010101u, xw, 0);
+        const float x_sum_scaled = dx[g] * static_cast<float>(x_sum);
         CELLM_UNROLL
         for (int r = 0; r < R; ++r) {
           const int dot = dp4a(Decoder::int8_word(w[r], g, c), xw, Decoder::kInt8Offset * x_sum);
-          acc[r][t] = fmaf(scale[r][g] * dx[g], static_cast<float>(dot), acc[r][t]);
+          scaled[r] = fmaf(dx[g], static_cast<float>(dot * scale[r][g]), scaled[r]);
           if constexpr (Decoder::kHasMin) {
-            acc[r][t] = fmaf(-(min[r][g] * dx[g]), static_cast<float>(x_sum), acc[r][t]);
+            mins[r] = fmaf(static_cast<float>(min[r][g]), x_sum_scaled, mins[r]);
           }
         }
+      }
+      CELLM_UNROLL
+      for (int r = 0; r < R; ++r) {
+        acc[r][t] = fmaf(Decoder::int8_d(w[r]), scaled[r], acc[r][t]);
+        if constexpr (Decoder::kHasMin)
+          acc[r][t] = fmaf(-Decoder::int8_dmin(w[r]), mins[r], acc[r][t]);
       }
     }
   }

@@ -221,12 +221,12 @@ struct DecodeQ4_K : InterleavedDecoderBase {
     *scale = mul_rn(f16_bits_to_float(half_of(w.head, 0)), static_cast<float>(scale_q));
     *min = mul_rn(f16_bits_to_float(half_of(w.head, 1)), static_cast<float>(min_q));
   }
-  // All eight groups' scales and mins (the values of int8_scale_min): the 6-bit fields unpacked
-  // four at a time, one word per four groups — bytes 4..15 hold scales 0..3, mins 0..3, then the
-  // low nibbles of scales 4..7 and mins 4..7 (high nibbles), their top bits in the first eight
-  // bytes' bits 6..7.
-  CELLM_HD_INLINE static void int8_scales_mins(const Chunk& w, int64_t /*c*/, float (&scale)[8],
-                                               float (&min)[8]) {
+  // All eight groups' 6-bit scales and mins (int8_scale_min's values are d · scale and
+  // dmin · min), unpacked four at a time: bytes 4..15 hold scales 0..3, mins 0..3, then the low
+  // nibbles of scales 4..7 and mins 4..7 (high nibbles), their top bits in bits 6..7 of the first
+  // eight bytes.
+  CELLM_HD_INLINE static void int8_quant_scales(const Chunk& w, int64_t /*c*/, int (&scale)[8],
+                                                int (&min)[8]) {
     const uint32_t a = w.head.y;  // bytes 4..7
     const uint32_t b = w.head.z;  // bytes 8..11
     const uint32_t m = w.head.w;  // bytes 12..15
@@ -234,15 +234,19 @@ struct DecodeQ4_K : InterleavedDecoderBase {
     const uint32_t mins_lo = b & 0x3f3f3f3fu;
     const uint32_t scales_hi = (m & 0x0f0f0f0fu) | ((a >> 2) & 0x30303030u);
     const uint32_t mins_hi = ((m >> 4) & 0x0f0f0f0fu) | ((b >> 2) & 0x30303030u);
-    const float d = f16_bits_to_float(half_of(w.head, 0));
-    const float dmin = f16_bits_to_float(half_of(w.head, 1));
     CELLM_UNROLL
     for (int j = 0; j < 4; ++j) {
-      scale[j] = mul_rn(d, static_cast<float>((scales_lo >> (8 * j)) & 0xffu));
-      scale[j + 4] = mul_rn(d, static_cast<float>((scales_hi >> (8 * j)) & 0xffu));
-      min[j] = mul_rn(dmin, static_cast<float>((mins_lo >> (8 * j)) & 0xffu));
-      min[j + 4] = mul_rn(dmin, static_cast<float>((mins_hi >> (8 * j)) & 0xffu));
+      scale[j] = static_cast<int>((scales_lo >> (8 * j)) & 0xffu);
+      scale[j + 4] = static_cast<int>((scales_hi >> (8 * j)) & 0xffu);
+      min[j] = static_cast<int>((mins_lo >> (8 * j)) & 0xffu);
+      min[j + 4] = static_cast<int>((mins_hi >> (8 * j)) & 0xffu);
     }
+  }
+  CELLM_HD_INLINE static float int8_d(const Chunk& w) {
+    return f16_bits_to_float(half_of(w.head, 0));
+  }
+  CELLM_HD_INLINE static float int8_dmin(const Chunk& w) {
+    return f16_bits_to_float(half_of(w.head, 1));
   }
 };
 
@@ -286,20 +290,22 @@ struct DecodeQ6_K : InterleavedDecoderBase {
     *scale = mul_rn(f16_bits_to_float(static_cast<uint16_t>(w.d)), static_cast<float>(scale_q));
     *min = 0.0f;
   }
-  // All eight groups' (int8_scale_min's values): group g's sub-block scale is byte 2 (g & 1) + h
-  // of scales word 2 (g >> 2) + ((g & 3) >> 1), h = 1 for the lanes 4..7 of the span.
-  CELLM_HD_INLINE static void int8_scales_mins(const Chunk& w, int64_t c, float (&scale)[8],
-                                               float (&min)[8]) {
+  // All eight groups' sub-block scales (int8_scale_min's value is d · scale): group g's is byte
+  // 2 (g & 1) + h of scales word 2 (g >> 2) + ((g & 3) >> 1), h = 1 for lanes 4..7 of the span.
+  CELLM_HD_INLINE static void int8_quant_scales(const Chunk& w, int64_t c, int (&scale)[8],
+                                                int (&min)[8]) {
     const int shift = 8 * static_cast<int>((c & 7) >> 2);
-    const float d = f16_bits_to_float(static_cast<uint16_t>(w.d));
     CELLM_UNROLL
     for (int g = 0; g < 8; ++g) {
       const uint32_t word = word_of(w.scales, 2 * (g >> 2) + ((g & 3) >> 1)) >> shift;
-      const auto scale_q = static_cast<int8_t>(static_cast<uint8_t>(word >> (16 * (g & 1))));
-      scale[g] = mul_rn(d, static_cast<float>(scale_q));
-      min[g] = 0.0f;
+      scale[g] = static_cast<int8_t>(static_cast<uint8_t>(word >> (16 * (g & 1))));
+      min[g] = 0;
     }
   }
+  CELLM_HD_INLINE static float int8_d(const Chunk& w) {
+    return f16_bits_to_float(static_cast<uint16_t>(w.d));
+  }
+  CELLM_HD_INLINE static float int8_dmin(const Chunk& /*w*/) { return 0.0f; }
 };
 
 // The value of element e of an interleaved row (chunk decode of one element), as the CPU

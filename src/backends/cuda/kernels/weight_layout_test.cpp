@@ -260,20 +260,22 @@ TEST(WeightLayoutTest, EmulatedInt8ActivationProductMatchesTheCpu) {
   expect_emulated_dp4a_matches<DecodeQ6_K, 2, 4>(TensorType::kQ6_K, 768, 3);
 }
 
-// A chunk's eight scales (and mins) unpacked at once equal those unpacked group by group, for
-// every lane of a span.
+// A chunk's eight integer scales (and mins) unpacked at once, times d (and dmin), equal the values
+// unpacked group by group, for every lane of a span.
 template <class Decoder>
 void expect_scales_unpacked_at_once_as_one_at_a_time(const typename Decoder::Chunk& chunk) {
   for (int64_t c = 0; c < 8; ++c) {
-    float scale[8];
-    float min[8];
-    Decoder::int8_scales_mins(chunk, c, scale, min);
+    int scale[8];
+    int min[8];
+    Decoder::int8_quant_scales(chunk, c, scale, min);
     for (int g = 0; g < 8; ++g) {
       float one_scale = 0.0f;
       float one_min = 0.0f;
       Decoder::int8_scale_min(chunk, g, c, &one_scale, &one_min);
-      ASSERT_EQ(scale[g], one_scale) << "lane " << c << " group " << g;
-      ASSERT_EQ(min[g], one_min) << "lane " << c << " group " << g;
+      ASSERT_EQ(mul_rn(Decoder::int8_d(chunk), static_cast<float>(scale[g])), one_scale)
+          << "lane " << c << " group " << g;
+      ASSERT_EQ(mul_rn(Decoder::int8_dmin(chunk), static_cast<float>(min[g])), one_min)
+          << "lane " << c << " group " << g;
     }
   }
 }
