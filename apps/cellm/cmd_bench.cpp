@@ -83,8 +83,10 @@ void add_bench_command(CLI::App& app, CommandResult& result) {
   command->add_option("--geometry", flags->geometry,
                       "Random weights of this geometry: llama-3.1-8b, qwen2.5-7b, llama-3.2-1b, "
                       "tiny, tiny-qwen");
-  command->add_option("--weights", flags->weights,
-                      "Random weight type: bf16, f16, q8_0, q4_0, q4_k, q6_k");
+  command->add_option(
+      "--weights", flags->weights,
+      "Random weight type: bf16, f16, q8_0, q4_0, q4_k, q6_k, or q4_k_m (llama.cpp's mix of "
+      "Q4_K and Q6_K)");
   command->add_option("--kv-dtype", flags->kv_dtype,
                       "Random program's cache dtype: bf16, f16, f32");
   command

@@ -467,9 +467,10 @@ TEST(CudaRandomModelTest, ShortAndLongContextDecodeGraphsEqualEagerDecode) {
 // same tokens must give the logits of the path without int8 activations (bf16 tensor cores)
 // within int8 rounding (a few percent of the logits' range), and the same greedy token in nearly
 // every row.
-// Small batches with int8 activations — Q8_0 / Q4_0 on the int8 tensor cores from 2 / 3 rows,
-// Q4_K / Q6_K in the fused decode products (dp4a; up to 8 rows, as these weights have no resident
-// bf16 copies) — against the same executor with exact (f32) activations.
+// Small batches with int8 activations — Q8_0 / Q4_K / Q4_0 on the int8 tensor cores from 2 / 2 /
+// 3 rows, Q6_K in the fused decode products (dp4a; up to 8 rows, as these weights have no
+// resident bf16 copies), also beside Q4_K in the Q4_K_M mix — against the same executor with
+// exact (f32) activations.
 TEST(CudaRandomModelTest, SmallBatchesWithInt8ActivationsStayWithinInt8Rounding) {
   ASSERT_NO_FATAL_FAILURE(testing::require_cuda_device());
   const StatusOr<ModelConfig> config = named_geometry("tiny");
@@ -477,13 +478,15 @@ TEST(CudaRandomModelTest, SmallBatchesWithInt8ActivationsStayWithinInt8Rounding)
   const struct {
     TensorType type;
     std::vector<int32_t> sessions;
+    bool q4_k_m = false;  // Q4_K with Q6_K beside it (RandomWeightsSpec::q4_k_m)
   } cases[] = {{TensorType::kQ8_0, {3, 8, 12}},
                {TensorType::kQ4_0, {3, 8, 12}},
-               {TensorType::kQ4_K, {1, 3, 8}},
-               {TensorType::kQ6_K, {1, 5}}};
-  for (const auto& [type, sessions] : cases) {
-    SCOPED_TRACE(std::string(tensor_type_name(type)));
-    auto weights = CudaWeights::random(*config, {type, 17}, CudaWeightsOptions{});
+               {TensorType::kQ4_K, {1, 3, 8, 12}},
+               {TensorType::kQ6_K, {1, 5}},
+               {TensorType::kQ4_K, {3, 8}, true}};
+  for (const auto& [type, sessions, q4_k_m] : cases) {
+    SCOPED_TRACE(std::string(tensor_type_name(type)) + (q4_k_m ? " (Q4_K_M mix)" : ""));
+    auto weights = CudaWeights::random(*config, {type, 17, q4_k_m}, CudaWeightsOptions{});
     ASSERT_TRUE(weights.ok()) << weights.status().to_string();
     std::shared_ptr<const CudaWeights> shared = std::move(weights).value();
     const ProgramSpec spec =
@@ -534,8 +537,8 @@ TEST(CudaRandomModelTest, SmallBatchesWithInt8ActivationsStayWithinInt8Rounding)
       std::printf(
           "%s, %d sessions: worst |logit difference| / max |logit| %.3g, %d of %d rows "
           "with the same greedy token\n",
-          std::string(tensor_type_name(type)).c_str(), num_sessions, worst_relative, same_argmax,
-          rows);
+          (std::string(tensor_type_name(type)) + (q4_k_m ? " (Q4_K_M mix)" : "")).c_str(),
+          num_sessions, worst_relative, same_argmax, rows);
       EXPECT_GT(worst_relative, 0.0f) << "int8 activations were not used";
       EXPECT_LT(worst_relative, 0.05f);
       EXPECT_GE(same_argmax, rows * 9 / 10);

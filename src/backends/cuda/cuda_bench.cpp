@@ -30,14 +30,17 @@ struct StepTimes {
   double device_ms = 0.0;
 };
 
+// The random weights `name` asks for: one type, or q4_k_m (RandomWeightsSpec::q4_k_m).
 StatusOr<TensorType> parse_weight_type(const std::string& name) {
+  if (name == "q4_k_m") return TensorType::kQ4_K;
   const std::optional<TensorType> type = tensor_type_from_name(name);
   if (!type ||
       (*type != TensorType::kBF16 && *type != TensorType::kF16 && *type != TensorType::kQ8_0 &&
        *type != TensorType::kQ4_0 && *type != TensorType::kQ4_K && *type != TensorType::kQ6_K &&
        *type != TensorType::kF32)) {
     return invalid_argument("--weights " + name +
-                            ": random weights are f32, bf16, f16, q8_0, q4_0, q4_k or q6_k");
+                            ": random weights are f32, bf16, f16, q8_0, q4_0, q4_k, q4_k_m or "
+                            "q6_k");
   }
   return *type;
 }
@@ -290,7 +293,8 @@ StatusOr<CudaBenchReport> run_cuda_bench(const CudaBenchOptions& options,
     }
     CELLM_ASSIGN_OR_RETURN(
         std::unique_ptr<CudaWeights> random,
-        CudaWeights::random(config, {*random_type, options.seed}, weight_options));
+        CudaWeights::random(config, {*random_type, options.seed, options.weight_type == "q4_k_m"},
+                            weight_options));
     weights = std::move(random);
   }
   CudaExecutorOptions executor_options;

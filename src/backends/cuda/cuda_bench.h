@@ -30,10 +30,10 @@ namespace cellm {
 struct CudaBenchOptions {
   std::string model_path;                 // a GGUF model or program; empty: random weights
   std::string geometry = "llama-3.1-8b";  // named_geometry() when model_path is empty
-  std::string weight_type = "bf16";       // random weights: bf16, f16, q8_0, q4_0, q4_k, q6_k
-  std::string kv_dtype = "bf16";          // cache dtype of the random program (f32, f16, bf16)
-  int32_t max_step_tokens = 0;            // W; 0: the program's (random: 512)
-  int32_t min_prefill_chunk = 0;          // m; 0: the program's (random: auto_min_prefill_chunk)
+  std::string weight_type = "bf16";    // random weights: bf16, f16, q8_0, q4_0, q4_k, q4_k_m, q6_k
+  std::string kv_dtype = "bf16";       // cache dtype of the random program (f32, f16, bf16)
+  int32_t max_step_tokens = 0;         // W; 0: the program's (random: 512)
+  int32_t min_prefill_chunk = 0;       // m; 0: the program's (random: auto_min_prefill_chunk)
   std::vector<int32_t> decode_widths;  // empty: the program's (random: recommended_decode_widths)
   int32_t context_tokens = 512;        // positions each session holds before decoding
   std::vector<int32_t> session_counts = {8, 32, 64, 128, 256};  // concurrent decode runs

@@ -151,6 +151,19 @@ Status CudaForward::matmul(const kernels::DeviceWeight& w, const float* x, int64
     return int8_matmul(w, x, x_stride, nullptr, nullptr, nullptr, rows, y, y_stride, accumulate,
                        stream);
   }
+  if (int8_decode_applies(w, rows)) {
+    CELLM_RETURN_IF_ERROR(
+        quantize_input(x, x_stride, nullptr, nullptr, nullptr, rows, w.num_cols, stream));
+    kernels::DecodeMatmulParams d;
+    d.w = w;
+    d.num_tokens = rows;
+    d.x_q8 = x_q8_;
+    d.x_q8_scales = x_q8_scales_;
+    d.y = y;
+    d.y_stride = y_stride;
+    d.accumulate = accumulate;
+    return kernels::launch_decode_matmul(d, stream);
+  }
   kernels::MatmulParams p;
   p.w = w;
   p.x = wide.has_value() ? nullptr : x;
@@ -171,8 +184,17 @@ Status CudaForward::matmul(const kernels::DeviceWeight& w, const float* x, int64
 }
 
 CudaForward::WideInput CudaForward::wide_input(const kernels::DeviceWeight& w, int32_t rows) const {
-  if (!wide_input_ || w.data == nullptr || int8_matmul_applies(w, rows)) return std::nullopt;
+  if (!wide_input_ || w.data == nullptr || int8_matmul_applies(w, rows) ||
+      int8_decode_applies(w, rows)) {
+    return std::nullopt;
+  }
   return kernels::matmul_wide_input_order(w, rows, weights_.bf16_copy(w) != nullptr);
+}
+
+bool CudaForward::int8_decode_applies(const kernels::DeviceWeight& w, int32_t rows) const {
+  return int8_activations_ && rows <= kquant_fused_rows_ &&
+         (w.type == TensorType::kQ4_K || w.type == TensorType::kQ6_K) &&
+         kernels::decode_matmul_takes_int8(w) && !int8_matmul_applies(w, rows);
 }
 
 bool CudaForward::int8_matmul_applies(const kernels::DeviceWeight& w, int32_t rows) const {

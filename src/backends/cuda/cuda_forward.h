@@ -115,6 +115,10 @@ class CudaForward {
   static WideInput shared_wide_input(WideInput a, WideInput b) { return a == b ? a : std::nullopt; }
   // Whether a product of `rows` rows of w runs on the int8 tensor cores (int8_matmul_rows_).
   bool int8_matmul_applies(const kernels::DeviceWeight& w, int32_t rows) const;
+  // Whether it runs the fused decode product on int8 activations instead: K-quants without an
+  // int8 tensor-core product (Q6_K) at up to kquant_fused_rows_ rows — in a wide step of a model
+  // whose other weights leave the fused layer sooner (Q4_K beside Q6_K).
+  bool int8_decode_applies(const kernels::DeviceWeight& w, int32_t rows) const;
   // y[rows, N] (+)= x · wᵀ (+ bias) there: x rows (gathered by x_rows, RMS-normed with norm when
   // given) quantized by one launch into x_q8_, then the int8 product.
   // With `rope`, w is [q; k; v] and the product does RoPE and the K/V write (y: q only).
@@ -221,6 +225,9 @@ class CudaForward {
   // tensor cores (kernels::launch_int8_matmul, their input quantized by one launch) where the
   // weight allows; 0: never (exact activations, or CELLM_CUDA_INT8_MMA=0 in the environment).
   int32_t int8_matmul_rows_ = 0;
+  // The widest step whose K-quant products without an int8 tensor-core product run the fused
+  // decode product on int8 activations (cuda_forward_fused.cpp: 4 with resident copies, else 8).
+  int32_t kquant_fused_rows_ = 0;
   int32_t num_sms_ = 0;
 };
 

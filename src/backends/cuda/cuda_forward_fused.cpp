@@ -38,6 +38,16 @@ void CudaForward::plan_fused_path() {
   attention_q8_ = env_allows("CELLM_CUDA_ATTENTION_Q8");
   wide_input_ = env_allows("CELLM_CUDA_WIDE_INPUT");
   rope_table_used_ = c.rope.num_rotary_dims > 0 && env_allows("CELLM_CUDA_ROPE_TABLE");
+  // K-quants with int8 activations but no int8 tensor-core product: the fused decode product up
+  // to kKQuantFusedRowsWithCopies rows, or kDecodeMatmulMaxTokens without copies
+  // (CELLM_CUDA_KQUANT_FUSED_ROWS overrides, for measurements); wider, their products run cuBLAS
+  // on the copies or on dequantized tiles.
+  kquant_fused_rows_ = [this] {
+    const char* value = std::getenv("CELLM_CUDA_KQUANT_FUSED_ROWS");
+    if (value != nullptr) return std::clamp(std::atoi(value), 1, kernels::kDecodeMatmulMaxTokens);
+    return weights_.has_bf16_copies() ? kKQuantFusedRowsWithCopies
+                                      : kernels::kDecodeMatmulMaxTokens;
+  }();
   fused_max_rows_ = 0;
   if (!forward_config_.fused_decode || !env_allows("CELLM_CUDA_FUSED")) return;
   int32_t max_rows = kernels::kDecodeMatmulMaxTokens;
@@ -47,22 +57,15 @@ void CudaForward::plan_fused_path() {
   // H200 (355 against 346 tok/s, Llama-3.1-8B geometry, two sessions).
   // With int8 activations, Q8_0 / Q4_0 products of 2 / 3 rows and more run faster on the int8
   // tensor cores than in the fused layer (kernels::int8_matmul_min_tokens).
-  // Q4_K / Q6_K with int8 activations: up to kKQuantFusedRowsWithCopies rows, or
-  // kDecodeMatmulMaxTokens without copies (CELLM_CUDA_KQUANT_FUSED_ROWS overrides, for
-  // measurements); wider, their products run cuBLAS on the copies or on dequantized tiles.
-  const int32_t kquant_rows = [this] {
-    const char* value = std::getenv("CELLM_CUDA_KQUANT_FUSED_ROWS");
-    if (value != nullptr) return std::clamp(std::atoi(value), 1, kernels::kDecodeMatmulMaxTokens);
-    return weights_.has_bf16_copies() ? kKQuantFusedRowsWithCopies
-                                      : kernels::kDecodeMatmulMaxTokens;
-  }();
   const auto allow = [&](const kernels::DeviceWeight& w) {
     if (w.data == nullptr || !kernels::decode_matmul_supports(w)) return false;
     const bool half = w.type == TensorType::kF16 || w.type == TensorType::kBF16;
-    const bool int8_kquant = int8_activations_ && kernels::decode_matmul_takes_int8(w) &&
-                             !kernels::int8_matmul_supports(w);
+    const bool int8_mma = int8_matmul_rows_ > 0 && kernels::int8_matmul_supports(w);
+    const bool kquant = w.type == TensorType::kQ4_K || w.type == TensorType::kQ6_K;
+    const bool int8_kquant =
+        kquant && int8_activations_ && kernels::decode_matmul_takes_int8(w) && !int8_mma;
     max_rows = std::min(max_rows, half          ? 1
-                                  : int8_kquant ? kquant_rows
+                                  : int8_kquant ? kquant_fused_rows_
                                                 : kernels::small_m_max_tokens(w.type));
     if (int8_matmul_rows_ > 0 && kernels::int8_matmul_supports(w)) {
       max_rows = std::min(max_rows, kernels::int8_matmul_min_tokens(w.type) - 1);

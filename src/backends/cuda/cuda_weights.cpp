@@ -132,15 +132,24 @@ Status upload_matrix(const CudaWeights::Tensor& t, uint8_t* device, Stager& stag
 
 }  // namespace
 
-Status CudaWeights::plan(const ModelWeights* w, TensorType random_type,
+Status CudaWeights::plan(const ModelWeights* w, const RandomWeightsSpec& random_spec,
                          const CudaWeightsOptions& options, std::vector<Tensor>* tensors) {
   const ModelConfig& c = config_;
   layers_.assign(static_cast<size_t>(c.num_layers), CudaLayerWeights{});
+  // Random weights: matrix_type, or Q6_K where the Q4_K_M mix puts it (`more_bits`).
+  const auto random_type = [&](bool more_bits) {
+    return random_spec.q4_k_m && more_bits ? TensorType::kQ6_K : random_spec.matrix_type;
+  };
+  const auto more_bits = [&](int32_t l) {  // llama.cpp's use_more_bits
+    const int32_t n = c.num_layers;
+    return l < n / 8 || l >= 7 * n / 8 || (l - n / 8) % 3 == 2;
+  };
   const auto matrix = [&](std::string name, std::vector<const WeightView*> sources, int64_t rows,
-                          int64_t cols, kernels::DeviceWeight* slot) -> Status {
+                          int64_t cols, kernels::DeviceWeight* slot,
+                          bool random_more_bits = false) -> Status {
     Tensor t;
     t.name = std::move(name);
-    t.type = w != nullptr ? sources[0]->type : random_type;
+    t.type = w != nullptr ? sources[0]->type : random_type(random_more_bits);
     t.num_rows = rows;
     t.num_cols = cols;
     CELLM_RETURN_IF_ERROR(kernels::check_device_weight(t.type, cols, t.name));
@@ -174,7 +183,7 @@ Status CudaWeights::plan(const ModelWeights* w, TensorType random_type,
     CELLM_RETURN_IF_ERROR(matrix(
         "output.weight",
         random ? std::vector<const WeightView*>{} : std::vector<const WeightView*>{&w->output},
-        c.vocab_size, hidden, &output_));
+        c.vocab_size, hidden, &output_, true));
   }
   vector(
       "output_norm.weight",
@@ -199,7 +208,8 @@ Status CudaWeights::plan(const ModelWeights* w, TensorType random_type,
     vector(p + "ffn_norm.weight", one(&LayerWeights::ffn_norm), {hidden}, Tensor::Fill::kOnes,
            &out.ffn_norm);
     const bool fuse_qkv =
-        options.fuse && (random || (lw->wq.type == lw->wk.type && lw->wk.type == lw->wv.type));
+        options.fuse && (random ? random_type(more_bits(l)) == random_type(false)
+                                : (lw->wq.type == lw->wk.type && lw->wk.type == lw->wv.type));
     if (fuse_qkv) {
       CELLM_RETURN_IF_ERROR(matrix(p + "attn_qkv",
                                    random
@@ -211,8 +221,8 @@ Status CudaWeights::plan(const ModelWeights* w, TensorType random_type,
           matrix(p + "attn_q.weight", one(&LayerWeights::wq), c.q_width(), hidden, &out.wq));
       CELLM_RETURN_IF_ERROR(
           matrix(p + "attn_k.weight", one(&LayerWeights::wk), c.kv_width(), hidden, &out.wk));
-      CELLM_RETURN_IF_ERROR(
-          matrix(p + "attn_v.weight", one(&LayerWeights::wv), c.v_width(), hidden, &out.wv));
+      CELLM_RETURN_IF_ERROR(matrix(p + "attn_v.weight", one(&LayerWeights::wv), c.v_width(), hidden,
+                                   &out.wv, more_bits(l)));
     }
     const bool has_bias =
         random ? c.has_qkv_bias
@@ -247,8 +257,8 @@ Status CudaWeights::plan(const ModelWeights* w, TensorType random_type,
       CELLM_RETURN_IF_ERROR(
           matrix(p + "ffn_up.weight", one(&LayerWeights::w_up), c.ffn_size, hidden, &out.w_up));
     }
-    CELLM_RETURN_IF_ERROR(
-        matrix(p + "ffn_down.weight", one(&LayerWeights::w_down), hidden, c.ffn_size, &out.w_down));
+    CELLM_RETURN_IF_ERROR(matrix(p + "ffn_down.weight", one(&LayerWeights::w_down), hidden,
+                                 c.ffn_size, &out.w_down, more_bits(l)));
   }
   const auto aligned = [](uint64_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; };
   // Which matrices may get a bf16 copy: the quantized ones a product reads (the embedding table
@@ -343,7 +353,7 @@ StatusOr<std::unique_ptr<CudaWeights>> CudaWeights::upload(const ModelConfig& co
   CELLM_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device));
   std::unique_ptr<CudaWeights> out(new CudaWeights(config));
   std::vector<Tensor> tensors;
-  CELLM_RETURN_IF_ERROR(out->plan(&weights, TensorType::kF32, options, &tensors));
+  CELLM_RETURN_IF_ERROR(out->plan(&weights, RandomWeightsSpec{}, options, &tensors));
   CELLM_ASSIGN_OR_RETURN(Stager stager, Stager::create());
   uint8_t* base = out->buffer_.as<uint8_t>();
   for (const Tensor& t : tensors) {
@@ -383,7 +393,7 @@ StatusOr<std::unique_ptr<CudaWeights>> CudaWeights::random(const ModelConfig& co
   CELLM_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device));
   std::unique_ptr<CudaWeights> out(new CudaWeights(config));
   std::vector<Tensor> tensors;
-  CELLM_RETURN_IF_ERROR(out->plan(nullptr, spec.matrix_type, options, &tensors));
+  CELLM_RETURN_IF_ERROR(out->plan(nullptr, spec, options, &tensors));
   CELLM_ASSIGN_OR_RETURN(Stager stager, Stager::create());
   std::mt19937_64 rng(spec.seed);
   std::uniform_real_distribution<float> jitter(-1.0f, 1.0f);

@@ -67,10 +67,14 @@ struct CudaWeightsOptions {
   int device = 0;
 };
 
-// The element types of a random model: one for every matrix (embedding and LM head included).
+// The element types of a random model: one for every matrix (embedding and LM head included),
+// or with q4_k_m llama.cpp's Q4_K_M mix — Q6_K for the LM head and for attn_v and ffn_down of the
+// layers its use_more_bits picks (the first and last eighth, every third between), matrix_type
+// (Q4_K) for the rest.
 struct RandomWeightsSpec {
   TensorType matrix_type = TensorType::kBF16;
   uint64_t seed = 1;
+  bool q4_k_m = false;
 };
 
 class CudaWeights {
@@ -108,8 +112,8 @@ class CudaWeights {
 
  private:
   explicit CudaWeights(const ModelConfig& config) : config_(config) {}
-  Status plan(const ModelWeights* weights, TensorType random_type, const CudaWeightsOptions& o,
-              std::vector<Tensor>* tensors);
+  Status plan(const ModelWeights* weights, const RandomWeightsSpec& random,
+              const CudaWeightsOptions& o, std::vector<Tensor>* tensors);
   void bind(const std::vector<Tensor>& tensors);
   // Fills the resident bf16 copies from the matrices (after they hold their values).
   Status fill_bf16_copies(const std::vector<Tensor>& tensors, cudaStream_t stream);

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <string>
 
 #include "backends/cuda/cuda_test_util.h"
 #include "backends/cuda/model_geometry.h"
@@ -62,6 +63,34 @@ TEST(CudaWeightsTest, QuantizedMatricesKeepBf16CopiesOnlyWhereTheyLeaveTheRoomAs
   const auto tied_copies = random_weights(tied, TensorType::kQ8_0, forced);
   ASSERT_NE(tied_copies, nullptr);
   EXPECT_NE(tied_copies->bf16_copy(tied_copies->token_embd()), nullptr) << "the LM head's";
+}
+
+TEST(CudaWeightsTest, TheQ4KMMixPutsQ6KWhereLlamaCppsUseMoreBitsDoes) {
+  ASSERT_NO_FATAL_FAILURE(testing::require_cuda_device());
+  StatusOr<ModelConfig> config = named_geometry("tiny");
+  ASSERT_TRUE(config.ok());
+  config->num_layers = 16;  // use_more_bits: layers 0, 1 (first eighth), 4, 7, 10, 13, 14, 15
+  StatusOr<std::unique_ptr<CudaWeights>> weights =
+      CudaWeights::random(*config, {TensorType::kQ4_K, 5, true}, CudaWeightsOptions{});
+  ASSERT_TRUE(weights.ok()) << weights.status().to_string();
+  const CudaWeights& w = **weights;
+  EXPECT_EQ(w.token_embd().type, TensorType::kQ4_K);
+  EXPECT_EQ(w.output().type, TensorType::kQ6_K);
+  for (int32_t l = 0; l < config->num_layers; ++l) {
+    SCOPED_TRACE("layer " + std::to_string(l));
+    const bool more_bits = l < 2 || l >= 14 || (l - 2) % 3 == 2;
+    const CudaLayerWeights& layer = w.layer(l);
+    const TensorType v_down = more_bits ? TensorType::kQ6_K : TensorType::kQ4_K;
+    EXPECT_EQ(layer.w_down.type, v_down);
+    EXPECT_EQ(layer.wo.type, TensorType::kQ4_K);
+    EXPECT_EQ(layer.gate_up.type, TensorType::kQ4_K);
+    // q | k | v fused only where all three are Q4_K.
+    EXPECT_EQ(layer.qkv_fused(), !more_bits);
+    if (more_bits) {
+      EXPECT_EQ(layer.wq.type, TensorType::kQ4_K);
+      EXPECT_EQ(layer.wv.type, TensorType::kQ6_K);
+    }
+  }
 }
 
 }  // namespace

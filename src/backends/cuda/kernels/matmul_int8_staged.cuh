@@ -9,6 +9,7 @@
 
 #include "backends/cuda/kernels/matmul_int8_parts.cuh"
 #include "backends/cuda/kernels/pdl.cuh"
+#include "backends/cuda/kernels/weight_decode.cuh"
 
 namespace cellm::kernels::int8_matmul_detail {
 
@@ -32,14 +33,19 @@ __device__ __forceinline__ int swizzle_unit(int r, int u) {
   return kUnits == 8 ? (u ^ (4 * (r & 1))) : (u ^ (r & 1));
 }
 
-// Issues the copies of span `span`'s weights and scales into `stage` (one lane's share).
-template <bool kQ4, int kNTiles>
+// Issues the copies of span `span`'s weights and scales into `stage` (one lane's share). Q4_K
+// (kK): a span is one 144-byte super-block — its 16-byte head (d, dmin, the packed scales and
+// mins) goes where Q4_0's 8 block scales go, its 128 bytes of nibbles (the same arrangement as a
+// Q4_0 span's) where Q4_0's go.
+template <bool kQ4, int kNTiles, bool kK = false>
 __device__ __forceinline__ void stage_weights(const Int8MatmulArgs& a, int64_t row0,
                                               int64_t scale_offset, int64_t span, int lane,
                                               uint8_t* stage) {
   using S = Stage<kQ4, kNTiles>;
   constexpr int kUnits = S::kRowBytes / 16;  // per row
   constexpr int kPerLane = kBlockRows * kUnits / 32;
+  constexpr int64_t kSpanBytes = kK ? 144 : S::kRowBytes;  // a row's bytes per span
+  constexpr int64_t kQuantsAt = kK ? 16 : 0;               // the span's quants within them
   const auto row_of = [&](int r) {
     const int64_t row = row0 + r;
     return a.w + (row < a.num_rows ? row : a.num_rows - 1) * static_cast<int64_t>(a.row_bytes);
@@ -50,11 +56,12 @@ __device__ __forceinline__ void stage_weights(const Int8MatmulArgs& a, int64_t r
     const int r = u / kUnits;
     const int c = u % kUnits;
     cp_async_16_zfill(stage + r * S::kRowBytes + 16 * swizzle_unit<kUnits>(r, c),
-                      row_of(r) + S::kRowBytes * span + 16 * c, true);
+                      row_of(r) + kSpanBytes * span + kQuantsAt + 16 * c, true);
   }
   if (lane < kBlockRows) {
-    cp_async_16_zfill(stage + S::kScales + 16 * lane, row_of(lane) + scale_offset + 16 * span,
-                      true);
+    const uint8_t* scales =
+        kK ? row_of(lane) + kSpanBytes * span : row_of(lane) + scale_offset + 16 * span;
+    cp_async_16_zfill(stage + S::kScales + 16 * lane, scales, true);
   }
 }
 
@@ -88,9 +95,59 @@ __device__ __forceinline__ uint4 stage_unit(const uint8_t* rows, int row_bytes, 
   return *reinterpret_cast<const uint4*>(rows + r * row_bytes + 16 * swizzle_unit<kUnits>(r, u));
 }
 
+// Q4_K's eight blocks of one n-tile (multiply_stage below): w.d[h] holds row h's head.
+template <int kNTiles>
+__device__ __forceinline__ void multiply_q4_k_blocks(const SpanWeights<true>& w,
+                                                     const SpanTokens& x, const float (&dx0)[8],
+                                                     const float (&dx1)[8], int nt,
+                                                     float (&acc)[kNTiles][4]) {
+  int scale[2][8];
+  int min[2][8];
+  float d[2];
+  float dmin[2];
+  CELLM_UNROLL
+  for (int h = 0; h < 2; ++h) {
+    DecodeQ4_K::Chunk head;
+    head.head = w.d[h];
+    DecodeQ4_K::int8_quant_scales(head, 0, scale[h], min[h]);
+    d[h] = DecodeQ4_K::int8_d(head);
+    dmin[h] = DecodeQ4_K::int8_dmin(head);
+  }
+  constexpr uint32_t kOnes = 0x01010101u;
+  const uint32_t ones[4] = {kOnes, kOnes, kOnes, kOnes};
+  CELLM_UNROLL
+  for (int b = 0; b < 8; ++b) {
+    const uint32_t xb0 = word_of(x.q[b >> 2], b & 3);
+    const uint32_t xb1 = word_of(x.q[2 + (b >> 2)], b & 3);
+    uint32_t frag_a[4];
+    weight_words<true>(w, 0, b, &frag_a[0], &frag_a[2]);
+    weight_words<true>(w, 1, b, &frag_a[1], &frag_a[3]);
+    int sums[4];
+    int x_sums[4];  // Σ x of tokens 2t, 2t + 1 (rows alike)
+    mma_s8_16832(sums, frag_a, xb0, xb1);
+    mma_s8_16832(x_sums, ones, xb0, xb1);
+    const float dw0 = d[0] * static_cast<float>(scale[0][b]);  // row g
+    const float dw1 = d[1] * static_cast<float>(scale[1][b]);  // row g + 8
+    const float mw0 = dmin[0] * static_cast<float>(min[0][b]);
+    const float mw1 = dmin[1] * static_cast<float>(min[1][b]);
+    const float xs0 = static_cast<float>(x_sums[0]);
+    const float xs1 = static_cast<float>(x_sums[1]);
+    acc[nt][0] = fmaf(static_cast<float>(sums[0]), dw0 * dx0[b], acc[nt][0]);
+    acc[nt][0] = fmaf(xs0, -(mw0 * dx0[b]), acc[nt][0]);
+    acc[nt][1] = fmaf(static_cast<float>(sums[1]), dw0 * dx1[b], acc[nt][1]);
+    acc[nt][1] = fmaf(xs1, -(mw0 * dx1[b]), acc[nt][1]);
+    acc[nt][2] = fmaf(static_cast<float>(sums[2]), dw1 * dx0[b], acc[nt][2]);
+    acc[nt][2] = fmaf(xs0, -(mw1 * dx0[b]), acc[nt][2]);
+    acc[nt][3] = fmaf(static_cast<float>(sums[3]), dw1 * dx1[b], acc[nt][3]);
+    acc[nt][3] = fmaf(xs1, -(mw1 * dx1[b]), acc[nt][3]);
+  }
+}
+
 // The products of one staged span: the register kernel's arithmetic on fragments read from the
-// stage.
-template <bool kQ4, int kNTiles>
+// stage. Q4_K (kK): per block b, with the rows' integer sub-block scales s and mins m, the sums of
+// the nibbles n (no offset) and of the tokens' bytes (an mma of ones), for row r and token j:
+// dx_j,b · (d_r · s_r,b · Σ n x − dmin_r · m_r,b · Σ x).
+template <bool kQ4, int kNTiles, bool kK = false>
 __device__ __forceinline__ void multiply_stage(const uint8_t* stage, int g, int t,
                                                float (&acc)[kNTiles][4]) {
   using S = Stage<kQ4, kNTiles>;
@@ -128,16 +185,20 @@ __device__ __forceinline__ void multiply_stage(const uint8_t* stage, int g, int 
                           dx0_hi.x, dx0_hi.y, dx0_hi.z, dx0_hi.w};
     const float dx1[8] = {dx1_lo.x, dx1_lo.y, dx1_lo.z, dx1_lo.w,
                           dx1_hi.x, dx1_hi.y, dx1_hi.z, dx1_hi.w};
-    CELLM_UNROLL
-    for (int b = 0; b < 8; ++b) {
-      const float dw0 = f16_bits_to_float(half_of(w.d[0], b));  // row g
-      const float dw1 = f16_bits_to_float(half_of(w.d[1], b));  // row g + 8
-      int sums[4];
-      block_sums<kQ4>(w, b, word_of(x.q[b >> 2], b & 3), word_of(x.q[2 + (b >> 2)], b & 3), sums);
-      acc[nt][0] = fmaf(static_cast<float>(sums[0]), dw0 * dx0[b], acc[nt][0]);
-      acc[nt][1] = fmaf(static_cast<float>(sums[1]), dw0 * dx1[b], acc[nt][1]);
-      acc[nt][2] = fmaf(static_cast<float>(sums[2]), dw1 * dx0[b], acc[nt][2]);
-      acc[nt][3] = fmaf(static_cast<float>(sums[3]), dw1 * dx1[b], acc[nt][3]);
+    if constexpr (kK) {
+      multiply_q4_k_blocks<kNTiles>(w, x, dx0, dx1, nt, acc);
+    } else {
+      CELLM_UNROLL
+      for (int b = 0; b < 8; ++b) {
+        const float dw0 = f16_bits_to_float(half_of(w.d[0], b));  // row g
+        const float dw1 = f16_bits_to_float(half_of(w.d[1], b));  // row g + 8
+        int sums[4];
+        block_sums<kQ4>(w, b, word_of(x.q[b >> 2], b & 3), word_of(x.q[2 + (b >> 2)], b & 3), sums);
+        acc[nt][0] = fmaf(static_cast<float>(sums[0]), dw0 * dx0[b], acc[nt][0]);
+        acc[nt][1] = fmaf(static_cast<float>(sums[1]), dw0 * dx1[b], acc[nt][1]);
+        acc[nt][2] = fmaf(static_cast<float>(sums[2]), dw1 * dx0[b], acc[nt][2]);
+        acc[nt][3] = fmaf(static_cast<float>(sums[3]), dw1 * dx1[b], acc[nt][3]);
+      }
     }
   }
 }
@@ -145,7 +206,7 @@ __device__ __forceinline__ void multiply_stage(const uint8_t* stage, int g, int 
 // Warp w takes spans w, w + kWarps, ... as the register kernel, but keeps kStages of them in
 // flight through its ring (cp.async; the weights of the first kStages before pdl_wait()), so a
 // warp's whole share of a small product is requested at once.
-template <bool kQ4, int kNTiles, int kWarps, int kStages>
+template <bool kQ4, int kNTiles, int kWarps, int kStages, bool kK = false>
 __global__ void __launch_bounds__(kWarps * 32) int8_matmul_staged_kernel(const Int8MatmulArgs a) {
   using S = Stage<kQ4, kNTiles>;
   extern __shared__ __align__(16) uint8_t staged_smem[];  // [kWarps][kStages][S::kBytes]
@@ -161,8 +222,8 @@ __global__ void __launch_bounds__(kWarps * 32) int8_matmul_staged_kernel(const I
   CELLM_UNROLL
   for (int k = 0; k < kStages; ++k) {
     if (k < my_spans) {
-      stage_weights<kQ4, kNTiles>(a, row0, scale_offset, warp + k * kWarps, lane,
-                                  ring + k * S::kBytes);
+      stage_weights<kQ4, kNTiles, kK>(a, row0, scale_offset, warp + k * kWarps, lane,
+                                      ring + k * S::kBytes);
     }
   }
   pdl_wait();
@@ -183,12 +244,12 @@ __global__ void __launch_bounds__(kWarps * 32) int8_matmul_staged_kernel(const I
     cp_async_wait<kStages - 1>();
     __syncwarp();
     uint8_t* stage = ring + (k % kStages) * S::kBytes;
-    multiply_stage<kQ4, kNTiles>(stage, g, t, acc);
+    multiply_stage<kQ4, kNTiles, kK>(stage, g, t, acc);
     __syncwarp();  // every lane has read the stage: refill it
     const int refill = k + kStages;
     if (refill < my_spans) {
       const int64_t span = warp + static_cast<int64_t>(refill) * kWarps;
-      stage_weights<kQ4, kNTiles>(a, row0, scale_offset, span, lane, stage);
+      stage_weights<kQ4, kNTiles, kK>(a, row0, scale_offset, span, lane, stage);
       stage_tokens<kQ4, kNTiles>(a, span, lane, stage);
     }
     cp_async_commit();

@@ -1,8 +1,8 @@
 // matmul_int8_test: the int8 tensor-core product (matmul_int8.cuh) against the CPU's dequantized
-// Q8_0 / Q4_0 weights times int8 activations (as quantize_activations writes them), in double — for
-// 1 to 16 token rows (one and two n-tiles of tokens, partial ones among them: the register and
-// the staged kernels), row counts that leave a partial block of 16, spans split unevenly between
-// the warps, with bias, store and accumulate; and its refusals.
+// Q8_0 / Q4_0 / Q4_K weights times int8 activations (as quantize_activations writes them), in
+// double — for 1 to 16 token rows (one and two n-tiles of tokens, partial ones among them: the
+// register and the staged kernels), row counts that leave a partial block of 16, spans split
+// unevenly between the warps, with bias, store and accumulate; and its refusals.
 // GPU tests (label cuda).
 #include "backends/cuda/kernels/matmul_int8.cuh"
 
@@ -64,7 +64,9 @@ TEST(Int8MatmulTest, MatchesTheDequantizedProductForOneToThirtyTwoTokens) {
   const Case cases[] = {{TensorType::kQ8_0, 37, 1280},  {TensorType::kQ4_0, 37, 1280},
                         {TensorType::kQ8_0, 512, 4096}, {TensorType::kQ4_0, 512, 4096},
                         {TensorType::kQ4_0, 64, 256},   {TensorType::kQ4_0, 8203, 1280},
-                        {TensorType::kQ4_0, 48, 14336}, {TensorType::kQ8_0, 48, 14336}};
+                        {TensorType::kQ4_0, 48, 14336}, {TensorType::kQ8_0, 48, 14336},
+                        {TensorType::kQ4_K, 37, 1280},  {TensorType::kQ4_K, 512, 4096},
+                        {TensorType::kQ4_K, 48, 14336}};
   for (const Case& c : cases) {
     const std::vector<uint8_t> gguf = testing::random_gguf_rows(c.type, c.rows, c.cols, 61);
     const testing::UploadedWeight w = testing::upload_weight(c.type, c.rows, c.cols, gguf);
@@ -121,7 +123,7 @@ TEST(Int8MatmulTest, RopeKvOutputIsThePlainProductRotatedWithKAndVInTheTokensCel
   const QuantizedRows x(m, k, 82);
   const std::vector<float> bias = testing::random_floats(static_cast<size_t>(n), 83);
   const DeviceArray<float> bias_dev(bias);
-  for (const TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0}) {
+  for (const TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0, TensorType::kQ4_K}) {
     const std::vector<uint8_t> gguf = testing::random_gguf_rows(type, n, k, 84);
     const testing::UploadedWeight w = testing::upload_weight(type, n, k, gguf);
     DeviceArray<float> y(static_cast<size_t>(m * n));
@@ -204,8 +206,8 @@ TEST(Int8MatmulTest, RefusesWhatItDoesNotMultiply) {
   bad.rope.head_dim = 4;
   EXPECT_TRUE(refused(bad));
 
-  const std::vector<uint8_t> q4k = testing::random_gguf_rows(TensorType::kQ4_K, 16, 256, 73);
-  const testing::UploadedWeight k_quant = testing::upload_weight(TensorType::kQ4_K, 16, 256, q4k);
+  const std::vector<uint8_t> q6k = testing::random_gguf_rows(TensorType::kQ6_K, 16, 256, 73);
+  const testing::UploadedWeight k_quant = testing::upload_weight(TensorType::kQ6_K, 16, 256, q6k);
   EXPECT_FALSE(int8_matmul_supports(k_quant.weight));
   bad = p;
   bad.w = k_quant.weight;
