@@ -1,0 +1,349 @@
+// End to end on the CUDA executor with random weights (model_geometry.h's "tiny"): how often
+// batched greedy tokens differ from solo ones (bf16; reported, not required); the decode graphs
+// of short and of long contexts against eager decode, bit for bit; small batches with int8
+// activations (Q8_0 / Q4_0 / Q4_K / Q6_K, the Q4_K_M mix) within int8 rounding of exact ones;
+// wide steps taking their products' bf16 input from the kernel before, bit for bit; resident bf16
+// copies against weights dequantized per step. GPU tests (label cuda).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cuda_e2e_support.h"
+#include "backends/cuda/kernels/attention.cuh"
+#include "backends/cuda/kernels/matmul.cuh"
+#include "backends/cuda/model_geometry.h"
+
+namespace cellm {
+namespace {
+
+using testing::Tokens;
+
+// Feeds executors a and b the same steps: `num_sessions` sessions opened on each, at step s
+// `lengths[s]` tokens per session (token(step, session, i) for its i-th), all rows kept; after
+// each step, check(step, a's logits, b's logits). Stops at a fatal failure.
+template <class Token, class Check>
+void feed_side_by_side(Executor& a, Executor& b, int32_t num_sessions,
+                       const std::vector<int32_t>& lengths, Token token, Check check) {
+  std::vector<SessionId> a_sessions;
+  std::vector<SessionId> b_sessions;
+  for (int32_t i = 0; i < num_sessions; ++i) {
+    a_sessions.push_back(*a.open_session());
+    b_sessions.push_back(*b.open_session());
+  }
+  int32_t position = 0;
+  for (int32_t step = 0; step < static_cast<int32_t>(lengths.size()); ++step) {
+    const int32_t length = lengths[static_cast<size_t>(step)];
+    std::vector<int32_t> tokens(static_cast<size_t>(num_sessions * length));
+    BatchInput a_batch;
+    BatchInput b_batch;
+    for (int32_t i = 0; i < num_sessions; ++i) {
+      for (int32_t t = 0; t < length; ++t) {
+        tokens[static_cast<size_t>(length * i + t)] = token(step, i, t);
+      }
+      const std::span<const int32_t> input(&tokens[static_cast<size_t>(length * i)],
+                                           static_cast<size_t>(length));
+      a_batch.inputs.push_back(testing::step_input(a_sessions[static_cast<size_t>(i)], position,
+                                                   input, 0, length, true));
+      b_batch.inputs.push_back(testing::step_input(b_sessions[static_cast<size_t>(i)], position,
+                                                   input, 0, length, true));
+    }
+    position += length;
+    const BatchOutput a_out = testing::execute_ok(a, a_batch);
+    const std::vector<float> a_logits(a_out.logits.begin(), a_out.logits.end());
+    const BatchOutput b_out = testing::execute_ok(b, b_batch);
+    const std::vector<float> b_logits(b_out.logits.begin(), b_out.logits.end());
+    check(step, a_logits, b_logits);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+// Reported, not required: rounding differs between the one-row (GEMV, f32 activations) and the
+// wide (tensor cores, bf16 activations) matrix paths, so near-ties may break differently.
+TEST(CudaRandomModelTest, ReportsHowOftenBatchedGreedyTokensDifferFromSolo) {
+  ASSERT_NO_FATAL_FAILURE(testing::require_cuda_device());
+  const StatusOr<ModelConfig> config = named_geometry("tiny");
+  ASSERT_TRUE(config.ok());
+  CudaWeightsOptions weight_options;
+  auto weights = CudaWeights::random(*config, {TensorType::kBF16, 7}, weight_options);
+  ASSERT_TRUE(weights.ok()) << weights.status().to_string();
+  std::shared_ptr<const CudaWeights> shared = std::move(weights).value();
+  const ProgramSpec spec =
+      random_program(*config, 1024, 256, 33, {1, 2, 4, 8, 16, 32}, KvDtype::kBF16, 65536);
+  const auto make = [&] {
+    auto executor = std::make_unique<CudaExecutor>(*config, shared, spec);
+    const Status status = executor->initialize();
+    EXPECT_TRUE(status.ok()) << status.to_string();
+    return executor;
+  };
+  std::vector<Tokens> prompts;
+  for (int32_t j = 0; j < 16; ++j) {
+    Tokens p;
+    for (int32_t t = 0; t < 4 + 9 * j; ++t) p.push_back((t * 131 + j * 977) % config->vocab_size);
+    prompts.push_back(p);
+  }
+  constexpr int32_t kNumSteps = 32;
+  auto solo_executor = make();
+  auto executor = make();
+  std::vector<testing::GreedyRun> solo;
+  for (const Tokens& p : prompts) solo.push_back(testing::run_greedy(*solo_executor, p, kNumSteps));
+  const auto together = testing::run_greedy_together(*executor, prompts, kNumSteps);
+  int32_t differing_tokens = 0;
+  int32_t diverged_sessions = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    bool diverged = false;
+    for (int32_t s = 0; s < kNumSteps; ++s) {
+      if (together[i].tokens[s] != solo[i].tokens[s]) {
+        ++differing_tokens;
+        if (!diverged) {
+          std::printf("session %zu first differs at step %d\n", i, s);
+          diverged = true;
+        }
+      }
+    }
+    diverged_sessions += diverged ? 1 : 0;
+  }
+  std::printf(
+      "random bf16 'tiny' model, 16 sessions x %d greedy steps: %d of %d tokens differ between "
+      "batched and solo runs (%d sessions diverge)\n",
+      kNumSteps, differing_tokens, 16 * kNumSteps, diverged_sessions);
+  SUCCEED();
+}
+
+// With sessions longer than kernels::kDecodeClusterMaxContext allowed, the executor captures two
+// decode graphs per width — sequences up to that bound take the cluster-merged attention, longer
+// ones the split kernel and its combine — and replays the one the step's longest sequence fits.
+// Eager decode shapes its launches for the same bound, so each batch's logits equal it bit for
+// bit (a replay of the other graph would merge the attention's splits differently).
+TEST(CudaRandomModelTest, ShortAndLongContextDecodeGraphsEqualEagerDecode) {
+  ASSERT_NO_FATAL_FAILURE(testing::require_cuda_device());
+  const StatusOr<ModelConfig> config = named_geometry("tiny");
+  ASSERT_TRUE(config.ok());
+  CudaWeightsOptions weight_options;
+  auto weights = CudaWeights::random(*config, {TensorType::kBF16, 11}, weight_options);
+  ASSERT_TRUE(weights.ok()) << weights.status().to_string();
+  std::shared_ptr<const CudaWeights> shared = std::move(weights).value();
+  const int32_t long_prompt = kernels::kDecodeClusterMaxContext + 300;
+  const ProgramSpec spec = random_program(*config, long_prompt + 64, 256, 33, {1, 2, 4},
+                                          KvDtype::kBF16, 4 * (long_prompt + 64));
+  CudaExecutorOptions eager_options;
+  eager_options.use_graphs = false;
+  CudaExecutor graphs(*config, shared, spec);
+  CudaExecutor eager(*config, shared, spec, eager_options);
+  ASSERT_TRUE(graphs.initialize().ok());
+  ASSERT_TRUE(eager.initialize().ok());
+  const auto prompt = [&](int32_t length, int32_t seed) {
+    Tokens p;
+    for (int32_t t = 0; t < length; ++t) p.push_back((t * 131 + seed * 977) % config->vocab_size);
+    return p;
+  };
+  const std::vector<Tokens> short_batch = {prompt(5, 1), prompt(40, 2), prompt(17, 3)};
+  const std::vector<Tokens> mixed_batch = {prompt(23, 4), prompt(long_prompt, 5)};
+  for (const std::vector<Tokens>* batch : {&short_batch, &mixed_batch}) {
+    const auto with_graphs = testing::run_greedy_together(graphs, *batch, 6);
+    const auto without = testing::run_greedy_together(eager, *batch, 6);
+    for (size_t i = 0; i < batch->size(); ++i) {
+      EXPECT_EQ(with_graphs[i].tokens, without[i].tokens) << "session " << i;
+      EXPECT_EQ(testing::max_abs_diff(with_graphs[i].logits, without[i].logits), 0.0f)
+          << (batch == &short_batch ? "short" : "mixed") << " batch, session " << i;
+    }
+  }
+  EXPECT_GT(graphs.stats().num_graph_launches, 0);
+  EXPECT_EQ(eager.stats().num_graph_launches, 0);
+}
+
+// Small batches with int8 activations — Q8_0 / Q4_K / Q4_0 on the int8 tensor cores from 2 / 2 /
+// 3 rows to 16 (kernels::launch_int8_matmul; RMSNorm and the kept-row gather folded into the
+// quantize launch), Q6_K in the fused decode products (dp4a; up to 8 rows, as these weights have
+// no resident bf16 copies), also beside Q4_K in the Q4_K_M mix: sessions stepping the same tokens
+// must give the logits of the same executor with exact (f32) activations within int8 rounding (a
+// few percent of the logits' range), and the same greedy token in nearly every row.
+TEST(CudaRandomModelTest, SmallBatchesWithInt8ActivationsStayWithinInt8Rounding) {
+  ASSERT_NO_FATAL_FAILURE(testing::require_cuda_device());
+  const StatusOr<ModelConfig> config = named_geometry("tiny");
+  ASSERT_TRUE(config.ok());
+  const struct {
+    TensorType type;
+    std::vector<int32_t> sessions;
+    bool q4_k_m = false;  // Q4_K with Q6_K beside it (RandomWeightsSpec::q4_k_m)
+  } cases[] = {{TensorType::kQ8_0, {3, 8, 12}},
+               {TensorType::kQ4_0, {3, 8, 12}},
+               {TensorType::kQ4_K, {1, 3, 8, 12}},
+               {TensorType::kQ6_K, {1, 5}},
+               {TensorType::kQ4_K, {3, 8}, true}};
+  for (const auto& [type, sessions, q4_k_m] : cases) {
+    SCOPED_TRACE(std::string(tensor_type_name(type)) + (q4_k_m ? " (Q4_K_M mix)" : ""));
+    auto weights = CudaWeights::random(*config, {type, 17, q4_k_m}, CudaWeightsOptions{});
+    ASSERT_TRUE(weights.ok()) << weights.status().to_string();
+    std::shared_ptr<const CudaWeights> shared = std::move(weights).value();
+    const ProgramSpec spec =
+        random_program(*config, 256, 64, 33, {1, 2, 4, 8, 16}, KvDtype::kBF16, 4096);
+    CudaExecutorOptions exact_options;
+    exact_options.int8_activations = false;
+    CudaExecutor int8(*config, shared, spec);
+    CudaExecutor exact(*config, shared, spec, exact_options);
+    ASSERT_TRUE(int8.initialize().ok());
+    ASSERT_TRUE(exact.initialize().ok());
+    for (const int32_t num_sessions : sessions) {
+      int32_t rows = 0;
+      int32_t same_argmax = 0;
+      float worst_relative = 0.0f;
+      const std::vector<int32_t> lengths(6, 1);  // one token per session and step
+      feed_side_by_side(
+          int8, exact, num_sessions, lengths,
+          [&](int32_t step, int32_t i, int32_t) {
+            return (step * 977 + i * 131 + 5) % config->vocab_size;
+          },
+          [&](int32_t, const std::vector<float>& a_logits, const std::vector<float>& b_logits) {
+            ASSERT_EQ(a_logits.size(), b_logits.size());
+            const auto vocab = static_cast<size_t>(config->vocab_size);
+            for (size_t r = 0; r * vocab < a_logits.size(); ++r) {
+              const std::span<const float> x(a_logits.data() + r * vocab, vocab);
+              const std::span<const float> y(b_logits.data() + r * vocab, vocab);
+              float range = 0.0f;
+              for (const float v : y) range = std::max(range, std::fabs(v));
+              worst_relative = std::max(worst_relative, testing::max_abs_diff(x, y) / range);
+              same_argmax += testing::argmax(x) == testing::argmax(y) ? 1 : 0;
+              ++rows;
+            }
+          });
+      ASSERT_FALSE(::testing::Test::HasFatalFailure());
+      std::printf(
+          "%s, %d sessions: worst |logit difference| / max |logit| %.3g, %d of %d rows "
+          "with the same greedy token\n",
+          (std::string(tensor_type_name(type)) + (q4_k_m ? " (Q4_K_M mix)" : "")).c_str(),
+          num_sessions, worst_relative, same_argmax, rows);
+      EXPECT_GT(worst_relative, 0.0f) << "int8 activations were not used";
+      EXPECT_LT(worst_relative, 0.05f);
+      EXPECT_GE(same_argmax, rows * 9 / 10);
+    }
+  }
+}
+
+// Wide steps take each product's bf16 input from the RMSNorm, SwiGLU or decode attention before
+// it, in the order the product reads (CudaForward::wide_input): the fused wide product's order for
+// 17–128 rows of Q8_0 / Q4_0 (Q4_0: 17–48 with resident bf16 copies), the columns as they are for
+// cuBLAS (BF16 weights; Q8_0 / Q4_0 beyond, on the copies or dequantized in tiles). On a random
+// model, 20, 40 and 150 sessions (a three-token prompt each — one eager prefill step at 150 —,
+// then decode steps) must give the logits of the same executor with that turned off
+// (CELLM_CUDA_WIDE_INPUT=0: each product rounds, and permutes, its f32 input in a launch of its
+// own) bit for bit.
+TEST(CudaRandomModelTest, WideStepsGetTheirProductsInputFromTheKernelBeforeToTheSameBits) {
+  ASSERT_NO_FATAL_FAILURE(testing::require_cuda_device());
+  const StatusOr<ModelConfig> config = named_geometry("tiny");
+  ASSERT_TRUE(config.ok());
+  const struct {
+    TensorType type;
+    bool copies;
+  } variants[] = {{TensorType::kQ8_0, false},
+                  {TensorType::kQ4_0, false},
+                  {TensorType::kQ4_0, true},
+                  {TensorType::kBF16, false}};
+  for (const auto& [type, copies] : variants) {
+    SCOPED_TRACE(std::string(tensor_type_name(type)) + (copies ? " with bf16 copies" : ""));
+    CudaWeightsOptions weight_options;
+    weight_options.resident_bf16 = copies;
+    auto weights = CudaWeights::random(*config, {type, 19}, weight_options);
+    ASSERT_TRUE(weights.ok()) << weights.status().to_string();
+    std::shared_ptr<const CudaWeights> shared = std::move(weights).value();
+    const ProgramSpec spec = random_program(
+        *config, 1024, 512, 257, {1, 2, 4, 8, 16, 32, 64, 128, 256}, KvDtype::kBF16, 4096);
+    // The steps below do take both orders (20 / 40 / 150 sessions: widths 32 / 64 / 256).
+    const bool quantized = type != TensorType::kBF16;
+    const kernels::WideOrder at_32 =
+        quantized ? kernels::WideOrder::kFused : kernels::WideOrder::kNatural;
+    const kernels::WideOrder at_64 = quantized && !copies ? at_32 : kernels::WideOrder::kNatural;
+    ASSERT_EQ(kernels::matmul_wide_input_order(shared->layer(0).gate_up, 32, copies), at_32);
+    ASSERT_EQ(kernels::matmul_wide_input_order(shared->layer(0).w_down, 64, copies), at_64);
+    ASSERT_EQ(kernels::matmul_wide_input_order(shared->layer(0).w_down, 256, copies),
+              kernels::WideOrder::kNatural);
+    ASSERT_EQ(shared->bf16_copy(shared->layer(0).w_down) != nullptr, copies);
+    CudaExecutor wide(*config, shared, spec);
+    ASSERT_TRUE(wide.initialize().ok());
+    ASSERT_EQ(setenv("CELLM_CUDA_WIDE_INPUT", "0", 1), 0);
+    CudaExecutor permuting(*config, shared, spec);
+    const Status initialized = permuting.initialize();
+    ASSERT_EQ(unsetenv("CELLM_CUDA_WIDE_INPUT"), 0);
+    ASSERT_TRUE(initialized.ok()) << initialized.to_string();
+    for (const int32_t num_sessions : {20, 40, 150}) {
+      const std::vector<int32_t> lengths = {3, 1, 1, 1};  // a prompt, then one token per step
+      feed_side_by_side(
+          wide, permuting, num_sessions, lengths,
+          [&](int32_t step, int32_t i, int32_t t) {
+            return (step * 977 + i * 131 + t * 17 + 5) % config->vocab_size;
+          },
+          [&](int32_t step, const std::vector<float>& a_logits,
+              const std::vector<float>& b_logits) {
+            ASSERT_EQ(a_logits.size(), static_cast<size_t>(num_sessions * config->vocab_size));
+            ASSERT_EQ(a_logits.size(), b_logits.size());
+            EXPECT_EQ(testing::max_abs_diff(a_logits, b_logits), 0.0f)
+                << num_sessions << " sessions, step " << step;
+          });
+    }
+  }
+}
+
+// Resident bf16 copies of the quantized matrices (cuBLAS on the copies) against the same weights
+// without them (the fused wide product to 128 rows, cuBLAS on tiles dequantized per step beyond):
+// on a random model, a 384-row prefill step of 64 sessions (tiles / copies) and two 64-row decode
+// steps (fused product / copies) give finite logits within bf16 rounding of each other.
+TEST(CudaRandomModelTest, ResidentBf16CopiesGiveTheLogitsOfWeightsDequantizedPerStep) {
+  ASSERT_NO_FATAL_FAILURE(testing::require_cuda_device());
+  const StatusOr<ModelConfig> config = named_geometry("tiny");
+  ASSERT_TRUE(config.ok());
+  for (const TensorType type : {TensorType::kQ4_0, TensorType::kQ8_0, TensorType::kQ4_K}) {
+    SCOPED_TRACE(std::string(tensor_type_name(type)));
+    CudaWeightsOptions with_copies;
+    with_copies.resident_bf16 = true;
+    auto plain = CudaWeights::random(*config, {type, 23}, CudaWeightsOptions{});
+    auto copied = CudaWeights::random(*config, {type, 23}, with_copies);
+    ASSERT_TRUE(plain.ok() && copied.ok());
+    ASSERT_TRUE((*copied)->has_bf16_copies());
+    const ProgramSpec spec =
+        random_program(*config, 1024, 512, 257, {1, 2, 4, 8, 16, 32, 64}, KvDtype::kBF16, 4096);
+    CudaExecutor a(*config, std::move(plain).value(), spec);
+    CudaExecutor b(*config, std::move(copied).value(), spec);
+    ASSERT_TRUE(a.initialize().ok());
+    ASSERT_TRUE(b.initialize().ok());
+    constexpr int32_t kSessions = 64;
+    const std::vector<int32_t> lengths = {6, 1, 1};  // a prompt, then one token per step
+    feed_side_by_side(
+        a, b, kSessions, lengths,
+        [&](int32_t step, int32_t i, int32_t t) {
+          return (step * 613 + i * 97 + t * 31 + 7) % config->vocab_size;
+        },
+        [&](int32_t step, const std::vector<float>& x, const std::vector<float>& y) {
+          ASSERT_EQ(x.size(), static_cast<size_t>(kSessions * config->vocab_size));
+          ASSERT_EQ(x.size(), y.size());
+          float range = 0.0f;
+          for (size_t i = 0; i < x.size(); ++i) {
+            ASSERT_TRUE(std::isfinite(x[i]) && std::isfinite(y[i]))
+                << "step " << step << " i " << i;
+            range = std::max(range, std::fabs(x[i]));
+          }
+          const auto vocab = static_cast<size_t>(config->vocab_size);
+          int32_t same_argmax = 0;
+          for (size_t r = 0; r < static_cast<size_t>(kSessions); ++r) {
+            same_argmax +=
+                testing::argmax(std::span<const float>(x.data() + r * vocab, vocab)) ==
+                        testing::argmax(std::span<const float>(y.data() + r * vocab, vocab))
+                    ? 1
+                    : 0;
+          }
+          const float worst = testing::max_abs_diff(x, y) / range;
+          std::printf(
+              "%s step %d: worst |logit difference| / max |logit| %.3g, %d of %d same argmax\n",
+              std::string(tensor_type_name(type)).c_str(), step, worst, same_argmax, kSessions);
+          EXPECT_LT(worst, 2e-2f) << "step " << step;
+          EXPECT_GE(same_argmax, kSessions * 9 / 10) << "step " << step;
+        });
+  }
+}
+
+}  // namespace
+}  // namespace cellm
