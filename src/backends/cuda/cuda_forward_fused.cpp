@@ -60,10 +60,8 @@ void CudaForward::plan_fused_path() {
   const auto allow = [&](const kernels::DeviceWeight& w) {
     if (w.data == nullptr || !kernels::decode_matmul_supports(w)) return false;
     const bool half = w.type == TensorType::kF16 || w.type == TensorType::kBF16;
-    const bool int8_mma = int8_matmul_rows_ > 0 && kernels::int8_matmul_supports(w);
-    const bool kquant = w.type == TensorType::kQ4_K || w.type == TensorType::kQ6_K;
-    const bool int8_kquant =
-        kquant && int8_activations_ && kernels::decode_matmul_takes_int8(w) && !int8_mma;
+    // K-quants the wide step gives the int8 decode product keep the fused layer as far.
+    const bool int8_kquant = int8_decode_applies(w, kquant_fused_rows_);
     max_rows = std::min(max_rows, half          ? 1
                                   : int8_kquant ? kquant_fused_rows_
                                                 : kernels::small_m_max_tokens(w.type));
