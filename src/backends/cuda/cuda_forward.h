@@ -115,9 +115,10 @@ class CudaForward {
   static WideInput shared_wide_input(WideInput a, WideInput b) { return a == b ? a : std::nullopt; }
   // Whether a product of `rows` rows of w runs on the int8 tensor cores (int8_matmul_rows_).
   bool int8_matmul_applies(const kernels::DeviceWeight& w, int32_t rows) const;
-  // Whether it runs the fused decode product on int8 activations instead: K-quants without an
-  // int8 tensor-core product (Q6_K) at up to kquant_fused_rows_ rows — in a wide step of a model
-  // whose other weights leave the fused layer sooner (Q4_K beside Q6_K).
+  // Whether it runs the fused decode product on int8 activations instead: K-quants the int8
+  // tensor cores do not take at this width (their products turned off, CELLM_CUDA_INT8_MMA=0, or
+  // started later, CELLM_CUDA_Q4K_MMA_FROM / CELLM_CUDA_Q6K_MMA_FROM) at up to kquant_fused_rows_
+  // rows — in a wide step of a model whose other weights leave the fused layer sooner.
   bool int8_decode_applies(const kernels::DeviceWeight& w, int32_t rows) const;
   // y[rows, N] (+)= x · wᵀ (+ bias) there: x rows (gathered by x_rows, RMS-normed with norm when
   // given) quantized by one launch into x_q8_, then the int8 product.

@@ -157,10 +157,10 @@ TEST(CudaRandomModelTest, ShortAndLongContextDecodeGraphsEqualEagerDecode) {
   EXPECT_EQ(eager.stats().num_graph_launches, 0);
 }
 
-// Small batches with int8 activations — Q8_0 / Q4_K / Q4_0 on the int8 tensor cores from 2 / 2 /
-// 3 rows to 16 (kernels::launch_int8_matmul; RMSNorm and the kept-row gather folded into the
-// quantize launch), Q6_K in the fused decode products (dp4a; up to 8 rows, as these weights have
-// no resident bf16 copies), also beside Q4_K in the Q4_K_M mix: sessions stepping the same tokens
+// Small batches with int8 activations — Q8_0 / Q4_K / Q6_K / Q4_0 on the int8 tensor cores from
+// 2 / 2 / 2 / 3 rows to 16 (kernels::launch_int8_matmul; RMSNorm and the kept-row gather folded
+// into the quantize launch), one row in the fused decode products (dp4a), also Q6_K beside Q4_K
+// in the Q4_K_M mix: sessions stepping the same tokens
 // must give the logits of the same executor with exact (f32) activations within int8 rounding (a
 // few percent of the logits' range), and the same greedy token in nearly every row.
 TEST(CudaRandomModelTest, SmallBatchesWithInt8ActivationsStayWithinInt8Rounding) {

@@ -13,7 +13,11 @@
 // int32 sums are scaled by d_w · d_x (rows g, g + 8; tokens 2t, 2t + 1: the lane's C elements)
 // and added in f32. A Q4_K super-block is a span whose nibbles sit as a Q4_0 span's: its 16-byte
 // head (d, dmin, the 6-bit sub-block scales and mins) takes the place of the 8 block scales, and
-// each block adds d · s_b · Σ n x − dmin · m_b · Σ x, the tokens' Σ x from an mma of ones.
+// each block adds d · s_b · Σ n x − dmin · m_b · Σ x, the tokens' Σ x from an mma of ones. A Q6_K
+// super-block is a span too: its low nibbles sit as a Q4_0 span's, each chunk's high bit pairs
+// and the span's 16 sub-block scales and f16 scale are staged beside them; a block's two halves
+// (chunks t and t + 4: elements 0..15 and 16..31, one sub-block scale each) take one m16n8k16
+// mma each on the six-bit values less 32 as signed bytes, d · (s₀ · Σ₀ + s₁ · Σ₁) per block.
 //
 // Block: 4 warps own 16 weight rows and split the K spans between them — warp w takes spans w,
 // w + 4, ... The warps' sums meet in shared memory in warp order (deterministic) and the epilogue
@@ -21,7 +25,7 @@
 // ways of feeding a warp: the register kernel loads the next span into registers while it
 // multiplies the current one (Q8_0, one n-tile); the staged kernel streams a warp's spans through
 // a ring of shared-memory stages (cp.async), so a warp's share of a small product is in flight at
-// once (Q4_0 and Q4_K, and Q8_0 at two n-tiles).
+// once (Q4_0, Q4_K and Q6_K, and Q8_0 at two n-tiles).
 #include <algorithm>
 #include <cstdlib>
 #include <string>
@@ -135,11 +139,12 @@ __global__ void __launch_bounds__(kRegisterWarps * 32) int8_matmul_kernel(const 
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-template <bool kQ4, int kNTiles, int kStages, bool kK = false>
+template <StagedType kType, int kNTiles, int kStages>
 cudaError_t launch_staged(const Int8MatmulArgs& a, dim3 grid, cudaStream_t stream) {
   constexpr int kWarps = 4;
-  const auto kernel = int8_matmul_staged_kernel<kQ4, kNTiles, kWarps, kStages, kK>;
-  constexpr size_t kSmemBytes = static_cast<size_t>(kWarps) * kStages * Stage<kQ4, kNTiles>::kBytes;
+  const auto kernel = int8_matmul_staged_kernel<kType, kNTiles, kWarps, kStages>;
+  constexpr size_t kSmemBytes =
+      static_cast<size_t>(kWarps) * kStages * Stage<kType, kNTiles>::kBytes;
   // Per launch, as the attention kernels do: the opt-in is per device.
   const cudaError_t opted_in = cudaFuncSetAttribute(
       kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmemBytes));
@@ -157,21 +162,27 @@ cudaError_t launch_staged(const Int8MatmulArgs& a, dim3 grid, cudaStream_t strea
 //   2,435 / 3,184 / 4,144 → 2,651 / 3,469 / 4,508 tok/s (three stages: 2% less); q8_0 at 12 / 16
 //   sessions 2,591 / 3,380 → 3,122–3,127 / 4,073–4,084 (the register kernel's two tiles, 245
 //   registers: 2,647–2,664 / 3,462–3,466; three stages: 3,020–3,039 / 3,930–3,947).
-// Q4_K as Q4_0 (its super-block is a span: the head in place of the scales).
+// Q4_K and Q6_K as Q4_0 (a super-block is a span). Q6_K, H200, tok/s against the dp4a decode
+// product it replaces (q6_k 2 / 3 / 4 / 8 / 16 sessions, twice): 509–523 / 567–572 / 757–758 /
+// 1,566–1,567 / 2,933–2,959 → 586–592 / 923 / 1,219–1,224 / 2,206–2,217 / 3,403–3,406.
 cudaError_t launch_for_type(const Int8MatmulArgs& a, TensorType type, cudaStream_t stream) {
   static_assert(kInt8MatmulMaxTokens == 16, "one or two n-tiles of tokens");
   const dim3 grid(static_cast<unsigned>(ceil_div(a.num_rows, kBlockRows)));
-  if (type == TensorType::kQ4_K) {
-    return a.num_tokens > 8 ? launch_staged<true, 2, 2, true>(a, grid, stream)
-                            : launch_staged<true, 1, 3, true>(a, grid, stream);
+  const bool wide = a.num_tokens > 8;
+  switch (type) {
+    case TensorType::kQ4_K:
+      return wide ? launch_staged<StagedType::kQ4_K, 2, 2>(a, grid, stream)
+                  : launch_staged<StagedType::kQ4_K, 1, 3>(a, grid, stream);
+    case TensorType::kQ6_K:
+      return wide ? launch_staged<StagedType::kQ6_K, 2, 2>(a, grid, stream)
+                  : launch_staged<StagedType::kQ6_K, 1, 3>(a, grid, stream);
+    case TensorType::kQ4_0:
+      return wide ? launch_staged<StagedType::kQ4_0, 2, 2>(a, grid, stream)
+                  : launch_staged<StagedType::kQ4_0, 1, 3>(a, grid, stream);
+    default:
+      return wide ? launch_staged<StagedType::kQ8_0, 2, 2>(a, grid, stream)
+                  : launch_pdl(int8_matmul_kernel, grid, dim3(kRegisterWarps * 32), 0, stream, a);
   }
-  const bool q4 = type == TensorType::kQ4_0;
-  if (a.num_tokens > 8) {
-    return q4 ? launch_staged<true, 2, 2>(a, grid, stream)
-              : launch_staged<false, 2, 2>(a, grid, stream);
-  }
-  return q4 ? launch_staged<true, 1, 3>(a, grid, stream)
-            : launch_pdl(int8_matmul_kernel, grid, dim3(kRegisterWarps * 32), 0, stream, a);
 }
 
 }  // namespace int8_matmul_detail
@@ -181,16 +192,27 @@ using int8_matmul_detail::kSpanCols;
 
 bool int8_matmul_supports(const DeviceWeight& w) {
   return (w.type == TensorType::kQ8_0 || w.type == TensorType::kQ4_0 ||
-          w.type == TensorType::kQ4_K) &&
+          w.type == TensorType::kQ4_K || w.type == TensorType::kQ6_K) &&
          w.layout == WeightLayout::kInterleaved && w.num_cols % kSpanCols == 0 && aligned16(w.data);
 }
 
 int32_t int8_matmul_min_tokens(TensorType type) {
-  static const int32_t q4_k = [] {
-    const char* value = std::getenv("CELLM_CUDA_Q4K_MMA_FROM");
+  const auto from_env = [](const char* name) {
+    const char* value = std::getenv(name);
     return value != nullptr ? std::max(2, std::atoi(value)) : 2;
-  }();
-  return type == TensorType::kQ4_0 ? 3 : type == TensorType::kQ4_K ? q4_k : 2;
+  };
+  static const int32_t q4_k = from_env("CELLM_CUDA_Q4K_MMA_FROM");
+  static const int32_t q6_k = from_env("CELLM_CUDA_Q6K_MMA_FROM");
+  switch (type) {
+    case TensorType::kQ4_0:
+      return 3;
+    case TensorType::kQ4_K:
+      return q4_k;
+    case TensorType::kQ6_K:
+      return q6_k;
+    default:
+      return 2;
+  }
 }
 
 Status launch_int8_matmul(const Int8MatmulParams& p, cudaStream_t stream) {
@@ -200,7 +222,7 @@ Status launch_int8_matmul(const Int8MatmulParams& p, cudaStream_t stream) {
   if (!int8_matmul_supports(p.w) || p.w.num_rows <= 0 ||
       p.w.row_bytes != device_row_bytes(p.w.type, p.w.num_cols)) {
     return invalid_argument(
-        what + "needs an interleaved Q8_0 / Q4_0 / Q4_K weight from make_device_weight");
+        what + "needs an interleaved Q8_0 / Q4_0 / Q4_K / Q6_K weight from make_device_weight");
   }
   if (p.num_tokens < 0 || p.num_tokens > kInt8MatmulMaxTokens) {
     return invalid_argument(what + "token count outside [0, " +

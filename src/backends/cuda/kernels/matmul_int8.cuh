@@ -1,19 +1,19 @@
-// matmul_int8: y[M, N] (+)= x · Wᵀ for interleaved Q8_0 / Q4_0 / Q4_K weights and int8 activations
-// (quantize_activations.cuh: blocks of 32 with an f32 scale, the interleaved order) on the int8
-// tensor cores (mma.m16n8k32), for 1 to kInt8MatmulMaxTokens token rows — the products of
-// small-batch decode (2–16 sessions), where the dp4a kernels (decode_matmul.cuh) cost more with
-// every row and the bf16 tensor-core product (matmul_wide.cuh) spends several instructions per
-// weight turning it into bf16 (and three launches: permute, product, split sum).
+// matmul_int8: y[M, N] (+)= x · Wᵀ for interleaved Q8_0 / Q4_0 / Q4_K / Q6_K weights and int8
+// activations (quantize_activations.cuh: blocks of 32 with an f32 scale, the interleaved order) on
+// the int8 tensor cores (mma.m16n8k32; Q6_K m16n8k16), for 1 to kInt8MatmulMaxTokens token rows —
+// the products of small-batch decode (2–16 sessions), where the dp4a kernels (decode_matmul.cuh)
+// cost more with every row and the bf16 tensor-core product (matmul_wide.cuh) spends several
+// instructions per weight turning it into bf16 (and three launches: permute, product, split sum).
 // One mma k-step is one quantization block of both operands, and both interleaved layouts give a
-// lane its fragments directly (kernel comment); each block's int32 sums are scaled by the two
-// block scales in f32 (Q4_K: its sub-block scales, and its mins against the tokens' block sums
-// from an mma of ones); Q4_0 / Q4_K products, and Q8_0 ones of more than 8 rows, stream their
-// weights through shared memory (cp.async; up to 72 KB per block). About 3e-3 relative error, as
-// the dp4a products. A q|k|v product can do RoPE and the K/V write in its epilogue
-// (Int8MatmulParams::rope_kv), one rope_kv launch fewer. Stream-ordered, allocation-free,
-// capturable, launched with programmatic dependent launch (pdl.cuh). Who calls it: the CUDA
-// forward's products of 2 (Q8_0, Q4_K) / 3 (Q4_0) to 16 rows (CudaForward::int8_matmul), the
-// tests.
+// lane its fragments directly (kernel comment); each block's int32 sums are scaled by the two block
+// scales in f32 (Q4_K: its sub-block scales, and its mins against the tokens' block sums from an
+// mma of ones; Q6_K: its two sub-block scales per block, one k16 mma each); Q4_0 / Q4_K / Q6_K
+// products, and Q8_0 ones of more than 8 rows, stream their weights through shared memory
+// (cp.async; up to 72 KB per block). About 3e-3 relative error, as the dp4a products. A q|k|v
+// product can do RoPE and the K/V write in its epilogue (Int8MatmulParams::rope_kv), one rope_kv
+// launch fewer. Stream-ordered, allocation-free, capturable, launched with programmatic dependent
+// launch (pdl.cuh). Who calls it: the CUDA forward's products of 2 (Q8_0, Q4_K, Q6_K) / 3 (Q4_0) to
+// 16 rows (CudaForward::int8_matmul), the tests.
 // Thread-safety: launches on a stream.
 #pragma once
 
@@ -49,15 +49,16 @@ struct Int8MatmulParams {
   RopeKvOutput rope;
 };
 
-// Interleaved Q8_0 / Q4_0 / Q4_K (rows of 256·n elements), 16-byte aligned.
+// Interleaved Q8_0 / Q4_0 / Q4_K / Q6_K (rows of 256·n elements), 16-byte aligned.
 bool int8_matmul_supports(const DeviceWeight& w);
 
 // The fewest rows from which this product beats the fused dp4a layer (decode_matmul.cuh) for a
-// weight of `type` (Q8_0, Q4_K: 2, Q4_0: 3; one row stays fused). Measured on the H200,
+// weight of `type` (Q8_0, Q4_K, Q6_K: 2, Q4_0: 3; one row stays fused). Measured on the H200,
 // Llama-3.1-8B geometry, decode tok/s at 1 / 2 / 3 / 4 sessions, fused → int8 tensor cores: q8_0
 // 379 / 630 / 673 / 886 → 331 / 652 / 966 / 1,269; q4_0 540 / 791 / 816 / 1,073 → 382 / 741 /
-// 1,100 / 1,441; q4_k at 2 / 3 sessions 573 / 567–571 → 687–712 / 1,020–1,038
-// (CELLM_CUDA_Q4K_MMA_FROM overrides Q4_K's, for measurements).
+// 1,100 / 1,441; q4_k at 2 / 3 sessions 573 / 567–571 → 687–712 / 1,020–1,038; q6_k at 2 / 3 / 4
+// sessions 509–523 / 567–572 / 757–758 → 586–592 / 923 / 1,219–1,224
+// (CELLM_CUDA_Q4K_MMA_FROM / CELLM_CUDA_Q6K_MMA_FROM override Q4_K's / Q6_K's, for measurements).
 int32_t int8_matmul_min_tokens(TensorType type);
 
 // Errors (invalid argument) name what is wrong with the params.

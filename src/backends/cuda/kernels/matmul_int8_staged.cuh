@@ -13,16 +13,27 @@
 
 namespace cellm::kernels::int8_matmul_detail {
 
-// One stage of a warp's ring (bytes): the 16 weight rows' span ([16][128] Q4_0, [16][256] Q8_0),
-// their scales [16][16], the 8 · kNTiles token rows' span [8 · kNTiles][256] and their block
-// scales [8 · kNTiles][8] f32. Rows of 16-byte units are swizzled (swizzle_unit) so that a
-// quarter warp's fragment loads (rows g and g + 1, units of t = 0..3) fall on distinct banks.
-template <bool kQ4, int kNTiles>
+// The weights a staged product streams.
+enum class StagedType { kQ8_0, kQ4_0, kQ4_K, kQ6_K };
+
+// Whether a type's span of quants is a Q4_0-like [16][128] (nibbles; Q6_K: its low nibbles).
+template <StagedType kType>
+inline constexpr bool kStagedQ4 = kType != StagedType::kQ8_0;
+
+// One stage of a warp's ring (bytes): the 16 weight rows' span ([16][128] Q4_0 / Q4_K / Q6_K's
+// low nibbles, [16][256] Q8_0), their scales [16][16] (Q4_K: the super-block's head; Q6_K: its
+// 16 sub-block scales), Q6_K's high bit pairs [16][64] and the 16 bytes holding its f16 scale
+// [16][16], the 8 · kNTiles token rows' span [8 · kNTiles][256] and their block scales
+// [8 · kNTiles][8] f32. Rows of 16-byte units are swizzled (swizzle_unit) so that a quarter warp's
+// fragment loads (rows g and g + 1, units of t = 0..3) fall on distinct banks.
+template <StagedType kType, int kNTiles>
 struct Stage {
   static constexpr int kTokenRows = 8 * kNTiles;
-  static constexpr int kRowBytes = kQ4 ? 128 : 256;
+  static constexpr int kRowBytes = kStagedQ4<kType> ? 128 : 256;
   static constexpr int kScales = kBlockRows * kRowBytes;
-  static constexpr int kTokens = kScales + kBlockRows * 16;
+  static constexpr int kHigh = kScales + kBlockRows * 16;  // Q6_K
+  static constexpr int kD = kHigh + kBlockRows * 64;       // Q6_K
+  static constexpr int kTokens = kType == StagedType::kQ6_K ? kD + kBlockRows * 16 : kHigh;
   static constexpr int kTokenScales = kTokens + kTokenRows * 256;
   static constexpr int kBytes = kTokenScales + kTokenRows * 8 * 4;
 };
@@ -33,15 +44,19 @@ __device__ __forceinline__ int swizzle_unit(int r, int u) {
   return kUnits == 8 ? (u ^ (4 * (r & 1))) : (u ^ (r & 1));
 }
 
-// Issues the copies of span `span`'s weights and scales into `stage` (one lane's share). Q4_K
-// (kK): a span is one 144-byte super-block — its 16-byte head (d, dmin, the packed scales and
-// mins) goes where Q4_0's 8 block scales go, its 128 bytes of nibbles (the same arrangement as a
-// Q4_0 span's) where Q4_0's go.
-template <bool kQ4, int kNTiles, bool kK = false>
+// Issues the copies of span `span`'s weights and scales into `stage` (one lane's share). Q4_K: a
+// span is one 144-byte super-block — its 16-byte head (d, dmin, the packed scales and mins) goes
+// where Q4_0's 8 block scales go, its 128 bytes of nibbles (the same arrangement as a Q4_0 span's)
+// where Q4_0's go. Q6_K (interleaved: low nibbles, high bit pairs, scales and f16 scales each in
+// their own part of the row, weight_decode.cuh): its 128 bytes of low nibbles where Q4_0's go,
+// its 16 sub-block scales where Q4_0's scales go, and its high bit pairs and the 16 bytes holding
+// its f16 scale (those of 8 spans) in their own places.
+template <StagedType kType, int kNTiles>
 __device__ __forceinline__ void stage_weights(const Int8MatmulArgs& a, int64_t row0,
                                               int64_t scale_offset, int64_t span, int lane,
                                               uint8_t* stage) {
-  using S = Stage<kQ4, kNTiles>;
+  using S = Stage<kType, kNTiles>;
+  constexpr bool kK = kType == StagedType::kQ4_K;
   constexpr int kUnits = S::kRowBytes / 16;  // per row
   constexpr int kPerLane = kBlockRows * kUnits / 32;
   constexpr int64_t kSpanBytes = kK ? 144 : S::kRowBytes;  // a row's bytes per span
@@ -58,7 +73,21 @@ __device__ __forceinline__ void stage_weights(const Int8MatmulArgs& a, int64_t r
     cp_async_16_zfill(stage + r * S::kRowBytes + 16 * swizzle_unit<kUnits>(r, c),
                       row_of(r) + kSpanBytes * span + kQuantsAt + 16 * c, true);
   }
-  if (lane < kBlockRows) {
+  if constexpr (kType == StagedType::kQ6_K) {
+    const int64_t k = a.num_cols;
+    CELLM_UNROLL
+    for (int i = 0; i < 2; ++i) {  // [16][4] units of high bit pairs
+      const int u = lane + 32 * i;
+      const int r = u / 4;
+      const int c = u % 4;
+      cp_async_16_zfill(stage + S::kHigh + 64 * r + 16 * c, row_of(r) + k / 2 + 64 * span + 16 * c,
+                        true);
+    }
+    const int r = lane % kBlockRows;
+    const uint8_t* from = lane < kBlockRows ? row_of(r) + 3 * k / 4 + 16 * span
+                                            : row_of(r) + 3 * k / 4 + k / 16 + 16 * (span >> 3);
+    cp_async_16_zfill(stage + (lane < kBlockRows ? S::kScales : S::kD) + 16 * r, from, true);
+  } else if (lane < kBlockRows) {
     const uint8_t* scales =
         kK ? row_of(lane) + kSpanBytes * span : row_of(lane) + scale_offset + 16 * span;
     cp_async_16_zfill(stage + S::kScales + 16 * lane, scales, true);
@@ -66,10 +95,10 @@ __device__ __forceinline__ void stage_weights(const Int8MatmulArgs& a, int64_t r
 }
 
 // Issues the copies of span `span`'s token rows and their scales (zeros past M) into `stage`.
-template <bool kQ4, int kNTiles>
+template <StagedType kType, int kNTiles>
 __device__ __forceinline__ void stage_tokens(const Int8MatmulArgs& a, int64_t span, int lane,
                                              uint8_t* stage) {
-  using S = Stage<kQ4, kNTiles>;
+  using S = Stage<kType, kNTiles>;
   CELLM_UNROLL
   for (int i = 0; i < 4 * kNTiles; ++i) {
     const int u = lane + 32 * i;
@@ -81,7 +110,8 @@ __device__ __forceinline__ void stage_tokens(const Int8MatmulArgs& a, int64_t sp
                       valid);
   }
   // Their scales: two units per token, on the lanes the weights' scales leave free at one tile.
-  for (int u = kNTiles == 1 ? lane - 16 : lane; u >= 0 && u < 2 * S::kTokenRows; u += 32) {
+  constexpr bool kLanesFree = kNTiles == 1 && kType != StagedType::kQ6_K;
+  for (int u = kLanesFree ? lane - 16 : lane; u >= 0 && u < 2 * S::kTokenRows; u += 32) {
     const int token = u / 2;
     const int h = u & 1;
     const bool valid = token < a.num_tokens;
@@ -143,14 +173,95 @@ __device__ __forceinline__ void multiply_q4_k_blocks(const SpanWeights<true>& w,
   }
 }
 
+// Q6_K's four bytes of block b from a chunk's low nibbles and high bit pairs (the words of
+// DecodeQ6_K::int8_word), as signed bytes u − 32: with v = u ^ 32, bytes u ≥ 32 are v, bytes
+// u < 32 are v + 64 and become v − 64 = v | 0xc0 (bit 5 set marks them; no carry between bytes).
+__device__ __forceinline__ uint32_t q6_k_signed_word(const uint4& low, const uint2& high, int b) {
+  const int n = b >> 2;
+  const int gg = b & 3;
+  const uint32_t nibbles = (word_of(low, 2 * n + (gg & 1)) >> (4 * (gg >> 1))) & 0x0f0f0f0fu;
+  const uint32_t pairs = (((n == 0 ? high.x : high.y) >> (2 * gg)) & 0x03030303u) << 4;
+  const uint32_t v = (nibbles | pairs) ^ 0x20202020u;
+  return v | ((v & 0x20202020u) * 6u);
+}
+
+// The products of one staged Q6_K span (span `span` of the row: its f16 scale's place among the
+// 8 staged): per block b two k16 mmas, chunk t's bytes (the block's first 16 elements, its first
+// sub-block scale) and chunk t + 4's (the second), for row r and token j
+// dx_j,b · d_r · (s_r,2b · Σ₀ q x + s_r,2b+1 · Σ₁ q x) — the integer parts exact (< 2^24).
+template <int kNTiles>
+__device__ __forceinline__ void multiply_stage_q6_k(const uint8_t* stage, int g, int t,
+                                                    int64_t span, float (&acc)[kNTiles][4]) {
+  using S = Stage<StagedType::kQ6_K, kNTiles>;
+  uint4 low[2][2];   // [row g, g + 8][chunk t, t + 4]
+  uint2 high[2][2];  // the same
+  uint4 scales[2];   // 16 int8 sub-block scales per row
+  float d[2];
+  CELLM_UNROLL
+  for (int h = 0; h < 2; ++h) {
+    const int r = g + 8 * h;
+    low[h][0] = stage_unit<8>(stage, S::kRowBytes, r, t);
+    low[h][1] = stage_unit<8>(stage, S::kRowBytes, r, t + 4);
+    high[h][0] = *reinterpret_cast<const uint2*>(stage + S::kHigh + 64 * r + 8 * t);
+    high[h][1] = *reinterpret_cast<const uint2*>(stage + S::kHigh + 64 * r + 8 * (t + 4));
+    scales[h] = *reinterpret_cast<const uint4*>(stage + S::kScales + 16 * r);
+    d[h] = f16_bits_to_float(half_of(*reinterpret_cast<const uint4*>(stage + S::kD + 16 * r),
+                                     static_cast<int>(span & 7)));
+  }
+  CELLM_UNROLL
+  for (int nt = 0; nt < kNTiles; ++nt) {
+    const uint8_t* tokens = stage + S::kTokens + nt * 8 * 256;  // token rows 8nt .. 8nt + 7
+    SpanTokens x;
+    x.q[0] = stage_unit<16>(tokens, 256, g, 2 * t);
+    x.q[1] = stage_unit<16>(tokens, 256, g, 2 * t + 1);
+    x.q[2] = stage_unit<16>(tokens, 256, g, 2 * t + 8);
+    x.q[3] = stage_unit<16>(tokens, 256, g, 2 * t + 9);
+    float dx[2][8];  // the block scales of tokens 8nt + 2t and 8nt + 2t + 1
+    CELLM_UNROLL
+    for (int j = 0; j < 2; ++j) {
+      const auto* from =
+          reinterpret_cast<const float*>(stage + S::kTokenScales) + nt * 8 * 8 + 8 * (2 * t + j);
+      const float4 lo = *reinterpret_cast<const float4*>(from);
+      const float4 hi = *reinterpret_cast<const float4*>(from + 4);
+      dx[j][0] = lo.x, dx[j][1] = lo.y, dx[j][2] = lo.z, dx[j][3] = lo.w;
+      dx[j][4] = hi.x, dx[j][5] = hi.y, dx[j][6] = hi.z, dx[j][7] = hi.w;
+    }
+    CELLM_UNROLL
+    for (int b = 0; b < 8; ++b) {
+      uint32_t first[2];   // k16 A fragments: rows g, g + 8 of chunk t
+      uint32_t second[2];  // of chunk t + 4
+      CELLM_UNROLL
+      for (int h = 0; h < 2; ++h) {
+        first[h] = q6_k_signed_word(low[h][0], high[h][0], b);
+        second[h] = q6_k_signed_word(low[h][1], high[h][1], b);
+      }
+      int sums0[4];
+      int sums1[4];
+      mma_s8_16816(sums0, first, word_of(x.q[b >> 2], b & 3));
+      mma_s8_16816(sums1, second, word_of(x.q[2 + (b >> 2)], b & 3));
+      CELLM_UNROLL
+      for (int i = 0; i < 4; ++i) {
+        const int h = i >> 1;                        // row g or g + 8
+        const int sub = 8 * (b >> 2) + 2 * (b & 3);  // the block's first sub-block scale
+        const int s0 = static_cast<int8_t>(static_cast<uint8_t>(byte_of(scales[h], sub)));
+        const int s1 = static_cast<int8_t>(static_cast<uint8_t>(byte_of(scales[h], sub + 1)));
+        const int total = s0 * sums0[i] + s1 * sums1[i];
+        acc[nt][i] = fmaf(static_cast<float>(total), d[h] * dx[i & 1][b], acc[nt][i]);
+      }
+    }
+  }
+}
+
 // The products of one staged span: the register kernel's arithmetic on fragments read from the
-// stage. Q4_K (kK): per block b, with the rows' integer sub-block scales s and mins m, the sums of
+// stage. Q4_K: per block b, with the rows' integer sub-block scales s and mins m, the sums of
 // the nibbles n (no offset) and of the tokens' bytes (an mma of ones), for row r and token j:
 // dx_j,b · (d_r · s_r,b · Σ n x − dmin_r · m_r,b · Σ x).
-template <bool kQ4, int kNTiles, bool kK = false>
+template <StagedType kType, int kNTiles>
 __device__ __forceinline__ void multiply_stage(const uint8_t* stage, int g, int t,
                                                float (&acc)[kNTiles][4]) {
-  using S = Stage<kQ4, kNTiles>;
+  constexpr bool kQ4 = kStagedQ4<kType>;
+  constexpr bool kK = kType == StagedType::kQ4_K;
+  using S = Stage<kType, kNTiles>;
   constexpr int kUnits = S::kRowBytes / 16;
   SpanWeights<kQ4> w;
   CELLM_UNROLL
@@ -206,9 +317,10 @@ __device__ __forceinline__ void multiply_stage(const uint8_t* stage, int g, int 
 // Warp w takes spans w, w + kWarps, ... as the register kernel, but keeps kStages of them in
 // flight through its ring (cp.async; the weights of the first kStages before pdl_wait()), so a
 // warp's whole share of a small product is requested at once.
-template <bool kQ4, int kNTiles, int kWarps, int kStages, bool kK = false>
+template <StagedType kType, int kNTiles, int kWarps, int kStages>
 __global__ void __launch_bounds__(kWarps * 32) int8_matmul_staged_kernel(const Int8MatmulArgs a) {
-  using S = Stage<kQ4, kNTiles>;
+  constexpr bool kQ4 = kStagedQ4<kType>;
+  using S = Stage<kType, kNTiles>;
   extern __shared__ __align__(16) uint8_t staged_smem[];  // [kWarps][kStages][S::kBytes]
   pdl_launch_dependents();
   const LanePlace<kQ4> at(a);
@@ -222,15 +334,15 @@ __global__ void __launch_bounds__(kWarps * 32) int8_matmul_staged_kernel(const I
   CELLM_UNROLL
   for (int k = 0; k < kStages; ++k) {
     if (k < my_spans) {
-      stage_weights<kQ4, kNTiles, kK>(a, row0, scale_offset, warp + k * kWarps, lane,
-                                      ring + k * S::kBytes);
+      stage_weights<kType, kNTiles>(a, row0, scale_offset, warp + k * kWarps, lane,
+                                    ring + k * S::kBytes);
     }
   }
   pdl_wait();
   CELLM_UNROLL
   for (int k = 0; k < kStages; ++k) {
     if (k < my_spans) {
-      stage_tokens<kQ4, kNTiles>(a, warp + k * kWarps, lane, ring + k * S::kBytes);
+      stage_tokens<kType, kNTiles>(a, warp + k * kWarps, lane, ring + k * S::kBytes);
     }
     cp_async_commit();  // group k: stage k complete (group 0 also holds every stage's weights)
   }
@@ -244,13 +356,17 @@ __global__ void __launch_bounds__(kWarps * 32) int8_matmul_staged_kernel(const I
     cp_async_wait<kStages - 1>();
     __syncwarp();
     uint8_t* stage = ring + (k % kStages) * S::kBytes;
-    multiply_stage<kQ4, kNTiles, kK>(stage, g, t, acc);
+    if constexpr (kType == StagedType::kQ6_K) {
+      multiply_stage_q6_k<kNTiles>(stage, g, t, warp + static_cast<int64_t>(k) * kWarps, acc);
+    } else {
+      multiply_stage<kType, kNTiles>(stage, g, t, acc);
+    }
     __syncwarp();  // every lane has read the stage: refill it
     const int refill = k + kStages;
     if (refill < my_spans) {
       const int64_t span = warp + static_cast<int64_t>(refill) * kWarps;
-      stage_weights<kQ4, kNTiles, kK>(a, row0, scale_offset, span, lane, stage);
-      stage_tokens<kQ4, kNTiles>(a, span, lane, stage);
+      stage_weights<kType, kNTiles>(a, row0, scale_offset, span, lane, stage);
+      stage_tokens<kType, kNTiles>(a, span, lane, stage);
     }
     cp_async_commit();
   }

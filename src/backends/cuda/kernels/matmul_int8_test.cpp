@@ -1,6 +1,6 @@
 // matmul_int8_test: the int8 tensor-core product (matmul_int8.cuh) against the CPU's dequantized
-// Q8_0 / Q4_0 / Q4_K weights times int8 activations (as quantize_activations writes them), in
-// double — for 1 to 16 token rows (one and two n-tiles of tokens, partial ones among them: the
+// Q8_0 / Q4_0 / Q4_K / Q6_K weights times int8 activations (as quantize_activations writes them),
+// in double — for 1 to 16 token rows (one and two n-tiles of tokens, partial ones among them: the
 // register and the staged kernels), row counts that leave a partial block of 16, spans split
 // unevenly between the warps, with bias, store and accumulate; and its refusals.
 // GPU tests (label cuda).
@@ -66,7 +66,9 @@ TEST(Int8MatmulTest, MatchesTheDequantizedProductForOneToThirtyTwoTokens) {
                         {TensorType::kQ4_0, 64, 256},   {TensorType::kQ4_0, 8203, 1280},
                         {TensorType::kQ4_0, 48, 14336}, {TensorType::kQ8_0, 48, 14336},
                         {TensorType::kQ4_K, 37, 1280},  {TensorType::kQ4_K, 512, 4096},
-                        {TensorType::kQ4_K, 48, 14336}};
+                        {TensorType::kQ4_K, 48, 14336}, {TensorType::kQ6_K, 37, 1280},
+                        {TensorType::kQ6_K, 512, 4096}, {TensorType::kQ6_K, 48, 14336},
+                        {TensorType::kQ6_K, 64, 256}};
   for (const Case& c : cases) {
     const std::vector<uint8_t> gguf = testing::random_gguf_rows(c.type, c.rows, c.cols, 61);
     const testing::UploadedWeight w = testing::upload_weight(c.type, c.rows, c.cols, gguf);
@@ -206,11 +208,12 @@ TEST(Int8MatmulTest, RefusesWhatItDoesNotMultiply) {
   bad.rope.head_dim = 4;
   EXPECT_TRUE(refused(bad));
 
-  const std::vector<uint8_t> q6k = testing::random_gguf_rows(TensorType::kQ6_K, 16, 256, 73);
-  const testing::UploadedWeight k_quant = testing::upload_weight(TensorType::kQ6_K, 16, 256, q6k);
-  EXPECT_FALSE(int8_matmul_supports(k_quant.weight));
+  const std::vector<uint8_t> bf16 = testing::random_gguf_rows(TensorType::kBF16, 16, 256, 73);
+  const testing::UploadedWeight unquantized =
+      testing::upload_weight(TensorType::kBF16, 16, 256, bf16);
+  EXPECT_FALSE(int8_matmul_supports(unquantized.weight));
   bad = p;
-  bad.w = k_quant.weight;
+  bad.w = unquantized.weight;
   EXPECT_TRUE(refused(bad));
   // Rows of 96 elements keep the GGUF layout.
   const std::vector<uint8_t> short_rows = testing::random_gguf_rows(TensorType::kQ8_0, 16, 96, 74);

@@ -1,8 +1,8 @@
 // mma_common: warp-level tensor-core helpers shared by the tensor-core attention kernels and the
 // quantized matrix products — mma.sync m16n8k16 with bf16 or f16 operands and f32 accumulators,
-// m16n8k32 with signed bytes and int32 sums, ldmatrix, cp.async with zero fill, and packing /
-// splitting f32 values into 16-bit pairs. Device code (sm_80 and later); include only from .cu
-// files.
+// m16n8k16 and m16n8k32 with signed bytes and int32 sums, ldmatrix, cp.async with zero fill, and
+// packing / splitting f32 values into 16-bit pairs. Device code (sm_80 and later); include only
+// from .cu files.
 //
 // Fragment layout of mma.m16n8k16 (PTX ISA), lane = 4·g + t (g = lane / 4, t = lane % 4):
 //   A (16×16, row-major): a0 = (row g, cols 2t, 2t+1), a1 = (row g+8, cols 2t, 2t+1),
@@ -23,6 +23,15 @@
 #include <cstdint>
 
 namespace cellm::kernels {
+
+// d = a · b for one m16n8k16 tile of signed bytes: a0 = (row g, k 4t .. 4t+3), a1 = (row g+8,
+// same), b0 = (k 4t .. 4t+3; n g); C as above (int32; the previous d is not added).
+__device__ __forceinline__ void mma_s8_16816(int (&d)[4], const uint32_t (&a)[2], uint32_t b0) {
+  asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
+      "{%7,%7,%7,%7};\n"
+      : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(b0), "r"(0));
+}
 
 // d = a · b for one m16n8k32 tile of signed bytes (int32 sums; the previous d is not added).
 __device__ __forceinline__ void mma_s8_16832(int (&d)[4], const uint32_t (&a)[4], uint32_t b0,
