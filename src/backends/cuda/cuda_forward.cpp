@@ -152,13 +152,15 @@ Status CudaForward::matmul(const kernels::DeviceWeight& w, const float* x, int64
                        stream);
   }
   if (int8_decode_applies(w, rows)) {
+    const bool per_256 = int8_input_per_256(w);
     CELLM_RETURN_IF_ERROR(
-        quantize_input(x, x_stride, nullptr, nullptr, nullptr, rows, w.num_cols, stream));
+        quantize_input(x, x_stride, nullptr, nullptr, nullptr, rows, w.num_cols, stream, per_256));
     kernels::DecodeMatmulParams d;
     d.w = w;
     d.num_tokens = rows;
     d.x_q8 = x_q8_;
     d.x_q8_scales = x_q8_scales_;
+    d.x_q8_per_256 = per_256;
     d.y = y;
     d.y_stride = y_stride;
     d.accumulate = accumulate;
@@ -213,7 +215,7 @@ Status CudaForward::int8_matmul(const kernels::DeviceWeight& w, const float* x, 
 
 Status CudaForward::quantize_input(const float* x, int64_t x_stride, const int32_t* x_rows,
                                    const float* norm, const float* up, int32_t rows,
-                                   int64_t num_cols, cudaStream_t stream) {
+                                   int64_t num_cols, cudaStream_t stream, bool per_256) {
   kernels::QuantizeActivationsParams q;
   q.num_tokens = rows;
   q.num_cols = num_cols;
@@ -225,6 +227,7 @@ Status CudaForward::quantize_input(const float* x, int64_t x_stride, const int32
   q.up = up;
   q.q = x_q8_;
   q.scales = x_q8_scales_;
+  q.per_256 = per_256;
   return kernels::launch_quantize_activations(q, stream);
 }
 

@@ -128,9 +128,14 @@ class CudaForward {
                      float* y, int64_t y_stride, bool accumulate, cudaStream_t stream,
                      const kernels::RopeKvOutput* rope = nullptr);
   // x_q8_ / x_q8_scales_ = `rows` rows of num_cols f32 values quantized (gathered by x_rows,
-  // RMS-normed with norm, or SwiGLU of x and up — quantize_activations.cuh), one launch.
+  // RMS-normed with norm, or SwiGLU of x and up — quantize_activations.cuh), one launch; with
+  // per_256 one scale per 256 columns.
   Status quantize_input(const float* x, int64_t x_stride, const int32_t* x_rows, const float* norm,
-                        const float* up, int32_t rows, int64_t num_cols, cudaStream_t stream);
+                        const float* up, int32_t rows, int64_t num_cols, cudaStream_t stream,
+                        bool per_256 = false);
+  // Whether the int8 decode products quantize w's input with one scale per 256 columns (K-quants,
+  // where kquant_per_256_).
+  bool int8_input_per_256(const kernels::DeviceWeight& w) const;
   // The int8 product of x_q8_'s `rows` rows (written by a quantize launch or the attention).
   Status int8_product(const kernels::DeviceWeight& w, const float* bias, int32_t rows, float* y,
                       int64_t y_stride, bool accumulate, cudaStream_t stream,
@@ -226,6 +231,10 @@ class CudaForward {
   // tensor cores (kernels::launch_int8_matmul, their input quantized by one launch) where the
   // weight allows; 0: never (exact activations, or CELLM_CUDA_INT8_MMA=0 in the environment).
   int32_t int8_matmul_rows_ = 0;
+  // The int8 decode products of K-quants (fused path, int8_decode_applies) take activations
+  // quantized with one scale per 256 columns (their groups summed in integers; q4_k batch 1 on
+  // the H200 2.245–2.250 → 2.101–2.109 ms; CELLM_CUDA_KQUANT_PER256=0: per 32).
+  bool kquant_per_256_ = true;
   // The widest step whose K-quant products without an int8 tensor-core product run the fused
   // decode product on int8 activations (cuda_forward_fused.cpp: 4 with resident copies, else 8).
   int32_t kquant_fused_rows_ = 0;

@@ -36,6 +36,7 @@ void CudaForward::plan_fused_path() {
   const char* fold = std::getenv("CELLM_CUDA_INT8_FOLD");  // opt-in: slower on the H200
   int8_fold_ = fold != nullptr && std::strcmp(fold, "1") == 0;
   attention_q8_ = env_allows("CELLM_CUDA_ATTENTION_Q8");
+  kquant_per_256_ = env_allows("CELLM_CUDA_KQUANT_PER256");
   wide_input_ = env_allows("CELLM_CUDA_WIDE_INPUT");
   rope_table_used_ = c.rope.num_rotary_dims > 0 && env_allows("CELLM_CUDA_ROPE_TABLE");
   // K-quants with int8 activations but no int8 tensor-core product: the fused decode product up
@@ -85,6 +86,11 @@ void CudaForward::plan_fused_path() {
                 c.v_width() % 2 == 0;
 }
 
+bool CudaForward::int8_input_per_256(const kernels::DeviceWeight& w) const {
+  return kquant_per_256_ && (w.type == TensorType::kQ4_K || w.type == TensorType::kQ6_K) &&
+         w.num_cols % 256 == 0;
+}
+
 Status CudaForward::fused_input(kernels::DecodeMatmulParams* p, const float* x, int64_t x_stride,
                                 const int32_t* x_rows, const float* norm, int32_t rows,
                                 cudaStream_t stream) {
@@ -92,10 +98,12 @@ Status CudaForward::fused_input(kernels::DecodeMatmulParams* p, const float* x, 
   if (int8 && int8_fold_ && kernels::decode_matmul_folds_int8(p->w, rows)) {
     p->int8_activations = true;  // quantized inside the product, below: f32 x as given
   } else if (int8) {
+    const bool per_256 = int8_input_per_256(p->w);
     CELLM_RETURN_IF_ERROR(
-        quantize_input(x, x_stride, x_rows, norm, nullptr, rows, p->w.num_cols, stream));
+        quantize_input(x, x_stride, x_rows, norm, nullptr, rows, p->w.num_cols, stream, per_256));
     p->x_q8 = x_q8_;
     p->x_q8_scales = x_q8_scales_;
+    p->x_q8_per_256 = per_256;
     return ok_status();
   }
   p->x = x;
@@ -139,7 +147,7 @@ Status CudaForward::enqueue_fused(const DeviceStep& step, int32_t rows, int32_t 
 
     // The output product's int8 input straight from the attention where both can.
     const bool o_takes_q8 = attention_q8_ && int8_activations_ && !int8_fold_ &&
-                            kernels::decode_matmul_takes_int8(w.wo);
+                            kernels::decode_matmul_takes_int8(w.wo) && !int8_input_per_256(w.wo);
     bool attention_wrote_q8 = false;
     CELLM_RETURN_IF_ERROR(
         attention(step, l, rows, is_static, stream, o_takes_q8 ? &attention_wrote_q8 : nullptr));

@@ -175,7 +175,7 @@ TEST(CudaRandomModelTest, SmallBatchesWithInt8ActivationsStayWithinInt8Rounding)
                {TensorType::kQ4_0, {3, 8, 12}},
                {TensorType::kQ4_K, {1, 3, 8, 12}},
                {TensorType::kQ6_K, {1, 5}},
-               {TensorType::kQ4_K, {3, 8}, true}};
+               {TensorType::kQ4_K, {1, 3, 8}, true}};
   for (const auto& [type, sessions, q4_k_m] : cases) {
     SCOPED_TRACE(std::string(tensor_type_name(type)) + (q4_k_m ? " (Q4_K_M mix)" : ""));
     auto weights = CudaWeights::random(*config, {type, 17, q4_k_m}, CudaWeightsOptions{});

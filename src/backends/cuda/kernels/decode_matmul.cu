@@ -31,6 +31,7 @@ Status check_input(const DecodeMatmulParams& p) {
                    std::to_string(decode_int8_fold_smem_bytes(k, p.num_tokens)) +
                    " bytes of shared memory within the 48 KB limit");
   }
+  if (p.x_q8_per_256 && p.x_q8 == nullptr) return bad(p, "per-256 scales without int8 input");
   if (p.x_q8 != nullptr) {
     if (!decode_matmul_takes_int8(p.w)) {
       return bad(p, "int8 activations need interleaved Q8_0 / Q4_0 / Q4_K / Q6_K weights");
@@ -41,6 +42,7 @@ Status check_input(const DecodeMatmulParams& p) {
     if (p.x_q8_scales == nullptr || !aligned16(p.x_q8) || !aligned16(p.x_q8_scales)) {
       return bad(p, "int8 activations or scales null or not 16-byte aligned");
     }
+    if (p.x_q8_per_256 && k % 256 != 0) return bad(p, "per-256 scales need K a multiple of 256");
     return ok_status();
   }
   if (p.x == nullptr || !aligned16(p.x) || p.x_stride < k || p.x_stride % 4 != 0) {
@@ -154,6 +156,7 @@ DecodeGemvArgs make_decode_gemv_args(const DecodeMatmulParams& p) {
   a.norm_eps = p.norm_eps;
   a.x_q8 = p.x_q8;
   a.x_q8_scales = p.x_q8_scales;
+  a.x_q8_per_256 = p.x_q8_per_256;
   a.int8_fold = p.int8_activations;
   a.bias = p.bias;
   a.output = p.output;

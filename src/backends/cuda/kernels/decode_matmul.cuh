@@ -56,6 +56,9 @@ struct DecodeMatmulParams {
   float norm_eps = 0.0f;
   const int8_t* x_q8 = nullptr;        // [num_tokens, K] interleaved order, 16-byte aligned
   const float* x_q8_scales = nullptr;  // [num_tokens, K / 32], 16-byte aligned
+  // x_q8's scales are alike within each 256 columns (QuantizeActivationsParams::per_256): Q4_K /
+  // Q6_K products then sum a chunk's groups in integers.
+  bool x_q8_per_256 = false;
   // With f32 x: quantize it to int8 inside the product (decode_matmul_folds_int8(w, num_tokens)).
   bool int8_activations = false;
 

@@ -271,11 +271,12 @@ TEST(DecodeMatmulTest, Int8InputQuantizedFromNormedGatheredRowsGivesTheQuantized
        {TensorType::kQ4_0, TensorType::kQ8_0, TensorType::kQ4_K, TensorType::kQ6_K}) {
     const Weight w = make_weight(type, 67, 1280, 51);
     const int64_t k = w.cols;
-    for (const int32_t m : {1, 3, 8}) {
-      SCOPED_TRACE(name(w) + " M=" + std::to_string(m));
+    for (const auto& [m, per_256] : {std::pair{1, false}, std::pair{3, false}, std::pair{8, false},
+                                     std::pair{1, true}, std::pair{3, true}}) {
+      SCOPED_TRACE(name(w) + " M=" + std::to_string(m) + (per_256 ? " per 256" : ""));
       const GatheredInput in = gathered_input(k, m, 52, true);
       // Host quantization of the normed rows, and the products of its values and of the f32 ones.
-      const testing::HostQ8Rows xq = testing::quantize_rows_q8(in.gathered, m, k, k);
+      const testing::HostQ8Rows xq = testing::quantize_rows_q8(in.gathered, m, k, k, per_256);
       const std::vector<float> values = testing::dequantize_rows(w.type, w.rows, k, w.gguf);
       std::vector<float> exact(static_cast<size_t>(m * w.rows));
       for (int32_t t = 0; t < m; ++t) {
@@ -303,6 +304,7 @@ TEST(DecodeMatmulTest, Int8InputQuantizedFromNormedGatheredRowsGivesTheQuantized
       q.norm_eps = kEps;
       q.q = xq_dev.get();
       q.scales = xs_dev.get();
+      q.per_256 = per_256;
       EXPECT_OK(launch_quantize_activations(q, nullptr));
       EXPECT_EQ(xq_dev.download(), xq.q) << "int8 activations differ from the host's";
       EXPECT_EQ(xs_dev.download(), xq.scales) << "activation scales differ from the host's";
@@ -314,6 +316,7 @@ TEST(DecodeMatmulTest, Int8InputQuantizedFromNormedGatheredRowsGivesTheQuantized
       p.num_tokens = m;
       p.x_q8 = xq_dev.get();
       p.x_q8_scales = xs_dev.get();
+      p.x_q8_per_256 = per_256;
       p.y = y.get();
       p.y_stride = w.rows;
       EXPECT_OK(launch_decode_matmul(p, nullptr));

@@ -163,4 +163,51 @@ CELLM_HD_INLINE void accumulate_chunk_int8_k(const typename Decoder::Chunk (&w)[
   }
 }
 
+// The same with activations quantized with one scale per 256 columns (all of a chunk's eight
+// groups alike: QuantizeActivationsParams::per_256): the groups' sums meet their integer scales
+// and mins in integers — Σ w · x = dx · (d · Σ_g s_g · (Σ u q + offset · Σ q) − dmin · Σ_g m_g ·
+// Σ q) — exact while |Σ_g s_g · (…)| < 2^24 (Q6_K: 8 · 128 · 4 · 32 · 127 < 2^24), one
+// conversion and two multiply-adds per chunk and row.
+template <class Decoder, int R, int M>
+CELLM_HD_INLINE void accumulate_chunk_int8_k256(const typename Decoder::Chunk (&w)[R],
+                                                const int8_t* const (&x)[M],
+                                                const float* const (&x_scales)[M], int num_tokens,
+                                                int64_t c, float (&acc)[R][M]) {
+  int scale[R][8];
+  int min[R][8];
+  CELLM_UNROLL
+  for (int r = 0; r < R; ++r) Decoder::int8_quant_scales(w[r], c, scale[r], min[r]);
+  CELLM_UNROLL
+  for (int t = 0; t < M; ++t) {
+    if (M == 1 || t < num_tokens) {  // M = 1: the one token is there
+      const int8_t* xq = x[t] + 32 * c;
+      const uint4 lo = *reinterpret_cast<const uint4*>(xq);
+      const uint4 hi = *reinterpret_cast<const uint4*>(xq + 16);
+      const float dx = x_scales[t][8 * (c >> 3)];  // the chunk's 256 columns' scale
+      int scaled[R];                               // Σ_g s_g · (Σ u q + offset · Σ q)
+      int mins[R];                                 // Σ_g m_g · Σ q
+      CELLM_UNROLL
+      for (int r = 0; r < R; ++r) scaled[r] = mins[r] = 0;
+      CELLM_UNROLL
+      for (int g = 0; g < 8; ++g) {
+        const uint32_t xw = word_of(g < 4 ? lo : hi, g & 3);
+        const int x_sum = dp4a(0x01010101u, xw, 0);
+        CELLM_UNROLL
+        for (int r = 0; r < R; ++r) {
+          const int dot = dp4a(Decoder::int8_word(w[r], g, c), xw, Decoder::kInt8Offset * x_sum);
+          scaled[r] += dot * scale[r][g];
+          if constexpr (Decoder::kHasMin) mins[r] += min[r][g] * x_sum;
+        }
+      }
+      CELLM_UNROLL
+      for (int r = 0; r < R; ++r) {
+        acc[r][t] = fmaf(Decoder::int8_d(w[r]) * dx, static_cast<float>(scaled[r]), acc[r][t]);
+        if constexpr (Decoder::kHasMin) {
+          acc[r][t] = fmaf(-Decoder::int8_dmin(w[r]) * dx, static_cast<float>(mins[r]), acc[r][t]);
+        }
+      }
+    }
+  }
+}
+
 }  // namespace cellm::kernels

@@ -327,6 +327,21 @@ struct DecodeInt8Input {
   }
 };
 
+// The same, quantized with one scale per 256 columns (QuantizeActivationsParams::per_256): K-quant
+// weights sum a chunk's groups in integers (accumulate_chunk_int8_k256).
+struct DecodeInt8Per256Input : DecodeInt8Input {
+  template <class Decoder, int R, int M>
+  __device__ __forceinline__ static void accumulate(const typename Decoder::Chunk (&w)[R],
+                                                    const DecodeGemvArgs& a, const State<M>& s,
+                                                    int64_t c, float (&acc)[R][M]) {
+    if constexpr (kInt8KQuant<Decoder>) {
+      accumulate_chunk_int8_k256<Decoder, R, M>(w, s.x, s.scales, a.num_tokens, c, acc);
+    } else {
+      accumulate_int8<Decoder, R, M, false>(w, a.num_tokens, s, c, acc);
+    }
+  }
+};
+
 // Quantizes elements e .. e + 3 (e a multiple of 4) of a row into int8: the eight lanes
 // 8j .. 8j + 7 of the warp hold one block of 32 (every lane takes part), whose scale the first of
 // them stores in scales[e / 32]; the four values land in one word of the interleaved order of q.

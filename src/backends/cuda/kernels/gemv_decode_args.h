@@ -23,6 +23,7 @@ struct DecodeGemvArgs {
   float norm_eps = 0.0f;
   const int8_t* x_q8 = nullptr;
   const float* x_q8_scales = nullptr;
+  bool x_q8_per_256 = false;
   bool int8_fold = false;  // DecodeMatmulParams::int8_activations
   const float* bias = nullptr;
   DecodeOutput output = DecodeOutput::kStore;

@@ -2,7 +2,8 @@
 // per block) and Q6_K (two rows; int8: as many as Q4_K) weights, one chunk per row in flight,
 // with f32 activations
 // (exact) or int8 activations (dp4a: per group the scale and, for Q4_K, the min applied to the
-// integer sums, accumulate_chunk_int8_k) — quantized by a separate launch (x_q8) or by each block
+// integer sums, accumulate_chunk_int8_k; with one activation scale per 256 columns, all in
+// integers, accumulate_chunk_int8_k256) — quantized by a separate launch (x_q8) or by each block
 // into its shared memory (int8_fold).
 #include "backends/cuda/kernels/gemv_decode.cuh"
 
@@ -19,7 +20,10 @@ cudaError_t launch_gemv_decode_q4_k_int8(const DecodeGemvArgs& a, cudaStream_t s
 }
 
 cudaError_t launch_gemv_decode_q4_k(const DecodeGemvArgs& a, cudaStream_t stream) {
-  if (a.x_q8 != nullptr) return launch_gemv_decode_q4_k_int8<DecodeInt8Input>(a, stream);
+  if (a.x_q8 != nullptr) {
+    return a.x_q8_per_256 ? launch_gemv_decode_q4_k_int8<DecodeInt8Per256Input>(a, stream)
+                          : launch_gemv_decode_q4_k_int8<DecodeInt8Input>(a, stream);
+  }
   if (a.int8_fold) return launch_gemv_decode_q4_k_int8<DecodeInt8FoldInput>(a, stream);
   return launch_gemv_decode_f32<DecodeQ4_K, 4, 1>(a, stream);
 }
@@ -32,7 +36,10 @@ cudaError_t launch_gemv_decode_q6_k_int8(const DecodeGemvArgs& a, cudaStream_t s
 }
 
 cudaError_t launch_gemv_decode_q6_k(const DecodeGemvArgs& a, cudaStream_t stream) {
-  if (a.x_q8 != nullptr) return launch_gemv_decode_q6_k_int8<DecodeInt8Input>(a, stream);
+  if (a.x_q8 != nullptr) {
+    return a.x_q8_per_256 ? launch_gemv_decode_q6_k_int8<DecodeInt8Per256Input>(a, stream)
+                          : launch_gemv_decode_q6_k_int8<DecodeInt8Input>(a, stream);
+  }
   if (a.int8_fold) return launch_gemv_decode_q6_k_int8<DecodeInt8FoldInput>(a, stream);
   return launch_gemv_decode_f32<DecodeQ6_K, 2, 1>(a, stream);
 }

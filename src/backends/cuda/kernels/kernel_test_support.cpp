@@ -135,8 +135,8 @@ std::vector<uint16_t> bf16_in_order(std::span<const float> values, int64_t num_r
 }
 
 HostQ8Rows quantize_rows_q8(std::span<const float> x, int64_t num_rows, int64_t num_cols,
-                            int64_t stride) {
-  CELLM_CHECK(num_cols % 32 == 0) << "quantize_rows_q8: " << num_cols << " columns";
+                            int64_t stride, bool per_256) {
+  CELLM_CHECK(num_cols % (per_256 ? 256 : 32) == 0) << "quantize_rows_q8: " << num_cols;
   HostQ8Rows out;
   out.num_cols = num_cols;
   out.q.resize(static_cast<size_t>(num_rows * num_cols));
@@ -144,8 +144,11 @@ HostQ8Rows quantize_rows_q8(std::span<const float> x, int64_t num_rows, int64_t 
   for (int64_t t = 0; t < num_rows; ++t) {
     const float* row = x.data() + t * stride;
     for (int64_t b = 0; b < num_cols / 32; ++b) {
+      // The block's values, or with per_256 its super-block's (all eight blocks of 256 alike).
+      const int64_t first = per_256 ? 256 * (b / 8) : 32 * b;
+      const int64_t count = per_256 ? 256 : 32;
       float amax = 0.0f;
-      for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(row[32 * b + i]));
+      for (int64_t i = 0; i < count; ++i) amax = std::max(amax, std::fabs(row[first + i]));
       const float scale = q8_block_scale(amax);
       out.scales[static_cast<size_t>(t * (num_cols / 32) + b)] = scale;
       for (int i = 0; i < 32; ++i) {

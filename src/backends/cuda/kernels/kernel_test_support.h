@@ -65,9 +65,10 @@ struct HostQ8Rows {
   // The value element `e` (natural order) of row `row` stands for: q · scale, in double.
   double value(int64_t row, int64_t e) const;
 };
-// `num_rows` rows of `num_cols` (a multiple of 32) f32 values, `stride` apart.
+// `num_rows` rows of `num_cols` (a multiple of 32) f32 values, `stride` apart; with per_256
+// (num_cols a multiple of 256) each block's scale is its 256 columns' (QuantizeActivationsParams).
 HostQ8Rows quantize_rows_q8(std::span<const float> x, int64_t num_rows, int64_t num_cols,
-                            int64_t stride);
+                            int64_t stride, bool per_256 = false);
 
 // `num_rows` rows of `num_cols` f32 values (`stride` apart) rounded to bf16 into [num_rows,
 // num_cols], placed in `order` as matmul_wide.cuh describes it — spelled here on its own, not by

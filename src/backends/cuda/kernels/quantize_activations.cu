@@ -1,5 +1,6 @@
-// quantize_activations: one warp per block of 32 activations (quantize_activations.cuh); with a
-// norm, every CTA first sums the squares of its row (each CTA redoes it: a row is a few KB).
+// quantize_activations: one warp per block of 32 activations (quantize_activations.cuh), eight
+// blocks (256 columns) per CTA; with a norm, every CTA first sums the squares of its row (each CTA
+// redoes it: a row is a few KB).
 #include <string>
 
 #include "backends/cuda/kernels/launch_status.h"
@@ -76,6 +77,12 @@ __global__ void __launch_bounds__(kThreads)
   float amax = fabsf(v);
   for (int offset = 16; offset > 0; offset >>= 1) {
     amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
+  }
+  if (p.per_256) {  // the CTA's eight blocks are one 256 (K % 256 == 0: all of them in the row)
+    __shared__ float block_max[kWarps];
+    if (lane == 0) block_max[warp] = amax;
+    __syncthreads();
+    for (int w = 0; w < kWarps; ++w) amax = fmaxf(amax, block_max[w]);
   }
   const float scale = q8_block_scale(amax);
   p.q[t * p.num_cols + interleaved_q8_offset(e)] = q8_quantize(v, scale);

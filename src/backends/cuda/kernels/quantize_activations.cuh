@@ -34,6 +34,10 @@ struct QuantizeActivationsParams {
   // SwiGLU first, or null: x holds the gate halves and up the up halves ([num_tokens, x_stride]
   // like x), each element is silu(g) · u as the swiglu kernel rounds it. No gather or norm then.
   const float* up = nullptr;
+  // One scale per 256 columns (the largest magnitude of the 256), written to each of their eight
+  // blocks: the K-quant products then sum a chunk's groups in integers (decode_matmul.cuh,
+  // DecodeMatmulParams::x_q8_per_256), at about twice the rounding error.
+  bool per_256 = false;
 };
 
 Status launch_quantize_activations(const QuantizeActivationsParams& params, cudaStream_t stream);

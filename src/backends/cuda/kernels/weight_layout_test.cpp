@@ -200,14 +200,18 @@ TEST(WeightLayoutTest, EmulatedSmallMProductMatchesTheCpuForEveryFastLayout) {
 // Emulates the dp4a kernels (int8 activations) and compares with (a) the same product computed
 // in double from the quantized activations — tight: the integer sums are exact — and (b) the
 // f32 CPU product — loose: the activations were rounded to int8.
+// per_256: activations with one scale per 256 columns, K-quants summed in integers
+// (accumulate_chunk_int8_k256).
 template <class Decoder, int R, int M>
-void expect_emulated_dp4a_matches(TensorType type, int64_t num_cols, int num_tokens) {
-  SCOPED_TRACE(shape_name(type, num_cols) + " dp4a");
+void expect_emulated_dp4a_matches(TensorType type, int64_t num_cols, int num_tokens,
+                                  bool per_256 = false) {
+  SCOPED_TRACE(shape_name(type, num_cols) + " dp4a" + (per_256 ? " per 256" : ""));
   const int64_t rows = 2 * R;
   const HostWeight weight = random_weight(type, rows, num_cols, 23);
   const std::vector<float> w = dequantize_rows(type, rows, num_cols, weight.gguf);
   const std::vector<float> x = random_floats(static_cast<size_t>(num_tokens * num_cols), 6);
-  const testing::HostQ8Rows xq = testing::quantize_rows_q8(x, num_tokens, num_cols, num_cols);
+  const testing::HostQ8Rows xq =
+      testing::quantize_rows_q8(x, num_tokens, num_cols, num_cols, per_256);
   std::vector<float> got;
   std::vector<float> want_f32;
   for (int64_t row0 = 0; row0 < rows; row0 += R) {
@@ -223,7 +227,13 @@ void expect_emulated_dp4a_matches(TensorType type, int64_t num_cols, int num_tok
               rows_q[t] = xq.q.data() + row * num_cols;
               rows_scales[t] = xq.scales.data() + row * (num_cols / 32);
             }
-            accumulate_chunk_int8_k<Decoder, R, M>(chunk, rows_q, rows_scales, num_tokens, c, acc);
+            if (per_256) {
+              accumulate_chunk_int8_k256<Decoder, R, M>(chunk, rows_q, rows_scales, num_tokens, c,
+                                                        acc);
+            } else {
+              accumulate_chunk_int8_k<Decoder, R, M>(chunk, rows_q, rows_scales, num_tokens, c,
+                                                     acc);
+            }
           } else {
             accumulate_chunk_q8<Decoder, R, M>(chunk, xq.q.data(), xq.scales.data(), num_cols,
                                                num_tokens, c, acc);
@@ -258,6 +268,11 @@ TEST(WeightLayoutTest, EmulatedInt8ActivationProductMatchesTheCpu) {
   expect_emulated_dp4a_matches<DecodeQ4_K, 4, 1>(TensorType::kQ4_K, 1280, 1);
   expect_emulated_dp4a_matches<DecodeQ4_K, 2, 8>(TensorType::kQ4_K, 512, 5);
   expect_emulated_dp4a_matches<DecodeQ6_K, 2, 4>(TensorType::kQ6_K, 768, 3);
+  // One activation scale per 256 columns: the groups' sums, scales and mins in integers.
+  expect_emulated_dp4a_matches<DecodeQ4_K, 4, 1>(TensorType::kQ4_K, 1280, 1, true);
+  expect_emulated_dp4a_matches<DecodeQ4_K, 2, 8>(TensorType::kQ4_K, 512, 5, true);
+  expect_emulated_dp4a_matches<DecodeQ6_K, 4, 1>(TensorType::kQ6_K, 768, 1, true);
+  expect_emulated_dp4a_matches<DecodeQ6_K, 2, 4>(TensorType::kQ6_K, 768, 3, true);
 }
 
 // A chunk's eight integer scales (and mins) unpacked at once, times d (and dmin), equal the values
