@@ -167,6 +167,9 @@ class CudaForward {
                      const int32_t* x_rows, const float* norm, int32_t rows, cudaStream_t stream);
   // Decides fused_max_rows_ and rope_fused_ from the weights and the config.
   void plan_fused_path();
+  // Whether the fused path gives products of a and b one input the same way (f32, or int8 per 32
+  // or per 256 columns, quantized by a launch or in the product): q, k and v apart take one.
+  bool same_fused_input(const kernels::DeviceWeight& a, const kernels::DeviceWeight& b) const;
   // Row widths of the activations (columns).
   struct Widths {
     int64_t hidden;

@@ -2,6 +2,7 @@
 // rows with the norms, RoPE + K/V write, SwiGLU, residual adds and the kept-row gather folded
 // into the matrix products (kernels/decode_matmul.cuh).
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <cstring>
 
@@ -75,8 +76,13 @@ void CudaForward::plan_fused_path() {
   bool norms_free = true;
   for (int32_t l = 0; ok && l < c.num_layers; ++l) {
     const CudaLayerWeights& w = weights_.layer(l);
-    ok = w.qkv_fused() && w.gate_up_fused() && allow(w.qkv) && allow(w.wo) && allow(w.gate_up) &&
-         allow(w.w_down) && w.attn_norm != nullptr && w.ffn_norm != nullptr;
+    // q, k and v apart (their types differ: Q4_K_M's Q6_K v) when they take one input alike.
+    const bool qkv_ok = w.qkv_fused()
+                            ? allow(w.qkv)
+                            : allow(w.wq) && allow(w.wk) && allow(w.wv) &&
+                                  same_fused_input(w.wq, w.wk) && same_fused_input(w.wq, w.wv);
+    ok = qkv_ok && w.gate_up_fused() && allow(w.wo) && allow(w.gate_up) && allow(w.w_down) &&
+         w.attn_norm != nullptr && w.ffn_norm != nullptr;
     norms_free = norms_free && w.q_norm == nullptr && w.k_norm == nullptr;
   }
   if (!ok) return;
@@ -84,6 +90,16 @@ void CudaForward::plan_fused_path() {
   rope_fused_ = norms_free && c.rope.style == RopeStyle::kNormal && c.head_dim % 2 == 0 &&
                 c.rope.num_rotary_dims % 2 == 0 && c.rope.num_rotary_dims <= c.head_dim &&
                 c.v_width() % 2 == 0;
+}
+
+bool CudaForward::same_fused_input(const kernels::DeviceWeight& a,
+                                   const kernels::DeviceWeight& b) const {
+  const auto kind = [this](const kernels::DeviceWeight& w) {
+    const bool int8 = int8_activations_ && kernels::decode_matmul_takes_int8(w);
+    return std::array<bool, 3>{int8, int8 && int8_input_per_256(w),
+                               int8 && int8_fold_ && kernels::decode_matmul_folds_int8(w, 1)};
+  };
+  return a.num_cols == b.num_cols && kind(a) == kind(b);
 }
 
 bool CudaForward::int8_input_per_256(const kernels::DeviceWeight& w) const {
@@ -133,17 +149,34 @@ Status CudaForward::enqueue_fused(const DeviceStep& step, int32_t rows, int32_t 
     const CudaLayerWeights& w = weights_.layer(l);
 
     // q | k | v of the normed residual (+ bias); RoPE and the K/V write in its epilogue.
-    kernels::DecodeMatmulParams qkv = product(w.qkv);
-    CELLM_RETURN_IF_ERROR(fused_input(&qkv, x_, hidden, nullptr, w.attn_norm, rows, stream));
-    qkv.bias = w.qkv_bias;
-    qkv.y = qkv_;
-    qkv.y_stride = qkv_width;
-    if (rope_fused_) {
-      qkv.output = kernels::DecodeOutput::kRopeKv;
-      qkv.rope = rope_output(step, l, rope_table_used_);
+    if (w.qkv_fused()) {
+      kernels::DecodeMatmulParams qkv = product(w.qkv);
+      CELLM_RETURN_IF_ERROR(fused_input(&qkv, x_, hidden, nullptr, w.attn_norm, rows, stream));
+      qkv.bias = w.qkv_bias;
+      qkv.y = qkv_;
+      qkv.y_stride = qkv_width;
+      if (rope_fused_) {
+        qkv.output = kernels::DecodeOutput::kRopeKv;
+        qkv.rope = rope_output(step, l, rope_table_used_);
+      }
+      CELLM_RETURN_IF_ERROR(kernels::launch_decode_matmul(qkv, stream));
+      if (!rope_fused_) CELLM_RETURN_IF_ERROR(rope_kv(step, l, rows, stream));
+    } else {
+      // Three products on one input (same_fused_input), into qkv_'s columns; then rope_kv.
+      kernels::DecodeMatmulParams q = product(w.wq);
+      CELLM_RETURN_IF_ERROR(fused_input(&q, x_, hidden, nullptr, w.attn_norm, rows, stream));
+      int64_t column = 0;
+      for (const kernels::DeviceWeight* part : {&w.wq, &w.wk, &w.wv}) {
+        kernels::DecodeMatmulParams p = q;  // the input fields
+        p.w = *part;
+        p.bias = w.qkv_bias != nullptr ? w.qkv_bias + column : nullptr;
+        p.y = qkv_ + column;
+        p.y_stride = qkv_width;
+        CELLM_RETURN_IF_ERROR(kernels::launch_decode_matmul(p, stream));
+        column += part->num_rows;
+      }
+      CELLM_RETURN_IF_ERROR(rope_kv(step, l, rows, stream));
     }
-    CELLM_RETURN_IF_ERROR(kernels::launch_decode_matmul(qkv, stream));
-    if (!rope_fused_) CELLM_RETURN_IF_ERROR(rope_kv(step, l, rows, stream));
 
     // The output product's int8 input straight from the attention where both can.
     const bool o_takes_q8 = attention_q8_ && int8_activations_ && !int8_fold_ &&

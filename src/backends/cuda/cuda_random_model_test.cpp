@@ -2,8 +2,9 @@
 // batched greedy tokens differ from solo ones (bf16; reported, not required); the decode graphs
 // of short and of long contexts against eager decode, bit for bit; small batches with int8
 // activations (Q8_0 / Q4_0 / Q4_K / Q6_K, the Q4_K_M mix) within int8 rounding of exact ones;
-// wide steps taking their products' bf16 input from the kernel before, bit for bit; resident bf16
-// copies against weights dequantized per step. GPU tests (label cuda).
+// the fused layer with q, k and v apart against the unfused sequence; wide steps taking their
+// products' bf16 input from the kernel before, bit for bit; resident bf16 copies against weights
+// dequantized per step. GPU tests (label cuda).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -233,6 +234,52 @@ TEST(CudaRandomModelTest, SmallBatchesWithInt8ActivationsStayWithinInt8Rounding)
 // then decode steps) must give the logits of the same executor with that turned off
 // (CELLM_CUDA_WIDE_INPUT=0: each product rounds, and permutes, its f32 input in a launch of its
 // own) bit for bit.
+// A Q4_K_M model's layers whose v is Q6_K cannot fuse q|k|v into one matrix; the fused layer runs
+// q, k and v as three products on one input instead (then rope_kv). With exact (f32) activations
+// its logits must be the unfused sequence's (CELLM_CUDA_FUSED=0) up to the products' summation
+// order — on the qwen geometry, whose q|k|v bias each product takes its part of.
+TEST(CudaRandomModelTest, TheFusedLayerWithQKAndVApartGivesTheUnfusedSequencesLogits) {
+  ASSERT_NO_FATAL_FAILURE(testing::require_cuda_device());
+  const StatusOr<ModelConfig> config = named_geometry("tiny-qwen");
+  ASSERT_TRUE(config.ok());
+  auto weights = CudaWeights::random(*config, {TensorType::kQ4_K, 23, true}, CudaWeightsOptions{});
+  ASSERT_TRUE(weights.ok()) << weights.status().to_string();
+  std::shared_ptr<const CudaWeights> shared = std::move(weights).value();
+  int32_t apart = 0;
+  for (int32_t l = 0; l < config->num_layers; ++l) apart += shared->layer(l).qkv_fused() ? 0 : 1;
+  ASSERT_GT(apart, 0) << "no layer with q, k and v apart";
+  ASSERT_LT(apart, config->num_layers) << "no layer with q|k|v fused";
+  const ProgramSpec spec = random_program(*config, 256, 64, 37, {1, 2, 4}, KvDtype::kBF16, 2048);
+  CudaExecutorOptions exact;
+  exact.int8_activations = false;
+  CudaExecutor fused(*config, shared, spec, exact);
+  ASSERT_TRUE(fused.initialize().ok());
+  ASSERT_EQ(setenv("CELLM_CUDA_FUSED", "0", 1), 0);  // read when the forward is made
+  CudaExecutor unfused(*config, shared, spec, exact);
+  const Status initialized = unfused.initialize();
+  ASSERT_EQ(unsetenv("CELLM_CUDA_FUSED"), 0);
+  ASSERT_TRUE(initialized.ok()) << initialized.to_string();
+  float worst_relative = 0.0f;
+  feed_side_by_side(
+      fused, unfused, 1, {3, 1, 1, 1, 1, 1},
+      [&](int32_t step, int32_t, int32_t t) {
+        return (step * 577 + t * 89 + 11) % config->vocab_size;
+      },
+      [&](int32_t, const std::vector<float>& a_logits, const std::vector<float>& b_logits) {
+        ASSERT_EQ(a_logits.size(), b_logits.size());
+        float range = 0.0f;
+        for (const float v : b_logits) range = std::max(range, std::fabs(v));
+        worst_relative =
+            std::max(worst_relative, testing::max_abs_diff(a_logits, b_logits) / range);
+      });
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
+  std::printf("q, k and v apart, fused vs unfused: worst |logit difference| / max |logit| %.3g\n",
+              worst_relative);
+  // The same kernels on the same values: equal bits today (0); a q|k|v bias taken whole by each
+  // product instead of its part measured 1.2e-5.
+  EXPECT_LT(worst_relative, 2e-6f);
+}
+
 TEST(CudaRandomModelTest, WideStepsGetTheirProductsInputFromTheKernelBeforeToTheSameBits) {
   ASSERT_NO_FATAL_FAILURE(testing::require_cuda_device());
   const StatusOr<ModelConfig> config = named_geometry("tiny");
