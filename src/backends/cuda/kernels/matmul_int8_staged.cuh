@@ -125,6 +125,27 @@ __device__ __forceinline__ uint4 stage_unit(const uint8_t* rows, int row_bytes, 
   return *reinterpret_cast<const uint4*>(rows + r * row_bytes + 16 * swizzle_unit<kUnits>(r, u));
 }
 
+// A lane's B fragments of n-tile nt of a staged span (token 8nt + g's chunks t and t + 4) and the
+// block scales of the tokens of its C columns (dx[0]: token 8nt + 2t, dx[1]: 8nt + 2t + 1).
+template <class S>
+__device__ __forceinline__ void stage_tile_tokens(const uint8_t* stage, int nt, int g, int t,
+                                                  SpanTokens* x, float (&dx)[2][8]) {
+  const uint8_t* tokens = stage + S::kTokens + nt * 8 * 256;  // token rows 8nt .. 8nt + 7
+  x->q[0] = stage_unit<16>(tokens, 256, g, 2 * t);
+  x->q[1] = stage_unit<16>(tokens, 256, g, 2 * t + 1);
+  x->q[2] = stage_unit<16>(tokens, 256, g, 2 * t + 8);
+  x->q[3] = stage_unit<16>(tokens, 256, g, 2 * t + 9);
+  CELLM_UNROLL
+  for (int j = 0; j < 2; ++j) {
+    const auto* from =
+        reinterpret_cast<const float*>(stage + S::kTokenScales) + nt * 8 * 8 + 8 * (2 * t + j);
+    const float4 lo = *reinterpret_cast<const float4*>(from);
+    const float4 hi = *reinterpret_cast<const float4*>(from + 4);
+    dx[j][0] = lo.x, dx[j][1] = lo.y, dx[j][2] = lo.z, dx[j][3] = lo.w;
+    dx[j][4] = hi.x, dx[j][5] = hi.y, dx[j][6] = hi.z, dx[j][7] = hi.w;
+  }
+}
+
 // Q4_K's eight blocks of one n-tile (multiply_stage below): w.d[h] holds row h's head.
 template <int kNTiles>
 __device__ __forceinline__ void multiply_q4_k_blocks(const SpanWeights<true>& w,
@@ -210,22 +231,9 @@ __device__ __forceinline__ void multiply_stage_q6_k(const uint8_t* stage, int g,
   }
   CELLM_UNROLL
   for (int nt = 0; nt < kNTiles; ++nt) {
-    const uint8_t* tokens = stage + S::kTokens + nt * 8 * 256;  // token rows 8nt .. 8nt + 7
     SpanTokens x;
-    x.q[0] = stage_unit<16>(tokens, 256, g, 2 * t);
-    x.q[1] = stage_unit<16>(tokens, 256, g, 2 * t + 1);
-    x.q[2] = stage_unit<16>(tokens, 256, g, 2 * t + 8);
-    x.q[3] = stage_unit<16>(tokens, 256, g, 2 * t + 9);
-    float dx[2][8];  // the block scales of tokens 8nt + 2t and 8nt + 2t + 1
-    CELLM_UNROLL
-    for (int j = 0; j < 2; ++j) {
-      const auto* from =
-          reinterpret_cast<const float*>(stage + S::kTokenScales) + nt * 8 * 8 + 8 * (2 * t + j);
-      const float4 lo = *reinterpret_cast<const float4*>(from);
-      const float4 hi = *reinterpret_cast<const float4*>(from + 4);
-      dx[j][0] = lo.x, dx[j][1] = lo.y, dx[j][2] = lo.z, dx[j][3] = lo.w;
-      dx[j][4] = hi.x, dx[j][5] = hi.y, dx[j][6] = hi.z, dx[j][7] = hi.w;
-    }
+    float dx[2][8];
+    stage_tile_tokens<S>(stage, nt, g, t, &x, dx);
     CELLM_UNROLL
     for (int b = 0; b < 8; ++b) {
       uint32_t first[2];   // k16 A fragments: rows g, g + 8 of chunk t
@@ -280,24 +288,11 @@ __device__ __forceinline__ void multiply_stage(const uint8_t* stage, int g, int 
   }
   CELLM_UNROLL
   for (int nt = 0; nt < kNTiles; ++nt) {
-    const uint8_t* tokens = stage + S::kTokens + nt * 8 * 256;  // token rows 8nt .. 8nt + 7
     SpanTokens x;
-    x.q[0] = stage_unit<16>(tokens, 256, g, 2 * t);
-    x.q[1] = stage_unit<16>(tokens, 256, g, 2 * t + 1);
-    x.q[2] = stage_unit<16>(tokens, 256, g, 2 * t + 8);
-    x.q[3] = stage_unit<16>(tokens, 256, g, 2 * t + 9);
-    // [8][8]: the block scales of tokens 8nt + 2t and 8nt + 2t + 1
-    const auto* dx = reinterpret_cast<const float*>(stage + S::kTokenScales) + nt * 8 * 8;
-    const float4 dx0_lo = *reinterpret_cast<const float4*>(dx + 8 * (2 * t));
-    const float4 dx0_hi = *reinterpret_cast<const float4*>(dx + 8 * (2 * t) + 4);
-    const float4 dx1_lo = *reinterpret_cast<const float4*>(dx + 8 * (2 * t + 1));
-    const float4 dx1_hi = *reinterpret_cast<const float4*>(dx + 8 * (2 * t + 1) + 4);
-    const float dx0[8] = {dx0_lo.x, dx0_lo.y, dx0_lo.z, dx0_lo.w,
-                          dx0_hi.x, dx0_hi.y, dx0_hi.z, dx0_hi.w};
-    const float dx1[8] = {dx1_lo.x, dx1_lo.y, dx1_lo.z, dx1_lo.w,
-                          dx1_hi.x, dx1_hi.y, dx1_hi.z, dx1_hi.w};
+    float dx[2][8];
+    stage_tile_tokens<S>(stage, nt, g, t, &x, dx);
     if constexpr (kK) {
-      multiply_q4_k_blocks<kNTiles>(w, x, dx0, dx1, nt, acc);
+      multiply_q4_k_blocks<kNTiles>(w, x, dx[0], dx[1], nt, acc);
     } else {
       CELLM_UNROLL
       for (int b = 0; b < 8; ++b) {
@@ -305,10 +300,10 @@ __device__ __forceinline__ void multiply_stage(const uint8_t* stage, int g, int 
         const float dw1 = f16_bits_to_float(half_of(w.d[1], b));  // row g + 8
         int sums[4];
         block_sums<kQ4>(w, b, word_of(x.q[b >> 2], b & 3), word_of(x.q[2 + (b >> 2)], b & 3), sums);
-        acc[nt][0] = fmaf(static_cast<float>(sums[0]), dw0 * dx0[b], acc[nt][0]);
-        acc[nt][1] = fmaf(static_cast<float>(sums[1]), dw0 * dx1[b], acc[nt][1]);
-        acc[nt][2] = fmaf(static_cast<float>(sums[2]), dw1 * dx0[b], acc[nt][2]);
-        acc[nt][3] = fmaf(static_cast<float>(sums[3]), dw1 * dx1[b], acc[nt][3]);
+        acc[nt][0] = fmaf(static_cast<float>(sums[0]), dw0 * dx[0][b], acc[nt][0]);
+        acc[nt][1] = fmaf(static_cast<float>(sums[1]), dw0 * dx[1][b], acc[nt][1]);
+        acc[nt][2] = fmaf(static_cast<float>(sums[2]), dw1 * dx[0][b], acc[nt][2]);
+        acc[nt][3] = fmaf(static_cast<float>(sums[3]), dw1 * dx[1][b], acc[nt][3]);
       }
     }
   }
