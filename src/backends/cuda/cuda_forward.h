@@ -14,16 +14,18 @@
 //     step.num_kept rows.
 // Slices of at most kDecodeMatmulMaxTokens rows (decode, short prefill chunks) run the fused
 // kernels of decode_matmul.cuh when every layer allows it: RMSNorm inside the q|k|v and gate|up
-// products, RoPE and the K/V write in the q|k|v product's epilogue (normal-style RoPE without q/k
-// norms, its angles from a table computed once per step; else the rope_kv kernel), SwiGLU in the
-// gate|up epilogue, the residual adds in the output and down products' epilogues, the kept-row
+// products (q|k|v one product, or three on one input where their types differ — Q4_K_M's Q6_K v —
+// then the rope_kv kernel), RoPE and the K/V write in the q|k|v product's epilogue (normal-style
+// RoPE without q/k norms, its angles from a table computed once per step; else rope_kv), SwiGLU in
+// the gate|up epilogue, the residual adds in the output and down products' epilogues, the kept-row
 // gather and final norm inside the LM head — four product launches per layer plus attention, each
-// allowed to overlap the one before (pdl.cuh). Q8_0 / Q4_0 products there take int8 activations
-// unless int8_activations is off: one quantize launch per input, the norm folded in
-// (CELLM_CUDA_INT8_FOLD=1: each product quantizes its input itself where the rows fit its shared
-// memory — measured slower on the H200, docs/perf/decode.md). Quantized weights use this path up to
-// 4 rows, F32 up to 8, F16 / BF16 at one row (kernels::small_m_max_tokens and plan_fused_path say
-// why); wider slices run the unfused sequence.
+// allowed to overlap the one before (pdl.cuh). Q8_0 / Q4_0 / Q4_K / Q6_K products there take int8
+// activations unless int8_activations is off (K-quants with one scale per 256 columns): one
+// quantize launch per input, the norm folded in (CELLM_CUDA_INT8_FOLD=1: each product quantizes
+// its input itself where the rows fit its shared memory — measured slower on the H200,
+// docs/perf/decode.md). Quantized weights use this path up to 4 rows, F32 up to 8, F16 / BF16 at
+// one row (kernels::small_m_max_tokens and plan_fused_path say why); wider slices run the unfused
+// sequence.
 // CELLM_CUDA_FUSED=0 / CELLM_CUDA_INT8=0 / CELLM_CUDA_ROPE_TABLE=0 in the environment turn the
 // fused path / int8 activations / the angle table off (to measure what they bring).
 // It owns its activation scratch (sized for max_width rows), not the weights, pool or step.
