@@ -208,8 +208,8 @@ Status CudaForward::int8_matmul(const kernels::DeviceWeight& w, const float* x, 
                                 const int32_t* x_rows, const float* norm, const float* bias,
                                 int32_t rows, float* y, int64_t y_stride, bool accumulate,
                                 cudaStream_t stream, const kernels::RopeKvOutput* rope) {
-  CELLM_RETURN_IF_ERROR(
-      quantize_input(x, x_stride, x_rows, norm, nullptr, rows, w.num_cols, stream));
+  CELLM_RETURN_IF_ERROR(quantize_input(x, x_stride, x_rows, norm, nullptr, rows, w.num_cols, stream,
+                                       int8_input_per_256(w)));
   return int8_product(w, bias, rows, y, y_stride, accumulate, stream, rope);
 }
 
@@ -239,6 +239,7 @@ Status CudaForward::int8_product(const kernels::DeviceWeight& w, const float* bi
   p.num_tokens = rows;
   p.x_q8 = x_q8_;
   p.x_q8_scales = x_q8_scales_;
+  p.x_q8_per_256 = int8_input_per_256(w);  // as every quantize for w's products
   p.bias = bias;
   p.y = y;
   p.y_stride = y_stride;
@@ -382,7 +383,8 @@ Status CudaForward::enqueue(const DeviceStep& step, ForwardShape shape, cudaStre
 
     // The output product's int8 input, or its bf16 input in the order it takes, straight from
     // the decode attention where both can.
-    const bool o_int8 = attention_q8_ && int8_matmul_applies(w.wo, rows);
+    const bool o_int8 =
+        attention_q8_ && int8_matmul_applies(w.wo, rows) && !int8_input_per_256(w.wo);
     const WideInput o_wide = wide_input(w.wo, rows);
     bool attention_wrote_q8 = false;
     bool attention_wrote_wide = false;
@@ -417,8 +419,8 @@ Status CudaForward::enqueue(const DeviceStep& step, ForwardShape shape, cudaStre
       }
     }
     if (int8_matmul_applies(w.w_down, rows)) {  // SwiGLU folded into the down input's quantize
-      CELLM_RETURN_IF_ERROR(
-          quantize_input(gate_up_, 2 * ffn, nullptr, nullptr, gate_up_ + ffn, rows, ffn, stream));
+      CELLM_RETURN_IF_ERROR(quantize_input(gate_up_, 2 * ffn, nullptr, nullptr, gate_up_ + ffn,
+                                           rows, ffn, stream, int8_input_per_256(w.w_down)));
       CELLM_RETURN_IF_ERROR(int8_product(w.w_down, nullptr, rows, x_, hidden, true, stream));
     } else {
       kernels::SwigluParams swiglu = kernels::swiglu_fused_params(gate_up_, rows, ffn, act_);

@@ -135,8 +135,8 @@ class CudaForward {
   Status quantize_input(const float* x, int64_t x_stride, const int32_t* x_rows, const float* norm,
                         const float* up, int32_t rows, int64_t num_cols, cudaStream_t stream,
                         bool per_256 = false);
-  // Whether the int8 decode products quantize w's input with one scale per 256 columns (K-quants,
-  // where kquant_per_256_).
+  // Whether w's int8 products (decode and tensor-core) take their input quantized with one scale
+  // per 256 columns (K-quants, where kquant_per_256_): every quantize for them asks this.
   bool int8_input_per_256(const kernels::DeviceWeight& w) const;
   // The int8 product of x_q8_'s `rows` rows (written by a quantize launch or the attention).
   Status int8_product(const kernels::DeviceWeight& w, const float* bias, int32_t rows, float* y,

@@ -139,10 +139,10 @@ __global__ void __launch_bounds__(kRegisterWarps * 32) int8_matmul_kernel(const 
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-template <StagedType kType, int kNTiles, int kStages>
+template <StagedType kType, int kNTiles, int kStages, bool kPer256 = false>
 cudaError_t launch_staged(const Int8MatmulArgs& a, dim3 grid, cudaStream_t stream) {
   constexpr int kWarps = 4;
-  const auto kernel = int8_matmul_staged_kernel<kType, kNTiles, kWarps, kStages>;
+  const auto kernel = int8_matmul_staged_kernel<kType, kNTiles, kWarps, kStages, kPer256>;
   constexpr size_t kSmemBytes =
       static_cast<size_t>(kWarps) * kStages * Stage<kType, kNTiles>::kBytes;
   // Per launch, as the attention kernels do: the opt-in is per device.
@@ -171,9 +171,17 @@ cudaError_t launch_for_type(const Int8MatmulArgs& a, TensorType type, cudaStream
   const bool wide = a.num_tokens > 8;
   switch (type) {
     case TensorType::kQ4_K:
+      if (a.x_q8_per_256) {
+        return wide ? launch_staged<StagedType::kQ4_K, 2, 2, true>(a, grid, stream)
+                    : launch_staged<StagedType::kQ4_K, 1, 3, true>(a, grid, stream);
+      }
       return wide ? launch_staged<StagedType::kQ4_K, 2, 2>(a, grid, stream)
                   : launch_staged<StagedType::kQ4_K, 1, 3>(a, grid, stream);
     case TensorType::kQ6_K:
+      if (a.x_q8_per_256) {
+        return wide ? launch_staged<StagedType::kQ6_K, 2, 2, true>(a, grid, stream)
+                    : launch_staged<StagedType::kQ6_K, 1, 3, true>(a, grid, stream);
+      }
       return wide ? launch_staged<StagedType::kQ6_K, 2, 2>(a, grid, stream)
                   : launch_staged<StagedType::kQ6_K, 1, 3>(a, grid, stream);
     case TensorType::kQ4_0:
@@ -246,6 +254,7 @@ Status launch_int8_matmul(const Int8MatmulParams& p, cudaStream_t stream) {
   a.num_tokens = p.num_tokens;
   a.x_q8 = p.x_q8;
   a.x_q8_scales = p.x_q8_scales;
+  a.x_q8_per_256 = p.x_q8_per_256;
   a.bias = p.bias;
   a.y = p.y;
   a.y_stride = p.y_stride;

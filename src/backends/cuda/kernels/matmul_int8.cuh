@@ -38,10 +38,13 @@ struct Int8MatmulParams {
   int32_t num_tokens = 0;              // M in [0, kInt8MatmulMaxTokens] (0 launches nothing)
   const int8_t* x_q8 = nullptr;        // [num_tokens, K] interleaved order, 16-byte aligned
   const float* x_q8_scales = nullptr;  // [num_tokens, K / 32], 16-byte aligned
-  const float* bias = nullptr;         // [N] added to every row, or null
-  float* y = nullptr;                  // [num_tokens, y_stride] f32; columns [0, N) written
-  int64_t y_stride = 0;                // ≥ N
-  bool accumulate = false;             // y += x · Wᵀ instead of y = x · Wᵀ
+  // x_q8's scales are alike within each 256 columns (QuantizeActivationsParams::per_256): Q4_K /
+  // Q6_K products then sum a span's blocks in integers (others ignore it).
+  bool x_q8_per_256 = false;
+  const float* bias = nullptr;  // [N] added to every row, or null
+  float* y = nullptr;           // [num_tokens, y_stride] f32; columns [0, N) written
+  int64_t y_stride = 0;         // ≥ N
+  bool accumulate = false;      // y += x · Wᵀ instead of y = x · Wᵀ
   // W = [q; k; v]: RoPE and the K/V write in the epilogue (rope_kv_output.h) — y takes the
   // rotated q rows only, k and v go to rope's caches; no accumulate. The bits of the plain
   // product followed by rope_kv.cuh on the same rows.

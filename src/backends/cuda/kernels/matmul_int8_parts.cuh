@@ -26,6 +26,7 @@ struct Int8MatmulArgs {
   int32_t num_tokens = 0;
   const int8_t* x_q8 = nullptr;
   const float* x_q8_scales = nullptr;
+  bool x_q8_per_256 = false;
   const float* bias = nullptr;
   float* y = nullptr;
   int64_t y_stride = 0;

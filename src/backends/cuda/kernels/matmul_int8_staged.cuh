@@ -146,8 +146,10 @@ __device__ __forceinline__ void stage_tile_tokens(const uint8_t* stage, int nt, 
   }
 }
 
-// Q4_K's eight blocks of one n-tile (multiply_stage below): w.d[h] holds row h's head.
-template <int kNTiles>
+// Q4_K's eight blocks of one n-tile (multiply_stage below): w.d[h] holds row h's head. kPer256:
+// the tokens' eight block scales are one (QuantizeActivationsParams::per_256), so the blocks'
+// sums meet the integer scales and mins in integers and the span converts once.
+template <int kNTiles, bool kPer256 = false>
 __device__ __forceinline__ void multiply_q4_k_blocks(const SpanWeights<true>& w,
                                                      const SpanTokens& x, const float (&dx0)[8],
                                                      const float (&dx1)[8], int nt,
@@ -166,6 +168,8 @@ __device__ __forceinline__ void multiply_q4_k_blocks(const SpanWeights<true>& w,
   }
   constexpr uint32_t kOnes = 0x01010101u;
   const uint32_t ones[4] = {kOnes, kOnes, kOnes, kOnes};
+  int scaled[4] = {0, 0, 0, 0};  // kPer256: Σ_b s_b · Σ n x per C element
+  int mins[4] = {0, 0, 0, 0};    // kPer256: Σ_b m_b · Σ x
   CELLM_UNROLL
   for (int b = 0; b < 8; ++b) {
     const uint32_t xb0 = word_of(x.q[b >> 2], b & 3);
@@ -177,6 +181,14 @@ __device__ __forceinline__ void multiply_q4_k_blocks(const SpanWeights<true>& w,
     int x_sums[4];  // Σ x of tokens 2t, 2t + 1 (rows alike)
     mma_s8_16832(sums, frag_a, xb0, xb1);
     mma_s8_16832(x_sums, ones, xb0, xb1);
+    if constexpr (kPer256) {
+      CELLM_UNROLL
+      for (int i = 0; i < 4; ++i) {
+        scaled[i] += scale[i >> 1][b] * sums[i];
+        mins[i] += min[i >> 1][b] * x_sums[i & 1];
+      }
+      continue;
+    }
     const float dw0 = d[0] * static_cast<float>(scale[0][b]);  // row g
     const float dw1 = d[1] * static_cast<float>(scale[1][b]);  // row g + 8
     const float mw0 = dmin[0] * static_cast<float>(min[0][b]);
@@ -191,6 +203,14 @@ __device__ __forceinline__ void multiply_q4_k_blocks(const SpanWeights<true>& w,
     acc[nt][2] = fmaf(xs0, -(mw1 * dx0[b]), acc[nt][2]);
     acc[nt][3] = fmaf(static_cast<float>(sums[3]), dw1 * dx1[b], acc[nt][3]);
     acc[nt][3] = fmaf(xs1, -(mw1 * dx1[b]), acc[nt][3]);
+  }
+  if constexpr (kPer256) {  // |Σ_b s_b · Σ n x| < 8 · 63 · 32 · 15 · 127: an int
+    CELLM_UNROLL
+    for (int i = 0; i < 4; ++i) {
+      const float dx = (i & 1) == 0 ? dx0[0] : dx1[0];
+      acc[nt][i] = fmaf(static_cast<float>(scaled[i]), d[i >> 1] * dx, acc[nt][i]);
+      acc[nt][i] = fmaf(static_cast<float>(mins[i]), -(dmin[i >> 1] * dx), acc[nt][i]);
+    }
   }
 }
 
@@ -210,7 +230,7 @@ __device__ __forceinline__ uint32_t q6_k_signed_word(const uint4& low, const uin
 // 8 staged): per block b two k16 mmas, chunk t's bytes (the block's first 16 elements, its first
 // sub-block scale) and chunk t + 4's (the second), for row r and token j
 // dx_j,b · d_r · (s_r,2b · Σ₀ q x + s_r,2b+1 · Σ₁ q x) — the integer parts exact (< 2^24).
-template <int kNTiles>
+template <int kNTiles, bool kPer256 = false>
 __device__ __forceinline__ void multiply_stage_q6_k(const uint8_t* stage, int g, int t,
                                                     int64_t span, float (&acc)[kNTiles][4]) {
   using S = Stage<StagedType::kQ6_K, kNTiles>;
@@ -234,6 +254,7 @@ __device__ __forceinline__ void multiply_stage_q6_k(const uint8_t* stage, int g,
     SpanTokens x;
     float dx[2][8];
     stage_tile_tokens<S>(stage, nt, g, t, &x, dx);
+    int totals[4] = {0, 0, 0, 0};  // kPer256: the span's integer sums per C element (< 2^31)
     CELLM_UNROLL
     for (int b = 0; b < 8; ++b) {
       uint32_t first[2];   // k16 A fragments: rows g, g + 8 of chunk t
@@ -254,7 +275,17 @@ __device__ __forceinline__ void multiply_stage_q6_k(const uint8_t* stage, int g,
         const int s0 = static_cast<int8_t>(static_cast<uint8_t>(byte_of(scales[h], sub)));
         const int s1 = static_cast<int8_t>(static_cast<uint8_t>(byte_of(scales[h], sub + 1)));
         const int total = s0 * sums0[i] + s1 * sums1[i];
-        acc[nt][i] = fmaf(static_cast<float>(total), d[h] * dx[i & 1][b], acc[nt][i]);
+        if constexpr (kPer256) {
+          totals[i] += total;
+        } else {
+          acc[nt][i] = fmaf(static_cast<float>(total), d[h] * dx[i & 1][b], acc[nt][i]);
+        }
+      }
+    }
+    if constexpr (kPer256) {
+      CELLM_UNROLL
+      for (int i = 0; i < 4; ++i) {
+        acc[nt][i] = fmaf(static_cast<float>(totals[i]), d[i >> 1] * dx[i & 1][0], acc[nt][i]);
       }
     }
   }
@@ -264,7 +295,7 @@ __device__ __forceinline__ void multiply_stage_q6_k(const uint8_t* stage, int g,
 // stage. Q4_K: per block b, with the rows' integer sub-block scales s and mins m, the sums of
 // the nibbles n (no offset) and of the tokens' bytes (an mma of ones), for row r and token j:
 // dx_j,b · (d_r · s_r,b · Σ n x − dmin_r · m_r,b · Σ x).
-template <StagedType kType, int kNTiles>
+template <StagedType kType, int kNTiles, bool kPer256 = false>
 __device__ __forceinline__ void multiply_stage(const uint8_t* stage, int g, int t,
                                                float (&acc)[kNTiles][4]) {
   constexpr bool kQ4 = kStagedQ4<kType>;
@@ -292,7 +323,7 @@ __device__ __forceinline__ void multiply_stage(const uint8_t* stage, int g, int 
     float dx[2][8];
     stage_tile_tokens<S>(stage, nt, g, t, &x, dx);
     if constexpr (kK) {
-      multiply_q4_k_blocks<kNTiles>(w, x, dx[0], dx[1], nt, acc);
+      multiply_q4_k_blocks<kNTiles, kPer256>(w, x, dx[0], dx[1], nt, acc);
     } else {
       CELLM_UNROLL
       for (int b = 0; b < 8; ++b) {
@@ -312,7 +343,8 @@ __device__ __forceinline__ void multiply_stage(const uint8_t* stage, int g, int 
 // Warp w takes spans w, w + kWarps, ... as the register kernel, but keeps kStages of them in
 // flight through its ring (cp.async; the weights of the first kStages before pdl_wait()), so a
 // warp's whole share of a small product is requested at once.
-template <StagedType kType, int kNTiles, int kWarps, int kStages>
+// kPer256 (K-quants): the tokens' block scales are one per 256 columns (multiply_q4_k_blocks).
+template <StagedType kType, int kNTiles, int kWarps, int kStages, bool kPer256 = false>
 __global__ void __launch_bounds__(kWarps * 32) int8_matmul_staged_kernel(const Int8MatmulArgs a) {
   constexpr bool kQ4 = kStagedQ4<kType>;
   using S = Stage<kType, kNTiles>;
@@ -352,9 +384,10 @@ __global__ void __launch_bounds__(kWarps * 32) int8_matmul_staged_kernel(const I
     __syncwarp();
     uint8_t* stage = ring + (k % kStages) * S::kBytes;
     if constexpr (kType == StagedType::kQ6_K) {
-      multiply_stage_q6_k<kNTiles>(stage, g, t, warp + static_cast<int64_t>(k) * kWarps, acc);
+      multiply_stage_q6_k<kNTiles, kPer256>(stage, g, t, warp + static_cast<int64_t>(k) * kWarps,
+                                            acc);
     } else {
-      multiply_stage<kType, kNTiles>(stage, g, t, acc);
+      multiply_stage<kType, kNTiles, kPer256>(stage, g, t, acc);
     }
     __syncwarp();  // every lane has read the stage: refill it
     const int refill = k + kStages;

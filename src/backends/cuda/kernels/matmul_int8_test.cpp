@@ -26,9 +26,9 @@ using testing::DeviceArray;
 // the host's bit-exact model of it), uploaded; host.value(t, e) is what element e of row t stands
 // for.
 struct QuantizedRows {
-  QuantizedRows(int32_t m, int64_t k, uint32_t seed)
+  QuantizedRows(int32_t m, int64_t k, uint32_t seed, bool per_256 = false)
       : host(testing::quantize_rows_q8(
-            testing::random_floats(static_cast<size_t>(m * k), seed, 3.0f), m, k, k)),
+            testing::random_floats(static_cast<size_t>(m * k), seed, 3.0f), m, k, k, per_256)),
         q(host.q),
         scales(host.scales) {}
   testing::HostQ8Rows host;
@@ -55,6 +55,46 @@ struct Case {
   int64_t rows;
   int64_t cols;
 };
+
+// K-quants on tokens quantized with one scale per 256 columns (x_q8_per_256: a span's blocks
+// summed in integers), one and two n-tiles, against the CPU in double.
+TEST(Int8MatmulTest, KQuantsOnTokensWithOneScalePer256ColumnsMatchTheDequantizedProduct) {
+  CELLM_REQUIRE_DEVICE();
+  const Case cases[] = {{TensorType::kQ4_K, 37, 1280},
+                        {TensorType::kQ6_K, 37, 1280},
+                        {TensorType::kQ4_K, 48, 14336},
+                        {TensorType::kQ6_K, 48, 14336}};
+  for (const Case& c : cases) {
+    const std::vector<uint8_t> gguf = testing::random_gguf_rows(c.type, c.rows, c.cols, 65);
+    const testing::UploadedWeight w = testing::upload_weight(c.type, c.rows, c.cols, gguf);
+    const std::vector<float> values = testing::dequantize_rows(c.type, c.rows, c.cols, gguf);
+    for (const int32_t m : {2, 7, 16}) {
+      SCOPED_TRACE(std::string(tensor_type_name(c.type)) + " [" + std::to_string(c.rows) + ", " +
+                   std::to_string(c.cols) + "] M=" + std::to_string(m));
+      const QuantizedRows x(m, c.cols, 66 + static_cast<uint32_t>(m), true);
+      std::vector<float> want(static_cast<size_t>(m * c.rows));
+      for (int32_t t = 0; t < m; ++t) {
+        for (int64_t r = 0; r < c.rows; ++r) {
+          double sum = 0.0;
+          for (int64_t e = 0; e < c.cols; ++e) {
+            sum += static_cast<double>(values[r * c.cols + e]) * x.host.value(t, e);
+          }
+          want[t * c.rows + r] = static_cast<float>(sum);
+        }
+      }
+      DeviceArray<float> y(want.size());
+      Int8MatmulParams p = product(w, x, m, nullptr, y.get(), c.rows);
+      p.x_q8_per_256 = true;
+      testing::expect_parity(
+          "per-256 tokens", y,
+          [&] {
+            const Status launched = launch_int8_matmul(p, nullptr);
+            ASSERT_TRUE(launched.ok()) << launched.to_string();
+          },
+          want, 1e-5);
+    }
+  }
+}
 
 TEST(Int8MatmulTest, MatchesTheDequantizedProductForOneToThirtyTwoTokens) {
   CELLM_REQUIRE_DEVICE();
