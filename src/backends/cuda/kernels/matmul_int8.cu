@@ -152,6 +152,19 @@ cudaError_t launch_staged(const Int8MatmulArgs& a, dim3 grid, cudaStream_t strea
   return launch_pdl(kernel, grid, dim3(kWarps * 32), kSmemBytes, stream, a);
 }
 
+// A K-quant's staged product: one n-tile with three stages or two with two, on activations
+// quantized per 32 or per 256 columns (a.x_q8_per_256).
+template <StagedType kType>
+cudaError_t launch_k_quant(const Int8MatmulArgs& a, dim3 grid, cudaStream_t stream) {
+  const bool wide = a.num_tokens > 8;
+  if (a.x_q8_per_256) {
+    return wide ? launch_staged<kType, 2, 2, true>(a, grid, stream)
+                : launch_staged<kType, 1, 3, true>(a, grid, stream);
+  }
+  return wide ? launch_staged<kType, 2, 2>(a, grid, stream)
+              : launch_staged<kType, 1, 3>(a, grid, stream);
+}
+
 // One n-tile: Q8_0 on the register kernel, Q4_0 staged with three stages. Two n-tiles: both
 // staged with two (their stages hold twice the tokens). On the H200, Llama-3.1-8B geometry:
 // - one tile, q4_0 decode at 3 / 5 / 8 sessions: 1,177 / 1,860 / 2,881 tok/s with the register
@@ -171,19 +184,9 @@ cudaError_t launch_for_type(const Int8MatmulArgs& a, TensorType type, cudaStream
   const bool wide = a.num_tokens > 8;
   switch (type) {
     case TensorType::kQ4_K:
-      if (a.x_q8_per_256) {
-        return wide ? launch_staged<StagedType::kQ4_K, 2, 2, true>(a, grid, stream)
-                    : launch_staged<StagedType::kQ4_K, 1, 3, true>(a, grid, stream);
-      }
-      return wide ? launch_staged<StagedType::kQ4_K, 2, 2>(a, grid, stream)
-                  : launch_staged<StagedType::kQ4_K, 1, 3>(a, grid, stream);
+      return launch_k_quant<StagedType::kQ4_K>(a, grid, stream);
     case TensorType::kQ6_K:
-      if (a.x_q8_per_256) {
-        return wide ? launch_staged<StagedType::kQ6_K, 2, 2, true>(a, grid, stream)
-                    : launch_staged<StagedType::kQ6_K, 1, 3, true>(a, grid, stream);
-      }
-      return wide ? launch_staged<StagedType::kQ6_K, 2, 2>(a, grid, stream)
-                  : launch_staged<StagedType::kQ6_K, 1, 3>(a, grid, stream);
+      return launch_k_quant<StagedType::kQ6_K>(a, grid, stream);
     case TensorType::kQ4_0:
       return wide ? launch_staged<StagedType::kQ4_0, 2, 2>(a, grid, stream)
                   : launch_staged<StagedType::kQ4_0, 1, 3>(a, grid, stream);
