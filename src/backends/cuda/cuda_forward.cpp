@@ -210,7 +210,7 @@ Status CudaForward::int8_matmul(const kernels::DeviceWeight& w, const float* x, 
                                 cudaStream_t stream, const kernels::RopeKvOutput* rope) {
   CELLM_RETURN_IF_ERROR(quantize_input(x, x_stride, x_rows, norm, nullptr, rows, w.num_cols, stream,
                                        int8_input_per_256(w)));
-  return int8_product(w, bias, rows, y, y_stride, accumulate, stream, rope);
+  return int8_product(w, bias, rows, y, y_stride, accumulate, int8_input_per_256(w), stream, rope);
 }
 
 Status CudaForward::quantize_input(const float* x, int64_t x_stride, const int32_t* x_rows,
@@ -232,14 +232,14 @@ Status CudaForward::quantize_input(const float* x, int64_t x_stride, const int32
 }
 
 Status CudaForward::int8_product(const kernels::DeviceWeight& w, const float* bias, int32_t rows,
-                                 float* y, int64_t y_stride, bool accumulate, cudaStream_t stream,
-                                 const kernels::RopeKvOutput* rope) {
+                                 float* y, int64_t y_stride, bool accumulate, bool per_256,
+                                 cudaStream_t stream, const kernels::RopeKvOutput* rope) {
   kernels::Int8MatmulParams p;
   p.w = w;
   p.num_tokens = rows;
   p.x_q8 = x_q8_;
   p.x_q8_scales = x_q8_scales_;
-  p.x_q8_per_256 = int8_input_per_256(w);  // as every quantize for w's products
+  p.x_q8_per_256 = per_256;
   p.bias = bias;
   p.y = y;
   p.y_stride = y_stride;
@@ -383,8 +383,7 @@ Status CudaForward::enqueue(const DeviceStep& step, ForwardShape shape, cudaStre
 
     // The output product's int8 input, or its bf16 input in the order it takes, straight from
     // the decode attention where both can.
-    const bool o_int8 =
-        attention_q8_ && int8_matmul_applies(w.wo, rows) && !int8_input_per_256(w.wo);
+    const bool o_int8 = int8_matmul_applies(w.wo, rows) && o_takes_attention_q8(w.wo);
     const WideInput o_wide = wide_input(w.wo, rows);
     bool attention_wrote_q8 = false;
     bool attention_wrote_wide = false;
@@ -392,7 +391,7 @@ Status CudaForward::enqueue(const DeviceStep& step, ForwardShape shape, cudaStre
                                     o_int8 ? &attention_wrote_q8 : nullptr, o_wide,
                                     &attention_wrote_wide));
     if (attention_wrote_q8) {
-      CELLM_RETURN_IF_ERROR(int8_product(w.wo, nullptr, rows, x_, hidden, true, stream));
+      CELLM_RETURN_IF_ERROR(int8_product(w.wo, nullptr, rows, x_, hidden, true, false, stream));
     } else {
       CELLM_RETURN_IF_ERROR(matmul(w.wo, attn_, attn_width, rows, x_, hidden, true, stream,
                                    attention_wrote_wide ? o_wide : std::nullopt));
@@ -421,7 +420,8 @@ Status CudaForward::enqueue(const DeviceStep& step, ForwardShape shape, cudaStre
     if (int8_matmul_applies(w.w_down, rows)) {  // SwiGLU folded into the down input's quantize
       CELLM_RETURN_IF_ERROR(quantize_input(gate_up_, 2 * ffn, nullptr, nullptr, gate_up_ + ffn,
                                            rows, ffn, stream, int8_input_per_256(w.w_down)));
-      CELLM_RETURN_IF_ERROR(int8_product(w.w_down, nullptr, rows, x_, hidden, true, stream));
+      CELLM_RETURN_IF_ERROR(int8_product(w.w_down, nullptr, rows, x_, hidden, true,
+                                         int8_input_per_256(w.w_down), stream));
     } else {
       kernels::SwigluParams swiglu = kernels::swiglu_fused_params(gate_up_, rows, ffn, act_);
       const WideInput wide = wide_input(w.w_down, rows);
@@ -463,6 +463,25 @@ Status CudaForward::enqueue(const DeviceStep& step, ForwardShape shape, cudaStre
 
 Status CudaForward::unfused_qkv(const CudaLayerWeights& w, int32_t rows, cudaStream_t stream) {
   const auto [hidden, q_width, kv_width, qkv_width, attn_width, ffn] = widths();
+  // q, k and v apart (Q4_K_M's Q6_K v), each on the int8 tensor cores with one kind of input:
+  // one quantize launch with the norm folded in, then the three products into their columns.
+  const bool int8_apart = int8_qkv_apart_ && !w.qkv_fused() && int8_matmul_applies(w.wq, rows) &&
+                          int8_matmul_applies(w.wk, rows) && int8_matmul_applies(w.wv, rows) &&
+                          int8_input_per_256(w.wq) == int8_input_per_256(w.wk) &&
+                          int8_input_per_256(w.wq) == int8_input_per_256(w.wv);
+  if (int8_apart) {
+    const bool per_256 = int8_input_per_256(w.wq);
+    CELLM_RETURN_IF_ERROR(
+        quantize_input(x_, hidden, nullptr, w.attn_norm, nullptr, rows, hidden, stream, per_256));
+    int64_t column = 0;
+    for (const kernels::DeviceWeight* part : {&w.wq, &w.wk, &w.wv}) {
+      const float* bias = w.qkv_bias != nullptr ? w.qkv_bias + column : nullptr;
+      CELLM_RETURN_IF_ERROR(
+          int8_product(*part, bias, rows, qkv_ + column, qkv_width, false, per_256, stream));
+      column += part->num_rows;
+    }
+    return ok_status();
+  }
   const WideInput wide =
       w.qkv_fused()
           ? wide_input(w.qkv, rows)

@@ -21,7 +21,8 @@
 // gather and final norm inside the LM head — four product launches per layer plus attention, each
 // allowed to overlap the one before (pdl.cuh). Q8_0 / Q4_0 / Q4_K / Q6_K products there take int8
 // activations unless int8_activations is off (K-quants with one scale per 256 columns): one
-// quantize launch per input, the norm folded in (CELLM_CUDA_INT8_FOLD=1: each product quantizes
+// quantize launch per input, the norm folded in — the output product's input is the decode
+// attention's int8 output (per 32 columns) instead (CELLM_CUDA_INT8_FOLD=1: each product quantizes
 // its input itself where the rows fit its shared memory — measured slower on the H200,
 // docs/perf/decode.md). Quantized weights use this path up to 4 rows, F32 up to 8, F16 / BF16 at
 // one row (kernels::small_m_max_tokens and plan_fused_path say why); wider slices run the unfused
@@ -136,13 +137,20 @@ class CudaForward {
                         const float* up, int32_t rows, int64_t num_cols, cudaStream_t stream,
                         bool per_256 = false);
   // Whether w's int8 products (decode and tensor-core) take their input quantized with one scale
-  // per 256 columns (K-quants, where kquant_per_256_): every quantize for them asks this.
+  // per 256 columns (K-quants, where kquant_per_256_): every quantize launch for them asks this
+  // (an output product may take the attention's per-32 output instead: o_takes_attention_q8).
   bool int8_input_per_256(const kernels::DeviceWeight& w) const;
-  // The int8 product of x_q8_'s `rows` rows (written by a quantize launch or the attention).
+  // The int8 product of x_q8_'s `rows` rows (written by a quantize launch or the attention),
+  // quantized with one scale per 256 columns where per_256 says so.
   Status int8_product(const kernels::DeviceWeight& w, const float* bias, int32_t rows, float* y,
-                      int64_t y_stride, bool accumulate, cudaStream_t stream,
+                      int64_t y_stride, bool accumulate, bool per_256, cudaStream_t stream,
                       const kernels::RopeKvOutput* rope = nullptr);
-  // qkv_ = RMSNorm(x_) · attn_norm · [wq; wk; wv]ᵀ (+ bias): the norm into xn_, then the products.
+  // Whether an int8 output product may take the decode attention's int8 output (per 32
+  // columns): where attention_q8_, and its activations are per 32 or kquant_o_from_attention_
+  // prefers the attention's per-32 output to a quantize launch per 256.
+  bool o_takes_attention_q8(const kernels::DeviceWeight& wo) const;
+  // qkv_ = RMSNorm(x_) · attn_norm · [wq; wk; wv]ᵀ (+ bias): the norm into xn_, then the products;
+  // q, k and v apart on the int8 tensor cores: one quantize launch with the norm, three products.
   Status unfused_qkv(const CudaLayerWeights& w, int32_t rows, cudaStream_t stream);
   // y = RMSNorm(x) · weight over `rows` rows of hidden_size (y may be x); with `wide`, that
   // written into x_wide_ as bf16 in that order instead (y untouched).
@@ -240,6 +248,15 @@ class CudaForward {
   // quantized with one scale per 256 columns (their groups summed in integers; q4_k batch 1 on
   // the H200 2.245–2.250 → 2.101–2.109 ms; CELLM_CUDA_KQUANT_PER256=0: per 32).
   bool kquant_per_256_ = true;
+  // K-quant output products take the attention's per-32 int8 output rather than a quantize
+  // launch per 256 columns: H200, Llama-3.1-8B geometry, batch-1 ms (twice) q4_k 2.101–2.106 →
+  // 2.088–2.092, q6_k 2.420–2.427 → 2.394, q4_k_m 2.245–2.249 → 2.230–2.233; 8 sessions +1–2%
+  // (CELLM_CUDA_KQUANT_O_FROM_ATTENTION=0: the quantize launch).
+  bool kquant_o_from_attention_ = true;
+  // q, k and v apart on the int8 tensor cores share one quantize launch with the norm folded in
+  // (CELLM_CUDA_INT8_QKV_APART=0: the norm into xn_, then a quantize launch per product; q4_k_m
+  // 8 / 16 sessions on the H200 +0.2–1.4% / +0.7–1.5%).
+  bool int8_qkv_apart_ = true;
   // The widest step whose K-quant products without an int8 tensor-core product run the fused
   // decode product on int8 activations (cuda_forward_fused.cpp: 4 with resident copies, else 8).
   int32_t kquant_fused_rows_ = 0;

@@ -38,6 +38,8 @@ void CudaForward::plan_fused_path() {
   int8_fold_ = fold != nullptr && std::strcmp(fold, "1") == 0;
   attention_q8_ = env_allows("CELLM_CUDA_ATTENTION_Q8");
   kquant_per_256_ = env_allows("CELLM_CUDA_KQUANT_PER256");
+  kquant_o_from_attention_ = env_allows("CELLM_CUDA_KQUANT_O_FROM_ATTENTION");
+  int8_qkv_apart_ = env_allows("CELLM_CUDA_INT8_QKV_APART");
   wide_input_ = env_allows("CELLM_CUDA_WIDE_INPUT");
   rope_table_used_ = c.rope.num_rotary_dims > 0 && env_allows("CELLM_CUDA_ROPE_TABLE");
   // K-quants with int8 activations but no int8 tensor-core product: the fused decode product up
@@ -100,6 +102,10 @@ bool CudaForward::same_fused_input(const kernels::DeviceWeight& a,
                                int8 && int8_fold_ && kernels::decode_matmul_folds_int8(w, 1)};
   };
   return a.num_cols == b.num_cols && kind(a) == kind(b);
+}
+
+bool CudaForward::o_takes_attention_q8(const kernels::DeviceWeight& wo) const {
+  return attention_q8_ && (!int8_input_per_256(wo) || kquant_o_from_attention_);
 }
 
 bool CudaForward::int8_input_per_256(const kernels::DeviceWeight& w) const {
@@ -179,8 +185,8 @@ Status CudaForward::enqueue_fused(const DeviceStep& step, int32_t rows, int32_t 
     }
 
     // The output product's int8 input straight from the attention where both can.
-    const bool o_takes_q8 = attention_q8_ && int8_activations_ && !int8_fold_ &&
-                            kernels::decode_matmul_takes_int8(w.wo) && !int8_input_per_256(w.wo);
+    const bool o_takes_q8 = int8_activations_ && !int8_fold_ &&
+                            kernels::decode_matmul_takes_int8(w.wo) && o_takes_attention_q8(w.wo);
     bool attention_wrote_q8 = false;
     CELLM_RETURN_IF_ERROR(
         attention(step, l, rows, is_static, stream, o_takes_q8 ? &attention_wrote_q8 : nullptr));

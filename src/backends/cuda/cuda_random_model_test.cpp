@@ -18,6 +18,7 @@
 #include "backends/cuda/cuda_e2e_support.h"
 #include "backends/cuda/kernels/attention.cuh"
 #include "backends/cuda/kernels/matmul.cuh"
+#include "backends/cuda/kernels/matmul_int8.cuh"
 #include "backends/cuda/model_geometry.h"
 
 namespace cellm {
@@ -278,6 +279,53 @@ TEST(CudaRandomModelTest, TheFusedLayerWithQKAndVApartGivesTheUnfusedSequencesLo
   // The same kernels on the same values: equal bits today (0); a q|k|v bias taken whole by each
   // product instead of its part measured 1.2e-5.
   EXPECT_LT(worst_relative, 2e-6f);
+}
+
+// Wide steps of a Q4_K_M model run q, k and v apart on the int8 tensor cores from one quantize
+// launch with the norm folded in (CudaForward::unfused_qkv), each product into its columns with
+// its part of the q|k|v bias. Their logits must be those of the norm into a buffer and a quantize
+// launch per product (CELLM_CUDA_INT8_QKV_APART=0) bit for bit: the same int8 values, the same
+// products. On the qwen geometry (q|k|v bias), 3 and 8 sessions.
+TEST(CudaRandomModelTest, QKAndVApartOnTheInt8TensorCoresShareOneQuantizedInput) {
+  ASSERT_NO_FATAL_FAILURE(testing::require_cuda_device());
+  const StatusOr<ModelConfig> config = named_geometry("tiny-qwen");
+  ASSERT_TRUE(config.ok());
+  auto weights = CudaWeights::random(*config, {TensorType::kQ4_K, 29, true}, CudaWeightsOptions{});
+  ASSERT_TRUE(weights.ok()) << weights.status().to_string();
+  std::shared_ptr<const CudaWeights> shared = std::move(weights).value();
+  int32_t apart = 0;
+  for (int32_t l = 0; l < config->num_layers; ++l) {
+    const CudaLayerWeights& layer = shared->layer(l);
+    if (layer.qkv_fused()) continue;
+    ++apart;
+    for (const kernels::DeviceWeight* w : {&layer.wq, &layer.wk, &layer.wv}) {
+      ASSERT_TRUE(kernels::int8_matmul_supports(*w)) << "layer " << l;
+      ASSERT_LE(kernels::int8_matmul_min_tokens(w->type), 3) << "layer " << l;
+    }
+  }
+  ASSERT_GT(apart, 0) << "no layer with q, k and v apart";
+  ASSERT_NE(shared->layer(0).qkv_bias, nullptr);
+  const ProgramSpec spec = random_program(*config, 256, 64, 37, {1, 2, 4, 8}, KvDtype::kBF16, 2048);
+  CudaExecutor shared_input(*config, shared, spec);
+  ASSERT_TRUE(shared_input.initialize().ok());
+  ASSERT_EQ(setenv("CELLM_CUDA_INT8_QKV_APART", "0", 1), 0);  // read when the forward is made
+  CudaExecutor per_product(*config, shared, spec);
+  const Status initialized = per_product.initialize();
+  ASSERT_EQ(unsetenv("CELLM_CUDA_INT8_QKV_APART"), 0);
+  ASSERT_TRUE(initialized.ok()) << initialized.to_string();
+  for (const int32_t num_sessions : {3, 8}) {
+    feed_side_by_side(
+        shared_input, per_product, num_sessions, {2, 1, 1, 1},
+        [&](int32_t step, int32_t i, int32_t t) {
+          return (step * 577 + i * 131 + t * 89 + 11) % config->vocab_size;
+        },
+        [&](int32_t step, const std::vector<float>& a_logits, const std::vector<float>& b_logits) {
+          ASSERT_EQ(a_logits.size(), static_cast<size_t>(num_sessions * config->vocab_size));
+          ASSERT_EQ(a_logits.size(), b_logits.size());
+          EXPECT_EQ(testing::max_abs_diff(a_logits, b_logits), 0.0f)
+              << num_sessions << " sessions, step " << step;
+        });
+  }
 }
 
 TEST(CudaRandomModelTest, WideStepsGetTheirProductsInputFromTheKernelBeforeToTheSameBits) {
