@@ -215,7 +215,8 @@ Status CudaForward::int8_matmul(const kernels::DeviceWeight& w, const float* x, 
 
 Status CudaForward::quantize_input(const float* x, int64_t x_stride, const int32_t* x_rows,
                                    const float* norm, const float* up, int32_t rows,
-                                   int64_t num_cols, cudaStream_t stream, bool per_256) {
+                                   int64_t num_cols, cudaStream_t stream, bool per_256,
+                                   kernels::PdlTrigger trigger) {
   kernels::QuantizeActivationsParams q;
   q.num_tokens = rows;
   q.num_cols = num_cols;
@@ -228,6 +229,7 @@ Status CudaForward::quantize_input(const float* x, int64_t x_stride, const int32
   q.q = x_q8_;
   q.scales = x_q8_scales_;
   q.per_256 = per_256;
+  q.trigger = trigger;
   return kernels::launch_quantize_activations(q, stream);
 }
 

@@ -132,10 +132,11 @@ class CudaForward {
                      const kernels::RopeKvOutput* rope = nullptr);
   // x_q8_ / x_q8_scales_ = `rows` rows of num_cols f32 values quantized (gathered by x_rows,
   // RMS-normed with norm, or SwiGLU of x and up — quantize_activations.cuh), one launch; with
-  // per_256 one scale per 256 columns.
+  // per_256 one scale per 256 columns; `trigger` as kernels::QuantizeActivationsParams.
   Status quantize_input(const float* x, int64_t x_stride, const int32_t* x_rows, const float* norm,
                         const float* up, int32_t rows, int64_t num_cols, cudaStream_t stream,
-                        bool per_256 = false);
+                        bool per_256 = false,
+                        kernels::PdlTrigger trigger = kernels::PdlTrigger::kAtStart);
   // Whether w's int8 products (decode and tensor-core) take their input quantized with one scale
   // per 256 columns (K-quants, where kquant_per_256_): every quantize launch for them asks this
   // (an output product may take the attention's per-32 output instead: o_takes_attention_q8).
@@ -257,6 +258,9 @@ class CudaForward {
   // (CELLM_CUDA_INT8_QKV_APART=0: the norm into xn_, then a quantize launch per product; q4_k_m
   // 8 / 16 sessions on the H200 +0.2–1.4% / +0.7–1.5%).
   bool int8_qkv_apart_ = true;
+  // The fused layer's products and quantize launches let the next kernel launch once they have
+  // passed their wait (kernels/pdl.cuh says why; CELLM_CUDA_TRIGGER_AFTER_WAIT=0: at their start).
+  kernels::PdlTrigger fused_trigger_ = kernels::PdlTrigger::kAfterWait;
   // The widest step whose K-quant products without an int8 tensor-core product run the fused
   // decode product on int8 activations (cuda_forward_fused.cpp: 4 with resident copies, else 8).
   int32_t kquant_fused_rows_ = 0;

@@ -40,6 +40,8 @@ void CudaForward::plan_fused_path() {
   kquant_per_256_ = env_allows("CELLM_CUDA_KQUANT_PER256");
   kquant_o_from_attention_ = env_allows("CELLM_CUDA_KQUANT_O_FROM_ATTENTION");
   int8_qkv_apart_ = env_allows("CELLM_CUDA_INT8_QKV_APART");
+  fused_trigger_ = env_allows("CELLM_CUDA_TRIGGER_AFTER_WAIT") ? kernels::PdlTrigger::kAfterWait
+                                                               : kernels::PdlTrigger::kAtStart;
   wide_input_ = env_allows("CELLM_CUDA_WIDE_INPUT");
   rope_table_used_ = c.rope.num_rotary_dims > 0 && env_allows("CELLM_CUDA_ROPE_TABLE");
   // K-quants with int8 activations but no int8 tensor-core product: the fused decode product up
@@ -121,8 +123,8 @@ Status CudaForward::fused_input(kernels::DecodeMatmulParams* p, const float* x, 
     p->int8_activations = true;  // quantized inside the product, below: f32 x as given
   } else if (int8) {
     const bool per_256 = int8_input_per_256(p->w);
-    CELLM_RETURN_IF_ERROR(
-        quantize_input(x, x_stride, x_rows, norm, nullptr, rows, p->w.num_cols, stream, per_256));
+    CELLM_RETURN_IF_ERROR(quantize_input(x, x_stride, x_rows, norm, nullptr, rows, p->w.num_cols,
+                                         stream, per_256, fused_trigger_));
     p->x_q8 = x_q8_;
     p->x_q8_scales = x_q8_scales_;
     p->x_q8_per_256 = per_256;
@@ -140,10 +142,11 @@ Status CudaForward::enqueue_fused(const DeviceStep& step, int32_t rows, int32_t 
                                   bool is_static, cudaStream_t stream) {
   const ModelConfig& c = config_;
   const auto [hidden, q_width, kv_width, qkv_width, attn_width, ffn] = widths();
-  const auto product = [rows](const kernels::DeviceWeight& w) {
+  const auto product = [rows, this](const kernels::DeviceWeight& w) {
     kernels::DecodeMatmulParams p;
     p.w = w;
     p.num_tokens = rows;
+    p.trigger = fused_trigger_;
     return p;
   };
 

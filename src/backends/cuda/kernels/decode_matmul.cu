@@ -164,6 +164,7 @@ DecodeGemvArgs make_decode_gemv_args(const DecodeMatmulParams& p) {
   a.y_stride = p.y_stride;
   a.accumulate = p.accumulate;
   a.rope = p.rope;
+  a.trigger = p.trigger;
   return a;
 }
 

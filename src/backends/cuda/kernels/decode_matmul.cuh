@@ -28,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backends/cuda/kernels/pdl.cuh"
 #include "backends/cuda/kernels/rope_kv_output.h"
 #include "backends/cuda/kernels/weight_layout.h"
 #include "core/status.h"
@@ -66,8 +67,9 @@ struct DecodeMatmulParams {
   DecodeOutput output = DecodeOutput::kStore;
   float* y = nullptr;  // [num_tokens, y_stride] f32 (columns per DecodeOutput)
   int64_t y_stride = 0;
-  bool accumulate = false;  // kStore only
-  RopeKvOutput rope;        // kRopeKv only
+  bool accumulate = false;                    // kStore only
+  RopeKvOutput rope;                          // kRopeKv only
+  PdlTrigger trigger = PdlTrigger::kAtStart;  // when the next kernel may launch (pdl.cuh)
 };
 
 // Whether the weight is in a layout these kernels run (see the header comment).

@@ -461,7 +461,7 @@ __global__ void __launch_bounds__(kDecodeThreads,
                                   (M == 1 && R == 4 && std::is_same_v<Decoder, DecodeQ8_0>) ? 6 : 0)
     gemv_decode_kernel(const DecodeGemvArgs a) {
   static_assert(R % 2 == 0, "pairs (SwiGLU, RoPE) need an even number of rows per block");
-  pdl_launch_dependents();
+  pdl_trigger_at_start(a.trigger);
   const int64_t num_groups = decode_row_groups<R>(a);
   const int64_t num_chunks = a.num_cols / Decoder::kChunkElems;
   const int64_t first = threadIdx.x;
@@ -480,7 +480,7 @@ __global__ void __launch_bounds__(kDecodeThreads,
       for (int r = 0; r < R; ++r) chunks[d][r] = Decoder::load(rows[r], a.num_cols, c);
     }
   }
-  pdl_wait();
+  pdl_wait_then_trigger(a.trigger);
 
   typename Input::template State<M> state;
   Input::template prepare<M>(a, state);

@@ -31,6 +31,7 @@ struct DecodeGemvArgs {
   int64_t y_stride = 0;
   bool accumulate = false;
   RopeKvOutput rope;
+  PdlTrigger trigger = PdlTrigger::kAtStart;
 };
 
 // The arguments of `params` (which launch_decode_matmul's checks accept).

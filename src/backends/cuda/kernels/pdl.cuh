@@ -10,7 +10,8 @@
 // kernel waited in turn for the one before it, the order of the whole stream holds.
 // pdl_launch_dependents() lets the next kernel start launching once every block of this one has
 // called it (kernels call it first thing — except the decode attention kernels, which let the
-// next kernel launch only as their blocks leave: attention_decode_tc.cu says why).
+// next kernel launch only as their blocks leave: attention_decode_tc.cu says why; and kernels
+// launched with PdlTrigger::kAfterWait, which call it right after pdl_wait()).
 // Launched plainly (<<< >>>) or with PDL off, both are no-ops, so the same kernel runs either
 // way. A kernel that follows something other than a kernel (a copy, an event) waits for it
 // fully. Capturable: the dependency becomes a programmatic edge of the graph.
@@ -42,6 +43,26 @@ __device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
+}
+
+// Where a kernel that takes it calls pdl_launch_dependents(). kAtStart: the next kernel may launch
+// while this one still waits for the one before, so two kernels can be waiting ahead of the one
+// running, their blocks holding SMs and their weight loads the bus. kAfterWait: only once every
+// block of this kernel has passed pdl_wait(), i.e. the kernel before it has finished — one kernel
+// ahead at most. On the H200, batch-1 decode (Llama-3.1-8B geometry, the fused layer's products
+// and quantize launches after their wait) q8_0 2.540–2.543 → 2.511–2.513 ms, q4_0 1.791–1.792 →
+// 1.774–1.779; at 2–16 sessions the int8 tensor-core products and their quantize launches lose
+// 1–10% with it (docs/perf/decode.md, version 15).
+enum class PdlTrigger : unsigned char { kAtStart, kAfterWait };
+
+__device__ __forceinline__ void pdl_trigger_at_start(PdlTrigger trigger) {
+  if (trigger == PdlTrigger::kAtStart) pdl_launch_dependents();
+}
+
+// pdl_wait(), then pdl_launch_dependents() for kAfterWait.
+__device__ __forceinline__ void pdl_wait_then_trigger(PdlTrigger trigger) {
+  pdl_wait();
+  if (trigger == PdlTrigger::kAfterWait) pdl_launch_dependents();
 }
 
 // False when CELLM_CUDA_PDL is "0" (read once).

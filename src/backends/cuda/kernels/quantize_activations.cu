@@ -17,7 +17,7 @@ constexpr int kThreads = kWarps * 32;
 // Grid: (column blocks of kWarps quantization blocks, row).
 __global__ void __launch_bounds__(kThreads)
     quantize_activations_kernel(const QuantizeActivationsParams p) {
-  pdl_launch_dependents();
+  pdl_trigger_at_start(p.trigger);
   const int64_t blocks_per_row = p.num_cols / 32;
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
@@ -27,7 +27,7 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t e = block * 32 + lane;
   const bool in_row = block < blocks_per_row;
   const float w = in_row && p.norm_weight != nullptr ? p.norm_weight[e] : 1.0f;
-  pdl_wait();
+  pdl_wait_then_trigger(p.trigger);
   const int64_t t = blockIdx.y;
   const float* x = p.x + (p.x_rows != nullptr ? p.x_rows[t] : t) * p.x_stride;
   float v = in_row ? x[e] : 0.0f;

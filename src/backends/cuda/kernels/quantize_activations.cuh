@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "backends/cuda/kernels/kernel_common.cuh"
+#include "backends/cuda/kernels/pdl.cuh"
 #include "core/status.h"
 
 namespace cellm::kernels {
@@ -38,6 +39,7 @@ struct QuantizeActivationsParams {
   // blocks: the K-quant products then sum a chunk's groups in integers (decode_matmul.cuh,
   // DecodeMatmulParams::x_q8_per_256), at about twice the rounding error.
   bool per_256 = false;
+  PdlTrigger trigger = PdlTrigger::kAtStart;  // when the next kernel may launch (pdl.cuh)
 };
 
 Status launch_quantize_activations(const QuantizeActivationsParams& params, cudaStream_t stream);
