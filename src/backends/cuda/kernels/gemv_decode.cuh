@@ -451,14 +451,38 @@ __device__ __forceinline__ void decode_epilogue(const DecodeGemvArgs& a, int64_t
 
 // ---- the kernel ------------------------------------------------------------------------------
 
-// The one-token Q8_0 kernel of four rows per block (every Q8_0 product of a batch-1 step but down)
-// is held to 80 registers so six blocks share an SM instead of five (96 registers): batch-1 q8_0
-// step 2.563 → 2.546 ms on average over six same-call pairs on the H200; seven blocks (72
-// registers) 2.567–2.590, eight spill. The others keep the compiler's choice (a minimum of 1
-// block would let it take up to 255 registers).
+// The blocks per SM a kernel is held to (its registers: 65,536 / (128 · blocks)) where the
+// compiler's choice lets fewer share an SM, and so keeps fewer bytes in flight; 0: the compiler's
+// choice (a minimum of one block would let it take up to 255 registers). The int8 kernels of
+// four rows, H200, Llama-3.1-8B geometry, same-call pairs:
+// - one token: Q8_0 six (80 registers; five at 96: batch-1 step 2.563 → 2.546 ms on average over
+//   six pairs; seven at 72: 2.567–2.590; eight spill), Q4_K eight (64 registers, 78 before: q4_k
+//   2.094–2.100 → 2.001–2.003 ms, q4_k_m 2.238–2.240 → 2.154–2.157), Q6_K six (80 registers, 96
+//   before: q6_k 2.372–2.375 → 2.314–2.315; seven and eight spill); Q4_0 takes 64 by itself;
+// - two tokens: Q4_0 seven (72 registers, 80 before: q4_0 at two sessions 800–808 → 807–822
+//   tok/s over three pairs; eight spill).
+template <class Decoder, int R, int M, class Input>
+constexpr int decode_min_blocks_per_sm() {
+  constexpr bool kInt8Launched =
+      std::is_same_v<Input, DecodeInt8Input> || std::is_same_v<Input, DecodeInt8Per256Input>;
+  if constexpr (R != 4 || !kInt8Launched) {
+    return 0;
+  } else if constexpr (M == 2) {
+    return std::is_same_v<Decoder, DecodeQ4_0> ? 7 : 0;
+  } else if constexpr (M != 1) {
+    return 0;
+  } else if constexpr (std::is_same_v<Decoder, DecodeQ4_K>) {
+    return 8;
+  } else if constexpr (std::is_same_v<Decoder, DecodeQ8_0> || std::is_same_v<Decoder, DecodeQ6_K>) {
+    return 6;
+  } else {
+    return 0;
+  }
+}
+
 template <class Decoder, int R, int M, int D, class Input>
 __global__ void __launch_bounds__(kDecodeThreads,
-                                  (M == 1 && R == 4 && std::is_same_v<Decoder, DecodeQ8_0>) ? 6 : 0)
+                                  (decode_min_blocks_per_sm<Decoder, R, M, Input>()))
     gemv_decode_kernel(const DecodeGemvArgs a) {
   static_assert(R % 2 == 0, "pairs (SwiGLU, RoPE) need an even number of rows per block");
   pdl_trigger_at_start(a.trigger);
