@@ -19,11 +19,12 @@
 // RoPE without q/k norms, its angles from a table computed once per step; else rope_kv), SwiGLU in
 // the gate|up epilogue, the residual adds in the output and down products' epilogues, the kept-row
 // gather and final norm inside the LM head — four product launches per layer plus attention, each
-// allowed to overlap the one before (pdl.cuh). Q8_0 / Q4_0 / Q4_K / Q6_K products there take int8
-// activations unless int8_activations is off (K-quants with one scale per 256 columns): one
-// quantize launch per input, the norm folded in — the output product's input is the decode
-// attention's int8 output (per 32 columns) instead (CELLM_CUDA_INT8_FOLD=1: each product quantizes
-// its input itself where the rows fit its shared memory — measured slower on the H200,
+// allowed to overlap the one before (pdl.cuh), one kernel ahead at most (the products and quantize
+// launches trigger after their wait: PdlTrigger::kAfterWait). Q8_0 / Q4_0 / Q4_K / Q6_K products
+// there take int8 activations unless int8_activations is off (K-quants with one scale per 256
+// columns): one quantize launch per input, the norm folded in — the output product's input is the
+// decode attention's int8 output (per 32 columns) instead (CELLM_CUDA_INT8_FOLD=1: each product
+// quantizes its input itself where the rows fit its shared memory — measured slower on the H200,
 // docs/perf/decode.md). Quantized weights use this path up to 4 rows, F32 up to 8, F16 / BF16 at
 // one row (kernels::small_m_max_tokens and plan_fused_path say why); wider slices run the unfused
 // sequence.
