@@ -208,9 +208,10 @@ Status CudaForward::int8_matmul(const kernels::DeviceWeight& w, const float* x, 
                                 const int32_t* x_rows, const float* norm, const float* bias,
                                 int32_t rows, float* y, int64_t y_stride, bool accumulate,
                                 cudaStream_t stream, const kernels::RopeKvOutput* rope) {
-  CELLM_RETURN_IF_ERROR(quantize_input(x, x_stride, x_rows, norm, nullptr, rows, w.num_cols, stream,
-                                       int8_input_per_256(w)));
-  return int8_product(w, bias, rows, y, y_stride, accumulate, int8_input_per_256(w), stream, rope);
+  const bool per_256 = int8_input_per_256(w);  // the quantize and the product agree
+  CELLM_RETURN_IF_ERROR(
+      quantize_input(x, x_stride, x_rows, norm, nullptr, rows, w.num_cols, stream, per_256));
+  return int8_product(w, bias, rows, y, y_stride, accumulate, per_256, stream, rope);
 }
 
 Status CudaForward::quantize_input(const float* x, int64_t x_stride, const int32_t* x_rows,
@@ -420,10 +421,11 @@ Status CudaForward::enqueue(const DeviceStep& step, ForwardShape shape, cudaStre
       }
     }
     if (int8_matmul_applies(w.w_down, rows)) {  // SwiGLU folded into the down input's quantize
+      const bool per_256 = int8_input_per_256(w.w_down);
       CELLM_RETURN_IF_ERROR(quantize_input(gate_up_, 2 * ffn, nullptr, nullptr, gate_up_ + ffn,
-                                           rows, ffn, stream, int8_input_per_256(w.w_down)));
-      CELLM_RETURN_IF_ERROR(int8_product(w.w_down, nullptr, rows, x_, hidden, true,
-                                         int8_input_per_256(w.w_down), stream));
+                                           rows, ffn, stream, per_256));
+      CELLM_RETURN_IF_ERROR(
+          int8_product(w.w_down, nullptr, rows, x_, hidden, true, per_256, stream));
     } else {
       kernels::SwigluParams swiglu = kernels::swiglu_fused_params(gate_up_, rows, ffn, act_);
       const WideInput wide = wide_input(w.w_down, rows);
