@@ -109,6 +109,15 @@ CELLM_HD_INLINE void accumulate_chunk_q8(const typename Decoder::Chunk (&w)[R], 
   }
 }
 
+// What both K-quant int8 products below start with: each row's integer sub-block scales and
+// mins of chunk c (Decoder::int8_quant_scales).
+template <class Decoder, int R>
+CELLM_HD_INLINE void int8_k_row_scales(const typename Decoder::Chunk (&w)[R], int64_t c,
+                                       int (&scale)[R][8], int (&min)[R][8]) {
+  CELLM_UNROLL
+  for (int r = 0; r < R; ++r) Decoder::int8_quant_scales(w[r], c, scale[r], min[r]);
+}
+
 // The same for Q4_K / Q6_K weights (their int8_word, int8_quant_scales, int8_d, int8_dmin): per
 // group g, with the weights' bytes u (value = d · s_g · (u + kInt8Offset) − dmin · m_g for the
 // sub-block's integer scale s_g and min m_g) and a token's bytes q (value dx_g · q),
@@ -123,8 +132,7 @@ CELLM_HD_INLINE void accumulate_chunk_int8_k(const typename Decoder::Chunk (&w)[
                                              int64_t c, float (&acc)[R][M]) {
   int scale[R][8];
   int min[R][8];
-  CELLM_UNROLL
-  for (int r = 0; r < R; ++r) Decoder::int8_quant_scales(w[r], c, scale[r], min[r]);
+  int8_k_row_scales<Decoder>(w, c, scale, min);
   CELLM_UNROLL
   for (int t = 0; t < M; ++t) {
     if (M == 1 || t < num_tokens) {  // M = 1: the one token is there
@@ -175,8 +183,7 @@ CELLM_HD_INLINE void accumulate_chunk_int8_k256(const typename Decoder::Chunk (&
                                                 int64_t c, float (&acc)[R][M]) {
   int scale[R][8];
   int min[R][8];
-  CELLM_UNROLL
-  for (int r = 0; r < R; ++r) Decoder::int8_quant_scales(w[r], c, scale[r], min[r]);
+  int8_k_row_scales<Decoder>(w, c, scale, min);
   CELLM_UNROLL
   for (int t = 0; t < M; ++t) {
     if (M == 1 || t < num_tokens) {  // M = 1: the one token is there
