@@ -9,10 +9,12 @@
 // against the sum of its parts and the bytes it reads. Every timed region is a graph replayed
 // after a warm-up; medians; weights rotated through copies larger than L2.
 // --persistent: only the one-launch prototype of the layers' products (decode_persistent_bench.h)
-// against the same products as launches, with the two residuals' difference.
-// Usage: cuda_decode_bench [--chain-only] [--persistent] [--quick]. CELLM_CUDA_PDL=0 times the
-// same launches without programmatic dependent launch. Prints tables; never pass/fail (exit 1 on
-// errors).
+// against the same products as launches, with the two residuals' difference; --ring: the same
+// for the one-launch prototype whose weights stream through a shared-memory ring
+// (decode_ring_bench.h).
+// Usage: cuda_decode_bench [--chain-only] [--persistent] [--ring] [--quick]. CELLM_CUDA_PDL=0 times
+// the same launches without programmatic dependent launch. Prints tables; never pass/fail (exit 1
+// on errors).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -29,6 +31,7 @@
 #include "backends/cuda/kernels/decode_bench_kernels.h"
 #include "backends/cuda/kernels/decode_matmul.cuh"
 #include "backends/cuda/kernels/decode_persistent_bench.h"
+#include "backends/cuda/kernels/decode_ring_bench.h"
 #include "backends/cuda/kernels/pdl.cuh"
 #include "backends/cuda/kernels/quantize_activations.cuh"
 #include "core/check.h"
@@ -328,12 +331,87 @@ void bench_chain(cudaStream_t stream, double ceiling, TensorType type, bool int8
       100.0 * gbps * 1e9 / ceiling, 1.0 / t);
 }
 
+// The ring prototype (decode_ring_bench.h) in each shape, checked against the launches' residuals
+// `want` (after one layer and after all) and timed, then timed without its grid barriers, without
+// its input quantization, and without both (the weight stream alone).
+template <class Launch, class Reset, class Residual, class Difference, class Report>
+void bench_ring_variants(const Launch& launch, cudaStream_t stream, const Reset& reset,
+                         const Residual& residual, const Difference& difference,
+                         const std::vector<float> (&want)[2], int layers, const Report& report,
+                         TensorType type) {
+  for (const RingShape shape :
+       {RingShape{8, 1, 18432}, RingShape{16, 1, 9216}, RingShape{20, 1, 9216}}) {
+    char name[64];
+    std::snprintf(name, sizeof(name), "ring, %d warps × %d slots of %u KB", shape.consumer_warps,
+                  shape.slots_per_warp, shape.slot_bytes / 1024);
+    const cudaError_t probe = launch(1, shape, false, false);
+    if (probe != cudaSuccess) {
+      std::printf("%-5s %s: %s\n", std::string(tensor_type_name(type)).c_str(), name,
+                  cudaGetErrorString(probe));
+      (void)cudaGetLastError();
+      continue;
+    }
+    BENCH_CUDA(cudaStreamSynchronize(stream));
+    double diff[2];
+    for (int v = 0; v < 2; ++v) {
+      reset();
+      BENCH_CUDA(launch(v == 0 ? 1 : layers, shape, false, false));
+      diff[v] = difference(want[v], residual());
+    }
+    char check[96];
+    std::snprintf(check, sizeof(check), "residual vs launches: %.2e (1 layer), %.2e (%d layers)",
+                  diff[0], diff[1], layers);
+    report(name,
+           bench::time_graph(stream,
+                             [&] {
+                               reset();
+                               BENCH_CUDA(launch(layers, shape, false, false));
+                             }),
+           check);
+    for (const int skip : {1, 2, 3}) {
+      std::snprintf(name, sizeof(name), "  no %s",
+                    skip == 1 ? "barriers" : (skip == 2 ? "inputs" : "barriers, inputs"));
+      report(name,
+             bench::time_graph(stream,
+                               [&] {
+                                 reset();
+                                 BENCH_CUDA(launch(layers, shape, skip & 1, skip & 2));
+                               }),
+             "");
+    }
+    // Probes: the weights streamed with block-major arithmetic (Q4_0), then no weights (the
+    // consumers' compute rate; the stage boundaries without weight traffic), block-major too.
+    struct Probe {
+      const char* name;
+      bool stream_weights;
+      bool block_major;
+      int skip;
+    };
+    for (const Probe& p : {Probe{"  block-major, no barriers, inputs", true, true, 3},
+                           Probe{"  no weights, no barriers, inputs", false, false, 3},
+                           Probe{"  no weights", false, false, 0},
+                           Probe{"  no weights, block-major, no b., i.", false, true, 3}}) {
+      if (p.block_major && type != TensorType::kQ4_0) continue;
+      RingShape probe = shape;
+      probe.stream_weights = p.stream_weights;
+      probe.block_major = p.block_major;
+      report(p.name,
+             bench::time_graph(stream,
+                               [&] {
+                                 reset();
+                                 BENCH_CUDA(launch(layers, probe, p.skip & 1, p.skip & 2));
+                               }),
+             "");
+    }
+  }
+}
+
 // The layers' products (q|k|v stored, no RoPE; output; gate|up with SwiGLU; down; no attention:
 // q stands in for its output) of `layers` Llama-3.1-8B layers with int8 activations: as quantize
 // + product launches, and as the persistent prototype at 4 / 6 / 8 sub-blocks per SM. Prints the
 // times, GB/s of weights, and the largest difference of the two chains' residuals (relative to
 // the largest residual value) after one layer and after all.
-void bench_persistent(cudaStream_t stream, double ceiling, TensorType type) {
+void bench_persistent(cudaStream_t stream, double ceiling, TensorType type, bool ring) {
   const int64_t hidden = 4096, ffn = 14336, qkv_rows = hidden + 2 * 1024;
   const int layers = 32;
   std::vector<std::unique_ptr<Buffer>> weights;
@@ -438,6 +516,28 @@ void bench_persistent(cudaStream_t stream, double ceiling, TensorType type) {
                              launches(layers);
                            }),
          "");
+  if (ring) {
+    bench_ring_variants(
+        [&](int num_layers, const RingShape& shape, bool skip_barriers, bool skip_inputs) {
+          PersistentChainArgs pa;
+          pa.type = type;
+          pa.num_layers = num_layers;
+          pa.layers = static_cast<const PersistentChainLayer*>(layer_table.ptr);
+          pa.hidden = hidden;
+          pa.ffn = ffn;
+          pa.qkv_rows = qkv_rows;
+          pa.norm_weight = norm.as<float>();
+          pa.x = x.as<float>();
+          pa.qkv = qkv.as<float>();
+          pa.act = act.as<float>();
+          pa.barrier = barrier.as<unsigned>();
+          pa.skip_barriers = skip_barriers;
+          pa.skip_inputs = skip_inputs;
+          return launch_ring_chain(pa, shape, stream);
+        },
+        stream, reset, residual, difference, want, layers, report, type);
+    return;
+  }
   for (const int subs : {4, 6, 8}) {
     const cudaError_t probe = persistent(1, subs);
     if (probe != cudaSuccess) {
@@ -485,10 +585,12 @@ int main(int argc, char** argv) {
   using cellm::TensorType;
   bool chain_only = false;
   bool persistent_only = false;
+  bool ring_only = false;
   bench::set_timed_replays(15);
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--chain-only") == 0) chain_only = true;
     if (std::strcmp(argv[i], "--persistent") == 0) persistent_only = true;
+    if (std::strcmp(argv[i], "--ring") == 0) ring_only = true;
     if (std::strcmp(argv[i], "--quick") == 0) bench::set_timed_replays(5);
   }
   cudaDeviceProp prop{};
@@ -500,10 +602,11 @@ int main(int argc, char** argv) {
   BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   const double ceiling = bench::copy_bandwidth(stream);
   std::printf("ceiling: copy kernel %.0f GB/s (read + write)\n", ceiling / 1e9);
-  if (persistent_only) {
-    std::printf("\n== layers' products, launches vs one persistent launch (32 layers, int8) ==\n");
+  if (persistent_only || ring_only) {
+    std::printf("\n== layers' products, launches vs one %s launch (32 layers, int8) ==\n",
+                ring_only ? "ring" : "persistent");
     for (const TensorType type : {TensorType::kQ4_0, TensorType::kQ8_0}) {
-      bench_persistent(stream, ceiling, type);
+      bench_persistent(stream, ceiling, type, ring_only);
     }
     BENCH_CUDA(cudaStreamDestroy(stream));
     return 0;

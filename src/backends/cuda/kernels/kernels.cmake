@@ -76,9 +76,11 @@ if(CELLM_BENCH)
   # The batch-1 decode path: products per type and shape, tuning variants, the step's chain.
   add_executable(cuda_decode_bench ${_cellm_kernels_dir}/decode_kernels_bench.cpp
     ${_cellm_kernels_dir}/bench_support.cpp ${_cellm_kernels_dir}/bench_kernels.cu
-    ${_cellm_kernels_dir}/decode_bench_kernels.cu ${_cellm_kernels_dir}/decode_persistent_bench.cu)
+    ${_cellm_kernels_dir}/decode_bench_kernels.cu ${_cellm_kernels_dir}/decode_persistent_bench.cu
+    ${_cellm_kernels_dir}/decode_ring_bench.cu)
   set_source_files_properties(${_cellm_kernels_dir}/decode_bench_kernels.cu
-    ${_cellm_kernels_dir}/decode_persistent_bench.cu PROPERTIES
+    ${_cellm_kernels_dir}/decode_persistent_bench.cu ${_cellm_kernels_dir}/decode_ring_bench.cu
+    PROPERTIES
     COMPILE_OPTIONS "-Werror=all-warnings;-Xcompiler=-Wall,-Wextra;-lineinfo")
   target_compile_options(cuda_decode_bench PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${CELLM_WARNINGS}>)
   target_link_libraries(cuda_decode_bench PRIVATE ${_cellm_kernels_lib})
