@@ -339,11 +339,15 @@ void bench_ring_variants(const Launch& launch, cudaStream_t stream, const Reset&
                          const Residual& residual, const Difference& difference,
                          const std::vector<float> (&want)[2], int layers, const Report& report,
                          TensorType type) {
+  Buffer scratch(2 * (128 * 8 + 512 * 4 + 16384));
+  RingShape handed[2] = {RingShape{8, 1, 18432}, RingShape{16, 1, 9216}};
+  for (RingShape& h : handed) h.handover_scratch = scratch.ptr;
   for (const RingShape shape :
-       {RingShape{8, 1, 18432}, RingShape{16, 1, 9216}, RingShape{20, 1, 9216}}) {
+       {RingShape{8, 1, 18432}, RingShape{16, 1, 9216}, handed[0], handed[1]}) {
     char name[64];
-    std::snprintf(name, sizeof(name), "ring, %d warps × %d slots of %u KB", shape.consumer_warps,
-                  shape.slots_per_warp, shape.slot_bytes / 1024);
+    std::snprintf(name, sizeof(name), "ring, %d warps × %d slots of %u KB%s", shape.consumer_warps,
+                  shape.slots_per_warp, shape.slot_bytes / 1024,
+                  shape.handover_scratch != nullptr ? ", handover" : "");
     const cudaError_t probe = launch(1, shape, false, false);
     if (probe != cudaSuccess) {
       std::printf("%-5s %s: %s\n", std::string(tensor_type_name(type)).c_str(), name,
@@ -387,7 +391,8 @@ void bench_ring_variants(const Launch& launch, cudaStream_t stream, const Reset&
       bool block_major;
       int skip;
     };
-    for (const Probe& p : {Probe{"  block-major, no barriers, inputs", true, true, 3},
+    for (const Probe& p : {Probe{"  block-major", true, true, 0},
+                           Probe{"  block-major, no barriers, inputs", true, true, 3},
                            Probe{"  no weights, no barriers, inputs", false, false, 3},
                            Probe{"  no weights", false, false, 0},
                            Probe{"  no weights, block-major, no b., i.", false, true, 3}}) {

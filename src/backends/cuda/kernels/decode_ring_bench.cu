@@ -40,7 +40,18 @@ struct RingKernelArgs {
   bool block_major = false;
   int slots = 0;  // consumer warps · slots per warp
   uint32_t slot_bytes = 0;
+  // Handover (RingShape::handover_scratch): each block owns whole blocks of 32 outputs and
+  // quantizes them after the stage into hand_q / hand_scales (the residual's per-32 sums of
+  // squares into hand_partials), buffer s & 1 for stage s; the next stage copies them instead of
+  // quantizing its f32 input again.
+  bool handover = false;
+  int8_t* hand_q = nullptr;         // [2][16384]
+  float* hand_scales = nullptr;     // [2][512]
+  double* hand_partials = nullptr;  // [2][128]
 };
+constexpr int kHandQ = 16384;
+constexpr int kHandScales = 512;
+constexpr int kHandPartials = 128;
 
 struct RingStage {
   const uint8_t* w = nullptr;
@@ -50,6 +61,8 @@ struct RingStage {
   int tile_rows = 0;
   int64_t begin = 0;  // this block's tiles [begin, end)
   int64_t end = 0;
+  int64_t first_output = 0;  // handover: the block's first output, its number of blocks of 32
+  int num_groups = 0;
 };
 
 __device__ __forceinline__ RingStage ring_stage(const RingKernelArgs& k, int s) {
@@ -79,6 +92,18 @@ __device__ __forceinline__ RingStage ring_stage(const RingKernelArgs& k, int s) 
       st.row_bytes = k.ffn_row_bytes;
       st.tile_rows = k.ffn_tile_rows;
       break;
+  }
+  if (k.handover) {
+    const int64_t outputs = st.kind == kGateUpStage ? rows / 2 : rows;
+    const int64_t per_tile = st.kind == kGateUpStage ? st.tile_rows / 2 : st.tile_rows;
+    const int64_t groups = outputs / 32;
+    const int64_t group_begin = groups * blockIdx.x / gridDim.x;
+    const int64_t group_end = groups * (blockIdx.x + 1) / gridDim.x;
+    st.begin = group_begin * (32 / per_tile);
+    st.end = group_end * (32 / per_tile);
+    st.first_output = 32 * group_begin;
+    st.num_groups = static_cast<int>(group_end - group_begin);
+    return st;
   }
   const int64_t tiles = rows / st.tile_rows;
   st.begin = tiles * blockIdx.x / gridDim.x;
@@ -298,11 +323,19 @@ __device__ __forceinline__ void multiply(bool block_major, const uint8_t* tile, 
 // Tile t's results: q|k|v stored, output and down added to the residual, SwiGLU of gate|up.
 template <int R>
 __device__ __forceinline__ void write_tile(const PersistentChainArgs& a, const RingStage& st,
-                                           int64_t t, int lane, const float (&sums)[8]) {
+                                           int64_t t, int lane, const float (&sums)[8],
+                                           float* staged) {
   if (st.kind == kGateUpStage) {
     CELLM_UNROLL
     for (int p = 0; p < R / 2; ++p) {
-      if (lane == p) __stcg(a.act + t * (R / 2) + p, silu_mul(sums[p], sums[R / 2 + p]));
+      if (lane != p) continue;
+      const int64_t j = t * (R / 2) + p;
+      const float v = silu_mul(sums[p], sums[R / 2 + p]);
+      if (staged != nullptr) {
+        staged[j - st.first_output] = v;
+      } else {
+        __stcg(a.act + j, v);
+      }
     }
     return;
   }
@@ -310,7 +343,9 @@ __device__ __forceinline__ void write_tile(const PersistentChainArgs& a, const R
   for (int r = 0; r < R; ++r) {
     if (lane != r) continue;
     const int64_t row = t * R + r;
-    if (st.kind == kQkvStage) {
+    if (staged != nullptr) {
+      staged[row - st.first_output] = sums[r];
+    } else if (st.kind == kQkvStage) {
       __stcg(a.qkv + row, sums[r]);
     } else {
       __stcg(a.x + row, __ldcg(a.x + row) + sums[r]);
@@ -322,7 +357,7 @@ template <class Decoder, int kMaxRows>
 __device__ __forceinline__ void consume_tile(const PersistentChainArgs& a, const uint8_t* tile,
                                              const RingStage& st, int64_t t,
                                              const Int8Rows<1>& input, int lane, uint64_t* empty,
-                                             bool block_major) {
+                                             bool block_major, float* staged) {
   float sums[8];
   const auto finish = [&] {
     __syncwarp();
@@ -333,23 +368,23 @@ __device__ __forceinline__ void consume_tile(const PersistentChainArgs& a, const
       if constexpr (kMaxRows >= 8) {
         multiply<Decoder, 8>(block_major, tile, st, input, lane, sums);
         finish();
-        write_tile<8>(a, st, t, lane, sums);
+        write_tile<8>(a, st, t, lane, sums, staged);
       }
       break;
     case 4:
       multiply<Decoder, 4>(block_major, tile, st, input, lane, sums);
       finish();
-      write_tile<4>(a, st, t, lane, sums);
+      write_tile<4>(a, st, t, lane, sums, staged);
       break;
     case 2:
       multiply<Decoder, 2>(block_major, tile, st, input, lane, sums);
       finish();
-      write_tile<2>(a, st, t, lane, sums);
+      write_tile<2>(a, st, t, lane, sums, staged);
       break;
     default:
       multiply<Decoder, 1>(block_major, tile, st, input, lane, sums);
       finish();
-      write_tile<1>(a, st, t, lane, sums);
+      write_tile<1>(a, st, t, lane, sums, staged);
       break;
   }
 }
@@ -403,6 +438,82 @@ __device__ void prepare_input(const PersistentChainArgs& a, int kind, int8_t* q,
   consumer_barrier<kThreads>();
 }
 
+// Handover, after stage s's tiles (every consumer warp): warp w takes the block's blocks of 32
+// outputs w, w + warps, …: stores them (the residual updated), quantizes what the next stage
+// multiplies (the residual times the norm weight; the RMS scale comes later) into buffer s & 1.
+template <int kConsumers>
+__device__ void hand_over(const RingKernelArgs& k, const RingStage& st, int s, const float* staged,
+                          int warp, int lane) {
+  const PersistentChainArgs& a = k.a;
+  const int buf = s & 1;
+  int8_t* hq = k.hand_q + buf * kHandQ;
+  float* hs = k.hand_scales + buf * kHandScales;
+  double* hp = k.hand_partials + buf * kHandPartials;
+  for (int g = warp; g < st.num_groups; g += kConsumers) {
+    const int64_t e = st.first_output + 32 * g + lane;
+    float v = staged[32 * g + lane];
+    bool quantize = true;
+    if (st.kind == kQkvStage) {
+      __stcg(a.qkv + e, v);
+      quantize = st.first_output + 32 * g < a.hidden;  // k and v: no consumer here
+    } else if (st.kind == kGateUpStage) {
+      __stcg(a.act + e, v);
+    } else {
+      const float xn = __ldcg(a.x + e) + v;
+      __stcg(a.x + e, xn);
+      double sq = static_cast<double>(__fmul_rn(xn, xn));
+      CELLM_UNROLL
+      for (int offset = 16; offset > 0; offset >>= 1) {
+        sq += __shfl_xor_sync(0xffffffffu, sq, offset);
+      }
+      if (lane == 0) hp[e / 32] = sq;
+      v = xn * __ldg(a.norm_weight + e);
+    }
+    if (!quantize) continue;
+    float amax = fabsf(v);
+    CELLM_UNROLL
+    for (int offset = 16; offset > 0; offset >>= 1) {
+      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
+    }
+    const float scale = q8_block_scale(amax);
+    hq[interleaved_q8_offset(e)] = q8_quantize(v, scale);
+    if (lane == 0) hs[e / 32] = scale;
+  }
+}
+
+// Handover: stage `kind`'s input from buffer `buf` into shared memory; a normed input's block
+// scales times the RMS scale of the residual's sums of squares.
+template <int kThreads>
+__device__ void take_handover(const RingKernelArgs& k, int kind, int buf, int8_t* q, float* scales,
+                              double* norm_partial) {
+  const PersistentChainArgs& a = k.a;
+  const int64_t cols = kind == kDownStage ? a.ffn : a.hidden;
+  const bool normed = kind == kQkvStage || kind == kGateUpStage;
+  const int8_t* hq = k.hand_q + buf * kHandQ;
+  const float* hs = k.hand_scales + buf * kHandScales;
+  const double* hp = k.hand_partials + buf * kHandPartials;
+  const int tid = static_cast<int>(threadIdx.x);
+#pragma unroll 4
+  for (int64_t i = tid; i < cols / 16; i += kThreads) {
+    reinterpret_cast<uint4*>(q)[i] = __ldcg(reinterpret_cast<const uint4*>(hq) + i);
+  }
+  float rms = 1.0f;
+  if (normed) {
+    double sum = tid < a.hidden / 32 ? __ldcg(hp + tid) : 0.0;
+    CELLM_UNROLL
+    for (int offset = 16; offset > 0; offset >>= 1) {
+      sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+    }
+    if ((tid & 31) == 0) norm_partial[tid >> 5] = sum;
+    consumer_barrier<kThreads>();
+    double total = 0.0;
+    for (int w = 0; w < kThreads / 32; ++w) total += norm_partial[w];
+    rms = rms_inverse(total, a.hidden, a.norm_eps);
+  }
+  for (int64_t j = tid; j < cols / 32; j += kThreads) scales[j] = __ldcg(hs + j) * rms;
+  consumer_barrier<kThreads>();
+}
+
 #endif  // __CUDA_ARCH__ >= 900
 
 template <class Decoder, int kConsumers>
@@ -415,6 +526,7 @@ __global__ void __launch_bounds__((kConsumers + 1) * 32, 1)
   __shared__ uint64_t full[kMaxSlots];
   __shared__ uint64_t empty[kMaxSlots];
   __shared__ double norm_partial[kConsumers];
+  __shared__ float staged[256];  // handover: the block's outputs of the stage
   const int64_t max_cols = a.hidden > a.ffn ? a.hidden : a.ffn;
   uint8_t* ring = ring_smem;  // [slots][slot_bytes]
   auto* scales = reinterpret_cast<float*>(ring_smem + static_cast<size_t>(k.slots) * k.slot_bytes);
@@ -451,12 +563,16 @@ __global__ void __launch_bounds__((kConsumers + 1) * 32, 1)
       if (k.stream_weights) mbarrier_wait(&full[slot], (m / static_cast<uint32_t>(k.slots)) & 1);
       consume_tile<Decoder, max_tile_rows(kConsumers)>(
           a, ring + static_cast<size_t>(slot) * k.slot_bytes, st, st.begin + i, input, lane,
-          k.stream_weights ? &empty[slot] : nullptr, k.block_major);
+          k.stream_weights ? &empty[slot] : nullptr, k.block_major, k.handover ? staged : nullptr);
     }
     n += static_cast<uint32_t>(num_tiles);
+    consumer_barrier<kThreads>();  // the block is done with stage s and its input
+    if (k.handover) {
+      hand_over<kConsumers>(k, st, s, staged, warp, lane);
+      consumer_barrier<kThreads>();
+    }
     if (s + 1 == num_stages) break;
     st = ring_stage(k, s + 1);
-    consumer_barrier<kThreads>();  // the block is done with stage s and its input
     if (!a.skip_barriers) {
       if (threadIdx.x == 0) {
         // Release: the block's outputs, ordered before by the named barrier, then the count.
@@ -469,7 +585,13 @@ __global__ void __launch_bounds__((kConsumers + 1) * 32, 1)
       }
       consumer_barrier<kThreads>();
     }
-    if (!a.skip_inputs) prepare_input<kThreads, kNormVectors>(a, st.kind, q, scales, norm_partial);
+    if (!a.skip_inputs) {
+      if (k.handover) {
+        take_handover<kThreads>(k, st.kind, s & 1, q, scales, norm_partial);
+      } else {
+        prepare_input<kThreads, kNormVectors>(a, st.kind, q, scales, norm_partial);
+      }
+    }
   }
 #else
   (void)k;
@@ -565,6 +687,17 @@ cudaError_t launch_ring_chain(const PersistentChainArgs& a, const RingShape& sha
   k.slot_bytes = shape.slot_bytes;
   k.stream_weights = shape.stream_weights;
   k.block_major = shape.block_major && a.type == TensorType::kQ4_0;
+  k.handover = shape.handover_scratch != nullptr;
+  if (k.handover) {
+    auto* scratch = static_cast<uint8_t*>(shape.handover_scratch);
+    k.hand_partials = reinterpret_cast<double*>(scratch);
+    k.hand_scales = reinterpret_cast<float*>(scratch + 2 * kHandPartials * sizeof(double));
+    k.hand_q = reinterpret_cast<int8_t*>(scratch + 2 * kHandPartials * sizeof(double) +
+                                         2 * kHandScales * sizeof(float));
+    if (std::max(a.hidden, a.ffn) > kHandQ || a.hidden / 32 > kHandPartials) {
+      return cudaErrorInvalidValue;
+    }
+  }
   const bool tiles_ok = k.hidden_tile_rows >= 2 && k.ffn_tile_rows >= 1 &&
                         a.qkv_rows % k.hidden_tile_rows == 0 &&
                         a.hidden % k.hidden_tile_rows == 0 &&

@@ -29,6 +29,9 @@ struct RingShape {
   // whole block of 32 (one integer sum and one scale per block and row) — the arithmetic a
   // block-major weight layout would cost.
   bool block_major = false;
+  // Int8 inputs handed over by their producers: device scratch of 2 · (128 · 8 + 512 · 4 +
+  // 16384) bytes; nullptr: every block quantizes the stage's f32 input itself.
+  void* handover_scratch = nullptr;
 };
 
 // Zeroes the barrier word and launches the chain on `stream`, one block per SM (or
