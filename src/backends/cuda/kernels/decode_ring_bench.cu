@@ -9,7 +9,9 @@
 // multiplies the tile's rows by the stage's int8 input in shared memory (lane l: chunks l,
 // l + 32, …), releases the slot and writes the rows' results. Between stages the consumer warps
 // meet (a named barrier), count the block in at the grid counter, wait for every block, and
-// quantize the next stage's input; the producer does not take part, so the ring keeps filling.
+// quantize the next stage's input — or, with the handover, quantize their own blocks of 32
+// outputs before counting in and copy the next input as handed over; the producer does not take
+// part, so the ring keeps filling.
 #include <algorithm>
 
 #include "backends/cuda/kernels/decode_ring_bench.h"

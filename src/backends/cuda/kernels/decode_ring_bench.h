@@ -5,7 +5,8 @@
 // block's tiles of every stage in order, decoupled from the stages' grid barriers: while the
 // block's consumer warps wait at a barrier or quantize the next stage's input, the ring keeps
 // filling, so the bus need not idle at stage boundaries. Each consumer warp multiplies whole
-// tiles (a few rows) from the ring with the shipped int8 dot products.
+// tiles (a few rows) from the ring with the shipped int8 dot products. Optionally the blocks hand
+// each stage's output to the next as int8 (RingShape::handover_scratch).
 // The decode benchmark (`cuda_decode_bench --ring`) times it against the launches and reports
 // the residuals' difference. Benchmark only; not linked into the backend. Thread-safety:
 // launches on the given stream.
