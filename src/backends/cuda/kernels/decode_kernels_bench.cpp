@@ -339,7 +339,7 @@ void bench_ring_variants(const Launch& launch, cudaStream_t stream, const Reset&
                          const Residual& residual, const Difference& difference,
                          const std::vector<float> (&want)[2], int layers, const Report& report,
                          TensorType type) {
-  Buffer scratch(2 * (128 * 8 + 512 * 4 + 16384));
+  Buffer scratch(ring_handover_scratch_bytes());
   RingShape handed[2] = {RingShape{8, 1, 18432}, RingShape{16, 1, 9216}};
   for (RingShape& h : handed) h.handover_scratch = scratch.ptr;
   for (const RingShape shape :
@@ -469,8 +469,8 @@ void bench_persistent(cudaStream_t stream, double ceiling, TensorType type, bool
       step(w.down, hidden, ffn, act.as<float>(), false, x.as<float>(), kStore, true);
     }
   };
-  const auto persistent = [&](int num_layers, int subs, bool skip_barriers = false,
-                              bool skip_inputs = false) {
+  // The chain's arguments over this benchmark's weights and buffers.
+  const auto chain_args = [&](int num_layers, bool skip_barriers, bool skip_inputs) {
     PersistentChainArgs pa;
     pa.type = type;
     pa.num_layers = num_layers;
@@ -483,9 +483,14 @@ void bench_persistent(cudaStream_t stream, double ceiling, TensorType type, bool
     pa.qkv = qkv.as<float>();
     pa.act = act.as<float>();
     pa.barrier = barrier.as<unsigned>();
-    pa.subs_per_block = subs;
     pa.skip_barriers = skip_barriers;
     pa.skip_inputs = skip_inputs;
+    return pa;
+  };
+  const auto persistent = [&](int num_layers, int subs, bool skip_barriers = false,
+                              bool skip_inputs = false) {
+    PersistentChainArgs pa = chain_args(num_layers, skip_barriers, skip_inputs);
+    pa.subs_per_block = subs;
     return launch_persistent_chain(pa, stream);
   };
   const auto residual = [&] {
@@ -524,21 +529,8 @@ void bench_persistent(cudaStream_t stream, double ceiling, TensorType type, bool
   if (ring) {
     bench_ring_variants(
         [&](int num_layers, const RingShape& shape, bool skip_barriers, bool skip_inputs) {
-          PersistentChainArgs pa;
-          pa.type = type;
-          pa.num_layers = num_layers;
-          pa.layers = static_cast<const PersistentChainLayer*>(layer_table.ptr);
-          pa.hidden = hidden;
-          pa.ffn = ffn;
-          pa.qkv_rows = qkv_rows;
-          pa.norm_weight = norm.as<float>();
-          pa.x = x.as<float>();
-          pa.qkv = qkv.as<float>();
-          pa.act = act.as<float>();
-          pa.barrier = barrier.as<unsigned>();
-          pa.skip_barriers = skip_barriers;
-          pa.skip_inputs = skip_inputs;
-          return launch_ring_chain(pa, shape, stream);
+          return launch_ring_chain(chain_args(num_layers, skip_barriers, skip_inputs), shape,
+                                   stream);
         },
         stream, reset, residual, difference, want, layers, report, type);
     return;

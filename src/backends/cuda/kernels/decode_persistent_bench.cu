@@ -7,6 +7,7 @@
 // sub-block's four warps through shared memory (double-buffered, one named barrier per group).
 #include <algorithm>
 
+#include "backends/cuda/kernels/decode_chain_bench.cuh"
 #include "backends/cuda/kernels/decode_persistent_bench.h"
 #include "backends/cuda/kernels/gemv_decode.cuh"
 #include "backends/cuda/kernels/weight_layout.h"
@@ -17,9 +18,14 @@ namespace {
 constexpr int kSubThreads = 128;
 constexpr int kSubWarps = kSubThreads / 32;
 constexpr int kRows = 4;  // rows per group (gate|up: two gate rows, the two up rows they pair with)
-constexpr int kStagesPerLayer = 4;
 constexpr int kMaxNormVectors = 4;  // float4s per thread a normed input keeps in registers
-enum StageKind : int { kQkvStage = 0, kOutputStage = 1, kGateUpStage = 2, kDownStage = 3 };
+using chain_bench::kDownStage;
+using chain_bench::kGateUpStage;
+using chain_bench::kOutputStage;
+using chain_bench::kQkvStage;
+using chain_bench::kStagesPerLayer;
+using chain_bench::launch_chain;
+using chain_bench::load_acquire;
 
 struct ChainKernelArgs {
   PersistentChainArgs a;
@@ -102,12 +108,6 @@ __device__ __forceinline__ void load_rows(const GroupRows& g, int64_t c,
   }
 }
 
-__device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
 // Every block of the grid arrives; returns when `target` arrivals (all blocks, all barriers so
 // far) have been counted. The counter only grows (zeroed before the launch).
 __device__ __forceinline__ void grid_barrier(unsigned* counter, unsigned target) {
@@ -126,53 +126,12 @@ __device__ __forceinline__ void sub_barrier(int sub) {
   asm volatile("bar.sync %0, %1;" ::"r"(sub + 1), "r"(kSubThreads) : "memory");
 }
 
-// The stage's f32 input, RMS-normed where it is, quantized into the block's shared memory (the
-// interleaved int8 order and per-32 scales of quantize_activations). Every thread takes part.
+// The stage's input into the block's shared memory; every thread takes part.
 template <int kThreads>
-__device__ void prepare_input(const PersistentChainArgs& a, int kind, int8_t* q, float* scales,
-                              double* norm_partial) {
-  const float* src = kind == kOutputStage ? a.qkv : (kind == kDownStage ? a.act : a.x);
-  const int64_t cols = kind == kDownStage ? a.ffn : a.hidden;
-  const bool normed = kind == kQkvStage || kind == kGateUpStage;
-  const int64_t first = 4 * static_cast<int64_t>(threadIdx.x);
-  constexpr int64_t kStep = 4 * kThreads;
-  const auto quantize = [&](int64_t e, const float4& v) {
-    quantize_four_interleaved(v, e, q, scales);
-  };
-  if (normed) {
-    float4 v[kMaxNormVectors];
-    double sum = 0.0;
-    CELLM_UNROLL
-    for (int i = 0; i < kMaxNormVectors; ++i) {
-      const int64_t e = first + i * kStep;
-      if (e < cols) {
-        v[i] = __ldcg(reinterpret_cast<const float4*>(src + e));
-        sum += static_cast<double>(__fmul_rn(v[i].x, v[i].x));
-        sum += static_cast<double>(__fmul_rn(v[i].y, v[i].y));
-        sum += static_cast<double>(__fmul_rn(v[i].z, v[i].z));
-        sum += static_cast<double>(__fmul_rn(v[i].w, v[i].w));
-      }
-    }
-    CELLM_UNROLL
-    for (int offset = 16; offset > 0; offset >>= 1)
-      sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-    if ((threadIdx.x & 31) == 0) norm_partial[threadIdx.x >> 5] = sum;
-    __syncthreads();
-    double total = 0.0;
-    for (int w = 0; w < kThreads / 32; ++w) total += norm_partial[w];
-    const float rms = rms_inverse(total, cols, a.norm_eps);
-    CELLM_UNROLL
-    for (int i = 0; i < kMaxNormVectors; ++i) {
-      const int64_t e = first + i * kStep;
-      if (e < cols) quantize(e, rms_apply(v[i], rms, load_f4(a.norm_weight + e)));
-    }
-  } else {
-#pragma unroll 4
-    for (int64_t e = first; e < cols; e += kStep) {
-      quantize(e, __ldcg(reinterpret_cast<const float4*>(src + e)));
-    }
-  }
-  __syncthreads();
+__device__ void prepare_block_input(const PersistentChainArgs& a, int kind, int8_t* q,
+                                    float* scales, double* norm_partial) {
+  chain_bench::prepare_input<kThreads, kMaxNormVectors>(a, kind, q, scales, norm_partial,
+                                                        [] { __syncthreads(); });
 }
 
 // Writes group `group`'s results: q|k|v stored, output and down added to the residual, SwiGLU of
@@ -229,7 +188,7 @@ __global__ void __launch_bounds__(kSubs* kSubThreads, 1)
     rows = rows_of(stage, group);
     load_rows<Decoder>(rows, i, chunks);
   }
-  prepare_input<kThreads>(a, stage.kind, q, scales, norm_partial);
+  prepare_block_input<kThreads>(a, stage.kind, q, scales, norm_partial);
   int parity = 0;
   for (int s = 0; s < num_stages; ++s) {
     const bool has_next_stage = s + 1 < num_stages;
@@ -286,7 +245,7 @@ __global__ void __launch_bounds__(kSubs* kSubThreads, 1)
       load_rows<Decoder>(rows, i, chunks);
     }
     if (!a.skip_barriers) grid_barrier(a.barrier, static_cast<unsigned>(s + 1) * gridDim.x);
-    if (!a.skip_inputs) prepare_input<kThreads>(a, stage.kind, q, scales, norm_partial);
+    if (!a.skip_inputs) prepare_block_input<kThreads>(a, stage.kind, q, scales, norm_partial);
   }
 }
 
@@ -295,34 +254,7 @@ cudaError_t launch_typed(const ChainKernelArgs& k, cudaStream_t stream) {
   const auto kernel = persistent_chain_kernel<Decoder, kSubs>;
   const int64_t max_cols = std::max(k.a.hidden, k.a.ffn);
   const size_t smem_bytes = static_cast<size_t>(max_cols / 32 * 4 + max_cols);
-  cudaError_t error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(smem_bytes));
-  if (error != cudaSuccess) return error;
-  int device = 0;
-  int num_sms = 0;
-  int fit = 0;
-  if ((error = cudaGetDevice(&device)) != cudaSuccess) return error;
-  error = cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device);
-  if (error != cudaSuccess) return error;
-  error =
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, kernel, kSubs * kSubThreads, smem_bytes);
-  if (error != cudaSuccess) return error;
-  const int blocks = k.a.num_blocks > 0 ? k.a.num_blocks : num_sms;
-  if (fit < 1 || blocks > fit * num_sms) return cudaErrorCooperativeLaunchTooLarge;
-  if ((error = cudaMemsetAsync(k.a.barrier, 0, sizeof(unsigned), stream)) != cudaSuccess) {
-    return error;
-  }
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeCooperative;
-  attribute[0].val.cooperative = 1;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(blocks));
-  config.blockDim = dim3(kSubs * kSubThreads);
-  config.dynamicSmemBytes = smem_bytes;
-  config.stream = stream;
-  config.attrs = attribute;
-  config.numAttrs = 1;
-  return cudaLaunchKernelEx(&config, kernel, k);
+  return launch_chain(kernel, k, k.a, kSubs * kSubThreads, smem_bytes, stream);
 }
 
 template <class Decoder>

@@ -14,6 +14,7 @@
 // part, so the ring keeps filling.
 #include <algorithm>
 
+#include "backends/cuda/kernels/decode_chain_bench.cuh"
 #include "backends/cuda/kernels/decode_ring_bench.h"
 #include "backends/cuda/kernels/gemv_decode.cuh"
 #include "backends/cuda/kernels/weight_layout.h"
@@ -23,14 +24,19 @@ namespace {
 
 constexpr int kMaxSlots = 24;
 constexpr size_t kMaxRingBytes = 212992;  // the ring and the largest input fit 227 KB
-constexpr int kStagesPerLayer = 4;
+using chain_bench::kDownStage;
+using chain_bench::kGateUpStage;
+using chain_bench::kOutputStage;
+using chain_bench::kQkvStage;
+using chain_bench::kStagesPerLayer;
+using chain_bench::launch_chain;
+using chain_bench::load_acquire;
 // float4s per consumer thread a normed input keeps in registers; tile rows at most (more
 // consumer warps leave fewer registers per thread).
 __host__ __device__ constexpr int norm_vectors(int consumers) {
   return consumers >= 16 ? 2 : 32 / consumers;
 }
 __host__ __device__ constexpr int max_tile_rows(int consumers) { return consumers >= 16 ? 4 : 8; }
-enum StageKind : int { kQkvStage = 0, kOutputStage = 1, kGateUpStage = 2, kDownStage = 3 };
 
 struct RingKernelArgs {
   PersistentChainArgs a;
@@ -181,12 +187,6 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned b
       "[%0], [%1], %2, [%3], %4;" ::"r"(smem_address(dst)),
       "l"(src), "r"(bytes), "r"(smem_address(bar)), "l"(policy)
       : "memory");
-}
-
-__device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
 }
 
 template <int kThreads>
@@ -391,53 +391,12 @@ __device__ __forceinline__ void consume_tile(const PersistentChainArgs& a, const
   }
 }
 
-// The stage's f32 input, RMS-normed where it is, quantized into shared memory by the consumer
-// threads (decode_persistent_bench's prepare_input, on the consumers' named barrier).
+// The stage's input into shared memory, by the consumer threads on their named barrier.
 template <int kThreads, int kNormVectors>
 __device__ void prepare_input(const PersistentChainArgs& a, int kind, int8_t* q, float* scales,
                               double* norm_partial) {
-  const float* src = kind == kOutputStage ? a.qkv : (kind == kDownStage ? a.act : a.x);
-  const int64_t cols = kind == kDownStage ? a.ffn : a.hidden;
-  const bool normed = kind == kQkvStage || kind == kGateUpStage;
-  const int64_t first = 4 * static_cast<int64_t>(threadIdx.x);
-  constexpr int64_t kStep = 4 * kThreads;
-  if (normed) {
-    float4 v[kNormVectors];
-    double sum = 0.0;
-    CELLM_UNROLL
-    for (int i = 0; i < kNormVectors; ++i) {
-      const int64_t e = first + i * kStep;
-      if (e < cols) {
-        v[i] = __ldcg(reinterpret_cast<const float4*>(src + e));
-        sum += static_cast<double>(__fmul_rn(v[i].x, v[i].x));
-        sum += static_cast<double>(__fmul_rn(v[i].y, v[i].y));
-        sum += static_cast<double>(__fmul_rn(v[i].z, v[i].z));
-        sum += static_cast<double>(__fmul_rn(v[i].w, v[i].w));
-      }
-    }
-    CELLM_UNROLL
-    for (int offset = 16; offset > 0; offset >>= 1) {
-      sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-    }
-    if ((threadIdx.x & 31) == 0) norm_partial[threadIdx.x >> 5] = sum;
-    consumer_barrier<kThreads>();
-    double total = 0.0;
-    for (int w = 0; w < kThreads / 32; ++w) total += norm_partial[w];
-    const float rms = rms_inverse(total, cols, a.norm_eps);
-    CELLM_UNROLL
-    for (int i = 0; i < kNormVectors; ++i) {
-      const int64_t e = first + i * kStep;
-      if (e < cols) {
-        quantize_four_interleaved(rms_apply(v[i], rms, load_f4(a.norm_weight + e)), e, q, scales);
-      }
-    }
-  } else {
-#pragma unroll 4
-    for (int64_t e = first; e < cols; e += kStep) {
-      quantize_four_interleaved(__ldcg(reinterpret_cast<const float4*>(src + e)), e, q, scales);
-    }
-  }
-  consumer_barrier<kThreads>();
+  chain_bench::prepare_input<kThreads, kNormVectors>(a, kind, q, scales, norm_partial,
+                                                     [] { consumer_barrier<kThreads>(); });
 }
 
 // Handover, after stage s's tiles (every consumer warp): warp w takes the block's blocks of 32
@@ -619,34 +578,7 @@ cudaError_t launch_typed(const RingKernelArgs& k, cudaStream_t stream) {
   const int64_t max_cols = std::max(k.a.hidden, k.a.ffn);
   const size_t smem_bytes = static_cast<size_t>(k.slots) * k.slot_bytes +
                             static_cast<size_t>(max_cols / 32 * 4 + max_cols);
-  cudaError_t error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(smem_bytes));
-  if (error != cudaSuccess) return error;
-  int device = 0;
-  int num_sms = 0;
-  int fit = 0;
-  if ((error = cudaGetDevice(&device)) != cudaSuccess) return error;
-  error = cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device);
-  if (error != cudaSuccess) return error;
-  const int threads = (kConsumers + 1) * 32;
-  error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, kernel, threads, smem_bytes);
-  if (error != cudaSuccess) return error;
-  const int blocks = k.a.num_blocks > 0 ? k.a.num_blocks : num_sms;
-  if (fit < 1 || blocks > fit * num_sms) return cudaErrorCooperativeLaunchTooLarge;
-  if ((error = cudaMemsetAsync(k.a.barrier, 0, sizeof(unsigned), stream)) != cudaSuccess) {
-    return error;
-  }
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeCooperative;
-  attribute[0].val.cooperative = 1;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(blocks));
-  config.blockDim = dim3(static_cast<unsigned>(threads));
-  config.dynamicSmemBytes = smem_bytes;
-  config.stream = stream;
-  config.attrs = attribute;
-  config.numAttrs = 1;
-  return cudaLaunchKernelEx(&config, kernel, k);
+  return launch_chain(kernel, k, k.a, (kConsumers + 1) * 32, smem_bytes, stream);
 }
 
 template <class Decoder>
@@ -666,6 +598,10 @@ cudaError_t launch_decoder(const RingKernelArgs& k, int consumer_warps, cudaStre
 }
 
 }  // namespace
+
+size_t ring_handover_scratch_bytes() {
+  return 2 * (kHandPartials * sizeof(double) + kHandScales * sizeof(float) + kHandQ);
+}
 
 cudaError_t launch_ring_chain(const PersistentChainArgs& a, const RingShape& shape,
                               cudaStream_t stream) {

@@ -30,10 +30,13 @@ struct RingShape {
   // whole block of 32 (one integer sum and one scale per block and row) — the arithmetic a
   // block-major weight layout would cost.
   bool block_major = false;
-  // Int8 inputs handed over by their producers: device scratch of 2 · (128 · 8 + 512 · 4 +
-  // 16384) bytes; nullptr: every block quantizes the stage's f32 input itself.
+  // Int8 inputs handed over by their producers: ring_handover_scratch_bytes() of device scratch;
+  // nullptr: every block quantizes the stage's f32 input itself.
   void* handover_scratch = nullptr;
 };
+
+// Bytes of RingShape::handover_scratch (for hidden and ffn up to 16384 columns).
+size_t ring_handover_scratch_bytes();
 
 // Zeroes the barrier word and launches the chain on `stream`, one block per SM (or
 // args.num_blocks). Uses args' layers, shapes, buffers and measurement knobs; ignores
