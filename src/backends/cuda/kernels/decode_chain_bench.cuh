@@ -24,14 +24,28 @@ __device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
   return v;
 }
 
-// The stage's f32 input, RMS-normed where it is, quantized into shared memory (the interleaved
-// int8 order and per-32 scales of quantize_activations) by threads [0, kThreads) of the block,
-// which meet with `barrier()` (__syncthreads or a named barrier of those threads). A normed input
-// is held in kNormVectors float4s per thread: hidden ≤ 4 · kNormVectors · kThreads.
+// Elements e .. e + 3 of an input quantized into q (interleaved order, or natural order for
+// block-major weights) and their block's scale into scales[e / 32].
+__device__ __forceinline__ void quantize_four_into(const float4& v, int64_t e, int8_t* q,
+                                                   float* scales, bool interleaved) {
+  if (interleaved) {
+    quantize_four_interleaved(v, e, q, scales);
+    return;
+  }
+  const QuantizedFour four = quantize_four(v);
+  *reinterpret_cast<uint32_t*>(q + e) = four.word;
+  if ((threadIdx.x & 7) == 0) scales[e >> 5] = four.scale;
+}
+
+// The stage's f32 input, RMS-normed where it is, quantized into shared memory (per-32 scales as
+// quantize_activations; int8 values in its interleaved order, or in natural order when not
+// `interleaved`) by threads [0, kThreads) of the block, which meet with `barrier()`
+// (__syncthreads or a named barrier of those threads). A normed input is held in kNormVectors
+// float4s per thread: hidden ≤ 4 · kNormVectors · kThreads.
 template <int kThreads, int kNormVectors, class Barrier>
 __device__ void prepare_input(const PersistentChainArgs& a, int kind, int8_t* q, float* scales,
                               double* norm_partial,  // [kThreads / 32]
-                              Barrier barrier) {
+                              bool interleaved, Barrier barrier) {
   const float* src = kind == kOutputStage ? a.qkv : (kind == kDownStage ? a.act : a.x);
   const int64_t cols = kind == kDownStage ? a.ffn : a.hidden;
   const bool normed = kind == kQkvStage || kind == kGateUpStage;
@@ -64,13 +78,15 @@ __device__ void prepare_input(const PersistentChainArgs& a, int kind, int8_t* q,
     for (int i = 0; i < kNormVectors; ++i) {
       const int64_t e = first + i * kStep;
       if (e < cols) {
-        quantize_four_interleaved(rms_apply(v[i], rms, load_f4(a.norm_weight + e)), e, q, scales);
+        quantize_four_into(rms_apply(v[i], rms, load_f4(a.norm_weight + e)), e, q, scales,
+                           interleaved);
       }
     }
   } else {
 #pragma unroll 4
     for (int64_t e = first; e < cols; e += kStep) {
-      quantize_four_interleaved(__ldcg(reinterpret_cast<const float4*>(src + e)), e, q, scales);
+      quantize_four_into(__ldcg(reinterpret_cast<const float4*>(src + e)), e, q, scales,
+                         interleaved);
     }
   }
   barrier();
@@ -79,6 +95,18 @@ __device__ void prepare_input(const PersistentChainArgs& a, int kind, int8_t* q,
 // Zeroes a.barrier and launches `kernel(k)` cooperatively on `stream`: one block of `threads`
 // per SM (or a.num_blocks) with `smem_bytes` of dynamic shared memory. Fails with
 // cudaErrorCooperativeLaunchTooLarge when the blocks cannot all be resident.
+// The blocks a chain launches: a.num_blocks, or one per SM.
+inline cudaError_t chain_blocks(const PersistentChainArgs& a, int* blocks) {
+  if (a.num_blocks > 0) {
+    *blocks = a.num_blocks;
+    return cudaSuccess;
+  }
+  int device = 0;
+  cudaError_t error = cudaGetDevice(&device);
+  if (error != cudaSuccess) return error;
+  return cudaDeviceGetAttribute(blocks, cudaDevAttrMultiProcessorCount, device);
+}
+
 template <class KernelArgs>
 cudaError_t launch_chain(void (*kernel)(KernelArgs), const KernelArgs& k,
                          const PersistentChainArgs& a, int threads, size_t smem_bytes,
@@ -89,12 +117,13 @@ cudaError_t launch_chain(void (*kernel)(KernelArgs), const KernelArgs& k,
   int device = 0;
   int num_sms = 0;
   int fit = 0;
+  int blocks = 0;
   if ((error = cudaGetDevice(&device)) != cudaSuccess) return error;
   error = cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device);
   if (error != cudaSuccess) return error;
   error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, kernel, threads, smem_bytes);
   if (error != cudaSuccess) return error;
-  const int blocks = a.num_blocks > 0 ? a.num_blocks : num_sms;
+  if ((error = chain_blocks(a, &blocks)) != cudaSuccess) return error;
   if (fit < 1 || blocks > fit * num_sms) return cudaErrorCooperativeLaunchTooLarge;
   if ((error = cudaMemsetAsync(a.barrier, 0, sizeof(unsigned), stream)) != cudaSuccess) {
     return error;

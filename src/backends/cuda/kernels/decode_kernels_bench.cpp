@@ -32,6 +32,7 @@
 #include "backends/cuda/kernels/decode_matmul.cuh"
 #include "backends/cuda/kernels/decode_persistent_bench.h"
 #include "backends/cuda/kernels/decode_ring_bench.h"
+#include "backends/cuda/kernels/decode_ring_timeline.h"
 #include "backends/cuda/kernels/pdl.cuh"
 #include "backends/cuda/kernels/quantize_activations.cuh"
 #include "core/check.h"
@@ -333,21 +334,34 @@ void bench_chain(cudaStream_t stream, double ceiling, TensorType type, bool int8
 
 // The ring prototype (decode_ring_bench.h) in each shape, checked against the launches' residuals
 // `want` (after one layer and after all) and timed, then timed without its grid barriers, without
-// its input quantization, and without both (the weight stream alone).
+// its input quantization, without both (the weight stream alone), and without weights (the
+// consumers' compute rate; the stage boundaries without weight traffic). The shapes that hand
+// their inputs over also print their timeline (decode_ring_timeline.h).
 template <class Launch, class Reset, class Residual, class Difference, class Report>
 void bench_ring_variants(const Launch& launch, cudaStream_t stream, const Reset& reset,
                          const Residual& residual, const Difference& difference,
                          const std::vector<float> (&want)[2], int layers, const Report& report,
                          TensorType type) {
   Buffer scratch(ring_handover_scratch_bytes());
-  RingShape handed[2] = {RingShape{8, 1, 18432}, RingShape{16, 1, 9216}};
-  for (RingShape& h : handed) h.handover_scratch = scratch.ptr;
-  for (const RingShape shape :
-       {RingShape{8, 1, 18432}, RingShape{16, 1, 9216}, handed[0], handed[1]}) {
-    char name[64];
-    std::snprintf(name, sizeof(name), "ring, %d warps × %d slots of %u KB%s", shape.consumer_warps,
-                  shape.slots_per_warp, shape.slot_bytes / 1024,
-                  shape.handover_scratch != nullptr ? ", handover" : "");
+  std::vector<RingShape> shapes = {RingShape{8, 1, 18432}, RingShape{16, 1, 9216}};
+  for (const bool block_major : {false, true}) {
+    if (block_major && type != TensorType::kQ4_0) continue;
+    for (RingShape shape : {RingShape{8, 1, 18432}, RingShape{16, 1, 9216}}) {
+      shape.handover_scratch = scratch.ptr;
+      shape.block_major = block_major;
+      shapes.push_back(shape);
+    }
+  }
+  int device = 0, num_sms = 0;
+  BENCH_CUDA(cudaGetDevice(&device));
+  BENCH_CUDA(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
+  Buffer timeline(sizeof(uint64_t) * ring_timeline_words(layers, num_sms));
+  for (const RingShape& shape : shapes) {
+    char name[80];
+    std::snprintf(name, sizeof(name), "ring, %d warps × %d slots of %u KB%s%s",
+                  shape.consumer_warps, shape.slots_per_warp, shape.slot_bytes / 1024,
+                  shape.handover_scratch != nullptr ? ", handover" : "",
+                  shape.block_major ? ", block-major" : "");
     const cudaError_t probe = launch(1, shape, false, false);
     if (probe != cudaSuccess) {
       std::printf("%-5s %s: %s\n", std::string(tensor_type_name(type)).c_str(), name,
@@ -365,49 +379,31 @@ void bench_ring_variants(const Launch& launch, cudaStream_t stream, const Reset&
     char check[96];
     std::snprintf(check, sizeof(check), "residual vs launches: %.2e (1 layer), %.2e (%d layers)",
                   diff[0], diff[1], layers);
-    report(name,
-           bench::time_graph(stream,
-                             [&] {
-                               reset();
-                               BENCH_CUDA(launch(layers, shape, false, false));
-                             }),
-           check);
-    for (const int skip : {1, 2, 3}) {
-      std::snprintf(name, sizeof(name), "  no %s",
-                    skip == 1 ? "barriers" : (skip == 2 ? "inputs" : "barriers, inputs"));
-      report(name,
-             bench::time_graph(stream,
-                               [&] {
-                                 reset();
-                                 BENCH_CUDA(launch(layers, shape, skip & 1, skip & 2));
-                               }),
-             "");
-    }
-    // Probes: the weights streamed with block-major arithmetic (Q4_0), then no weights (the
-    // consumers' compute rate; the stage boundaries without weight traffic), block-major too.
-    struct Probe {
-      const char* name;
-      bool stream_weights;
-      bool block_major;
-      int skip;
+    const auto time = [&](const RingShape& variant, int skip) {
+      return bench::time_graph(stream, [&] {
+        reset();
+        BENCH_CUDA(launch(layers, variant, skip & 1, skip & 2));
+      });
     };
-    for (const Probe& p : {Probe{"  block-major", true, true, 0},
-                           Probe{"  block-major, no barriers, inputs", true, true, 3},
-                           Probe{"  no weights, no barriers, inputs", false, false, 3},
-                           Probe{"  no weights", false, false, 0},
-                           Probe{"  no weights, block-major, no b., i.", false, true, 3}}) {
-      if (p.block_major && type != TensorType::kQ4_0) continue;
-      RingShape probe = shape;
-      probe.stream_weights = p.stream_weights;
-      probe.block_major = p.block_major;
-      report(p.name,
-             bench::time_graph(stream,
-                               [&] {
-                                 reset();
-                                 BENCH_CUDA(launch(layers, probe, p.skip & 1, p.skip & 2));
-                               }),
-             "");
-    }
+    report(name, time(shape, 0), check);
+    RingShape no_weights = shape;
+    no_weights.stream_weights = false;
+    report("  no barriers", time(shape, 1), "");
+    report("  no inputs", time(shape, 2), "");
+    report("  no barriers, inputs (the stream)", time(shape, 3), "");
+    report("  no weights, barriers, inputs", time(no_weights, 3), "");
+    report("  no weights", time(no_weights, 0), "");
+    if (shape.handover_scratch == nullptr) continue;
+    RingShape timed = shape;
+    timed.timeline = timeline.as<uint64_t>();
+    reset();
+    BENCH_CUDA(launch(layers, timed, false, false));
+    std::vector<uint64_t> words(ring_timeline_words(layers, num_sms));
+    BENCH_CUDA(cudaMemcpyAsync(words.data(), timeline.ptr, sizeof(uint64_t) * words.size(),
+                               cudaMemcpyDeviceToHost, stream));
+    BENCH_CUDA(cudaStreamSynchronize(stream));
+    std::printf("%s",
+                format_ring_timeline(summarize_ring_timeline(words, layers, num_sms)).c_str());
   }
 }
 
@@ -527,10 +523,28 @@ void bench_persistent(cudaStream_t stream, double ceiling, TensorType type, bool
                            }),
          "");
   if (ring) {
+    // The same weights block-major (RingShape::block_major), for Q4_0.
+    std::vector<PersistentChainLayer> block_major_layers(layers);
+    const auto repacked = [&](const uint8_t* from, int64_t rows, int64_t cols) {
+      weights.push_back(std::make_unique<Buffer>(device_row_bytes(type, cols) * rows));
+      BENCH_CUDA(repack_q4_0_block_major(from, weights.back()->as<uint8_t>(), rows, cols, stream));
+      return static_cast<const uint8_t*>(weights.back()->ptr);
+    };
+    for (int l = 0; l < layers && type == TensorType::kQ4_0; ++l) {
+      const PersistentChainLayer& w = host_layers[l];
+      block_major_layers[l] = {repacked(w.qkv, qkv_rows, hidden), repacked(w.o, hidden, hidden),
+                               repacked(w.gate_up, 2 * ffn, hidden), repacked(w.down, hidden, ffn)};
+    }
+    Buffer block_major_table(sizeof(PersistentChainLayer) * layers);
+    BENCH_CUDA(cudaMemcpy(block_major_table.ptr, block_major_layers.data(),
+                          sizeof(PersistentChainLayer) * layers, cudaMemcpyHostToDevice));
     bench_ring_variants(
         [&](int num_layers, const RingShape& shape, bool skip_barriers, bool skip_inputs) {
-          return launch_ring_chain(chain_args(num_layers, skip_barriers, skip_inputs), shape,
-                                   stream);
+          PersistentChainArgs pa = chain_args(num_layers, skip_barriers, skip_inputs);
+          if (shape.block_major) {
+            pa.layers = static_cast<const PersistentChainLayer*>(block_major_table.ptr);
+          }
+          return launch_ring_chain(pa, shape, stream);
         },
         stream, reset, residual, difference, want, layers, report, type);
     return;

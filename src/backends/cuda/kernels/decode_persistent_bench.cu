@@ -130,7 +130,7 @@ __device__ __forceinline__ void sub_barrier(int sub) {
 template <int kThreads>
 __device__ void prepare_block_input(const PersistentChainArgs& a, int kind, int8_t* q,
                                     float* scales, double* norm_partial) {
-  chain_bench::prepare_input<kThreads, kMaxNormVectors>(a, kind, q, scales, norm_partial,
+  chain_bench::prepare_input<kThreads, kMaxNormVectors>(a, kind, q, scales, norm_partial, true,
                                                         [] { __syncthreads(); });
 }
 

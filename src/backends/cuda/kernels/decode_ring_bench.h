@@ -26,14 +26,45 @@ struct RingShape {
   // the slots hold without waiting — their compute rate, and the stage boundaries' cost without
   // weight traffic.
   bool stream_weights = true;
-  // Measurement knob (Q4_0; results wrong when true): multiply each lane's 16 weight bytes as one
-  // whole block of 32 (one integer sum and one scale per block and row) — the arithmetic a
-  // block-major weight layout would cost.
+  // Q4_0 weights in the block-major layout of repack_q4_0_block_major (args.layers must hold
+  // them): each lane's 16 weight bytes are one whole block of 32, multiplied by int8 inputs in
+  // natural order — one integer sum and one scale per block and row instead of per group of 4.
   bool block_major = false;
   // Int8 inputs handed over by their producers: ring_handover_scratch_bytes() of device scratch;
   // nullptr: every block quantizes the stage's f32 input itself.
   void* handover_scratch = nullptr;
+  // Measurement (timing unchanged otherwise): when set, ring_timeline_words() words that the
+  // kernel fills with when each block reached each point of each stage (RingTimeline).
+  uint64_t* timeline = nullptr;
 };
+
+// The timeline's layout: [num_stages + 1][num_blocks][kFields] words. Row s < num_stages, block b:
+// globaltimer ns when b's input for stage s was ready, when its tiles of s were multiplied, when
+// its first consumer warp had handed its own outputs over, when all had, when it passed the grid
+// barrier after s (the last stage: the handover time again); the clock cycles its consumer warps
+// waited for full slots in s (the mean over warps); its tiles in s. Row num_stages: globaltimer
+// ns and clock cycles at the kernel's start and end (their ratio converts cycles to ns).
+struct RingTimeline {
+  enum Field : int {
+    kReady = 0,
+    kTilesDone,
+    kHandedOwn,
+    kHanded,
+    kPassed,
+    kWaitCycles,
+    kTiles,
+    kFields
+  };
+  enum EndField : int { kStartNs = 0, kStartCycles, kEndNs, kEndCycles };
+};
+size_t ring_timeline_words(int num_layers, int num_blocks);
+
+// The Q4_0 weight rows of `rows` × `cols` in the device layout (weight_layout.h: each 32-element
+// chunk holds four elements of each of a span's 8 blocks) rewritten block-major into `dst`: chunk
+// c is block c, its 16 bytes the block's nibbles in GGUF order (byte i: elements i and i + 16),
+// the row's f16 block scales after its nibbles as before. Benchmark only.
+cudaError_t repack_q4_0_block_major(const uint8_t* src, uint8_t* dst, int64_t rows, int64_t cols,
+                                    cudaStream_t stream);
 
 // Bytes of RingShape::handover_scratch (for hidden and ffn up to 16384 columns).
 size_t ring_handover_scratch_bytes();

@@ -342,23 +342,36 @@ struct DecodeInt8Per256Input : DecodeInt8Input {
   }
 };
 
-// Quantizes elements e .. e + 3 (e a multiple of 4) of a row into int8: the eight lanes
-// 8j .. 8j + 7 of the warp hold one block of 32 (every lane takes part), whose scale the first of
-// them stores in scales[e / 32]; the four values land in one word of the interleaved order of q.
-__device__ __forceinline__ void quantize_four_interleaved(const float4& v, int64_t e, int8_t* q,
-                                                          float* scales) {
+// Four consecutive elements of a block of 32 quantized to int8 (element e in the low byte) and
+// the block's scale.
+struct QuantizedFour {
+  uint32_t word;
+  float scale;
+};
+
+// Quantizes four elements of a row into int8: the eight lanes 8j .. 8j + 7 of the warp hold one
+// block of 32 (every lane takes part) and all get its scale.
+__device__ __forceinline__ QuantizedFour quantize_four(const float4& v) {
   float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
   amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
   amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
   amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 4));
-  const float scale = q8_block_scale(amax);
-  const uint32_t word =
-      static_cast<uint8_t>(q8_quantize(v.x, scale)) |
-      (static_cast<uint32_t>(static_cast<uint8_t>(q8_quantize(v.y, scale))) << 8) |
-      (static_cast<uint32_t>(static_cast<uint8_t>(q8_quantize(v.z, scale))) << 16) |
-      (static_cast<uint32_t>(static_cast<uint8_t>(q8_quantize(v.w, scale))) << 24);
-  *reinterpret_cast<uint32_t*>(q + interleaved_q8_offset(e)) = word;
-  if ((threadIdx.x & 7) == 0) scales[e >> 5] = scale;
+  QuantizedFour out;
+  out.scale = q8_block_scale(amax);
+  out.word = static_cast<uint8_t>(q8_quantize(v.x, out.scale)) |
+             (static_cast<uint32_t>(static_cast<uint8_t>(q8_quantize(v.y, out.scale))) << 8) |
+             (static_cast<uint32_t>(static_cast<uint8_t>(q8_quantize(v.z, out.scale))) << 16) |
+             (static_cast<uint32_t>(static_cast<uint8_t>(q8_quantize(v.w, out.scale))) << 24);
+  return out;
+}
+
+// Quantizes elements e .. e + 3 (e a multiple of 4) of a row (quantize_four) into one word of the
+// interleaved order of q; the first lane of the eight stores the block's scale in scales[e / 32].
+__device__ __forceinline__ void quantize_four_interleaved(const float4& v, int64_t e, int8_t* q,
+                                                          float* scales) {
+  const QuantizedFour four = quantize_four(v);
+  *reinterpret_cast<uint32_t*>(q + interleaved_q8_offset(e)) = four.word;
+  if ((threadIdx.x & 7) == 0) scales[e >> 5] = four.scale;
 }
 
 // f32 activations (gathered, normed as DecodeF32Input<true>) quantized to int8 by each block into

@@ -55,6 +55,11 @@ target_link_libraries(cellm_cuda_kernel_test_support PUBLIC cellm_core cellm_ggu
 cellm_add_test(cuda_kernel_layout_test
   SOURCES ${_cellm_kernels_dir}/weight_layout_test.cpp
   LIBS ${_cellm_kernels_lib} cellm_cuda_kernel_test_support cellm_backend_cpu LABELS unit)
+# The decode benchmark's ring timeline summary (host code over made-up words).
+cellm_add_test(cuda_ring_timeline_test
+  SOURCES ${_cellm_kernels_dir}/decode_ring_timeline_test.cpp
+    ${_cellm_kernels_dir}/decode_ring_timeline.cpp
+  LIBS cellm_core CUDA::cudart LABELS unit)
 
 # Parity tests against the CPU oracle: they need a GPU (label cuda) and fail without one.
 foreach(_cellm_test attention decode_int8 decode_matmul elementwise matmul matmul_int8 rope_kv)
@@ -77,7 +82,7 @@ if(CELLM_BENCH)
   add_executable(cuda_decode_bench ${_cellm_kernels_dir}/decode_kernels_bench.cpp
     ${_cellm_kernels_dir}/bench_support.cpp ${_cellm_kernels_dir}/bench_kernels.cu
     ${_cellm_kernels_dir}/decode_bench_kernels.cu ${_cellm_kernels_dir}/decode_persistent_bench.cu
-    ${_cellm_kernels_dir}/decode_ring_bench.cu)
+    ${_cellm_kernels_dir}/decode_ring_bench.cu ${_cellm_kernels_dir}/decode_ring_timeline.cpp)
   set_source_files_properties(${_cellm_kernels_dir}/decode_bench_kernels.cu
     ${_cellm_kernels_dir}/decode_persistent_bench.cu ${_cellm_kernels_dir}/decode_ring_bench.cu
     PROPERTIES

@@ -1,0 +1,134 @@
+// decode_ring_timeline: the summary of the ring chain's timeline (see the header).
+#include "backends/cuda/kernels/decode_ring_timeline.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "backends/cuda/kernels/decode_ring_bench.h"
+
+namespace cellm::kernels {
+namespace {
+
+constexpr int kStagesPerLayer = 4;
+
+struct Words {
+  const std::vector<uint64_t>& words;
+  int num_blocks;
+  double at(int row, int block, int field) const {
+    return static_cast<double>(
+        words[(static_cast<size_t>(row) * num_blocks + block) * RingTimeline::kFields + field]);
+  }
+};
+
+}  // namespace
+
+std::vector<RingStageTimes> summarize_ring_timeline(const std::vector<uint64_t>& words,
+                                                    int num_layers, int num_blocks) {
+  std::vector<RingStageTimes> kinds(kStagesPerLayer);
+  const int num_stages = num_layers * kStagesPerLayer;
+  if (num_layers < 1 || num_blocks < 1 ||
+      words.size() != static_cast<size_t>(num_stages + 1) * num_blocks * RingTimeline::kFields) {
+    return kinds;
+  }
+  const Words w{words, num_blocks};
+  // Cycles to ns from the blocks' start and end (each block's own clock).
+  double ns_sum = 0, cycles_sum = 0;
+  for (int b = 0; b < num_blocks; ++b) {
+    ns_sum +=
+        w.at(num_stages, b, RingTimeline::kEndNs) - w.at(num_stages, b, RingTimeline::kStartNs);
+    cycles_sum += w.at(num_stages, b, RingTimeline::kEndCycles) -
+                  w.at(num_stages, b, RingTimeline::kStartCycles);
+  }
+  const double ns_per_cycle = cycles_sum > 0 ? ns_sum / cycles_sum : 0.0;
+  const int first_stage = num_layers > 1 ? kStagesPerLayer : 0;
+  for (int s = first_stage; s < num_stages; ++s) {
+    RingStageTimes& k = kinds[s % kStagesPerLayer];
+    // The release the stage began with: the first block's after the previous barrier, or the
+    // first block's start.
+    double begin = 1e300, release = 1e300, last_handed = 0, mean_handed = 0, mean_tiles = 0;
+    int last_block = 0;
+    for (int b = 0; b < num_blocks; ++b) {
+      begin = std::min(begin, s > 0 ? w.at(s - 1, b, RingTimeline::kPassed)
+                                    : w.at(num_stages, b, RingTimeline::kStartNs));
+      release = std::min(release, w.at(s, b, RingTimeline::kPassed));
+      const double handed = w.at(s, b, RingTimeline::kHanded);
+      if (handed > last_handed) {
+        last_handed = handed;
+        last_block = b;
+      }
+      mean_handed += handed / num_blocks;
+      mean_tiles += w.at(s, b, RingTimeline::kTiles) / num_blocks;
+    }
+    double input = 0, work = 0, work_max = 0, wait = 0, handover_own = 0, handover = 0;
+    for (int b = 0; b < num_blocks; ++b) {
+      const double passed_before = s > 0 ? w.at(s - 1, b, RingTimeline::kPassed)
+                                         : w.at(num_stages, b, RingTimeline::kStartNs);
+      const double ready = w.at(s, b, RingTimeline::kReady);
+      const double done = w.at(s, b, RingTimeline::kTilesDone);
+      input += (ready - passed_before) / num_blocks;
+      work += (done - ready) / num_blocks;
+      work_max = std::max(work_max, done - ready);
+      wait += w.at(s, b, RingTimeline::kWaitCycles) * ns_per_cycle / num_blocks;
+      handover_own += (w.at(s, b, RingTimeline::kHandedOwn) - done) / num_blocks;
+      handover += (w.at(s, b, RingTimeline::kHanded) - done) / num_blocks;
+    }
+    k.stage_us += (release - begin) / 1e3;
+    k.input_us += input / 1e3;
+    k.work_us += work / 1e3;
+    k.work_max_us += work_max / 1e3;
+    k.wait_us += wait / 1e3;
+    k.handover_own_us += handover_own / 1e3;
+    k.handover_us += handover / 1e3;
+    k.last_after_mean_us += (last_handed - mean_handed) / 1e3;
+    k.barrier_us += (release - last_handed) / 1e3;
+    k.last_tiles_ratio +=
+        mean_tiles > 0 ? w.at(s, last_block, RingTimeline::kTiles) / mean_tiles : 0.0;
+    ++k.num_stages;
+  }
+  for (RingStageTimes& k : kinds) {
+    if (k.num_stages == 0) continue;
+    const double n = k.num_stages;
+    for (double* v :
+         {&k.stage_us, &k.input_us, &k.work_us, &k.work_max_us, &k.wait_us, &k.handover_own_us,
+          &k.handover_us, &k.last_after_mean_us, &k.barrier_us, &k.last_tiles_ratio}) {
+      *v /= n;
+    }
+  }
+  return kinds;
+}
+
+std::string format_ring_timeline(const std::vector<RingStageTimes>& kinds) {
+  static const char* const kNames[kStagesPerLayer] = {"q|k|v", "output", "gate|up", "down"};
+  std::string out =
+      "  stage     µs/stage  input  work (max)      waits  handover (own)  last−mean  barrier  "
+      "last's tiles\n";
+  char line[160];
+  RingStageTimes total;
+  const auto row = [&](const char* name, const RingStageTimes& k, bool tiles) {
+    std::snprintf(line, sizeof(line),
+                  "  %-8s  %8.2f  %5.2f  %5.2f (%5.2f)  %5.2f  %8.2f (%4.2f)  %9.2f  %7.2f", name,
+                  k.stage_us, k.input_us, k.work_us, k.work_max_us, k.wait_us, k.handover_us,
+                  k.handover_own_us, k.last_after_mean_us, k.barrier_us);
+    out += line;
+    if (tiles) {
+      std::snprintf(line, sizeof(line), "  %5.2f ×", k.last_tiles_ratio);
+      out += line;
+    }
+    out += "\n";
+  };
+  for (size_t i = 0; i < kinds.size() && i < kStagesPerLayer; ++i) {
+    const RingStageTimes& k = kinds[i];
+    row(kNames[i], k, true);
+    for (const auto field :
+         {&RingStageTimes::stage_us, &RingStageTimes::input_us, &RingStageTimes::work_us,
+          &RingStageTimes::work_max_us, &RingStageTimes::wait_us, &RingStageTimes::handover_own_us,
+          &RingStageTimes::handover_us, &RingStageTimes::last_after_mean_us,
+          &RingStageTimes::barrier_us}) {
+      total.*field += k.*field;
+    }
+  }
+  row("a layer", total, false);
+  return out;
+}
+
+}  // namespace cellm::kernels
