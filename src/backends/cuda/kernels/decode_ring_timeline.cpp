@@ -22,13 +22,15 @@ struct Words {
 
 }  // namespace
 
-std::vector<RingStageTimes> summarize_ring_timeline(const std::vector<uint64_t>& words,
-                                                    int num_layers, int num_blocks) {
-  std::vector<RingStageTimes> kinds(kStagesPerLayer);
+RingTimelineSummary summarize_ring_timeline(const std::vector<uint64_t>& words, int num_layers,
+                                            int num_blocks) {
+  RingTimelineSummary summary;
+  summary.kinds.resize(kStagesPerLayer);
+  std::vector<RingStageTimes>& kinds = summary.kinds;
   const int num_stages = num_layers * kStagesPerLayer;
   if (num_layers < 1 || num_blocks < 1 ||
       words.size() != static_cast<size_t>(num_stages + 1) * num_blocks * RingTimeline::kFields) {
-    return kinds;
+    return summary;
   }
   const Words w{words, num_blocks};
   // Cycles to ns from the blocks' start and end (each block's own clock).
@@ -40,6 +42,7 @@ std::vector<RingStageTimes> summarize_ring_timeline(const std::vector<uint64_t>&
                   w.at(num_stages, b, RingTimeline::kStartCycles);
   }
   const double ns_per_cycle = cycles_sum > 0 ? ns_sum / cycles_sum : 0.0;
+  summary.sm_clock_ghz = ns_sum > 0 ? cycles_sum / ns_sum : 0.0;
   const int first_stage = num_layers > 1 ? kStagesPerLayer : 0;
   for (int s = first_stage; s < num_stages; ++s) {
     RingStageTimes& k = kinds[s % kStagesPerLayer];
@@ -94,10 +97,11 @@ std::vector<RingStageTimes> summarize_ring_timeline(const std::vector<uint64_t>&
       *v /= n;
     }
   }
-  return kinds;
+  return summary;
 }
 
-std::string format_ring_timeline(const std::vector<RingStageTimes>& kinds) {
+std::string format_ring_timeline(const RingTimelineSummary& summary) {
+  const std::vector<RingStageTimes>& kinds = summary.kinds;
   static const char* const kNames[kStagesPerLayer] = {"q|k|v", "output", "gate|up", "down"};
   std::string out =
       "  stage     µs/stage  input  work (max)      waits  handover (own)  last−mean  barrier  "
@@ -128,6 +132,8 @@ std::string format_ring_timeline(const std::vector<RingStageTimes>& kinds) {
     }
   }
   row("a layer", total, false);
+  std::snprintf(line, sizeof(line), "  (SM clock %.2f GHz)\n", summary.sm_clock_ghz);
+  out += line;
   return out;
 }
 

@@ -26,12 +26,17 @@ struct RingStageTimes {
   int num_stages = 0;             // stages averaged
 };
 
-// `words`: [num_layers · 4 + 1][num_blocks][RingTimeline::kFields]. Returns the four kinds in
-// stage order; layers after the first only (all of them when there is one).
-std::vector<RingStageTimes> summarize_ring_timeline(const std::vector<uint64_t>& words,
-                                                    int num_layers, int num_blocks);
+struct RingTimelineSummary {
+  std::vector<RingStageTimes> kinds;  // q|k|v, output, gate|up, down
+  double sm_clock_ghz = 0;            // the SMs' clock cycles per ns over the launch
+};
 
-// The summary as a table, one line per kind of stage, with a total line.
-std::string format_ring_timeline(const std::vector<RingStageTimes>& kinds);
+// `words`: [num_layers · 4 + 1][num_blocks][RingTimeline::kFields]. Layers after the first only
+// (all of them when there is one); all zero when the words are not of that size.
+RingTimelineSummary summarize_ring_timeline(const std::vector<uint64_t>& words, int num_layers,
+                                            int num_blocks);
+
+// The summary as a table, one line per kind of stage, with a total line and the clock.
+std::string format_ring_timeline(const RingTimelineSummary& summary);
 
 }  // namespace cellm::kernels

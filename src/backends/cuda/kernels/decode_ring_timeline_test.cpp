@@ -42,9 +42,10 @@ std::vector<uint64_t> made_up_timeline() {
 }
 
 TEST(RingTimelineTest, SummaryTellsWhereEachKindOfStageSpendsItsTimeAfterTheFirstLayer) {
-  const std::vector<RingStageTimes> kinds =
-      summarize_ring_timeline(made_up_timeline(), kLayers, kBlocks);
+  const RingTimelineSummary summary = summarize_ring_timeline(made_up_timeline(), kLayers, kBlocks);
+  const std::vector<RingStageTimes>& kinds = summary.kinds;
   ASSERT_EQ(kinds.size(), 4u);
+  EXPECT_NEAR(summary.sm_clock_ghz, 2.0, 1e-9);
   for (const RingStageTimes& k : kinds) {
     EXPECT_EQ(k.num_stages, 1);
     EXPECT_NEAR(k.stage_us, 1.0, 1e-9);
@@ -59,7 +60,7 @@ TEST(RingTimelineTest, SummaryTellsWhereEachKindOfStageSpendsItsTimeAfterTheFirs
     EXPECT_NEAR(k.barrier_us, 0.340, 1e-9);
     EXPECT_NEAR(k.last_tiles_ratio, 1.2, 1e-9);
   }
-  const std::string table = format_ring_timeline(kinds);
+  const std::string table = format_ring_timeline(summary);
   EXPECT_NE(table.find("gate|up"), std::string::npos);
   EXPECT_NE(table.find("a layer       4.00"), std::string::npos) << table;
 }
@@ -67,7 +68,7 @@ TEST(RingTimelineTest, SummaryTellsWhereEachKindOfStageSpendsItsTimeAfterTheFirs
 TEST(RingTimelineTest, WordsOfTheWrongSizeGiveAnEmptySummary) {
   std::vector<uint64_t> words = made_up_timeline();
   words.pop_back();
-  for (const RingStageTimes& k : summarize_ring_timeline(words, kLayers, kBlocks)) {
+  for (const RingStageTimes& k : summarize_ring_timeline(words, kLayers, kBlocks).kinds) {
     EXPECT_EQ(k.num_stages, 0);
   }
 }
