@@ -394,16 +394,19 @@ void bench_ring_variants(const Launch& launch, cudaStream_t stream, const Reset&
     report("  no weights, barriers, inputs", time(no_weights, 3), "");
     report("  no weights", time(no_weights, 0), "");
     if (shape.handover_scratch == nullptr) continue;
-    RingShape timed = shape;
-    timed.timeline = timeline.as<uint64_t>();
-    reset();
-    BENCH_CUDA(launch(layers, timed, false, false));
-    std::vector<uint64_t> words(ring_timeline_words(layers, num_sms));
-    BENCH_CUDA(cudaMemcpyAsync(words.data(), timeline.ptr, sizeof(uint64_t) * words.size(),
-                               cudaMemcpyDeviceToHost, stream));
-    BENCH_CUDA(cudaStreamSynchronize(stream));
-    std::printf("%s",
-                format_ring_timeline(summarize_ring_timeline(words, layers, num_sms)).c_str());
+    // The timeline, with the weights streamed and without (the boundaries without traffic).
+    for (const RingShape& variant : {shape, no_weights}) {
+      RingShape timed = variant;
+      timed.timeline = timeline.as<uint64_t>();
+      reset();
+      BENCH_CUDA(launch(layers, timed, false, false));
+      std::vector<uint64_t> words(ring_timeline_words(layers, num_sms));
+      BENCH_CUDA(cudaMemcpyAsync(words.data(), timeline.ptr, sizeof(uint64_t) * words.size(),
+                                 cudaMemcpyDeviceToHost, stream));
+      BENCH_CUDA(cudaStreamSynchronize(stream));
+      std::printf("%s%s", variant.stream_weights ? "" : "  no weights:\n",
+                  format_ring_timeline(summarize_ring_timeline(words, layers, num_sms)).c_str());
+    }
   }
 }
 

@@ -19,7 +19,7 @@
 namespace cellm::kernels {
 
 struct RingShape {
-  int consumer_warps = 8;      // 4, 8, 16 or 20, plus one producer warp per block
+  int consumer_warps = 8;      // 8 or 16, plus one producer warp per block
   int slots_per_warp = 2;      // slots per block: consumer_warps · slots_per_warp ≤ 24
   uint32_t slot_bytes = 9216;  // ≥ a weight row; at most 208 KB of slots per block
   // Measurement knob (results wrong when false): no bulk copies, the consumers multiply whatever

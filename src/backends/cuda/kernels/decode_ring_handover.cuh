@@ -30,11 +30,12 @@ struct ResidualSlice {
 };
 
 // Handover, after stage s's tiles (every consumer warp): warp w takes the block's blocks of 32
-// outputs w, w + warps, …: stores them (the residual updated), quantizes what the next stage
-// multiplies (the residual times the norm weight; the RMS scale comes later) into buffer s & 1.
+// outputs w, w + warps, …: stores q|k|v's (the attention would read them), updates the residual
+// (stored after the `last` stage only), and quantizes what the next stage multiplies (the
+// residual times the norm weight; the RMS scale comes later) into buffer s & 1.
 template <int kConsumers>
-__device__ void hand_over(const RingKernelArgs& k, const RingStage& st, int s, const float* staged,
-                          const ResidualSlice& slice, int warp, int lane) {
+__device__ void hand_over(const RingKernelArgs& k, const RingStage& st, int s, bool last,
+                          const float* staged, const ResidualSlice& slice, int warp, int lane) {
   const PersistentChainArgs& a = k.a;
   const int buf = s & 1;
   int8_t* hq = k.hand_q + buf * kHandQ;
@@ -48,11 +49,11 @@ __device__ void hand_over(const RingKernelArgs& k, const RingStage& st, int s, c
       __stcg(a.qkv + e, v);
       quantize = st.first_output + 32 * g < a.hidden;  // k and v: no consumer here
     } else if (st.kind == kGateUpStage) {
-      __stcg(a.act + e, v);
+      // SwiGLU's output reaches the down stage handed over only: nothing stores it.
     } else {
       const float xn = slice.x[32 * g + lane] + v;
       slice.x[32 * g + lane] = xn;
-      __stcg(a.x + e, xn);
+      if (last) __stcg(a.x + e, xn);  // the slice holds it until then
       double sq = static_cast<double>(__fmul_rn(xn, xn));
       CELLM_UNROLL
       for (int offset = 16; offset > 0; offset >>= 1) {

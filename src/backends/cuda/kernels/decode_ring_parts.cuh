@@ -24,12 +24,11 @@ using chain_bench::kQkvStage;
 using chain_bench::kStagesPerLayer;
 using chain_bench::launch_chain;
 using chain_bench::load_acquire;
-// float4s per consumer thread a normed input keeps in registers; tile rows at most (more
-// consumer warps leave fewer registers per thread).
+// float4s per consumer thread a normed input keeps in registers (more consumer warps leave fewer
+// registers per thread).
 __host__ __device__ constexpr int norm_vectors(int consumers) {
   return consumers >= 16 ? 2 : 32 / consumers;
 }
-__host__ __device__ constexpr int max_tile_rows(int consumers) { return consumers >= 16 ? 4 : 8; }
 
 struct RingKernelArgs {
   PersistentChainArgs a;
@@ -92,29 +91,40 @@ __host__ __device__ __forceinline__ int64_t qkv_kv_tile_begin(int64_t hidden, in
   return tiles * b / num_blocks - qkv_q_group_begin(hidden, b, num_blocks) * (32 / tile_rows);
 }
 
+// A layer's weights of stage kind `kind`.
+__device__ __forceinline__ const uint8_t* stage_weights(const PersistentChainLayer& layer,
+                                                        int kind) {
+  switch (kind) {
+    case kQkvStage:
+      return layer.qkv;
+    case kOutputStage:
+      return layer.o;
+    case kGateUpStage:
+      return layer.gate_up;
+    default:
+      return layer.down;
+  }
+}
+
 __device__ __forceinline__ RingStage ring_stage(const RingKernelArgs& k, int s) {
   const PersistentChainArgs& a = k.a;
-  const PersistentChainLayer& layer = a.layers[s / kStagesPerLayer];
   RingStage st;
   st.kind = s % kStagesPerLayer;
+  st.w = stage_weights(a.layers[s / kStagesPerLayer], st.kind);
   st.num_cols = static_cast<int>(a.hidden);
   st.row_bytes = k.hidden_row_bytes;
   st.tile_rows = k.hidden_tile_rows;
   int64_t rows = a.hidden;
   switch (st.kind) {
     case kQkvStage:
-      st.w = layer.qkv;
       rows = a.qkv_rows;
       break;
     case kOutputStage:
-      st.w = layer.o;
       break;
     case kGateUpStage:
-      st.w = layer.gate_up;
       rows = 2 * a.ffn;
       break;
     default:
-      st.w = layer.down;
       st.num_cols = static_cast<int>(a.ffn);
       st.row_bytes = k.ffn_row_bytes;
       st.tile_rows = k.ffn_tile_rows;
@@ -150,6 +160,17 @@ __device__ __forceinline__ RingStage ring_stage(const RingKernelArgs& k, int s) 
   st.end = tiles * (blockIdx.x + 1) / gridDim.x;
   return st;
 }
+
+// The block's stage of each kind, computed once by ring_stage (its divisions kept off the stage
+// boundaries); stage s is kinds[s % 4] over layer s / 4's weights.
+struct StageTable {
+  RingStage kinds[kStagesPerLayer];
+  __device__ __forceinline__ RingStage at(const RingKernelArgs& k, int s) const {
+    RingStage st = kinds[s % kStagesPerLayer];
+    st.w = stage_weights(k.a.layers[s / kStagesPerLayer], st.kind);
+    return st;
+  }
+};
 
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)  // to the end of the file
 
@@ -246,13 +267,13 @@ struct TimelineWriter {
 };
 
 // The producer thread: every tile of the block, in order, into the ring.
-__device__ inline void produce(const RingKernelArgs& k, uint8_t* ring, uint64_t* full,
-                               uint64_t* empty) {
+__device__ inline void produce(const RingKernelArgs& k, const StageTable& table, uint8_t* ring,
+                               uint64_t* full, uint64_t* empty) {
   const uint64_t policy = evict_first_policy();
   const int num_stages = k.a.num_layers * kStagesPerLayer;
   uint32_t n = 0;
   for (int s = 0; s < num_stages; ++s) {
-    const RingStage st = ring_stage(k, s);
+    const RingStage st = table.at(k, s);
     const uint32_t tile_bytes = st.row_bytes * static_cast<uint32_t>(st.tile_rows);
     const int64_t num_tiles = st.num_tiles();
     for (int64_t i = 0; i < num_tiles; ++i, ++n) {
@@ -364,18 +385,6 @@ __device__ __forceinline__ void multiply_tile_block_major(const uint8_t* tile, c
   }
 }
 
-template <class Decoder, int R>
-__device__ __forceinline__ void multiply(bool block_major, const uint8_t* tile, const RingStage& st,
-                                         const Int8Rows<1>& input, int lane, float (&sums)[8]) {
-  if constexpr (std::is_same_v<Decoder, DecodeQ4_0>) {
-    if (block_major) {
-      multiply_tile_block_major<R>(tile, st, input, lane, sums);
-      return;
-    }
-  }
-  multiply_tile<Decoder, R>(tile, st, input, lane, sums);
-}
-
 // Tile t's results: q|k|v stored, output and down added to the residual, SwiGLU of gate|up.
 template <int R>
 __device__ __forceinline__ void write_tile(const PersistentChainArgs& a, const RingStage& st,
@@ -409,40 +418,23 @@ __device__ __forceinline__ void write_tile(const PersistentChainArgs& a, const R
   }
 }
 
-template <class Decoder, int kMaxRows>
+// One consumer warp's tile of R rows (kBlockMajor: Q4_0 weights block-major): multiplied, the
+// slot released (`empty`, unless nullptr), the results written.
+template <class Decoder, bool kBlockMajor, int R>
 __device__ __forceinline__ void consume_tile(const PersistentChainArgs& a, const uint8_t* tile,
                                              const RingStage& st, int64_t t,
                                              const Int8Rows<1>& input, int lane, uint64_t* empty,
-                                             bool block_major, float* staged) {
+                                             float* staged) {
   float sums[8];
-  const auto finish = [&] {
-    __syncwarp();
-    if (lane == 0 && empty != nullptr) mbarrier_arrive(empty);
-  };
-  switch (st.tile_rows) {
-    case 8:
-      if constexpr (kMaxRows >= 8) {
-        multiply<Decoder, 8>(block_major, tile, st, input, lane, sums);
-        finish();
-        write_tile<8>(a, st, t, lane, sums, staged);
-      }
-      break;
-    case 4:
-      multiply<Decoder, 4>(block_major, tile, st, input, lane, sums);
-      finish();
-      write_tile<4>(a, st, t, lane, sums, staged);
-      break;
-    case 2:
-      multiply<Decoder, 2>(block_major, tile, st, input, lane, sums);
-      finish();
-      write_tile<2>(a, st, t, lane, sums, staged);
-      break;
-    default:
-      multiply<Decoder, 1>(block_major, tile, st, input, lane, sums);
-      finish();
-      write_tile<1>(a, st, t, lane, sums, staged);
-      break;
+  if constexpr (kBlockMajor) {
+    static_assert(std::is_same_v<Decoder, DecodeQ4_0>, "block-major weights are Q4_0's");
+    multiply_tile_block_major<R>(tile, st, input, lane, sums);
+  } else {
+    multiply_tile<Decoder, R>(tile, st, input, lane, sums);
   }
+  __syncwarp();
+  if (lane == 0 && empty != nullptr) mbarrier_arrive(empty);
+  write_tile<R>(a, st, t, lane, sums, staged);
 }
 
 #endif  // __CUDA_ARCH__ >= 900

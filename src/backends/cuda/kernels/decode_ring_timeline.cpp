@@ -11,12 +11,20 @@ namespace {
 
 constexpr int kStagesPerLayer = 4;
 
+// The words of a timeline; times as ns after `base_ns` (the first block's start), subtracted in
+// integers: globaltimer counts ns since 1970, beyond a double's exact integers.
 struct Words {
   const std::vector<uint64_t>& words;
   int num_blocks;
-  double at(int row, int block, int field) const {
-    return static_cast<double>(
-        words[(static_cast<size_t>(row) * num_blocks + block) * RingTimeline::kFields + field]);
+  uint64_t base_ns = 0;
+  uint64_t word(int row, int block, int field) const {
+    return words[(static_cast<size_t>(row) * num_blocks + block) * RingTimeline::kFields + field];
+  }
+  double ns(int row, int block, int field) const {
+    return static_cast<double>(static_cast<int64_t>(word(row, block, field) - base_ns));
+  }
+  double raw(int row, int block, int field) const {
+    return static_cast<double>(word(row, block, field));
   }
 };
 
@@ -32,48 +40,63 @@ RingTimelineSummary summarize_ring_timeline(const std::vector<uint64_t>& words, 
       words.size() != static_cast<size_t>(num_stages + 1) * num_blocks * RingTimeline::kFields) {
     return summary;
   }
-  const Words w{words, num_blocks};
+  Words w{words, num_blocks};
+  w.base_ns = w.word(num_stages, 0, RingTimeline::kStartNs);
+  for (int b = 1; b < num_blocks; ++b) {
+    w.base_ns = std::min(w.base_ns, w.word(num_stages, b, RingTimeline::kStartNs));
+  }
   // Cycles to ns from the blocks' start and end (each block's own clock).
   double ns_sum = 0, cycles_sum = 0;
   for (int b = 0; b < num_blocks; ++b) {
     ns_sum +=
-        w.at(num_stages, b, RingTimeline::kEndNs) - w.at(num_stages, b, RingTimeline::kStartNs);
-    cycles_sum += w.at(num_stages, b, RingTimeline::kEndCycles) -
-                  w.at(num_stages, b, RingTimeline::kStartCycles);
+        w.ns(num_stages, b, RingTimeline::kEndNs) - w.ns(num_stages, b, RingTimeline::kStartNs);
+    cycles_sum += w.raw(num_stages, b, RingTimeline::kEndCycles) -
+                  w.raw(num_stages, b, RingTimeline::kStartCycles);
   }
   const double ns_per_cycle = cycles_sum > 0 ? ns_sum / cycles_sum : 0.0;
   summary.sm_clock_ghz = ns_sum > 0 ? cycles_sum / ns_sum : 0.0;
+  // The timer's step: the smallest positive gap between two points of a block's stage.
+  uint64_t step = 0;
+  for (int s = 0; s < num_stages; ++s) {
+    for (int b = 0; b < num_blocks; ++b) {
+      for (int f = RingTimeline::kReady; f < RingTimeline::kPassed; ++f) {
+        const uint64_t from = w.word(s, b, f), to = w.word(s, b, f + 1);
+        if (to > from && (step == 0 || to - from < step)) step = to - from;
+      }
+    }
+  }
+  summary.timer_step_ns = static_cast<double>(step);
   const int first_stage = num_layers > 1 ? kStagesPerLayer : 0;
   for (int s = first_stage; s < num_stages; ++s) {
     RingStageTimes& k = kinds[s % kStagesPerLayer];
     // The release the stage began with: the first block's after the previous barrier, or the
     // first block's start.
-    double begin = 1e300, release = 1e300, last_handed = 0, mean_handed = 0, mean_tiles = 0;
+    double begin = 1e300, release = 1e300, last_handed = -1e300, mean_handed = 0, mean_tiles = 0;
     int last_block = 0;
     for (int b = 0; b < num_blocks; ++b) {
-      begin = std::min(begin, s > 0 ? w.at(s - 1, b, RingTimeline::kPassed)
-                                    : w.at(num_stages, b, RingTimeline::kStartNs));
-      release = std::min(release, w.at(s, b, RingTimeline::kPassed));
-      const double handed = w.at(s, b, RingTimeline::kHanded);
+      begin = std::min(begin, s > 0 ? w.ns(s - 1, b, RingTimeline::kPassed)
+                                    : w.ns(num_stages, b, RingTimeline::kStartNs));
+      release = std::min(release, w.ns(s, b, RingTimeline::kPassed));
+      const double handed = w.ns(s, b, RingTimeline::kHanded);
       if (handed > last_handed) {
         last_handed = handed;
         last_block = b;
       }
       mean_handed += handed / num_blocks;
-      mean_tiles += w.at(s, b, RingTimeline::kTiles) / num_blocks;
+      mean_tiles += w.raw(s, b, RingTimeline::kTiles) / num_blocks;
     }
     double input = 0, work = 0, work_max = 0, wait = 0, handover_own = 0, handover = 0;
     for (int b = 0; b < num_blocks; ++b) {
-      const double passed_before = s > 0 ? w.at(s - 1, b, RingTimeline::kPassed)
-                                         : w.at(num_stages, b, RingTimeline::kStartNs);
-      const double ready = w.at(s, b, RingTimeline::kReady);
-      const double done = w.at(s, b, RingTimeline::kTilesDone);
+      const double passed_before = s > 0 ? w.ns(s - 1, b, RingTimeline::kPassed)
+                                         : w.ns(num_stages, b, RingTimeline::kStartNs);
+      const double ready = w.ns(s, b, RingTimeline::kReady);
+      const double done = w.ns(s, b, RingTimeline::kTilesDone);
       input += (ready - passed_before) / num_blocks;
       work += (done - ready) / num_blocks;
       work_max = std::max(work_max, done - ready);
-      wait += w.at(s, b, RingTimeline::kWaitCycles) * ns_per_cycle / num_blocks;
-      handover_own += (w.at(s, b, RingTimeline::kHandedOwn) - done) / num_blocks;
-      handover += (w.at(s, b, RingTimeline::kHanded) - done) / num_blocks;
+      wait += w.raw(s, b, RingTimeline::kWaitCycles) * ns_per_cycle / num_blocks;
+      handover_own += (w.ns(s, b, RingTimeline::kHandedOwn) - done) / num_blocks;
+      handover += (w.ns(s, b, RingTimeline::kHanded) - done) / num_blocks;
     }
     k.stage_us += (release - begin) / 1e3;
     k.input_us += input / 1e3;
@@ -85,7 +108,7 @@ RingTimelineSummary summarize_ring_timeline(const std::vector<uint64_t>& words, 
     k.last_after_mean_us += (last_handed - mean_handed) / 1e3;
     k.barrier_us += (release - last_handed) / 1e3;
     k.last_tiles_ratio +=
-        mean_tiles > 0 ? w.at(s, last_block, RingTimeline::kTiles) / mean_tiles : 0.0;
+        mean_tiles > 0 ? w.raw(s, last_block, RingTimeline::kTiles) / mean_tiles : 0.0;
     ++k.num_stages;
   }
   for (RingStageTimes& k : kinds) {
@@ -132,7 +155,8 @@ std::string format_ring_timeline(const RingTimelineSummary& summary) {
     }
   }
   row("a layer", total, false);
-  std::snprintf(line, sizeof(line), "  (SM clock %.2f GHz)\n", summary.sm_clock_ghz);
+  std::snprintf(line, sizeof(line), "  (SM clock %.2f GHz; timer step %.0f ns or less)\n",
+                summary.sm_clock_ghz, summary.timer_step_ns);
   out += line;
   return out;
 }

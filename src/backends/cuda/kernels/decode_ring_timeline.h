@@ -29,6 +29,7 @@ struct RingStageTimes {
 struct RingTimelineSummary {
   std::vector<RingStageTimes> kinds;  // q|k|v, output, gate|up, down
   double sm_clock_ghz = 0;            // the SMs' clock cycles per ns over the launch
+  double timer_step_ns = 0;           // the smallest positive gap between a stage's points
 };
 
 // `words`: [num_layers · 4 + 1][num_blocks][RingTimeline::kFields]. Layers after the first only
