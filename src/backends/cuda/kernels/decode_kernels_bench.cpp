@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -332,6 +333,34 @@ void bench_chain(cudaStream_t stream, double ceiling, TensorType type, bool int8
       100.0 * gbps * 1e9 / ceiling, 1.0 / t);
 }
 
+// A chain prototype's launch `run(num_layers)` checked against the launches' residuals `want`
+// (after one layer and after all): nullopt, the reason printed, when it cannot launch; else the
+// check's text for the report.
+template <class Run, class Reset, class Residual, class Difference>
+std::optional<std::string> check_chain(const char* name, TensorType type, cudaStream_t stream,
+                                       const Run& run, const Reset& reset, const Residual& residual,
+                                       const Difference& difference,
+                                       const std::vector<float> (&want)[2], int layers) {
+  const cudaError_t probe = run(1);
+  if (probe != cudaSuccess) {
+    std::printf("%-5s %s: %s\n", std::string(tensor_type_name(type)).c_str(), name,
+                cudaGetErrorString(probe));
+    (void)cudaGetLastError();
+    return std::nullopt;
+  }
+  BENCH_CUDA(cudaStreamSynchronize(stream));
+  double diff[2];
+  for (int v = 0; v < 2; ++v) {
+    reset();
+    BENCH_CUDA(run(v == 0 ? 1 : layers));
+    diff[v] = difference(want[v], residual());
+  }
+  char check[96];
+  std::snprintf(check, sizeof(check), "residual vs launches: %.2e (1 layer), %.2e (%d layers)",
+                diff[0], diff[1], layers);
+  return std::string(check);
+}
+
 // The ring prototype (decode_ring_bench.h) in each shape, checked against the launches' residuals
 // `want` (after one layer and after all) and timed, then timed without its grid barriers, without
 // its input quantization, without both (the weight stream alone), and without weights (the
@@ -362,30 +391,17 @@ void bench_ring_variants(const Launch& launch, cudaStream_t stream, const Reset&
                   shape.consumer_warps, shape.slots_per_warp, shape.slot_bytes / 1024,
                   shape.handover_scratch != nullptr ? ", handover" : "",
                   shape.block_major ? ", block-major" : "");
-    const cudaError_t probe = launch(1, shape, false, false);
-    if (probe != cudaSuccess) {
-      std::printf("%-5s %s: %s\n", std::string(tensor_type_name(type)).c_str(), name,
-                  cudaGetErrorString(probe));
-      (void)cudaGetLastError();
-      continue;
-    }
-    BENCH_CUDA(cudaStreamSynchronize(stream));
-    double diff[2];
-    for (int v = 0; v < 2; ++v) {
-      reset();
-      BENCH_CUDA(launch(v == 0 ? 1 : layers, shape, false, false));
-      diff[v] = difference(want[v], residual());
-    }
-    char check[96];
-    std::snprintf(check, sizeof(check), "residual vs launches: %.2e (1 layer), %.2e (%d layers)",
-                  diff[0], diff[1], layers);
+    const std::optional<std::string> check = check_chain(
+        name, type, stream, [&](int num_layers) { return launch(num_layers, shape, false, false); },
+        reset, residual, difference, want, layers);
+    if (!check) continue;
     const auto time = [&](const RingShape& variant, int skip) {
       return bench::time_graph(stream, [&] {
         reset();
         BENCH_CUDA(launch(layers, variant, skip & 1, skip & 2));
       });
     };
-    report(name, time(shape, 0), check);
+    report(name, time(shape, 0), *check);
     RingShape no_weights = shape;
     no_weights.stream_weights = false;
     report("  no barriers", time(shape, 1), "");
@@ -553,31 +569,19 @@ void bench_persistent(cudaStream_t stream, double ceiling, TensorType type, bool
     return;
   }
   for (const int subs : {4, 6, 8}) {
-    const cudaError_t probe = persistent(1, subs);
-    if (probe != cudaSuccess) {
-      std::printf("%-5s persistent, %d subs: %s\n", std::string(tensor_type_name(type)).c_str(),
-                  subs, cudaGetErrorString(probe));
-      (void)cudaGetLastError();
-      continue;
-    }
-    BENCH_CUDA(cudaStreamSynchronize(stream));
-    double diff[2];
-    for (int v = 0; v < 2; ++v) {
-      reset();
-      BENCH_CUDA(persistent(v == 0 ? 1 : layers, subs));
-      diff[v] = difference(want[v], residual());
-    }
-    char name[64], check[96];
+    char name[64];
     std::snprintf(name, sizeof(name), "persistent, %d subs", subs);
-    std::snprintf(check, sizeof(check), "residual vs launches: %.2e (1 layer), %.2e (%d layers)",
-                  diff[0], diff[1], layers);
+    const std::optional<std::string> check = check_chain(
+        name, type, stream, [&](int num_layers) { return persistent(num_layers, subs); }, reset,
+        residual, difference, want, layers);
+    if (!check) continue;
     report(name,
            bench::time_graph(stream,
                              [&] {
                                reset();
                                BENCH_CUDA(persistent(layers, subs));
                              }),
-           check);
+           *check);
     for (const int skip : {1, 2, 3}) {
       std::snprintf(name, sizeof(name), "  %d subs, no %s", subs,
                     skip == 1 ? "barriers" : (skip == 2 ? "inputs" : "barriers, inputs"));
