@@ -44,10 +44,8 @@ __device__ void hand_over(const RingKernelArgs& k, const RingStage& st, int s, b
   for (int g = warp; g < st.num_groups; g += kConsumers) {
     const int64_t e = st.first_output + 32 * g + lane;
     float v = staged[32 * g + lane];
-    bool quantize = true;
     if (st.kind == kQkvStage) {
-      __stcg(a.qkv + e, v);
-      quantize = st.first_output + 32 * g < a.hidden;  // k and v: no consumer here
+      __stcg(a.qkv + e, v);  // q's blocks only: k|v tiles are stored by write_tile
     } else if (st.kind == kGateUpStage) {
       // SwiGLU's output reaches the down stage handed over only: nothing stores it.
     } else {
@@ -62,7 +60,6 @@ __device__ void hand_over(const RingKernelArgs& k, const RingStage& st, int s, b
       if (lane == 0) hp[e / 32] = sq;
       v = xn * slice.norm[32 * g + lane];
     }
-    if (!quantize) continue;
     float amax = fabsf(v);
     CELLM_UNROLL
     for (int offset = 16; offset > 0; offset >>= 1) {
