@@ -11,8 +11,10 @@
 // --persistent: only the one-launch prototype of the layers' products (decode_persistent_bench.h)
 // against the same products as launches, with the two residuals' difference; --ring: the same
 // for the one-launch prototype whose weights stream through a shared-memory ring
-// (decode_ring_bench.h).
-// Usage: cuda_decode_bench [--chain-only] [--persistent] [--ring] [--quick]. CELLM_CUDA_PDL=0 times
+// (decode_ring_bench.h); --latency: the round trips of a grid-wide handoff with and without
+// weights streaming (decode_latency_probe.h).
+// Usage: cuda_decode_bench [--chain-only] [--persistent] [--ring] [--latency] [--quick].
+// CELLM_CUDA_PDL=0 times
 // the same launches without programmatic dependent launch. Prints tables; never pass/fail (exit 1
 // on errors).
 #include <cuda_runtime.h>
@@ -30,6 +32,7 @@
 #include "backends/cuda/kernels/bench_kernels.h"
 #include "backends/cuda/kernels/bench_support.h"
 #include "backends/cuda/kernels/decode_bench_kernels.h"
+#include "backends/cuda/kernels/decode_latency_probe.h"
 #include "backends/cuda/kernels/decode_matmul.cuh"
 #include "backends/cuda/kernels/decode_persistent_bench.h"
 #include "backends/cuda/kernels/decode_ring_bench.h"
@@ -381,16 +384,28 @@ void bench_ring_variants(const Launch& launch, cudaStream_t stream, const Reset&
       shapes.push_back(shape);
     }
   }
+  // The handover shape of 8 warps (block-major for Q4_0) with fewer bulk copies in flight.
+  for (const int copies : {4, 3, 2}) {
+    RingShape shape{8, 1, 18432};
+    shape.handover_scratch = scratch.ptr;
+    shape.block_major = type == TensorType::kQ4_0;
+    shape.copies_in_flight = copies;
+    shapes.push_back(shape);
+  }
   int device = 0, num_sms = 0;
   BENCH_CUDA(cudaGetDevice(&device));
   BENCH_CUDA(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
   Buffer timeline(sizeof(uint64_t) * ring_timeline_words(layers, num_sms));
   for (const RingShape& shape : shapes) {
-    char name[80];
-    std::snprintf(name, sizeof(name), "ring, %d warps × %d slots of %u KB%s%s",
+    char name[96];
+    char in_flight[24] = "";
+    if (shape.copies_in_flight > 0) {
+      std::snprintf(in_flight, sizeof(in_flight), ", %d in flight", shape.copies_in_flight);
+    }
+    std::snprintf(name, sizeof(name), "ring, %d warps × %d slots of %u KB%s%s%s",
                   shape.consumer_warps, shape.slots_per_warp, shape.slot_bytes / 1024,
                   shape.handover_scratch != nullptr ? ", handover" : "",
-                  shape.block_major ? ", block-major" : "");
+                  shape.block_major ? ", block-major" : "", in_flight);
     const std::optional<std::string> check = check_chain(
         name, type, stream, [&](int num_layers) { return launch(num_layers, shape, false, false); },
         reset, residual, difference, want, layers);
@@ -604,11 +619,13 @@ int main(int argc, char** argv) {
   bool chain_only = false;
   bool persistent_only = false;
   bool ring_only = false;
+  bool latency_only = false;
   bench::set_timed_replays(15);
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--chain-only") == 0) chain_only = true;
     if (std::strcmp(argv[i], "--persistent") == 0) persistent_only = true;
     if (std::strcmp(argv[i], "--ring") == 0) ring_only = true;
+    if (std::strcmp(argv[i], "--latency") == 0) latency_only = true;
     if (std::strcmp(argv[i], "--quick") == 0) bench::set_timed_replays(5);
   }
   cudaDeviceProp prop{};
@@ -620,6 +637,11 @@ int main(int argc, char** argv) {
   BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   const double ceiling = bench::copy_bandwidth(stream);
   std::printf("ceiling: copy kernel %.0f GB/s (read + write)\n", ceiling / 1e9);
+  if (latency_only) {
+    bench_latency_probe(stream, ceiling);
+    BENCH_CUDA(cudaStreamDestroy(stream));
+    return 0;
+  }
   if (persistent_only || ring_only) {
     std::printf("\n== layers' products, launches vs one %s launch (32 layers, int8) ==\n",
                 ring_only ? "ring" : "persistent");

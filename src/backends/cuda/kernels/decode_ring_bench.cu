@@ -271,7 +271,7 @@ cudaError_t launch_ring_chain(const PersistentChainArgs& a, const RingShape& sha
   const bool shape_ok =
       a.num_layers > 0 && a.hidden % 256 == 0 && a.ffn % 256 == 0 && a.qkv_rows >= a.hidden &&
       shape.slots_per_warp >= 1 && shape.consumer_warps * shape.slots_per_warp <= ring::kMaxSlots &&
-      shape.slot_bytes % 16 == 0 &&
+      shape.copies_in_flight >= 0 && shape.slot_bytes % 16 == 0 &&
       static_cast<size_t>(shape.consumer_warps) * shape.slots_per_warp * shape.slot_bytes <=
           ring::kMaxRingBytes;
   if (!shape_ok || a.layers == nullptr || a.x == nullptr || a.qkv == nullptr || a.act == nullptr ||
@@ -286,6 +286,8 @@ cudaError_t launch_ring_chain(const PersistentChainArgs& a, const RingShape& sha
   k.ffn_tile_rows = ring::tile_rows(k.ffn_row_bytes, shape.slot_bytes, false);
   k.slots = shape.consumer_warps * shape.slots_per_warp;
   k.slot_bytes = shape.slot_bytes;
+  k.copies_in_flight =
+      shape.copies_in_flight > 0 ? std::min(shape.copies_in_flight, k.slots) : k.slots;
   k.stream_weights = shape.stream_weights;
   k.block_major = shape.block_major && a.type == TensorType::kQ4_0;
   k.handover = shape.handover_scratch != nullptr;

@@ -39,6 +39,7 @@ struct RingKernelArgs {
   bool stream_weights = true;
   bool block_major = false;  // Q4_0 weights block-major, inputs in natural order
   int slots = 0;             // consumer warps · slots per warp
+  int copies_in_flight = 0;  // ≤ slots (RingShape::copies_in_flight)
   uint32_t slot_bytes = 0;
   // Handover (RingShape::handover_scratch): each block owns whole blocks of 32 outputs and
   // quantizes them after the stage into hand_q / hand_scales (the residual's per-32 sums of
@@ -281,6 +282,13 @@ __device__ inline void produce(const RingKernelArgs& k, const StageTable& table,
       const uint32_t slot = n % static_cast<uint32_t>(k.slots);
       const uint32_t round = n / static_cast<uint32_t>(k.slots);
       if (round > 0) mbarrier_wait(&empty[slot], (round - 1) & 1);
+      if (k.copies_in_flight < k.slots && n >= static_cast<uint32_t>(k.copies_in_flight)) {
+        // Tile n - copies_in_flight's slot has not been filled again since (copies_in_flight <
+        // slots): its phase is that tile's.
+        const uint32_t landed = n - static_cast<uint32_t>(k.copies_in_flight);
+        mbarrier_wait(&full[landed % static_cast<uint32_t>(k.slots)],
+                      (landed / static_cast<uint32_t>(k.slots)) & 1);
+      }
       uint8_t* dst = ring + static_cast<size_t>(slot) * k.slot_bytes;
       mbarrier_expect_bytes(&full[slot], tile_bytes);
       if (st.kind == kGateUpStage) {
