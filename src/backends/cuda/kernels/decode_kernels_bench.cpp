@@ -384,9 +384,11 @@ void bench_ring_variants(const Launch& launch, cudaStream_t stream, const Reset&
       shapes.push_back(shape);
     }
   }
-  // The handover shape of 8 warps (block-major for Q4_0) with fewer bulk copies in flight.
-  for (const int copies : {4, 3, 2}) {
-    RingShape shape{8, 1, 18432};
+  // The handover shape of 8 warps (block-major for Q4_0) with fewer bulk copies in flight; and
+  // with tiles of 4 and 1 rows in two 9 KB slots per warp (the same ring, 19 KB of tile loops and
+  // boundary code run per layer instead of 30).
+  for (const int copies : {4, 3, 2, 0}) {
+    RingShape shape = copies > 0 ? RingShape{8, 1, 18432} : RingShape{8, 2, 9216};
     shape.handover_scratch = scratch.ptr;
     shape.block_major = type == TensorType::kQ4_0;
     shape.copies_in_flight = copies;

@@ -1,4 +1,5 @@
-// decode_latency_bench: the table of `cuda_decode_bench --latency` (decode_latency_probe.h).
+// decode_latency_bench: the tables of `cuda_decode_bench --latency` (decode_latency_probe.h,
+// decode_code_probe.h).
 // Benchmark only. Thread-safety: one caller at a time.
 #include <cuda_runtime.h>
 
@@ -8,11 +9,32 @@
 #include <vector>
 
 #include "backends/cuda/kernels/bench_support.h"
+#include "backends/cuda/kernels/decode_code_probe.h"
 #include "backends/cuda/kernels/decode_latency_probe.h"
 
 namespace cellm::kernels {
 
 using bench::Buffer;
+
+// decode_code_probe.h's blocks, cycles per instruction of each pass (two launches each).
+void bench_code_probe(cudaStream_t stream) {
+  Buffer cycles((kCodeProbePasses + 1) * sizeof(uint64_t));
+  std::printf("\n== straight code run three times by one warp, cycles per instruction ==\n");
+  std::printf("%8s %8s %8s %8s\n", "code KB", "pass 1", "pass 2", "pass 3");
+  for (const int instructions : kCodeProbeSizes) {
+    for (int run = 0; run < 2; ++run) {
+      BENCH_CUDA(launch_code_probe(instructions, cycles.as<uint64_t>(), stream));
+      uint64_t c[kCodeProbePasses + 1] = {};
+      BENCH_CUDA(cudaMemcpyAsync(c, cycles.ptr, sizeof(c), cudaMemcpyDeviceToHost, stream));
+      BENCH_CUDA(cudaStreamSynchronize(stream));
+      std::printf("%8d", instructions * 16 / 1024);
+      for (int pass = 0; pass < kCodeProbePasses; ++pass) {
+        std::printf(" %8.2f", static_cast<double>(c[pass]) / instructions);
+      }
+      std::printf("\n");
+    }
+  }
+}
 
 // Two runs of the probe each with nothing streaming, every SM but the prober's and its partner's
 // streaming, every SM streaming with 6, 3, 2 or 1 copies of 32 KB in flight per SM, and only 66,
@@ -109,6 +131,7 @@ void bench_latency_probe(cudaStream_t stream, double ceiling) {
   }
   BENCH_CUDA(cudaEventDestroy(begin));
   BENCH_CUDA(cudaEventDestroy(end));
+  bench_code_probe(stream);
 }
 
 }  // namespace cellm::kernels

@@ -54,8 +54,9 @@ enum LatencyProbeResult : int {
 // Zeroes the words and results, then launches one block per SM on `stream`.
 cudaError_t launch_latency_probe(const LatencyProbeArgs& args, cudaStream_t stream);
 
-// The benchmark's table (decode_latency_bench.cpp): two runs of the probe in each case, ns per
-// round trip and the streams' rate against `copy_bytes_per_s` (the copy kernel's).
+// The benchmark's tables (decode_latency_bench.cpp): two runs of the probe in each case, ns per
+// round trip and the streams' rate against `copy_bytes_per_s` (the copy kernel's); then
+// decode_code_probe.h's cycles per instruction.
 void bench_latency_probe(cudaStream_t stream, double copy_bytes_per_s);
 
 }  // namespace cellm::kernels
