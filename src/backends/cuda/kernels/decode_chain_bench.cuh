@@ -1,9 +1,10 @@
 // decode_chain_bench.cuh: what the two one-launch chain prototypes of a decode step's layer
 // products (decode_persistent_bench.cu, decode_ring_bench.cu) share — the stage kinds, the
 // acquire load their grid barriers poll, the quantization of a stage's f32 input into a block's
-// shared memory, and the cooperative launch. It knows nothing of how a chain streams its weights.
-// Benchmark only; not linked into the backend. Thread-safety: device functions act on the calling
-// block's shared memory; launch_chain launches on the given stream.
+// shared memory, and the cooperative launch (decode_latency_probe.cu's too). It knows nothing of
+// how a chain streams its weights. Benchmark only; not linked into the backend. Thread-safety:
+// device functions act on the calling block's shared memory; the launchers launch on the given
+// stream.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -107,6 +108,24 @@ inline cudaError_t chain_blocks(const PersistentChainArgs& a, int* blocks) {
   return cudaDeviceGetAttribute(blocks, cudaDevAttrMultiProcessorCount, device);
 }
 
+// `kernel(k)` on `blocks` blocks that must all be resident at once (a cooperative launch: refused
+// when they cannot be).
+template <class KernelArgs>
+cudaError_t launch_cooperative(void (*kernel)(KernelArgs), const KernelArgs& k, int blocks,
+                               int threads, size_t smem_bytes, cudaStream_t stream) {
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeCooperative;
+  attribute[0].val.cooperative = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(blocks));
+  config.blockDim = dim3(static_cast<unsigned>(threads));
+  config.dynamicSmemBytes = smem_bytes;
+  config.stream = stream;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, kernel, k);
+}
+
 template <class KernelArgs>
 cudaError_t launch_chain(void (*kernel)(KernelArgs), const KernelArgs& k,
                          const PersistentChainArgs& a, int threads, size_t smem_bytes,
@@ -128,17 +147,7 @@ cudaError_t launch_chain(void (*kernel)(KernelArgs), const KernelArgs& k,
   if ((error = cudaMemsetAsync(a.barrier, 0, sizeof(unsigned), stream)) != cudaSuccess) {
     return error;
   }
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeCooperative;
-  attribute[0].val.cooperative = 1;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(blocks));
-  config.blockDim = dim3(static_cast<unsigned>(threads));
-  config.dynamicSmemBytes = smem_bytes;
-  config.stream = stream;
-  config.attrs = attribute;
-  config.numAttrs = 1;
-  return cudaLaunchKernelEx(&config, kernel, k);
+  return launch_cooperative(kernel, k, blocks, threads, smem_bytes, stream);
 }
 
 }  // namespace cellm::kernels::chain_bench

@@ -193,17 +193,7 @@ cudaError_t launch_latency_probe(const LatencyProbeArgs& a, cudaStream_t stream)
     return error;
   }
   // Cooperative: the prober and its partner must run at once (one block per SM, all resident).
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeCooperative;
-  attribute[0].val.cooperative = 1;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(num_sms));
-  config.blockDim = dim3(64);
-  config.dynamicSmemBytes = kSmemBytes;
-  config.stream = stream;
-  config.attrs = attribute;
-  config.numAttrs = 1;
-  return cudaLaunchKernelEx(&config, latency_probe_kernel, a);
+  return chain_bench::launch_cooperative(latency_probe_kernel, a, num_sms, 64, kSmemBytes, stream);
 }
 
 }  // namespace cellm::kernels
