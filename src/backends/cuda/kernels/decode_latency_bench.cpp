@@ -40,7 +40,7 @@ void bench_code_probe(cudaStream_t stream) {
 // streaming, every SM streaming with 6, 3, 2 or 1 copies of 32 KB in flight per SM, and only 66,
 // 33, 8 or 1 SMs streaming; ns per round trip (the handoffs one way) at the prober's measured
 // clock, and the streams' rate over the launch (per SM too).
-void bench_latency_probe(cudaStream_t stream, double ceiling) {
+void bench_latency_probe(cudaStream_t stream, double copy_bytes_per_s) {
   constexpr uint64_t kStreamBytes = uint64_t{1} << 30;  // far beyond L2: every copy from DRAM
   constexpr int kChaseLines = 512;                      // 64 KB of 128-byte lines, L2-resident
   constexpr int kHops = 256;
@@ -126,7 +126,7 @@ void bench_latency_probe(cudaStream_t stream, double ceiling) {
                       : c.copies_in_flight * kLatencyProbeSlotBytes / 1024,
                   ns(kProbeChaseCycles, 1.0), ns(kProbeAtomicCycles, 1.0),
                   ns(kProbePingPongCycles, 2.0), ns(kProbeRelaxedPingPongCycles, 2.0), ghz, gbps,
-                  100.0 * gbps * 1e9 / ceiling, streaming > 0 ? gbps / streaming : 0.0);
+                  100.0 * gbps * 1e9 / copy_bytes_per_s, streaming > 0 ? gbps / streaming : 0.0);
     }
   }
   BENCH_CUDA(cudaEventDestroy(begin));
