@@ -32,6 +32,7 @@
 #include "backends/cuda/kernels/bench_kernels.h"
 #include "backends/cuda/kernels/bench_support.h"
 #include "backends/cuda/kernels/decode_bench_kernels.h"
+#include "backends/cuda/kernels/decode_block_major_bench.h"
 #include "backends/cuda/kernels/decode_latency_probe.h"
 #include "backends/cuda/kernels/decode_matmul.cuh"
 #include "backends/cuda/kernels/decode_persistent_bench.h"
@@ -558,22 +559,51 @@ void bench_persistent(cudaStream_t stream, double ceiling, TensorType type, bool
                              launches(layers);
                            }),
          "");
-  if (ring) {
-    // The same weights block-major (RingShape::block_major), for Q4_0.
-    std::vector<PersistentChainLayer> block_major_layers(layers);
-    const auto repacked = [&](const uint8_t* from, int64_t rows, int64_t cols) {
-      weights.push_back(std::make_unique<Buffer>(device_row_bytes(type, cols) * rows));
-      BENCH_CUDA(repack_q4_0_block_major(from, weights.back()->as<uint8_t>(), rows, cols, stream));
-      return static_cast<const uint8_t*>(weights.back()->ptr);
+  // The same weights block-major (RingShape::block_major, decode_block_major_bench.h), for Q4_0.
+  std::vector<PersistentChainLayer> block_major_layers(layers);
+  const auto repacked = [&](const uint8_t* from, int64_t rows, int64_t cols) {
+    weights.push_back(std::make_unique<Buffer>(device_row_bytes(type, cols) * rows));
+    BENCH_CUDA(repack_q4_0_block_major(from, weights.back()->as<uint8_t>(), rows, cols, stream));
+    return static_cast<const uint8_t*>(weights.back()->ptr);
+  };
+  for (int l = 0; l < layers && type == TensorType::kQ4_0; ++l) {
+    const PersistentChainLayer& w = host_layers[l];
+    block_major_layers[l] = {repacked(w.qkv, qkv_rows, hidden), repacked(w.o, hidden, hidden),
+                             repacked(w.gate_up, 2 * ffn, hidden), repacked(w.down, hidden, ffn)};
+  }
+  Buffer block_major_table(sizeof(PersistentChainLayer) * layers);
+  BENCH_CUDA(cudaMemcpy(block_major_table.ptr, block_major_layers.data(),
+                        sizeof(PersistentChainLayer) * layers, cudaMemcpyHostToDevice));
+  // The launches again with block-major weights: a natural-order quantize launch and a one-token
+  // product of 4 or 8 rows per block for each stage.
+  for (const int rows_per_block : {4, 8}) {
+    if (type != TensorType::kQ4_0) break;
+    const auto block_major_launches = [&](int num_layers) {
+      const PersistentChainArgs pa = chain_args(num_layers, false, false);
+      for (int l = 0; l < num_layers; ++l) {
+        for (int kind = 0; kind < kBlockMajorStagesPerLayer; ++kind) {
+          const cudaError_t error =
+              launch_block_major_stage(pa, block_major_layers[l], kind, rows_per_block,
+                                       xq.as<int8_t>(), xs.as<float>(), stream);
+          if (error != cudaSuccess) return error;
+        }
+      }
+      return cudaSuccess;
     };
-    for (int l = 0; l < layers && type == TensorType::kQ4_0; ++l) {
-      const PersistentChainLayer& w = host_layers[l];
-      block_major_layers[l] = {repacked(w.qkv, qkv_rows, hidden), repacked(w.o, hidden, hidden),
-                               repacked(w.gate_up, 2 * ffn, hidden), repacked(w.down, hidden, ffn)};
-    }
-    Buffer block_major_table(sizeof(PersistentChainLayer) * layers);
-    BENCH_CUDA(cudaMemcpy(block_major_table.ptr, block_major_layers.data(),
-                          sizeof(PersistentChainLayer) * layers, cudaMemcpyHostToDevice));
+    char name[64];
+    std::snprintf(name, sizeof(name), "launches, block-major, %d rows", rows_per_block);
+    const std::optional<std::string> check = check_chain(name, type, stream, block_major_launches,
+                                                         reset, residual, difference, want, layers);
+    if (!check) continue;
+    report(name,
+           bench::time_graph(stream,
+                             [&] {
+                               reset();
+                               BENCH_CUDA(block_major_launches(layers));
+                             }),
+           *check);
+  }
+  if (ring) {
     bench_ring_variants(
         [&](int num_layers, const RingShape& shape, bool skip_barriers, bool skip_inputs) {
           PersistentChainArgs pa = chain_args(num_layers, skip_barriers, skip_inputs);
