@@ -9,7 +9,8 @@
 // against the sum of its parts and the bytes it reads. Every timed region is a graph replayed
 // after a warm-up; medians; weights rotated through copies larger than L2.
 // --persistent: only the one-launch prototype of the layers' products (decode_persistent_bench.h)
-// against the same products as launches, with the two residuals' difference; --ring: the same
+// against the same products as launches (and, for Q4_0, as launches over block-major weights:
+// decode_block_major_bench.h), with the residuals' differences; --ring: the same
 // for the one-launch prototype whose weights stream through a shared-memory ring
 // (decode_ring_bench.h); --latency: the round trips of a grid-wide handoff with and without
 // weights streaming (decode_latency_probe.h).
