@@ -4,7 +4,7 @@
 // and 14 without. One block per SM; in every block one thread may stream a buffer into a ring of
 // shared-memory slots by bulk copies (as the ring chain's producer does, nothing consuming),
 // while one thread of block 0 times three dependent chains: loads of L2-resident words
-// (`ld.global.cg`), atomic adds that return their value, and a release/acquire ping-pong with a
+// (`ld.global.cg`), atomic adds that return their value, and a ping-pong with a
 // thread of the last block (the two halves of every grid barrier and handover), once with
 // release/acquire and once relaxed. The streams can be held to a number of copies in flight per
 // block, or to the first blocks only (how much one SM can pull). Run unloaded and loaded, the

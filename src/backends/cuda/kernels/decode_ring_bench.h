@@ -22,10 +22,12 @@ struct RingShape {
   int consumer_warps = 8;      // 8 or 16, plus one producer warp per block
   int slots_per_warp = 2;      // slots per block: consumer_warps · slots_per_warp ≤ 24
   uint32_t slot_bytes = 9216;  // ≥ a weight row; at most 208 KB of slots per block
-  // Bulk copies in flight per block at most (0: one per slot). A release fence waits for the
-  // copies its SM has in flight (decode_latency_probe.h: a handoff 9.7 µs one way with 192 KB in
-  // flight per SM, 1.6 µs with 64 KB, at 95% of the stream's rate), so every stage boundary's
-  // barrier pays for them; slots whose copies have landed cost the fence nothing.
+  // Bulk copies in flight per block at most (0: one per slot). Every round trip of a boundary
+  // waits behind the chip's bytes in flight, a release fence behind its SM's
+  // (decode_latency_probe.h: a handoff 2.5–9.8 µs one way with 192 KB in flight on every
+  // SM, 1.6–2.3 µs with 64 KB, the stream within 5%); slots whose copies have landed cost nothing.
+  // The chain measured the same with 3 or 4 in flight as with 8 (decode.md version 18): its
+  // boundaries are paced elsewhere.
   int copies_in_flight = 0;
   // Measurement knob (results wrong when false): no bulk copies, the consumers multiply whatever
   // the slots hold without waiting — their compute rate, and the stage boundaries' cost without
