@@ -32,10 +32,6 @@ __device__ __forceinline__ unsigned load_relaxed(const unsigned* p) {
   return v;
 }
 
-__device__ __forceinline__ unsigned load_volatile(const unsigned* p) {
-  return *static_cast<const volatile unsigned*>(p);
-}
-
 // Waits until *p == want (acquire, or relaxed), trapping after kWaitLimitNs: a probe must not
 // hang.
 template <bool kRelaxed>
@@ -83,7 +79,7 @@ __device__ void stream_slices(const LatencyProbeArgs& a, uint8_t* slots, uint64_
     }
     // Copies may land out of order: the slot's last one too, before its barrier is armed again.
     if (i >= kLatencyProbeSlots) mbarrier_wait(&full[slot], (i / kLatencyProbeSlots - 1) & 1);
-    if (load_volatile(stop) != 0 || global_ns() - start > kWaitLimitNs) break;
+    if (load_relaxed(stop) != 0 || global_ns() - start > kWaitLimitNs) break;
     mbarrier_expect_bytes(&full[slot], kLatencyProbeSlotBytes);
     bulk_copy(slots + static_cast<size_t>(slot) * kLatencyProbeSlotBytes,
               a.stream_src + (next % num_slices) * kLatencyProbeSlotBytes, kLatencyProbeSlotBytes,
