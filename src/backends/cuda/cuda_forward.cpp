@@ -111,6 +111,9 @@ StatusOr<std::unique_ptr<CudaForward>> CudaForward::create(const ModelConfig& co
       q8_rows * (max_k / 32 + 1) * sizeof(float),   // their scales
       w * static_cast<size_t>(std::max(c.rope.num_rotary_dims, 0) / 2) * sizeof(float2),  // RoPE
       w * max_k * sizeof(uint16_t),                                                       // x wide
+      static_cast<size_t>(c.hidden_size),                        // handed-over int8 input
+      static_cast<size_t>(c.hidden_size / 32) * sizeof(float),   // its scales
+      static_cast<size_t>(c.hidden_size / 32) * sizeof(double),  // its sums of squares
   };
   size_t total = 0;
   for (const size_t s : sizes) total += aligned(s);
@@ -137,6 +140,9 @@ StatusOr<std::unique_ptr<CudaForward>> CudaForward::create(const ModelConfig& co
   forward->x_q8_scales_ = reinterpret_cast<float*>(take(sizes[13]));
   forward->rope_table_ = reinterpret_cast<float2*>(take(sizes[14]));
   forward->x_wide_ = reinterpret_cast<uint16_t*>(take(sizes[15]));
+  forward->hand_q_ = reinterpret_cast<int8_t*>(take(sizes[16]));
+  forward->hand_scales_ = reinterpret_cast<float*>(take(sizes[17]));
+  forward->hand_sum_squares_ = reinterpret_cast<double*>(take(sizes[18]));
   CELLM_CUDA_RETURN_IF_ERROR(cudaMemset(forward->zero_rows_, 0, sizes[9]));
   CELLM_CUDA_RETURN_IF_ERROR(cudaMemset(forward->argmax_scratch_, 0, sizes[11]));
   forward->plan_fused_path();

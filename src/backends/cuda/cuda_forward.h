@@ -142,6 +142,11 @@ class CudaForward {
   // per 256 columns (K-quants, where kquant_per_256_): every quantize launch for them asks this
   // (an output product may take the attention's per-32 output instead: o_takes_attention_q8).
   bool int8_input_per_256(const kernels::DeviceWeight& w) const;
+  // *p takes the one token's normed int8 input an output or down product handed over.
+  void handed_over_input(kernels::DecodeMatmulParams* p) const;
+  // *p (an output or down product of one token) hands the next product, normed by next_norm, its
+  // int8 input.
+  void hand_over(kernels::DecodeMatmulParams* p, const float* next_norm) const;
   // The int8 product of x_q8_'s `rows` rows (written by a quantize launch or the attention),
   // quantized with one scale per 256 columns where per_256 says so.
   Status int8_product(const kernels::DeviceWeight& w, const float* bias, int32_t rows, float* y,
@@ -230,9 +235,14 @@ class CudaForward {
   // [W, widest product input] bf16: a product's input in the order it takes, written by the
   // kernel before it (wide_input).
   uint16_t* x_wide_ = nullptr;
-  int8_t* x_q8_ = nullptr;         // [8, max K] int8 activations of the fused path
-  float* x_q8_scales_ = nullptr;   // [8, max K / 32]
-  float2* rope_table_ = nullptr;   // [W, num_rotary_dims / 2] (cos, sin) of the step's positions
+  int8_t* x_q8_ = nullptr;        // [8, max K] int8 activations of the fused path
+  float* x_q8_scales_ = nullptr;  // [8, max K / 32]
+  float2* rope_table_ = nullptr;  // [W, num_rotary_dims / 2] (cos, sin) of the step's positions
+  // One token's normed int8 input handed over by an output or down product (DecodeHandover):
+  // never x_q8_, which those products read.
+  int8_t* hand_q_ = nullptr;            // [hidden] interleaved order
+  float* hand_scales_ = nullptr;        // [hidden / 32]
+  double* hand_sum_squares_ = nullptr;  // [hidden / 32]
   int32_t fused_max_rows_ = 0;     // slices of at most this many rows run enqueue_fused (0: none)
   bool rope_fused_ = false;        // the q|k|v product's epilogue does RoPE and the K/V write
   bool rope_table_used_ = false;   // products' epilogues and rope_kv read rope_table_
@@ -259,6 +269,12 @@ class CudaForward {
   // (CELLM_CUDA_INT8_QKV_APART=0: the norm into xn_, then a quantize launch per product; q4_k_m
   // 8 / 16 sessions on the H200 +0.2–1.4% / +0.7–1.5%).
   bool int8_qkv_apart_ = true;
+  // One-token fused steps hand the normed int8 input of gate|up over from the output product
+  // (handover_o_), that of q|k|v and the LM head from the down product (handover_down_)
+  // (kernels::DecodeOutput::kAddHandover): a quantize launch fewer each per layer. Q8_0 / Q4_0
+  // products with int8 activations only; plan_fused_path says where it is on.
+  bool handover_o_ = false;
+  bool handover_down_ = false;
   // The fused layer's products and quantize launches let the next kernel launch once they have
   // passed their wait (kernels/pdl.cuh says why; CELLM_CUDA_TRIGGER_AFTER_WAIT=0: at their start).
   kernels::PdlTrigger fused_trigger_ = kernels::PdlTrigger::kAfterWait;

@@ -2,6 +2,7 @@
 // batched greedy tokens differ from solo ones (bf16; reported, not required); the decode graphs
 // of short and of long contexts against eager decode, bit for bit; small batches with int8
 // activations (Q8_0 / Q4_0 / Q4_K / Q6_K, the Q4_K_M mix) within int8 rounding of exact ones;
+// one-token steps' handed-over inputs within int8 rounding of quantize launches;
 // the fused layer with q, k and v apart against the unfused sequence; wide steps taking their
 // products' bf16 input from the kernel before, bit for bit; resident bf16 copies against weights
 // dequantized per step. GPU tests (label cuda).
@@ -63,6 +64,13 @@ void feed_side_by_side(Executor& a, Executor& b, int32_t num_sessions,
     check(step, a_logits, b_logits);
     if (::testing::Test::HasFatalFailure()) return;
   }
+}
+
+// max |a − b| over max |b|.
+float relative_difference(std::span<const float> a, std::span<const float> b) {
+  float range = 0.0f;
+  for (const float v : b) range = std::max(range, std::fabs(v));
+  return testing::max_abs_diff(a, b) / range;
 }
 
 // Reported, not required: rounding differs between the one-row (GEMV, f32 activations) and the
@@ -161,7 +169,8 @@ TEST(CudaRandomModelTest, ShortAndLongContextDecodeGraphsEqualEagerDecode) {
 
 // Small batches with int8 activations — Q8_0 / Q4_K / Q6_K / Q4_0 on the int8 tensor cores from
 // 2 / 2 / 2 / 3 rows to 16 (kernels::launch_int8_matmul; RMSNorm and the kept-row gather folded
-// into the quantize launch), one row in the fused decode products (dp4a), also Q6_K beside Q4_K
+// into the quantize launch), one row in the fused decode products (dp4a; Q8_0 / Q4_0 with the
+// normed inputs handed over by the output and down products), also Q6_K beside Q4_K
 // in the Q4_K_M mix: sessions stepping the same tokens
 // must give the logits of the same executor with exact (f32) activations within int8 rounding (a
 // few percent of the logits' range), and the same greedy token in nearly every row.
@@ -173,8 +182,8 @@ TEST(CudaRandomModelTest, SmallBatchesWithInt8ActivationsStayWithinInt8Rounding)
     TensorType type;
     std::vector<int32_t> sessions;
     bool q4_k_m = false;  // Q4_K with Q6_K beside it (RandomWeightsSpec::q4_k_m)
-  } cases[] = {{TensorType::kQ8_0, {3, 8, 12}},
-               {TensorType::kQ4_0, {3, 8, 12}},
+  } cases[] = {{TensorType::kQ8_0, {1, 3, 8, 12}},
+               {TensorType::kQ4_0, {1, 3, 8, 12}},
                {TensorType::kQ4_K, {1, 3, 8, 12}},
                {TensorType::kQ6_K, {1, 5}},
                {TensorType::kQ4_K, {1, 3, 8}, true}};
@@ -207,9 +216,7 @@ TEST(CudaRandomModelTest, SmallBatchesWithInt8ActivationsStayWithinInt8Rounding)
             for (size_t r = 0; r * vocab < a_logits.size(); ++r) {
               const std::span<const float> x(a_logits.data() + r * vocab, vocab);
               const std::span<const float> y(b_logits.data() + r * vocab, vocab);
-              float range = 0.0f;
-              for (const float v : y) range = std::max(range, std::fabs(v));
-              worst_relative = std::max(worst_relative, testing::max_abs_diff(x, y) / range);
+              worst_relative = std::max(worst_relative, relative_difference(x, y));
               same_argmax += testing::argmax(x) == testing::argmax(y) ? 1 : 0;
               ++rows;
             }
@@ -224,6 +231,56 @@ TEST(CudaRandomModelTest, SmallBatchesWithInt8ActivationsStayWithinInt8Rounding)
       EXPECT_LT(worst_relative, 0.05f);
       EXPECT_GE(same_argmax, rows * 9 / 10);
     }
+  }
+}
+
+// One-token steps of Q8_0 / Q4_0 models hand q|k|v, gate|up and the LM head their normed int8
+// input from the output and down products (kernels::DecodeOutput::kAddHandover): the int8 values
+// of x ⊙ norm weight, the RMS scale applied to the sums. With both handing over
+// (CELLM_CUDA_HANDOVER=o,down; the default is per type), against quantize launches of the normed
+// row (=0), that is another rounding of the same values: the logits must agree within int8
+// rounding, and differ somewhere (else the handover did not run).
+TEST(CudaRandomModelTest, HandedOverInputsGiveTheQuantizeLaunchesLogitsWithinInt8Rounding) {
+  ASSERT_NO_FATAL_FAILURE(testing::require_cuda_device());
+  const StatusOr<ModelConfig> config = named_geometry("tiny");
+  ASSERT_TRUE(config.ok());
+  for (const TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0}) {
+    SCOPED_TRACE(tensor_type_name(type));
+    auto weights = CudaWeights::random(*config, {type, 41}, CudaWeightsOptions{});
+    ASSERT_TRUE(weights.ok()) << weights.status().to_string();
+    std::shared_ptr<const CudaWeights> shared = std::move(weights).value();
+    const ProgramSpec spec = random_program(*config, 256, 64, 43, {1, 2}, KvDtype::kBF16, 2048);
+    // Read when the forward is made: both products hand over, or none.
+    ASSERT_EQ(setenv("CELLM_CUDA_HANDOVER", "o,down", 1), 0);
+    CudaExecutor handed(*config, shared, spec);
+    const Status handed_initialized = handed.initialize();
+    ASSERT_EQ(setenv("CELLM_CUDA_HANDOVER", "0", 1), 0);
+    CudaExecutor launched(*config, shared, spec);
+    const Status initialized = launched.initialize();
+    ASSERT_EQ(unsetenv("CELLM_CUDA_HANDOVER"), 0);
+    ASSERT_TRUE(handed_initialized.ok()) << handed_initialized.to_string();
+    ASSERT_TRUE(initialized.ok()) << initialized.to_string();
+    float worst_relative = 0.0f;
+    int32_t same_argmax = 0;
+    const std::vector<int32_t> lengths = {3, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    feed_side_by_side(
+        handed, launched, 1, lengths,
+        [&](int32_t step, int32_t, int32_t t) {
+          return (step * 389 + t * 97 + 3) % config->vocab_size;
+        },
+        [&](int32_t, const std::vector<float>& a_logits, const std::vector<float>& b_logits) {
+          ASSERT_EQ(a_logits.size(), b_logits.size());
+          worst_relative = std::max(worst_relative, relative_difference(a_logits, b_logits));
+          same_argmax += testing::argmax(a_logits) == testing::argmax(b_logits) ? 1 : 0;
+        });
+    ASSERT_FALSE(::testing::Test::HasFatalFailure());
+    std::printf(
+        "%s handover vs quantize launches: worst |logit difference| / max |logit| %.3g, "
+        "%d of %zu steps with the same greedy token\n",
+        std::string(tensor_type_name(type)).c_str(), worst_relative, same_argmax, lengths.size());
+    EXPECT_GT(worst_relative, 0.0f) << "the handover did not run";
+    EXPECT_LT(worst_relative, 0.05f);
+    EXPECT_GE(same_argmax, static_cast<int32_t>(lengths.size()) - 1);
   }
 }
 
@@ -268,10 +325,7 @@ TEST(CudaRandomModelTest, TheFusedLayerWithQKAndVApartGivesTheUnfusedSequencesLo
       },
       [&](int32_t, const std::vector<float>& a_logits, const std::vector<float>& b_logits) {
         ASSERT_EQ(a_logits.size(), b_logits.size());
-        float range = 0.0f;
-        for (const float v : b_logits) range = std::max(range, std::fabs(v));
-        worst_relative =
-            std::max(worst_relative, testing::max_abs_diff(a_logits, b_logits) / range);
+        worst_relative = std::max(worst_relative, relative_difference(a_logits, b_logits));
       });
   ASSERT_FALSE(::testing::Test::HasFatalFailure());
   std::printf("q, k and v apart, fused vs unfused: worst |logit difference| / max |logit| %.3g\n",

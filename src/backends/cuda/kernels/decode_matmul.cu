@@ -12,6 +12,13 @@ namespace {
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
+// The widest handed-over normed input (DecodeInt8NormedInput::kParts partials per thread).
+constexpr int64_t kHandedOverMaxCols = int64_t{kDecodeThreads} * 32 * DecodeInt8NormedInput::kParts;
+
+bool q8_or_q4(const DeviceWeight& w) {
+  return w.type == TensorType::kQ8_0 || w.type == TensorType::kQ4_0;
+}
+
 std::string describe(const DecodeMatmulParams& p) {
   return "decode_matmul: " + std::string(tensor_type_name(p.w.type)) + " weight [" +
          std::to_string(p.w.num_rows) + ", " + std::to_string(p.w.num_cols) + "], " +
@@ -32,6 +39,13 @@ Status check_input(const DecodeMatmulParams& p) {
                    " bytes of shared memory within the 48 KB limit");
   }
   if (p.x_q8_per_256 && p.x_q8 == nullptr) return bad(p, "per-256 scales without int8 input");
+  if (p.x_q8_sum_squares != nullptr && (p.x_q8 == nullptr || p.x_q8_per_256 || p.num_tokens != 1 ||
+                                        !q8_or_q4(p.w) || k > kHandedOverMaxCols)) {
+    return bad(p,
+               "sums of squares (a handed-over normed input) need one token of int8 input with "
+               "per-32 scales, Q8_0 / Q4_0 weights and K ≤ " +
+                   std::to_string(kHandedOverMaxCols));
+  }
   if (p.x_q8 != nullptr) {
     if (!decode_matmul_takes_int8(p.w)) {
       return bad(p, "int8 activations need interleaved Q8_0 / Q4_0 / Q4_K / Q6_K weights");
@@ -71,6 +85,24 @@ Status check_output(const DecodeMatmulParams& p) {
       if (p.accumulate) return bad(p, "RoPE output with accumulate");
       const std::string problem = rope_kv_output_problem(p.rope, n, p.y_stride);
       if (!problem.empty()) return bad(p, problem);
+      return ok_status();
+    }
+    case DecodeOutput::kAddHandover: {
+      const DecodeHandover& h = p.handover;
+      if (p.num_tokens != 1 || n % 256 != 0 || !q8_or_q4(p.w) || p.x_q8 == nullptr ||
+          p.x_q8_per_256 || p.x_q8_sum_squares != nullptr) {
+        return bad(p,
+                   "a handover needs one token, N a multiple of 256 (the interleaved order of the "
+                   "next product's input), Q8_0 / Q4_0 weights and int8 input with per-32 scales, "
+                   "not itself normed");
+      }
+      if (h.norm_weight == nullptr || h.q == nullptr || h.scales == nullptr ||
+          h.sum_squares == nullptr || !aligned16(h.q)) {
+        return bad(p, "handover norm weight, values, scales or sums null (values 16-byte aligned)");
+      }
+      if (h.q == p.x_q8 || h.scales == p.x_q8_scales) {
+        return bad(p, "the handover overwrites the product's own input");
+      }
       return ok_status();
     }
   }
@@ -157,6 +189,7 @@ DecodeGemvArgs make_decode_gemv_args(const DecodeMatmulParams& p) {
   a.x_q8 = p.x_q8;
   a.x_q8_scales = p.x_q8_scales;
   a.x_q8_per_256 = p.x_q8_per_256;
+  a.x_q8_sum_squares = p.x_q8_sum_squares;
   a.int8_fold = p.int8_activations;
   a.bias = p.bias;
   a.output = p.output;
@@ -164,6 +197,7 @@ DecodeGemvArgs make_decode_gemv_args(const DecodeMatmulParams& p) {
   a.y_stride = p.y_stride;
   a.accumulate = p.accumulate;
   a.rope = p.rope;
+  a.handover = p.handover;
   a.trigger = p.trigger;
   return a;
 }

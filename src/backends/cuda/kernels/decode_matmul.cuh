@@ -43,6 +43,24 @@ enum class DecodeOutput : int32_t {
   kSwiglu,  // W = [gate; up] (N = 2F rows): y[t, j] = silu(p[t, j]) · p[t, F + j] (F columns)
   kRopeKv,  // W = [q; k; v]: q rows rotated into y (q_width columns); k rows rotated into
             // k_cache, v rows into v_cache, at row cells[t] of each
+  // One token, N a multiple of 256, Q8_0 / Q4_0 weights, int8 input: y[r] += p[r] (the residual
+  // stream), then the next product's input handed over (DecodeHandover): a block owns whole
+  // blocks of 32 outputs, so it quantizes them itself and no quantize launch runs in between.
+  kAddHandover,
+};
+
+// Where a kAddHandover product writes the next product's normed int8 input, per block of 32 of
+// its outputs y (after the add): the int8 values of y ⊙ norm_weight and their scale, rounded as
+// quantize_activations rounds (interleaved order), and Σ y² (squares rounded to f32, summed in
+// double). The RMS scale is one positive number per row, so the int8 values of the normed row
+// (y · s) ⊙ w are those of y ⊙ w with the scale times s: the consumer (x_q8_sum_squares) sums
+// the N / 32 partials and multiplies its products by s. One token; q and scales must not alias
+// the product's own input.
+struct DecodeHandover {
+  const float* norm_weight = nullptr;  // [N] f32, the next product's RMSNorm weight
+  int8_t* q = nullptr;                 // [N] interleaved order, 16-byte aligned
+  float* scales = nullptr;             // [N / 32]
+  double* sum_squares = nullptr;       // [N / 32]
 };
 
 struct DecodeMatmulParams {
@@ -62,6 +80,10 @@ struct DecodeMatmulParams {
   bool x_q8_per_256 = false;
   // With f32 x: quantize it to int8 inside the product (decode_matmul_folds_int8(w, num_tokens)).
   bool int8_activations = false;
+  // [K / 32] with x_q8 of one token (Q8_0 / Q4_0 weights, per-32 scales, K ≤ 8192): x_q8 holds the
+  // int8 values of x ⊙ norm weight (a kAddHandover product's), and the product is the RMSNorm's, (x
+  // · s) ⊙ norm weight, with s = 1 / sqrt(Σ x² / K + norm_eps) from these partial sums.
+  const double* x_q8_sum_squares = nullptr;
 
   const float* bias = nullptr;  // [N] f32 added to every token's product, or null
   DecodeOutput output = DecodeOutput::kStore;
@@ -69,6 +91,7 @@ struct DecodeMatmulParams {
   int64_t y_stride = 0;
   bool accumulate = false;                    // kStore only
   RopeKvOutput rope;                          // kRopeKv only
+  DecodeHandover handover;                    // kAddHandover only
   PdlTrigger trigger = PdlTrigger::kAtStart;  // when the next kernel may launch (pdl.cuh)
 };
 

@@ -327,6 +327,55 @@ struct DecodeInt8Input {
   }
 };
 
+// One token of int8 activations a kAddHandover product handed over (x_q8_sum_squares): the int8
+// values of x ⊙ norm weight. The RMS scale s of x, from the producer's sums of squares per block
+// of 32, multiplies the block's sums (the loads issued in prepare(), summed after the weights').
+struct DecodeInt8NormedInput : DecodeInt8Input {
+  // Partials per thread: K ≤ kDecodeThreads · 32 · kParts (decode_matmul.cu checks).
+  static constexpr int kParts = 2;
+  template <int M>
+  struct State : Int8Rows<M> {
+    double parts[kParts];  // this thread's partials t and t + 128 (0 past K / 32)
+  };
+
+  // The partials' loads are issued here and summed only after the weights' loop, so their round
+  // trip overlaps it (summed at once, it stalled every block before its first input loads).
+  template <int M>
+  __device__ __forceinline__ static void prepare(const DecodeGemvArgs& a, State<M>& s) {
+    static_assert(M == 1, "a handed-over normed input is one token's");
+    DecodeInt8Input::prepare<M>(a, s);
+    CELLM_UNROLL
+    for (int j = 0; j < kParts; ++j) {
+      const int64_t i = threadIdx.x + j * kDecodeThreads;
+      s.parts[j] = i < a.num_cols / 32 ? a.x_q8_sum_squares[i] : 0.0;
+    }
+  }
+
+  // Each warp's share of Σ x² into partial[warp] (before the block's barrier).
+  template <int M>
+  __device__ __forceinline__ static void reduce_norm(const State<M>& s,
+                                                     double (&partial)[kDecodeWarps]) {
+    double v = s.parts[0];
+    CELLM_UNROLL
+    for (int j = 1; j < kParts; ++j) v += s.parts[j];
+    CELLM_UNROLL
+    for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = v;
+  }
+
+  // The RMS scale, after the barrier: the warps' shares in order.
+  __device__ __forceinline__ static float norm_scale(const DecodeGemvArgs& a,
+                                                     const double (&partial)[kDecodeWarps]) {
+    double total = partial[0];
+    CELLM_UNROLL
+    for (int w = 1; w < kDecodeWarps; ++w) total += partial[w];
+    return rms_inverse(total, a.num_cols, a.norm_eps);
+  }
+};
+
+template <class Input>
+inline constexpr bool kNormedAfter = std::is_same_v<Input, DecodeInt8NormedInput>;
+
 // The same, quantized with one scale per 256 columns (QuantizeActivationsParams::per_256): K-quant
 // weights sum a chunk's groups in integers (accumulate_chunk_int8_k256).
 struct DecodeInt8Per256Input : DecodeInt8Input {
@@ -476,8 +525,7 @@ __device__ __forceinline__ void decode_epilogue(const DecodeGemvArgs& a, int64_t
 //   tok/s over three pairs; eight spill).
 template <class Decoder, int R, int M, class Input>
 constexpr int decode_min_blocks_per_sm() {
-  constexpr bool kInt8Launched =
-      std::is_same_v<Input, DecodeInt8Input> || std::is_same_v<Input, DecodeInt8Per256Input>;
+  constexpr bool kInt8Launched = std::is_base_of_v<DecodeInt8Input, Input>;
   if constexpr (R != 4 || !kInt8Launched) {
     return 0;
   } else if constexpr (M == 2) {
@@ -559,9 +607,12 @@ __global__ void __launch_bounds__(kDecodeThreads,
 
     // partial and sums are free: every thread passed the previous group's barriers.
     warp_partials<R, M>(acc, partial);
+    __shared__ double norm_partial[kDecodeWarps];
+    if constexpr (kNormedAfter<Input>) Input::template reduce_norm<M>(state, norm_partial);
     __syncthreads();
     if (threadIdx.x < R * M) {
       float sum = block_sum(partial, static_cast<int>(threadIdx.x));
+      if constexpr (kNormedAfter<Input>) sum *= Input::norm_scale(a, norm_partial);
       if (a.bias != nullptr) {
         bool valid = false;
         const int64_t row =
@@ -625,5 +676,8 @@ cudaError_t launch_gemv_decode_q8_0(const DecodeGemvArgs& a, cudaStream_t stream
 cudaError_t launch_gemv_decode_q4_0(const DecodeGemvArgs& a, cudaStream_t stream);
 cudaError_t launch_gemv_decode_q4_k(const DecodeGemvArgs& a, cudaStream_t stream);
 cudaError_t launch_gemv_decode_q6_k(const DecodeGemvArgs& a, cudaStream_t stream);
+// kAddHandover products (gemv_handover.cu).
+cudaError_t launch_gemv_handover_q8_0(const DecodeGemvArgs& a, cudaStream_t stream);
+cudaError_t launch_gemv_handover_q4_0(const DecodeGemvArgs& a, cudaStream_t stream);
 
 }  // namespace cellm::kernels

@@ -24,6 +24,7 @@ struct DecodeGemvArgs {
   const int8_t* x_q8 = nullptr;
   const float* x_q8_scales = nullptr;
   bool x_q8_per_256 = false;
+  const double* x_q8_sum_squares = nullptr;
   bool int8_fold = false;  // DecodeMatmulParams::int8_activations
   const float* bias = nullptr;
   DecodeOutput output = DecodeOutput::kStore;
@@ -31,6 +32,7 @@ struct DecodeGemvArgs {
   int64_t y_stride = 0;
   bool accumulate = false;
   RopeKvOutput rope;
+  DecodeHandover handover;
   PdlTrigger trigger = PdlTrigger::kAtStart;
 };
 

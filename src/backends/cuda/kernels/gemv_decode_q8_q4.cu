@@ -12,6 +12,13 @@
 namespace cellm::kernels {
 
 cudaError_t launch_gemv_decode_q8_0(const DecodeGemvArgs& a, cudaStream_t stream) {
+  if (a.output == DecodeOutput::kAddHandover) return launch_gemv_handover_q8_0(a, stream);
+  if (a.x_q8_sum_squares != nullptr) {  // one token, handed over
+    if (a.num_cols <= 4096) {
+      return launch_gemv_decode_m<DecodeQ8_0, 4, 1, 1, DecodeInt8NormedInput>(a, stream);
+    }
+    return launch_gemv_decode_m<DecodeQ8_0, 2, 1, 1, DecodeInt8NormedInput>(a, stream);
+  }
   if (a.x_q8 != nullptr) {
     if (a.num_tokens == 1 && a.num_cols <= 4096) {
       return launch_gemv_decode_m<DecodeQ8_0, 4, 1, 1, DecodeInt8Input>(a, stream);
@@ -24,6 +31,10 @@ cudaError_t launch_gemv_decode_q8_0(const DecodeGemvArgs& a, cudaStream_t stream
 }
 
 cudaError_t launch_gemv_decode_q4_0(const DecodeGemvArgs& a, cudaStream_t stream) {
+  if (a.output == DecodeOutput::kAddHandover) return launch_gemv_handover_q4_0(a, stream);
+  if (a.x_q8_sum_squares != nullptr) {  // one token, handed over
+    return launch_gemv_decode_m<DecodeQ4_0, 4, 1, 1, DecodeInt8NormedInput>(a, stream);
+  }
   if (a.x_q8 != nullptr) {
     return launch_gemv_decode_typed<DecodeQ4_0, 4, 1, DecodeInt8Input>(a, stream);
   }
