@@ -128,8 +128,9 @@ cudaError_t launch_shape(const DecodeGemvArgs& a, cudaStream_t stream) {
 // two two-row groups (1,024 threads, 64 registers). H200, Llama-3.1-8B geometry, batch-1 step ms
 // with the output and down products handing over (none: q8_0 2.508–2.510, q4_0 1.774–1.782):
 // q8_0 'b' 2.414–2.417, 'c' 2.489–2.492; q4_0 'a' 1.880–1.886, 'c' 1.789–1.796 (the down product
-// alone: 'a' 1.812–1.824, 'c' 1.763–1.767). Measured and dropped: eight-row groups, four two-row
-// groups, and 512 threads held to 64 registers (two blocks per SM), each slower.
+// alone: 'a' 1.812–1.824, 'c' 1.755–1.767). Measured and dropped: eight-row groups, four two-row
+// groups, 512 threads held to 64 registers (two blocks per SM), and 'c' with two chunks per row
+// in flight (q4_0's down 1.862–1.866: it spills), each slower.
 // CELLM_CUDA_HANDOVER_SHAPE in the environment overrides the type's default (for measurements).
 char handover_shape(char fallback) {
   static const char shape = [] {
