@@ -92,19 +92,18 @@ void CudaForward::plan_fused_path() {
   }
   if (!ok) return;
   fused_max_rows_ = max_rows;
-  // The handover: every product it feeds or that feeds it Q8_0 / Q4_0 on int8 activations.
-  const auto q8_or_q4 = [this](const kernels::DeviceWeight& w) {
-    return (w.type == TensorType::kQ8_0 || w.type == TensorType::kQ4_0) &&
-           kernels::decode_matmul_takes_int8(w);
+  // The handover: every product that hands over or takes the input Q8_0 / Q4_0 on int8
+  // activations (kernels::decode_matmul_hands_over, decode_matmul_takes_handover).
+  const auto takes = [](const kernels::DeviceWeight& w) {
+    return kernels::decode_matmul_takes_handover(w);
   };
-  bool handover = int8_activations_ && !int8_fold_ && c.hidden_size % 256 == 0 &&
-                  c.hidden_size <= 8192 && q8_or_q4(weights_.output());
+  bool handover = int8_activations_ && !int8_fold_ && takes(weights_.output());
   bool all_q8 = weights_.output().type == TensorType::kQ8_0;
   for (int32_t l = 0; handover && l < c.num_layers; ++l) {
     const CudaLayerWeights& w = weights_.layer(l);
-    const bool qkv =
-        w.qkv_fused() ? q8_or_q4(w.qkv) : q8_or_q4(w.wq) && q8_or_q4(w.wk) && q8_or_q4(w.wv);
-    handover = qkv && q8_or_q4(w.wo) && q8_or_q4(w.gate_up) && q8_or_q4(w.w_down);
+    const bool qkv = w.qkv_fused() ? takes(w.qkv) : takes(w.wq) && takes(w.wk) && takes(w.wv);
+    handover = qkv && takes(w.gate_up) && kernels::decode_matmul_hands_over(w.wo) &&
+               kernels::decode_matmul_hands_over(w.w_down);
     all_q8 = all_q8 && w.wo.type == TensorType::kQ8_0 && w.w_down.type == TensorType::kQ8_0;
   }
   // By default where it measured faster (H200, Llama-3.1-8B geometry, batch-1 step ms; none:

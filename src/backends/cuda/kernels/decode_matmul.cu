@@ -16,7 +16,8 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 constexpr int64_t kHandedOverMaxCols = int64_t{kDecodeThreads} * 32 * DecodeInt8NormedInput::kParts;
 
 bool q8_or_q4(const DeviceWeight& w) {
-  return w.type == TensorType::kQ8_0 || w.type == TensorType::kQ4_0;
+  return (w.type == TensorType::kQ8_0 || w.type == TensorType::kQ4_0) &&
+         decode_matmul_takes_int8(w);
 }
 
 std::string describe(const DecodeMatmulParams& p) {
@@ -40,7 +41,7 @@ Status check_input(const DecodeMatmulParams& p) {
   }
   if (p.x_q8_per_256 && p.x_q8 == nullptr) return bad(p, "per-256 scales without int8 input");
   if (p.x_q8_sum_squares != nullptr && (p.x_q8 == nullptr || p.x_q8_per_256 || p.num_tokens != 1 ||
-                                        !q8_or_q4(p.w) || k > kHandedOverMaxCols)) {
+                                        !decode_matmul_takes_handover(p.w))) {
     return bad(p,
                "sums of squares (a handed-over normed input) need one token of int8 input with "
                "per-32 scales, Q8_0 / Q4_0 weights and K ≤ " +
@@ -89,7 +90,7 @@ Status check_output(const DecodeMatmulParams& p) {
     }
     case DecodeOutput::kAddHandover: {
       const DecodeHandover& h = p.handover;
-      if (p.num_tokens != 1 || n % 256 != 0 || !q8_or_q4(p.w) || p.x_q8 == nullptr ||
+      if (p.num_tokens != 1 || !decode_matmul_hands_over(p.w) || p.x_q8 == nullptr ||
           p.x_q8_per_256 || p.x_q8_sum_squares != nullptr) {
         return bad(p,
                    "a handover needs one token, N a multiple of 256 (the interleaved order of the "
@@ -166,6 +167,14 @@ bool decode_matmul_supports(const DeviceWeight& w) {
     default:
       return false;
   }
+}
+
+bool decode_matmul_hands_over(const DeviceWeight& w) {
+  return q8_or_q4(w) && w.num_rows % 256 == 0;
+}
+
+bool decode_matmul_takes_handover(const DeviceWeight& w) {
+  return q8_or_q4(w) && w.num_cols <= kHandedOverMaxCols;
 }
 
 bool decode_matmul_takes_int8(const DeviceWeight& w) {

@@ -100,6 +100,12 @@ bool decode_matmul_supports(const DeviceWeight& w);
 // Whether the weight can take int8 activations (interleaved Q8_0 / Q4_0 / Q4_K / Q6_K).
 bool decode_matmul_takes_int8(const DeviceWeight& w);
 
+// Whether a one-token product over w can hand the next product its input (kAddHandover:
+// interleaved Q8_0 / Q4_0, N a multiple of 256), and whether one can take a handed-over normed
+// input (x_q8_sum_squares: interleaved Q8_0 / Q4_0, K ≤ 8192).
+bool decode_matmul_hands_over(const DeviceWeight& w);
+bool decode_matmul_takes_handover(const DeviceWeight& w);
+
 // Shared memory per block of a product quantizing `num_tokens` rows of K f32 activations itself
 // (rows rounded up to the kernel's 1, 2, 4 or 8): per row K int8 values and K / 32 f32 scales.
 size_t decode_int8_fold_smem_bytes(int64_t num_cols, int32_t num_tokens);
