@@ -2,7 +2,6 @@
 // batched greedy tokens differ from solo ones (bf16; reported, not required); the decode graphs
 // of short and of long contexts against eager decode, bit for bit; small batches with int8
 // activations (Q8_0 / Q4_0 / Q4_K / Q6_K, the Q4_K_M mix) within int8 rounding of exact ones;
-// one-token steps' handed-over inputs within int8 rounding of quantize launches;
 // the fused layer with q, k and v apart against the unfused sequence; wide steps taking their
 // products' bf16 input from the kernel before, bit for bit; resident bf16 copies against weights
 // dequantized per step. GPU tests (label cuda).
@@ -17,6 +16,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_e2e_support.h"
+#include "backends/cuda/cuda_side_by_side.h"
 #include "backends/cuda/kernels/attention.cuh"
 #include "backends/cuda/kernels/matmul.cuh"
 #include "backends/cuda/kernels/matmul_int8.cuh"
@@ -25,53 +25,9 @@
 namespace cellm {
 namespace {
 
+using testing::feed_side_by_side;
+using testing::relative_difference;
 using testing::Tokens;
-
-// Feeds executors a and b the same steps: `num_sessions` sessions opened on each, at step s
-// `lengths[s]` tokens per session (token(step, session, i) for its i-th), all rows kept; after
-// each step, check(step, a's logits, b's logits). Stops at a fatal failure.
-template <class Token, class Check>
-void feed_side_by_side(Executor& a, Executor& b, int32_t num_sessions,
-                       const std::vector<int32_t>& lengths, Token token, Check check) {
-  std::vector<SessionId> a_sessions;
-  std::vector<SessionId> b_sessions;
-  for (int32_t i = 0; i < num_sessions; ++i) {
-    a_sessions.push_back(*a.open_session());
-    b_sessions.push_back(*b.open_session());
-  }
-  int32_t position = 0;
-  for (int32_t step = 0; step < static_cast<int32_t>(lengths.size()); ++step) {
-    const int32_t length = lengths[static_cast<size_t>(step)];
-    std::vector<int32_t> tokens(static_cast<size_t>(num_sessions * length));
-    BatchInput a_batch;
-    BatchInput b_batch;
-    for (int32_t i = 0; i < num_sessions; ++i) {
-      for (int32_t t = 0; t < length; ++t) {
-        tokens[static_cast<size_t>(length * i + t)] = token(step, i, t);
-      }
-      const std::span<const int32_t> input(&tokens[static_cast<size_t>(length * i)],
-                                           static_cast<size_t>(length));
-      a_batch.inputs.push_back(testing::step_input(a_sessions[static_cast<size_t>(i)], position,
-                                                   input, 0, length, true));
-      b_batch.inputs.push_back(testing::step_input(b_sessions[static_cast<size_t>(i)], position,
-                                                   input, 0, length, true));
-    }
-    position += length;
-    const BatchOutput a_out = testing::execute_ok(a, a_batch);
-    const std::vector<float> a_logits(a_out.logits.begin(), a_out.logits.end());
-    const BatchOutput b_out = testing::execute_ok(b, b_batch);
-    const std::vector<float> b_logits(b_out.logits.begin(), b_out.logits.end());
-    check(step, a_logits, b_logits);
-    if (::testing::Test::HasFatalFailure()) return;
-  }
-}
-
-// max |a − b| over max |b|.
-float relative_difference(std::span<const float> a, std::span<const float> b) {
-  float range = 0.0f;
-  for (const float v : b) range = std::max(range, std::fabs(v));
-  return testing::max_abs_diff(a, b) / range;
-}
 
 // Reported, not required: rounding differs between the one-row (GEMV, f32 activations) and the
 // wide (tensor cores, bf16 activations) matrix paths, so near-ties may break differently.
@@ -231,56 +187,6 @@ TEST(CudaRandomModelTest, SmallBatchesWithInt8ActivationsStayWithinInt8Rounding)
       EXPECT_LT(worst_relative, 0.05f);
       EXPECT_GE(same_argmax, rows * 9 / 10);
     }
-  }
-}
-
-// One-token steps of Q8_0 / Q4_0 models hand q|k|v, gate|up and the LM head their normed int8
-// input from the output and down products (kernels::DecodeOutput::kAddHandover): the int8 values
-// of x ⊙ norm weight, the RMS scale applied to the sums. With both handing over
-// (CELLM_CUDA_HANDOVER=o,down; the default is per type), against quantize launches of the normed
-// row (=0), that is another rounding of the same values: the logits must agree within int8
-// rounding, and differ somewhere (else the handover did not run).
-TEST(CudaRandomModelTest, HandedOverInputsGiveTheQuantizeLaunchesLogitsWithinInt8Rounding) {
-  ASSERT_NO_FATAL_FAILURE(testing::require_cuda_device());
-  const StatusOr<ModelConfig> config = named_geometry("tiny");
-  ASSERT_TRUE(config.ok());
-  for (const TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0}) {
-    SCOPED_TRACE(tensor_type_name(type));
-    auto weights = CudaWeights::random(*config, {type, 41}, CudaWeightsOptions{});
-    ASSERT_TRUE(weights.ok()) << weights.status().to_string();
-    std::shared_ptr<const CudaWeights> shared = std::move(weights).value();
-    const ProgramSpec spec = random_program(*config, 256, 64, 43, {1, 2}, KvDtype::kBF16, 2048);
-    // Read when the forward is made: both products hand over, or none.
-    ASSERT_EQ(setenv("CELLM_CUDA_HANDOVER", "o,down", 1), 0);
-    CudaExecutor handed(*config, shared, spec);
-    const Status handed_initialized = handed.initialize();
-    ASSERT_EQ(setenv("CELLM_CUDA_HANDOVER", "0", 1), 0);
-    CudaExecutor launched(*config, shared, spec);
-    const Status initialized = launched.initialize();
-    ASSERT_EQ(unsetenv("CELLM_CUDA_HANDOVER"), 0);
-    ASSERT_TRUE(handed_initialized.ok()) << handed_initialized.to_string();
-    ASSERT_TRUE(initialized.ok()) << initialized.to_string();
-    float worst_relative = 0.0f;
-    int32_t same_argmax = 0;
-    const std::vector<int32_t> lengths = {3, 1, 1, 1, 1, 1, 1, 1, 1, 1};
-    feed_side_by_side(
-        handed, launched, 1, lengths,
-        [&](int32_t step, int32_t, int32_t t) {
-          return (step * 389 + t * 97 + 3) % config->vocab_size;
-        },
-        [&](int32_t, const std::vector<float>& a_logits, const std::vector<float>& b_logits) {
-          ASSERT_EQ(a_logits.size(), b_logits.size());
-          worst_relative = std::max(worst_relative, relative_difference(a_logits, b_logits));
-          same_argmax += testing::argmax(a_logits) == testing::argmax(b_logits) ? 1 : 0;
-        });
-    ASSERT_FALSE(::testing::Test::HasFatalFailure());
-    std::printf(
-        "%s handover vs quantize launches: worst |logit difference| / max |logit| %.3g, "
-        "%d of %zu steps with the same greedy token\n",
-        std::string(tensor_type_name(type)).c_str(), worst_relative, same_argmax, lengths.size());
-    EXPECT_GT(worst_relative, 0.0f) << "the handover did not run";
-    EXPECT_LT(worst_relative, 0.05f);
-    EXPECT_GE(same_argmax, static_cast<int32_t>(lengths.size()) - 1);
   }
 }
 
