@@ -35,36 +35,15 @@ __device__ __forceinline__ void decode_x_rows(const DecodeGemvArgs& a, const flo
 }
 
 // The RMS scale of each token's row (a.num_cols floats): squares rounded to f32, summed in double
-// (as cpu_rms_norm). The loads of an iteration are unconditional (past the row: its first
-// element, not summed) so they issue together: one L2 round trip per kNormUnroll float4s.
+// (as cpu_rms_norm; each thread's share by row_sum_squares_share, as quantize_activations).
 template <int M>
 __device__ __forceinline__ void decode_rms_scales(const DecodeGemvArgs& a,
                                                   const float* const (&x)[M], float (&scale)[M]) {
-  constexpr int kNormUnroll = 4;
-  constexpr int64_t kNormStep = 4 * kDecodeThreads;
   double sum[M];
   CELLM_UNROLL
   for (int t = 0; t < M; ++t) {
-    sum[t] = 0.0;
-    if (M > 1 && t >= a.num_tokens) continue;
-    for (int64_t base = 4 * static_cast<int64_t>(threadIdx.x); base < a.num_cols;
-         base += kNormUnroll * kNormStep) {
-      float4 v[kNormUnroll];
-      CELLM_UNROLL
-      for (int u = 0; u < kNormUnroll; ++u) {
-        const int64_t i = base + u * kNormStep;
-        v[u] = load_f4(x[t] + (i < a.num_cols ? i : 0));
-      }
-      CELLM_UNROLL
-      for (int u = 0; u < kNormUnroll; ++u) {
-        if (base + u * kNormStep < a.num_cols) {
-          sum[t] += static_cast<double>(__fmul_rn(v[u].x, v[u].x));
-          sum[t] += static_cast<double>(__fmul_rn(v[u].y, v[u].y));
-          sum[t] += static_cast<double>(__fmul_rn(v[u].z, v[u].z));
-          sum[t] += static_cast<double>(__fmul_rn(v[u].w, v[u].w));
-        }
-      }
-    }
+    sum[t] =
+        M > 1 && t >= a.num_tokens ? 0.0 : row_sum_squares_share<kDecodeThreads>(x[t], a.num_cols);
   }
   __shared__ double partial[kDecodeWarps][M];
   const int lane = threadIdx.x & 31;

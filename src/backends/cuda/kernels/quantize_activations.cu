@@ -36,28 +36,7 @@ __global__ void __launch_bounds__(kThreads)
   if (p.norm_weight != nullptr) {
     double sum = 0.0;
     if (reinterpret_cast<uintptr_t>(x) % 16 == 0) {
-      // float4 loads, kUnroll of them issued together (unconditional: past the row they read
-      // its first elements, which are not summed) — one L2 round trip for a 4096-float row.
-      constexpr int kUnroll = 4;
-      constexpr int64_t kStep = 4 * kThreads;
-      for (int64_t base = 4 * static_cast<int64_t>(threadIdx.x); base < p.num_cols;
-           base += kUnroll * kStep) {
-        float4 v[kUnroll];
-        CELLM_UNROLL
-        for (int u = 0; u < kUnroll; ++u) {
-          const int64_t i = base + u * kStep;
-          v[u] = __ldg(reinterpret_cast<const float4*>(x + (i < p.num_cols ? i : 0)));
-        }
-        CELLM_UNROLL
-        for (int u = 0; u < kUnroll; ++u) {
-          if (base + u * kStep < p.num_cols) {
-            sum += static_cast<double>(__fmul_rn(v[u].x, v[u].x));
-            sum += static_cast<double>(__fmul_rn(v[u].y, v[u].y));
-            sum += static_cast<double>(__fmul_rn(v[u].z, v[u].z));
-            sum += static_cast<double>(__fmul_rn(v[u].w, v[u].w));
-          }
-        }
-      }
+      sum = row_sum_squares_share<kThreads>(x, p.num_cols);
     } else {
       for (int64_t i = threadIdx.x; i < p.num_cols; i += kThreads) {
         sum += static_cast<double>(__fmul_rn(x[i], x[i]));
