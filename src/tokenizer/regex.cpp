@@ -58,8 +58,15 @@ Regex::Matcher::~Matcher() { pcre2_match_data_free(static_cast<pcre2_match_data*
 
 StatusOr<bool> Regex::Matcher::find(std::string_view subject, size_t start, RegexMatch* match) {
   auto* data = static_cast<pcre2_match_data*>(match_data_);
-  const int rc = pcre2_match(regex_.code_->code, reinterpret_cast<PCRE2_SPTR>(subject.data()),
-                             subject.size(), start, PCRE2_NO_UTF_CHECK, data, nullptr);
+  const auto run = [&](uint32_t options) {
+    return pcre2_match(regex_.code_->code, reinterpret_cast<PCRE2_SPTR>(subject.data()),
+                       subject.size(), start, PCRE2_NO_UTF_CHECK | options, data, nullptr);
+  };
+  int rc = run(0);
+  // The JIT keeps a frame per repetition of a group on its 32 KB stack, so a long run of text
+  // (64 KB of U+FFFD for BERT's pattern) overflows it; the interpreter keeps its frames on the
+  // heap and matches the same.
+  if (rc == PCRE2_ERROR_JIT_STACKLIMIT) rc = run(PCRE2_NO_JIT);
   if (rc == PCRE2_ERROR_NOMATCH) return false;
   if (rc < 0) {
     return resource_exhausted(

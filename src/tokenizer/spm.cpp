@@ -46,8 +46,15 @@ Status SpmEncoder::encode(std::string_view raw, std::vector<int32_t>* out) const
   std::vector<Symbol> symbols;
   symbols.reserve(text.size());
   for (size_t offset = 0; offset < text.size();) {
-    const size_t length =
-        std::min(utf8_length_from_lead(static_cast<uint8_t>(text[offset])), text.size() - offset);
+    // One symbol per character; a byte that starts no valid character is a symbol of its own
+    // (llama.cpp sizes every symbol by its lead byte, so a bad byte swallowed the space marker
+    // after it and the text came back with '▁' in place of the space).
+    size_t length = 1;
+    uint32_t code_point = 0;
+    if (scan_utf8(std::string_view(text).substr(offset), &length, &code_point) !=
+        Utf8Scan::kValid) {
+      length = 1;
+    }
     const auto index = static_cast<int32_t>(symbols.size());
     symbols.push_back({offset, length, index - 1, -1});
     offset += length;

@@ -1,8 +1,10 @@
 // SentencePiece-style BPE by score (`tokenizer.ggml.model` = "llama"), as llama.cpp runs it.
 //
-// The text's spaces become U+2581 ('▁'); the text is split into UTF-8 characters; then, over and
-// over, the adjacent pair whose concatenation is the highest-scoring token (leftmost on ties)
-// is merged. Symbols that never formed a token fall back to byte tokens <0xNN>, or to the
+// The text's spaces become U+2581 ('▁'); the text is split into UTF-8 characters (a byte that
+// starts no valid character is one symbol by itself: llama.cpp sizes it by its lead bits and
+// swallows what follows, which loses the bytes' round trip; valid text splits the same); then,
+// over and over, the adjacent pair whose concatenation is the highest-scoring token (leftmost on
+// ties) is merged. Symbols that never formed a token fall back to byte tokens <0xNN>, or to the
 // unknown token when the vocabulary has no byte tokens. The space prefix is the caller's
 // business (tokenizer.cpp adds it). Internal to the tokenizer library.
 // Thread-safety: immutable; encode() may run on many threads at once.

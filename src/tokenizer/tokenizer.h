@@ -6,7 +6,7 @@
 // starts the input or follows a special token when the vocabulary says add_space_prefix), BPE
 // (pre-tokenizer regexes, then merges; bpe.h, pretokenizer.h) or WordPiece (wpm.h).
 // Byte-level BPE input that is not valid UTF-8 has each bad byte replaced by U+FFFD first (as
-// llama.cpp does); SPM keeps the bytes (byte fallback).
+// llama.cpp does); SPM keeps the bytes (byte fallback, one byte token each).
 // decode(): the concatenation of every token's piece — SPM '▁' becomes a space, byte tokens
 // become their byte, byte-level BPE characters are mapped back to bytes; control and unknown
 // tokens render as nothing unless asked for; with a space-prefix vocabulary one leading space
