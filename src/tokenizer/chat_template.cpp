@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "fmt/format.h"
+#include "gguf/gguf_text.h"
 
 namespace cellm {
 namespace {
@@ -42,8 +43,9 @@ Status check_roles(std::span<const ChatMessage> messages, bool alternate,
       return invalid_argument("chat template: a system message may only come first");
     }
     if (role != "user" && role != "assistant") {
-      return invalid_argument(fmt::format(
-          "chat template: message {} has role '{}' (expected system, user or assistant)", i, role));
+      return invalid_argument(
+          fmt::format("chat template: message {} has role {} (expected system, user or assistant)",
+                      i, gguf_quote(role)));
     }
     if (alternate && (role == "user") != (i % 2 == 0)) {
       return invalid_argument(fmt::format(
@@ -171,8 +173,8 @@ StatusOr<ChatTemplate> ChatTemplate::from_name(std::string_view name) {
   for (const FormatName& f : kFormats) {
     if (f.name == name) return ChatTemplate(f.format);
   }
-  return invalid_argument(
-      fmt::format("unknown chat template '{}' (known: {})", name, fmt::join(names(), ", ")));
+  return invalid_argument(fmt::format("unknown chat template {} (known: {})", gguf_quote(name),
+                                      fmt::join(names(), ", ")));
 }
 
 StatusOr<ChatTemplate> ChatTemplate::detect(std::string_view source) {

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "fmt/format.h"
+#include "gguf/gguf_text.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/pretokenizer.h"
 #include "tokenizer/special_tokens.h"
@@ -123,8 +124,8 @@ StatusOr<Tokenizer> Tokenizer::from_vocab(Vocab vocab, std::string_view where) {
       const std::string pre = v.pre.empty() ? "default" : v.pre;
       const PreTokenizerSpec* spec = find_pre_tokenizer(pre);
       if (spec == nullptr) {
-        return unimplemented(fmt::format("{}: unknown tokenizer.ggml.pre '{}' (known: {})", where,
-                                         pre, fmt::join(pre_tokenizer_names(), ", ")));
+        return unimplemented(fmt::format("{}: unknown tokenizer.ggml.pre {} (known: {})", where,
+                                         gguf_quote(pre), fmt::join(pre_tokenizer_names(), ", ")));
       }
       CELLM_ASSIGN_OR_RETURN(PreTokenizer pre_tokenizer, PreTokenizer::compile(*spec));
       state->pre_tokenizer.emplace(std::move(pre_tokenizer));
@@ -152,7 +153,8 @@ StatusOr<Tokenizer> Tokenizer::from_vocab(Vocab vocab, std::string_view where) {
         const std::optional<uint8_t> byte = parse_byte_token(text);
         if (!byte) {
           return data_loss(
-              fmt::format("{}: token {} '{}' has type byte but is not <0xNN>", where, id, text));
+              fmt::format("{}: tokenizer.ggml.tokens[{}] {} has type byte but is not <0xNN>", where,
+                          id, gguf_quote(text)));
         }
         piece.assign(1, static_cast<char>(*byte));
         break;

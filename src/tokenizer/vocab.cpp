@@ -3,6 +3,7 @@
 #include <unordered_set>
 
 #include "fmt/format.h"
+#include "gguf/gguf_text.h"
 
 namespace cellm {
 
@@ -63,8 +64,8 @@ Status check_merges(const Vocab& vocab, std::string_view where) {
     const std::string& merge = vocab.merges[i];
     const size_t space = merge.size() > 1 ? merge.find(' ', 1) : std::string::npos;
     if (space == std::string::npos || space + 1 >= merge.size()) {
-      return data_loss(
-          fmt::format("{}: tokenizer.ggml.merges[{}] '{}' is not 'left right'", where, i, merge));
+      return data_loss(fmt::format("{}: tokenizer.ggml.merges[{}] {} is not 'left right'", where, i,
+                                   gguf_quote(merge)));
     }
     const std::string_view left(merge.data(), space);
     const std::string_view right(merge.data() + space + 1, merge.size() - space - 1);
@@ -72,8 +73,8 @@ Status check_merges(const Vocab& vocab, std::string_view where) {
     joined.append(right);
     for (std::string_view part : {left, right, std::string_view(joined)}) {
       if (!tokens.contains(part)) {
-        return data_loss(fmt::format("{}: tokenizer.ggml.merges[{}] '{}': '{}' is not a token",
-                                     where, i, merge, part));
+        return data_loss(fmt::format("{}: tokenizer.ggml.merges[{}] {}: {} is not a token", where,
+                                     i, gguf_quote(merge), gguf_quote(part)));
       }
     }
   }

@@ -5,6 +5,7 @@
 
 #include "core/logging.h"
 #include "fmt/format.h"
+#include "gguf/gguf_text.h"
 #include "tokenizer/pretokenizer.h"
 
 namespace cellm {
@@ -113,8 +114,8 @@ StatusOr<Vocab> vocab_from_gguf(const GgufFile& file) {
     vocab.add_sep = true;
   } else {
     return unimplemented(
-        fmt::format("{}: tokenizer.ggml.model '{}' is not supported (supported: llama, gpt2, bert)",
-                    where, model));
+        fmt::format("{}: tokenizer.ggml.model {} is not supported (supported: llama, gpt2, bert)",
+                    where, gguf_quote(model)));
   }
   CELLM_ASSIGN_OR_RETURN(vocab.tokens, file.get_string_array("tokenizer.ggml.tokens"));
   if (file.has("tokenizer.ggml.scores")) {
@@ -138,8 +139,9 @@ StatusOr<Vocab> vocab_from_gguf(const GgufFile& file) {
     }
     const PreTokenizerSpec* spec = find_pre_tokenizer(vocab.pre.empty() ? "default" : vocab.pre);
     if (spec == nullptr) {
-      return unimplemented(fmt::format("{}: unknown tokenizer.ggml.pre '{}' (known: {})", where,
-                                       vocab.pre, fmt::join(pre_tokenizer_names(), ", ")));
+      return unimplemented(fmt::format("{}: unknown tokenizer.ggml.pre {} (known: {})", where,
+                                       gguf_quote(vocab.pre),
+                                       fmt::join(pre_tokenizer_names(), ", ")));
     }
     vocab.add_bos = spec->add_bos;
     vocab.ignore_merges = spec->ignore_merges;
