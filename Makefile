@@ -43,19 +43,43 @@ tsan: deps
 	CELLM_TEST_MODELS=$(abspath $(MODELS)) ctest --preset tsan -j $(JOBS) -L threads
 
 # Builds the libFuzzer targets, writes seed corpora under build/fuzz/corpus (gguf_fuzz_seeds from
-# the test models; the arch models' safetensors files), then fuzzes each reader for FUZZ_SECONDS.
+# the test models; the arch models' safetensors files; the tokenizer vectors' texts), then fuzzes
+# each reader and the tokenizer for FUZZ_SECONDS. The Hugging Face JSON parsers: the arch models'
+# config.json files and hf_tokenizer_fuzz_seeds' tokenizers, with fuzz/hf_json.dict.
+# What reads a GGUF model's or program's meaning (model_load_fuzz): model_fuzz_seeds' models, cut
+# vocabularies and exported programs.
 FUZZ_SECONDS ?= 30
 FUZZ_CORPUS := build/fuzz/corpus
 fuzz: deps
 	cmake --preset fuzz >/dev/null
-	cmake --build --preset fuzz -j $(JOBS) --target gguf_fuzz_seeds gguf_reader_fuzz safetensors_fuzz
-	mkdir -p $(FUZZ_CORPUS)/gguf $(FUZZ_CORPUS)/safetensors
+	cmake --build --preset fuzz -j $(JOBS) --target gguf_fuzz_seeds gguf_reader_fuzz safetensors_fuzz \
+	  tokenizer_fuzz
+	mkdir -p $(FUZZ_CORPUS)/gguf $(FUZZ_CORPUS)/safetensors $(FUZZ_CORPUS)/tokenizer
 	build/fuzz/fuzz/gguf_fuzz_seeds $(FUZZ_CORPUS)/gguf $(MODELS)/stories260K.gguf \
 	  $(MODELS)/llama-2-tiny-random.gguf $(wildcard $(MODELS)/arch/*.gguf)
 	for f in $(MODELS)/arch/*-hf/*.safetensors; do \
 	  cp "$$f" $(FUZZ_CORPUS)/safetensors/$$(basename $$(dirname "$$f")).safetensors; done
 	build/fuzz/fuzz/gguf_reader_fuzz $(FUZZ_CORPUS)/gguf -max_total_time=$(FUZZ_SECONDS)
 	build/fuzz/fuzz/safetensors_fuzz $(FUZZ_CORPUS)/safetensors -max_total_time=$(FUZZ_SECONDS)
+	cp $(MODELS)/vocab/*.inp $(FUZZ_CORPUS)/tokenizer/
+	CELLM_TEST_MODELS=$(abspath $(MODELS)) build/fuzz/fuzz/tokenizer_fuzz $(FUZZ_CORPUS)/tokenizer \
+	  -max_total_time=$(FUZZ_SECONDS)
+	cmake --build --preset fuzz -j $(JOBS) --target hf_config_fuzz hf_tokenizer_fuzz \
+	  hf_tokenizer_fuzz_seeds
+	mkdir -p $(FUZZ_CORPUS)/hf_config $(FUZZ_CORPUS)/hf_tokenizer
+	for f in $(MODELS)/arch/*-hf/config.json; do \
+	  cp -f "$$f" $(FUZZ_CORPUS)/hf_config/$$(basename $$(dirname "$$f")).json; done
+	build/fuzz/fuzz/hf_tokenizer_fuzz_seeds $(FUZZ_CORPUS)/hf_tokenizer
+	build/fuzz/fuzz/hf_config_fuzz -dict=fuzz/hf_json.dict $(FUZZ_CORPUS)/hf_config \
+	  -max_total_time=$(FUZZ_SECONDS)
+	build/fuzz/fuzz/hf_tokenizer_fuzz -dict=fuzz/hf_json.dict $(FUZZ_CORPUS)/hf_tokenizer \
+	  -max_total_time=$(FUZZ_SECONDS)
+	cmake --build --preset fuzz -j $(JOBS) --target model_fuzz_seeds model_load_fuzz
+	mkdir -p $(FUZZ_CORPUS)/model
+	build/fuzz/fuzz/model_fuzz_seeds $(FUZZ_CORPUS)/model $(MODELS)/stories260K.gguf \
+	  $(MODELS)/llama-2-tiny-random.gguf $(wildcard $(MODELS)/arch/*.gguf)
+	build/fuzz/fuzz/model_load_fuzz $(FUZZ_CORPUS)/model -max_total_time=$(FUZZ_SECONDS) \
+	  -malloc_limit_mb=512
 
 ci:
 	.ci/run

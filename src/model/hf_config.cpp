@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <nlohmann/json.hpp>
+
+#include "model/hf_json.h"
 
 namespace cellm {
 namespace {
@@ -46,7 +49,7 @@ class Reader {
     const Json& value = object_.at(key);
     if (!value.is_number_integer() || value.get<int64_t>() <= 0 ||
         value.get<int64_t>() > (int64_t{1} << 30)) {
-      return error(key, "is not a positive integer: " + value.dump());
+      return error(key, "is not a positive integer: " + json_for_message(value));
     }
     return static_cast<int32_t>(value.get<int64_t>());
   }
@@ -55,7 +58,7 @@ class Reader {
     const Json& value = object_.at(key);
     if (!value.is_number_integer() || value.get<int64_t>() < 0 ||
         value.get<int64_t>() >= vocab_size) {
-      return error(key, "is not a token id below vocab_size: " + value.dump());
+      return error(key, "is not a token id below vocab_size: " + json_for_message(value));
     }
     return static_cast<int32_t>(value.get<int64_t>());
   }
@@ -63,9 +66,12 @@ class Reader {
   StatusOr<float> number(const char* key, float fallback) const {
     if (!has(key)) return fallback;
     const Json& value = object_.at(key);
-    if (!value.is_number()) return error(key, "is not a number: " + value.dump());
+    if (!value.is_number()) return error(key, "is not a number: " + json_for_message(value));
+    // Checked as the float it becomes: 1e39 would be inf, 1e-50 zero.
     const double x = value.get<double>();
-    if (!std::isfinite(x) || x <= 0.0) return error(key, "must be a finite number > 0");
+    if (!(x > 0.0) || x > std::numeric_limits<float>::max() || !(static_cast<float>(x) > 0.0f)) {
+      return error(key, "must be a number > 0 that fits a float: " + json_for_message(value));
+    }
     return static_cast<float>(x);
   }
 
@@ -101,7 +107,7 @@ Status read_rope_scaling(const Json& scaling, std::string_view where, std::strin
     return unimplemented(
         fmt::format("{}: key '{}.rope_type' = '{}' is not supported (cellm "
                     "converts default, linear and llama3)",
-                    where, prefix, type));
+                    where, prefix, text_for_message(type)));
   }
   out.type = type;
   CELLM_ASSIGN_OR_RETURN(out.factor, r.number("factor", type == "llama3" ? 8.0f : 1.0f));
@@ -118,18 +124,18 @@ Status read_rope_scaling(const Json& scaling, std::string_view where, std::strin
   return ok_status();
 }
 
+// Every layer's window is 0 (full attention) or `window`; GGUF has one key, so only "all" or
+// "none" convert. Found without a per-layer list: a config can claim 2^30 layers.
 Status read_windows(const Reader& r, std::string_view where, HfConfig* c) {
   int32_t window = 0;
   if (r.has("sliding_window")) {
     CELLM_ASSIGN_OR_RETURN(window, r.positive("sliding_window", 0));
   }
   if (c->architecture == Architecture::kLlama) return ok_status();
-  std::vector<int32_t> windows(static_cast<size_t>(c->num_layers), 0);
-  if (c->architecture == Architecture::kMistral) {
-    windows.assign(windows.size(), window);
-  } else {
+  int32_t first = 0;  // layers [first, num_layers) have the window
+  if (c->architecture != Architecture::kMistral) {
     CELLM_ASSIGN_OR_RETURN(bool use, r.boolean("use_sliding_window", false));
-    int32_t first = c->num_layers;  // the first layer with a window
+    first = c->num_layers;
     if (r.has("max_window_layers")) {
       const Json& value = r.at("max_window_layers");
       if (!value.is_number_integer() || value.get<int64_t>() < 0) {
@@ -137,29 +143,23 @@ Status read_windows(const Reader& r, std::string_view where, HfConfig* c) {
       }
       first = static_cast<int32_t>(std::min<int64_t>(value.get<int64_t>(), c->num_layers));
     }
-    for (int32_t i = first; use && i < c->num_layers; ++i) windows[static_cast<size_t>(i)] = window;
+    if (!use) first = c->num_layers;
   }
+  bool any_full = first > 0;
+  bool any_sliding = first < c->num_layers;
   if (r.has("layer_types")) {
     const Json& types = r.at("layer_types");
-    if (!types.is_array() || types.size() != windows.size()) {
+    if (!types.is_array() || types.size() != static_cast<size_t>(c->num_layers)) {
       return r.error("layer_types", "is not a list with one entry per layer");
     }
-    for (size_t i = 0; i < windows.size(); ++i) {
-      windows[i] = types[i] == "sliding_attention" ? window : 0;
-    }
+    any_full = any_sliding = false;
+    for (const Json& type : types) (type == "sliding_attention" ? any_sliding : any_full) = true;
   }
-  for (int32_t w : windows) {
-    if (w != windows.front()) {
-      return unimplemented(
-          fmt::format("{}: a sliding window on some layers only is not "
-                      "supported",
-                      where));
-    }
+  if (window > 0 && any_full && any_sliding) {
+    return unimplemented(
+        fmt::format("{}: a sliding window on some layers only is not supported", where));
   }
-  if (!windows.empty() && windows.front() > 0 && window == 0) {
-    return r.error("sliding_window", "is missing for the sliding-window layers");
-  }
-  c->sliding_window = windows.empty() ? 0 : windows.front();
+  c->sliding_window = any_sliding ? window : 0;
   return ok_status();
 }
 
@@ -187,7 +187,7 @@ StatusOr<HfConfig> parse_object(const Json& json, std::string_view where) {
     return unimplemented(
         fmt::format("{}: architecture '{}' is not supported (cellm exports llama, "
                     "mistral, qwen2, qwen3)",
-                    where, found));
+                    where, text_for_message(found)));
   }
   c.model_type = arch->model_type;
   c.architecture = arch->architecture;
@@ -243,7 +243,7 @@ StatusOr<HfConfig> parse_object(const Json& json, std::string_view where) {
     return unimplemented(fmt::format("{}: key 'mlp_bias' = true is not supported", where));
   if (r.has("hidden_act") && r.at("hidden_act") != "silu") {
     return unimplemented(fmt::format("{}: key 'hidden_act' = {} is not supported (silu only)",
-                                     where, r.at("hidden_act").dump()));
+                                     where, json_for_message(r.at("hidden_act"))));
   }
   if (r.has("bos_token_id")) {
     CELLM_ASSIGN_OR_RETURN(int32_t bos, r.token_id("bos_token_id", c.vocab_size));
@@ -253,7 +253,7 @@ StatusOr<HfConfig> parse_object(const Json& json, std::string_view where) {
     const Json& eos = r.at("eos_token_id");
     for (const Json& id : eos.is_array() ? eos : Json::array({eos})) {
       if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= c.vocab_size) {
-        return r.error("eos_token_id", "is not a token id: " + eos.dump());
+        return r.error("eos_token_id", "is not a token id: " + json_for_message(eos));
       }
       c.eos_token_ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
     }
@@ -267,10 +267,11 @@ StatusOr<HfConfig> parse_object(const Json& json, std::string_view where) {
 }  // namespace
 
 StatusOr<HfConfig> HfConfig::parse(std::string_view json_text, std::string_view where) {
+  CELLM_ASSIGN_OR_RETURN(const Json json, parse_hf_json(json_text, where));
   try {
-    return parse_object(Json::parse(json_text), where);
-  } catch (const Json::exception& e) {
-    return data_loss(fmt::format("{}: not valid JSON: {}", where, e.what()));
+    return parse_object(json, where);
+  } catch (const Json::exception& e) {  // a bug here, but still no exception leaves the parser
+    return internal_error(fmt::format("{}: {}", where, e.what()));
   }
 }
 

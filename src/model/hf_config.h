@@ -17,7 +17,10 @@
 // is not the same on every layer is Unimplemented (GGUF has one key for it). Biases beyond qwen2's
 // q/k/v (`attention_bias` on o_proj, `mlp_bias`) are Unimplemented. GPTQ settings come from
 // `quantization_config` (or quantize_config.json, read by the caller): gptq_config.h.
-// Errors name the file and the key. Thread-safety: plain data.
+// Counts must be integers in [1, 2^30]; floats (rms_norm_eps, rope_theta, rope factors) numbers
+// that are finite and > 0 as a float. Errors are one line that starts with the file's name and
+// names the key (model/hf_json.h: nesting deeper than 64 is refused before it is walked).
+// Thread-safety: plain data.
 #pragma once
 
 #include <cstdint>

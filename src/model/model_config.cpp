@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <optional>
+
+#include "gguf/gguf_text.h"
 
 namespace cellm {
 namespace {
@@ -31,12 +34,21 @@ std::string supported_names() {
   return names;
 }
 
-// Reads `<arch>.<suffix>` as a positive int32, or returns `fallback` when absent.
+// A model has at most this many layers: far above any real one (a few hundred), it bounds what
+// the per-layer tables cost before the tensors are looked at.
+constexpr int32_t kMaxLayers = 1 << 16;
+
+// Reads `<arch>.<suffix>` as a positive int32, or returns `fallback` when absent. A fallback
+// derived from the file (a token count, an embedding's rows) is range-checked like a value.
 StatusOr<int32_t> read_count(const GgufFile& file, const std::string& key,
-                             std::optional<int32_t> fallback) {
+                             std::optional<int64_t> fallback) {
   if (!file.has(key)) {
-    if (fallback) return *fallback;
-    return not_found("model metadata key '" + key + "' is missing");
+    if (!fallback) return not_found("model metadata key '" + key + "' is missing");
+    if (*fallback < 1 || *fallback > (1 << 30)) {
+      return data_loss(fmt::format(
+          "model metadata key '{}' is missing and its default {} is invalid", key, *fallback));
+    }
+    return static_cast<int32_t>(*fallback);
   }
   CELLM_ASSIGN_OR_RETURN(uint32_t value, file.get_u32(key));
   if (value == 0 || value > (1u << 30)) {
@@ -45,9 +57,15 @@ StatusOr<int32_t> read_count(const GgufFile& file, const std::string& key,
   return static_cast<int32_t>(value);
 }
 
-StatusOr<float> read_float(const GgufFile& file, const std::string& key, float fallback) {
+// Reads a float that must be finite and > 0, or returns `fallback` when absent.
+StatusOr<float> read_positive_float(const GgufFile& file, const std::string& key, float fallback) {
   if (!file.has(key)) return fallback;
-  return file.get_f32(key);
+  CELLM_ASSIGN_OR_RETURN(float value, file.get_f32(key));
+  if (!std::isfinite(value) || !(value > 0.0f)) {
+    return data_loss(
+        fmt::format("model metadata key '{}' is {}, not a finite number > 0", key, value));
+  }
+  return value;
 }
 
 }  // namespace
@@ -66,14 +84,19 @@ StatusOr<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
     if (candidate.gguf_name == arch) info = &candidate;
   }
   if (info == nullptr) {
-    return unimplemented("architecture '" + arch +
-                         "' is not supported (cellm runs: " + supported_names() + ")");
+    return unimplemented("model metadata key 'general.architecture': architecture " +
+                         gguf_quote(arch) + " is not supported (cellm runs: " + supported_names() +
+                         ")");
   }
 
   ModelConfig config;
   config.architecture = info->architecture;
   const std::string p = arch + ".";
   CELLM_ASSIGN_OR_RETURN(config.num_layers, read_count(file, p + "block_count", std::nullopt));
+  if (config.num_layers > kMaxLayers) {
+    return data_loss(fmt::format("model metadata key '{}block_count' is {}, more than {} layers", p,
+                                 config.num_layers, kMaxLayers));
+  }
   CELLM_ASSIGN_OR_RETURN(config.hidden_size,
                          read_count(file, p + "embedding_length", std::nullopt));
   CELLM_ASSIGN_OR_RETURN(config.ffn_size,
@@ -83,33 +106,46 @@ StatusOr<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
   CELLM_ASSIGN_OR_RETURN(config.num_kv_heads,
                          read_count(file, p + "attention.head_count_kv", config.num_heads));
   if (config.num_heads % config.num_kv_heads != 0) {
-    return data_loss(fmt::format("{} heads are not a multiple of {} kv heads", config.num_heads,
-                                 config.num_kv_heads));
+    return data_loss(
+        fmt::format("model metadata key '{}attention.head_count' ({}) is not a multiple of "
+                    "'{}attention.head_count_kv' ({})",
+                    p, config.num_heads, p, config.num_kv_heads));
   }
-  std::optional<int32_t> default_head_dim;
+  std::optional<int64_t> default_head_dim;
   if (config.hidden_size % config.num_heads == 0) {
     default_head_dim = config.hidden_size / config.num_heads;
+  } else if (!file.has(p + "attention.key_length")) {
+    return data_loss(fmt::format(
+        "model metadata key '{}attention.key_length' is missing and '{}embedding_length' ({}) is "
+        "not a multiple of '{}attention.head_count' ({})",
+        p, p, config.hidden_size, p, config.num_heads));
   }
   CELLM_ASSIGN_OR_RETURN(config.head_dim,
                          read_count(file, p + "attention.key_length", default_head_dim));
   CELLM_ASSIGN_OR_RETURN(config.value_head_dim,
                          read_count(file, p + "attention.value_length", config.head_dim));
+  // Heads times head size is a projection's width: it must fit the int32 widths of the config.
+  for (const auto& [suffix, size] : {std::pair<const char*, int32_t>{"key_length", config.head_dim},
+                                     {"value_length", config.value_head_dim}}) {
+    if (int64_t{config.num_heads} * size > INT32_MAX) {
+      return data_loss(
+          fmt::format("model metadata key '{}attention.{}' ({}) times {} heads is too wide", p,
+                      suffix, size, config.num_heads));
+    }
+  }
   CELLM_ASSIGN_OR_RETURN(config.context_length, read_count(file, p + "context_length", 2048));
   CELLM_ASSIGN_OR_RETURN(config.rms_norm_eps,
-                         read_float(file, p + "attention.layer_norm_rms_epsilon", 1e-5f));
-  if (!(config.rms_norm_eps > 0.0f)) {
-    return data_loss("model metadata key '" + p + "attention.layer_norm_rms_epsilon' is not > 0");
-  }
+                         read_positive_float(file, p + "attention.layer_norm_rms_epsilon", 1e-5f));
 
   // Vocabulary: the explicit key, else the tokenizer's token count, else the embedding rows.
-  std::optional<int32_t> default_vocab;
+  std::optional<int64_t> default_vocab;
   if (file.has("tokenizer.ggml.tokens")) {
     const GgufValue::Array* tokens = file.find("tokenizer.ggml.tokens")->as_array();
-    if (tokens != nullptr) default_vocab = static_cast<int32_t>(tokens->elements.size());
+    if (tokens != nullptr) default_vocab = static_cast<int64_t>(tokens->elements.size());
   }
   if (!default_vocab) {
     if (const GgufTensorInfo* embd = file.find_tensor("token_embd.weight"); embd != nullptr) {
-      default_vocab = static_cast<int32_t>(embd->dim(1));
+      default_vocab = static_cast<int64_t>(std::min<uint64_t>(embd->dim(1), INT64_MAX));
     }
   }
   CELLM_ASSIGN_OR_RETURN(config.vocab_size, read_count(file, p + "vocab_size", default_vocab));
@@ -119,28 +155,40 @@ StatusOr<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
   CELLM_ASSIGN_OR_RETURN(config.rope.num_rotary_dims,
                          read_count(file, p + "rope.dimension_count", config.head_dim));
   if (config.rope.num_rotary_dims % 2 != 0 || config.rope.num_rotary_dims > config.head_dim) {
-    return data_loss(
-        fmt::format("rope.dimension_count {} must be even and at most the head size {}",
-                    config.rope.num_rotary_dims, config.head_dim));
+    return data_loss(fmt::format(
+        "model metadata key '{}rope.dimension_count' is {}: it must be even and at most the head "
+        "size {}",
+        p, config.rope.num_rotary_dims, config.head_dim));
   }
-  CELLM_ASSIGN_OR_RETURN(config.rope.freq_base, read_float(file, p + "rope.freq_base", 10000.0f));
-  if (!(config.rope.freq_base > 0.0f)) return data_loss("rope.freq_base must be > 0");
+  CELLM_ASSIGN_OR_RETURN(config.rope.freq_base,
+                         read_positive_float(file, p + "rope.freq_base", 10000.0f));
   std::string scaling_type = "none";
   if (file.has(p + "rope.scaling.type")) {
     CELLM_ASSIGN_OR_RETURN(scaling_type, file.get_string(p + "rope.scaling.type"));
   }
   if (scaling_type == "linear") {
-    CELLM_ASSIGN_OR_RETURN(float factor, read_float(file, p + "rope.scaling.factor", 1.0f));
-    if (!(factor > 0.0f)) return data_loss("rope.scaling.factor must be > 0");
+    CELLM_ASSIGN_OR_RETURN(float factor,
+                           read_positive_float(file, p + "rope.scaling.factor", 1.0f));
     config.rope.freq_scale = 1.0f / factor;
+    if (!std::isfinite(config.rope.freq_scale)) {
+      return data_loss(
+          fmt::format("model metadata key '{}rope.scaling.factor' ({}) is too small", p, factor));
+    }
   } else if (scaling_type != "none") {
-    return unimplemented("rope scaling type '" + scaling_type + "' is not supported");
+    return unimplemented(fmt::format(
+        "model metadata key '{}rope.scaling.type': rope scaling type {} is not supported (none, "
+        "linear)",
+        p, gguf_quote(scaling_type)));
   }
   config.rope.has_freq_factors = file.find_tensor("rope_freqs.weight") != nullptr;
 
   int32_t window = 0;
   if (file.has(p + "attention.sliding_window")) {
     CELLM_ASSIGN_OR_RETURN(uint32_t value, file.get_u32(p + "attention.sliding_window"));
+    if (value > (1u << 30)) {
+      return data_loss(fmt::format(
+          "model metadata key '{}attention.sliding_window' has an invalid value {}", p, value));
+    }
     window = static_cast<int32_t>(value);
   }
   config.layer_windows.assign(static_cast<size_t>(config.num_layers), window);

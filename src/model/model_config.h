@@ -4,7 +4,9 @@
 // frequencies), mistral, qwen2 (q/k/v biases), qwen3 (per-head q/k RMSNorm) — with the defaults
 // the GGUF conventions define when a key is absent (rope base 10000, head size from
 // `attention.key_length` else hidden/heads, rotary dims = head size, kv heads = heads, vocab =
-// token count). Any other architecture is an `unimplemented` error naming it. Shapes of the
+// token count). Any other architecture is an `unimplemented` error naming it. Counts and their
+// defaults must lie in [1, 2^30] (layers: at most 65536), heads times head size must fit int32,
+// and rope and norm constants must be finite and > 0: every refusal names the key. Shapes of the
 // tensors are checked by model_weights.h, not here. Knows nothing of tokenizers or backends.
 // Thread-safety: plain data.
 #pragma once

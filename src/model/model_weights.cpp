@@ -2,6 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <optional>
+
+#include "gguf/gguf_text.h"
+
 namespace cellm {
 namespace {
 
@@ -48,6 +55,17 @@ Status bind_weight(const GgufFile& file, const std::string& name, int64_t num_co
   return ok_status();
 }
 
+// The layer of a "blk.<i>.<name>" tensor; nullopt for other names.
+std::optional<uint64_t> layer_of(std::string_view name) {
+  if (!name.starts_with("blk.")) return std::nullopt;
+  const char* begin = name.data() + 4;
+  const char* end = name.data() + name.size();
+  uint64_t layer = 0;
+  const auto [next, error] = std::from_chars(begin, end, layer);
+  if (error != std::errc() || next == end || *next != '.') return std::nullopt;
+  return layer;
+}
+
 }  // namespace
 
 StatusOr<ModelWeights> ModelWeights::from_gguf(const GgufFile& file, const ModelConfig& c) {
@@ -66,13 +84,36 @@ StatusOr<ModelWeights> ModelWeights::from_gguf(const GgufFile& file, const Model
   if (c.rope.has_freq_factors) {
     CELLM_RETURN_IF_ERROR(bind_weight(file, "rope_freqs.weight", c.rope.num_rotary_dims / 2, 1,
                                       Need::kRequired, &w.rope_freqs));
+    // Each divides a rotary frequency: zero, negative, denormal or non-finite would give
+    // non-finite angles (llama3's factors are >= 1).
+    for (size_t i = 0; i < w.rope_freqs.bytes.size() / sizeof(float); ++i) {
+      float factor = 0.0f;
+      std::memcpy(&factor, w.rope_freqs.bytes.data() + i * sizeof(float), sizeof(float));
+      if (!std::isnormal(factor) || factor < 0.0f) {
+        return data_loss(fmt::format(
+            "tensor 'rope_freqs.weight' holds {} at index {}; rope factors must be positive",
+            factor, i));
+      }
+    }
   }
   const Need bias = c.has_qkv_bias ? Need::kRequired : Need::kOptional;
   const Need qk_norm = c.has_qk_norm ? Need::kRequired : Need::kOptional;
-  w.layers.resize(static_cast<size_t>(c.num_layers));
+  // Biases and q/k norms come on every layer or on none, as layer 0 says (ModelConfig): a stray
+  // one would run some layers unlike the others.
+  auto check_not_stray = [&](const std::string& name, bool expected, const char* decider) {
+    if (expected || file.find_tensor(name) == nullptr) return ok_status();
+    return data_loss(fmt::format("tensor '{}' is present but '{}' is not", name, decider));
+  };
+  // Layers grow as their tensors are found, so a count the file cannot back costs nothing.
   for (int32_t i = 0; i < c.num_layers; ++i) {
-    LayerWeights& l = w.layers[static_cast<size_t>(i)];
+    LayerWeights& l = w.layers.emplace_back();
     const std::string p = fmt::format("blk.{}.", i);
+    for (const char* name : {"attn_q.bias", "attn_k.bias", "attn_v.bias"}) {
+      CELLM_RETURN_IF_ERROR(check_not_stray(p + name, c.has_qkv_bias, "blk.0.attn_q.bias"));
+    }
+    for (const char* name : {"attn_q_norm.weight", "attn_k_norm.weight"}) {
+      CELLM_RETURN_IF_ERROR(check_not_stray(p + name, c.has_qk_norm, "blk.0.attn_q_norm.weight"));
+    }
     CELLM_RETURN_IF_ERROR(
         bind_weight(file, p + "attn_norm.weight", hidden, 1, Need::kRequired, &l.attn_norm));
     CELLM_RETURN_IF_ERROR(
@@ -99,6 +140,14 @@ StatusOr<ModelWeights> ModelWeights::from_gguf(const GgufFile& file, const Model
         bind_weight(file, p + "ffn_up.weight", hidden, c.ffn_size, Need::kRequired, &l.w_up));
     CELLM_RETURN_IF_ERROR(
         bind_weight(file, p + "ffn_down.weight", c.ffn_size, hidden, Need::kRequired, &l.w_down));
+  }
+  // A layer past the block count would be silently left out of every forward.
+  for (const GgufTensorInfo& info : file.tensors()) {
+    if (layer_of(info.name).value_or(0) >= static_cast<uint64_t>(c.num_layers)) {
+      return data_loss(
+          fmt::format("tensor {} is past the last layer: model metadata key '{}.block_count' is {}",
+                      gguf_quote(info.name, 128), architecture_name(c.architecture), c.num_layers));
+    }
   }
   return w;
 }

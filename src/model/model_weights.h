@@ -3,7 +3,9 @@
 // `ModelWeights::from_gguf(file, config)` finds every tensor the architecture needs, checks its
 // shape against the config and its type against what cellm can compute with, and returns views
 // (type, dims, bytes) into the file's mapping — no copies. A missing tensor, a wrong shape or an
-// unsupported type is an error naming the tensor. The views live as long as the GgufFile's
+// unsupported type is an error naming the tensor; so are a bias or q/k norm on some layers only
+// (layer 0 decides, as in ModelConfig), a layer tensor past the block count, and a rope factor
+// that is not a positive normal float. The views live as long as the GgufFile's
 // mapping (keep the file alive; moving it is fine). Backends read weights only through this table.
 // Thread-safety: immutable plain data.
 #pragma once

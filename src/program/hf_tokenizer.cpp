@@ -6,11 +6,13 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <utility>
 
+#include "model/hf_json.h"
 #include "tokenizer/pretokenizer.h"
 #include "tokenizer/vocab.h"
 
@@ -97,7 +99,8 @@ StatusOr<std::vector<std::string>> pre_patterns(const Json& node, const std::str
   } else if (type == "Digits") {
     patterns.push_back(node.value("individual_digits", false) ? R"(\p{N})" : R"(\p{N}+)");
   } else {
-    return unimplemented(where + ": pre-tokenizer type '" + type + "' is not supported");
+    return unimplemented(where + ": pre-tokenizer type '" + text_for_message(type) +
+                         "' is not supported");
   }
   return patterns;
 }
@@ -127,7 +130,7 @@ StatusOr<std::string> match_pre(const std::vector<std::string>& patterns, bool i
   return unimplemented(
       fmt::format("{}: the pre-tokenizer's regexes match none cellm knows "
                   "(tokenizer/pretokenizer.h): {}",
-                  where, Json(patterns).dump()));
+                  where, json_for_message(Json(patterns))));
 }
 
 // A special token named in tokenizer_config.json: "<s>" or {"content": "<s>", ...}.
@@ -141,15 +144,6 @@ std::optional<std::string> token_content(const Json& config, const char* key) {
   return std::nullopt;
 }
 
-StatusOr<Json> read_json(const std::string& path) {
-  CELLM_ASSIGN_OR_RETURN(std::string text, read_file_to_string(path));
-  try {
-    return Json::parse(text);
-  } catch (const Json::exception& e) {
-    return data_loss(path + ": not valid JSON: " + e.what());
-  }
-}
-
 Status read_tokens(const Json& tokenizer, const std::string& where, int32_t vocab_size,
                    HfVocab* v) {
   const Json& model = child(tokenizer, "model");
@@ -161,8 +155,9 @@ Status read_tokens(const Json& tokenizer, const std::string& where, int32_t voca
       return data_loss(where + ": key 'model.vocab' is not an object");
     }
     for (const auto& [text, id] : child(model, "vocab").items()) {
-      if (!id.is_number_integer())
-        return data_loss(where + ": model.vocab['" + text + "'] is not an id");
+      if (!id.is_number_integer()) {
+        return data_loss(where + ": model.vocab['" + text_for_message(text) + "'] is not an id");
+      }
       by_id[id.get<int64_t>()] = text;
     }
   } else if (type == "Unigram") {
@@ -173,11 +168,16 @@ Status read_tokens(const Json& tokenizer, const std::string& where, int32_t voca
           !vocab[i][1].is_number()) {
         return data_loss(fmt::format("{}: model.vocab[{}] is not a [piece, score] pair", where, i));
       }
+      const double score = vocab[i][1].get<double>();
+      if (!(std::abs(score) <= std::numeric_limits<float>::max())) {
+        return data_loss(fmt::format("{}: model.vocab[{}] has a score a float cannot hold: {}",
+                                     where, i, json_for_message(vocab[i][1])));
+      }
       by_id[static_cast<int64_t>(i)] = vocab[i][0].get<std::string>();
-      unigram_scores[static_cast<int64_t>(i)] = vocab[i][1].get<float>();
+      unigram_scores[static_cast<int64_t>(i)] = static_cast<float>(score);
     }
   } else {
-    return unimplemented(where + ": tokenizer model type '" + type +
+    return unimplemented(where + ": tokenizer model type '" + text_for_message(type) +
                          "' is not supported (BPE, Unigram)");
   }
   std::map<int64_t, bool> added;  // id -> special
@@ -192,10 +192,9 @@ Status read_tokens(const Json& tokenizer, const std::string& where, int32_t voca
   }
   if (by_id.empty() || by_id.begin()->first < 0)
     return data_loss(where + ": no tokens, or a negative id");
-  const int64_t num_tokens = by_id.rbegin()->first + 1;
-  if (num_tokens > vocab_size) {
+  if (by_id.rbegin()->first >= vocab_size) {
     return data_loss(fmt::format("{}: token id {} is past config.json's vocab_size {}", where,
-                                 num_tokens - 1, vocab_size));
+                                 by_id.rbegin()->first, vocab_size));
   }
   v->spm = type == "Unigram" || model.value("byte_fallback", false) ||
            contains_space_mark(child(tokenizer, "normalizer")) ||
@@ -238,7 +237,10 @@ Status read_merges(const Json& tokenizer, const std::string& where, HfVocab* v) 
   const Json& model = child(tokenizer, "model");
   if (model.value("type", "") != "BPE") return ok_status();
   std::map<std::string, int64_t> first_rank;  // merged token -> rank of its first merge
-  const Json merges = model.value("merges", Json::array());
+  const Json& merges = child(model, "merges");
+  if (!merges.is_null() && !merges.is_array()) {
+    return data_loss(where + ": key 'model.merges' is not a list");
+  }
   for (size_t rank = 0; rank < merges.size(); ++rank) {
     const Json& merge = merges[rank];
     std::string left;
@@ -247,8 +249,8 @@ Status read_merges(const Json& tokenizer, const std::string& where, HfVocab* v) 
       const std::string text = merge.get<std::string>();
       const size_t space = text.find(' ');
       if (space == std::string::npos || text.find(' ', space + 1) != std::string::npos) {
-        return data_loss(
-            fmt::format("{}: model.merges[{}] '{}' is not 'left right'", where, rank, text));
+        return data_loss(fmt::format("{}: model.merges[{}] '{}' is not 'left right'", where, rank,
+                                     text_for_message(text)));
       }
       left = text.substr(0, space);
       right = text.substr(space + 1);
@@ -267,6 +269,15 @@ Status read_merges(const Json& tokenizer, const std::string& where, HfVocab* v) 
     }
     first_rank.emplace(left + right, static_cast<int64_t>(rank));
     if (!v->spm) {
+      // A gpt2 vocabulary's merges must join tokens into a token (Hugging Face refuses the file
+      // otherwise, and so does the engine's loader, tokenizer/vocab.h).
+      for (const std::string& part : {left, right, left + right}) {
+        if (!v->ids.contains(part)) {
+          return data_loss(fmt::format("{}: model.merges[{}] '{} {}': '{}' is not a token", where,
+                                       rank, text_for_message(left), text_for_message(right),
+                                       text_for_message(part)));
+        }
+      }
       std::string merge = left;
       merge += ' ';
       merge += right;
@@ -287,51 +298,36 @@ Status read_merges(const Json& tokenizer, const std::string& where, HfVocab* v) 
   return ok_status();
 }
 
-}  // namespace
-
-bool has_hf_tokenizer(const std::string& dir) {
-  std::error_code error;
-  return fs::exists(fs::path(dir) / "tokenizer.json", error);
-}
-
-StatusOr<GgufKeys> tokenizer_keys_from_hf(const std::string& dir, const HfConfig& config) {
-  const std::string path = (fs::path(dir) / "tokenizer.json").string();
-  const std::string config_path = (fs::path(dir) / "tokenizer_config.json").string();
-  CELLM_ASSIGN_OR_RETURN(Json tokenizer, read_json(path));
-  Json tok_config = Json::object();
-  std::error_code error;
-  if (fs::exists(config_path, error)) {
-    CELLM_ASSIGN_OR_RETURN(tok_config, read_json(config_path));
-  }
+// The keys of the parsed files. nlohmann-json throws on a value of an unexpected type;
+// tokenizer_keys_from_hf_text catches it.
+StatusOr<GgufKeys> keys_from_json(const Json& tokenizer, const Json& tok_config,
+                                  const HfTokenizerFiles& files, const HfConfig& config) {
+  const std::string& path = files.tokenizer_path;
+  const std::string& config_path = files.tokenizer_config_path;
   HfVocab v;
-  try {
-    if (!child(tokenizer, "model").is_object()) {
-      return data_loss(path + ": key 'model' is missing");
+  if (!child(tokenizer, "model").is_object()) {
+    return data_loss(path + ": key 'model' is missing");
+  }
+  if (!tok_config.is_object()) return data_loss(config_path + ": not a JSON object");
+  CELLM_RETURN_IF_ERROR(read_tokens(tokenizer, path, config.vocab_size, &v));
+  CELLM_RETURN_IF_ERROR(read_merges(tokenizer, path, &v));
+  if (v.spm) {
+    const Json& pre = child(tokenizer, "pre_tokenizer");
+    v.add_space_prefix = has_type(child(tokenizer, "normalizer"), "Prepend");
+    if (has_type(pre, "Metaspace")) {
+      const std::string scheme = pre.value("prepend_scheme", "always");
+      v.add_space_prefix = pre.value("add_prefix_space", true) && scheme != "never";
     }
-    if (!tok_config.is_object()) return data_loss(config_path + ": not a JSON object");
-    CELLM_RETURN_IF_ERROR(read_tokens(tokenizer, path, config.vocab_size, &v));
-    CELLM_RETURN_IF_ERROR(read_merges(tokenizer, path, &v));
-    if (v.spm) {
-      const Json& pre = child(tokenizer, "pre_tokenizer");
-      v.add_space_prefix = has_type(child(tokenizer, "normalizer"), "Prepend");
-      if (has_type(pre, "Metaspace")) {
-        const std::string scheme = pre.value("prepend_scheme", "always");
-        v.add_space_prefix = pre.value("add_prefix_space", true) && scheme != "never";
-      }
-    } else {
-      if (!has_type(child(tokenizer, "pre_tokenizer"), "ByteLevel")) {
-        return unimplemented(path +
-                             ": a BPE tokenizer without byte fallback needs a ByteLevel "
-                             "pre-tokenizer");
-      }
-      CELLM_ASSIGN_OR_RETURN(std::vector<std::string> patterns,
-                             pre_patterns(child(tokenizer, "pre_tokenizer"), path));
-      CELLM_ASSIGN_OR_RETURN(
-          v.pre,
-          match_pre(patterns, child(tokenizer, "model").value("ignore_merges", false), path));
+  } else {
+    if (!has_type(child(tokenizer, "pre_tokenizer"), "ByteLevel")) {
+      return unimplemented(path +
+                           ": a BPE tokenizer without byte fallback needs a ByteLevel "
+                           "pre-tokenizer");
     }
-  } catch (const Json::exception& e) {
-    return data_loss(path + ": unexpected value: " + e.what());
+    CELLM_ASSIGN_OR_RETURN(std::vector<std::string> patterns,
+                           pre_patterns(child(tokenizer, "pre_tokenizer"), path));
+    CELLM_ASSIGN_OR_RETURN(
+        v.pre, match_pre(patterns, child(tokenizer, "model").value("ignore_merges", false), path));
   }
 
   GgufKeys keys;
@@ -372,7 +368,7 @@ StatusOr<GgufKeys> tokenizer_keys_from_hf(const std::string& dir, const HfConfig
       const auto it = v.ids.find(*content);
       if (it == v.ids.end()) {
         return data_loss(fmt::format("{}: {} '{}' is not a token of tokenizer.json", config_path,
-                                     s.config_key, *content));
+                                     s.config_key, text_for_message(*content)));
       }
       id = it->second;
     }
@@ -405,18 +401,58 @@ StatusOr<GgufKeys> tokenizer_keys_from_hf(const std::string& dir, const HfConfig
     for (const Json& entry : t.is_array() ? t : Json::array()) {
       if (!entry.is_object() || !entry.contains("template") || !entry["template"].is_string())
         continue;
-      if (chat_template.empty() || entry.value("name", "") == "default") {
+      if (chat_template.empty() || child(entry, "name") == "default") {
         chat_template = entry["template"].get<std::string>();
       }
     }
-  } else if (fs::exists(fs::path(dir) / "chat_template.jinja", error)) {
-    CELLM_ASSIGN_OR_RETURN(chat_template,
-                           read_file_to_string((fs::path(dir) / "chat_template.jinja").string()));
+  } else if (files.chat_template_jinja) {
+    chat_template = *files.chat_template_jinja;
   }
   if (!chat_template.empty()) {
     keys.emplace_back("tokenizer.chat_template", GgufValue::string(chat_template));
   }
   return keys;
+}
+
+}  // namespace
+
+bool has_hf_tokenizer(const std::string& dir) {
+  std::error_code error;
+  return fs::exists(fs::path(dir) / "tokenizer.json", error);
+}
+
+StatusOr<GgufKeys> tokenizer_keys_from_hf(const std::string& dir, const HfConfig& config) {
+  HfTokenizerFiles files;
+  files.tokenizer_path = (fs::path(dir) / "tokenizer.json").string();
+  files.tokenizer_config_path = (fs::path(dir) / "tokenizer_config.json").string();
+  CELLM_ASSIGN_OR_RETURN(files.tokenizer_json, read_file_to_string(files.tokenizer_path));
+  std::error_code error;
+  if (fs::exists(files.tokenizer_config_path, error)) {
+    CELLM_ASSIGN_OR_RETURN(files.tokenizer_config_json,
+                           read_file_to_string(files.tokenizer_config_path));
+  }
+  const std::string template_path = (fs::path(dir) / "chat_template.jinja").string();
+  if (fs::exists(template_path, error)) {
+    CELLM_ASSIGN_OR_RETURN(files.chat_template_jinja, read_file_to_string(template_path));
+  }
+  return tokenizer_keys_from_hf_text(files, config);
+}
+
+StatusOr<GgufKeys> tokenizer_keys_from_hf_text(const HfTokenizerFiles& files,
+                                               const HfConfig& config) {
+  CELLM_ASSIGN_OR_RETURN(const Json tokenizer,
+                         parse_hf_json(files.tokenizer_json, files.tokenizer_path));
+  Json tok_config = Json::object();
+  if (files.tokenizer_config_json) {
+    CELLM_ASSIGN_OR_RETURN(
+        tok_config, parse_hf_json(*files.tokenizer_config_json, files.tokenizer_config_path));
+  }
+  try {
+    return keys_from_json(tokenizer, tok_config, files, config);
+  } catch (const Json::exception& e) {
+    return data_loss(files.tokenizer_path +
+                     ": unexpected value: " + text_for_message(e.what(), 160));
+  }
 }
 
 GgufKeys tokenizer_keys_from_gguf(const GgufFile& file) {

@@ -9,6 +9,16 @@
 #include "tokenizer/vocab_gguf.h"
 
 namespace cellm {
+namespace {
+
+// `status` prefixed with the file's name, unless it already starts with it (GgufFile's getters
+// name the path of a file opened from one).
+Status in_file(const Status& status, const std::string& where) {
+  if (status.message().starts_with(where + ": ")) return status;
+  return status.with_context(where);
+}
+
+}  // namespace
 
 StatusOr<Program> Program::load(const std::string& path) {
   CELLM_ASSIGN_OR_RETURN(GgufFile file, GgufFile::open(path));
@@ -18,20 +28,22 @@ StatusOr<Program> Program::load(const std::string& path) {
 StatusOr<Program> Program::from_file(GgufFile file) {
   const std::string where = gguf_display_name(file);
   StatusOr<ModelConfig> config = ModelConfig::from_gguf(file);
-  if (!config.ok()) return config.status().with_context(where);
+  if (!config.ok()) return in_file(config.status(), where);
   StatusOr<ModelWeights> weights = ModelWeights::from_gguf(file, *config);
-  if (!weights.ok()) return weights.status().with_context(where);
+  if (!weights.ok()) return in_file(weights.status(), where);
   bool used_defaults = false;
   StatusOr<ProgramSpec> spec = ProgramSpec::from_gguf(file, *config, &used_defaults);
-  if (!spec.ok()) return spec.status().with_context(where);
-  if (Status valid = spec->validate(*config); !valid.ok()) return valid.with_context(where);
+  if (!spec.ok()) return in_file(spec.status(), where);
+  if (Status valid = spec->validate(*config); !valid.ok()) return in_file(valid, where);
   if (used_defaults) {
     CELLM_LOG(kInfo) << where
                      << ": using cellm defaults for a plain GGUF model: " << spec->summary();
   }
-  // Tokenizer errors already name the file (vocab_from_gguf, Tokenizer::from_vocab).
-  CELLM_ASSIGN_OR_RETURN(Tokenizer loaded, Tokenizer::from_gguf(file));
-  auto tokenizer = std::make_shared<const Tokenizer>(std::move(loaded));
+  // Most tokenizer errors already name the file (vocab_from_gguf, Tokenizer::from_vocab); a
+  // getter's error on bytes parsed from memory does not.
+  StatusOr<Tokenizer> loaded = Tokenizer::from_gguf(file);
+  if (!loaded.ok()) return in_file(loaded.status(), where);
+  auto tokenizer = std::make_shared<const Tokenizer>(std::move(loaded).value());
   if (tokenizer->vocab_size() != config->vocab_size) {
     return data_loss(fmt::format(
         "{}: the tokenizer has {} tokens ('tokenizer.ggml.tokens') but the LM head has {} rows",

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "gguf/gguf_text.h"
+
 namespace cellm {
 namespace {
 
@@ -75,7 +77,7 @@ StatusOr<KvDtype> parse_kv_dtype(std::string_view name) {
   for (KvDtype dtype : {KvDtype::kF32, KvDtype::kF16, KvDtype::kBF16}) {
     if (kv_dtype_name(dtype) == name) return dtype;
   }
-  return invalid_argument("unknown cache dtype '" + std::string(name) + "' (use f32, f16 or bf16)");
+  return invalid_argument("unknown cache dtype " + gguf_quote(name) + " (use f32, f16 or bf16)");
 }
 
 std::vector<int32_t> recommended_decode_widths(int32_t max_step_tokens) {
@@ -116,8 +118,10 @@ StatusOr<ProgramSpec> ProgramSpec::from_gguf(const GgufFile& file, const ModelCo
   const std::string p(kPrefix);
   CELLM_ASSIGN_OR_RETURN(int32_t version, read_positive(file, p + "format_version"));
   if (version != static_cast<int32_t>(kFormatVersion)) {
-    return unimplemented(fmt::format("program format version {} is not supported (cellm reads {})",
-                                     version, kFormatVersion));
+    return unimplemented(
+        fmt::format("program metadata key 'cellm.format_version': program format version {} is "
+                    "not supported (cellm reads {})",
+                    version, kFormatVersion));
   }
   CELLM_ASSIGN_OR_RETURN(spec.max_context_len, read_positive(file, p + "max_context_len"));
   CELLM_ASSIGN_OR_RETURN(spec.max_step_tokens, read_positive(file, p + "max_step_tokens"));
@@ -133,8 +137,8 @@ StatusOr<ProgramSpec> ProgramSpec::from_gguf(const GgufFile& file, const ModelCo
     }
   }
   if (!known_mode) {
-    return data_loss("program metadata key 'cellm.logits_to_keep_mode' has unknown value '" + mode +
-                     "' (selected, full or last)");
+    return data_loss("program metadata key 'cellm.logits_to_keep_mode' has unknown value " +
+                     gguf_quote(mode) + " (selected, full or last)");
   }
   CELLM_ASSIGN_OR_RETURN(spec.kv_layout, read_string(file, p + "kv.layout"));
   CELLM_ASSIGN_OR_RETURN(spec.kv_max_cells, read_positive(file, p + "kv.max_cells"));
@@ -181,7 +185,8 @@ Status ProgramSpec::validate(const ModelConfig& config) const {
         fmt::format("cellm.decode_widths: {} is wider than W = {}", decode_widths.back(), w));
   }
   if (kv_layout != "cell") {
-    return unimplemented("cellm.kv.layout '" + kv_layout + "' is not supported (only 'cell')");
+    return unimplemented("cellm.kv.layout " + gguf_quote(kv_layout) +
+                         " is not supported (only 'cell')");
   }
   const auto layers = static_cast<size_t>(config.num_layers);
   if (kv_heads.size() != layers || kv_head_dims.size() != layers || kv_windows.size() != layers) {

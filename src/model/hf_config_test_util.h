@@ -1,0 +1,252 @@
+// Test-only: what "sane" means for an HfConfig that HfConfig::parse accepted, checked against the
+// JSON it came from (parsed here by nlohmann-json directly) without calling the parser's own
+// helpers — its mutation test and its fuzz target share it. Not part of cellm_model.
+// The promises: the architecture is one of the four and agrees with model_type (or
+// architectures[0]); every count is the document's own integer in [1, 2^30] or the documented
+// default; heads are a multiple of kv heads; head_dim is even, and times heads equals hidden_size
+// when it was derived; floats are finite and > 0; rope scaling is none, linear or llama3 (named
+// by the document) with high_freq_factor > low_freq_factor and finite factors between 1 and
+// `factor`; token ids are below vocab_size; the GGUF keys are unique and carry the same values.
+// Thread-safety: pure functions.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "model/hf_config.h"
+
+namespace cellm::hf_config_testing {
+
+using Json = nlohmann::json;
+
+// object[key] when `object` is an object holding `key` with a non-null value, else nullptr.
+inline const Json* present(const Json& object, const char* key) {
+  if (!object.is_object()) return nullptr;
+  const auto it = object.find(key);
+  return it == object.end() || it->is_null() ? nullptr : &*it;
+}
+
+// A JSON integer that fits int64, else nullopt (floats, 2^63 and above, other types).
+inline std::optional<int64_t> as_int(const Json* value) {
+  if (value == nullptr || !value->is_number_integer()) return std::nullopt;
+  if (value->is_number_unsigned() && value->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+    return std::nullopt;
+  }
+  return value->get<int64_t>();
+}
+
+inline std::string architecture_of(const std::string& class_name) {
+  if (class_name == "LlamaForCausalLM") return "llama";
+  if (class_name == "MistralForCausalLM") return "mistral";
+  if (class_name == "Qwen2ForCausalLM") return "qwen2";
+  if (class_name == "Qwen3ForCausalLM") return "qwen3";
+  return "";
+}
+
+// Empty when `c` keeps the promises above over `json`; otherwise the first broken one.
+inline std::string check_parsed_config(const HfConfig& c, const Json& json) {
+  constexpr int64_t kMaxCount = int64_t{1} << 30;
+  if (!json.is_object()) return "accepted a document that is not an object";
+
+  // Architecture.
+  const Architecture expected_arch[] = {Architecture::kLlama, Architecture::kMistral,
+                                        Architecture::kQwen2, Architecture::kQwen3};
+  const char* names[] = {"llama", "mistral", "qwen2", "qwen3"};
+  bool known = false;
+  for (int i = 0; i < 4; ++i) {
+    if (c.model_type == names[i]) {
+      known = true;
+      if (c.architecture != expected_arch[i]) return "architecture disagrees with model_type";
+    }
+  }
+  if (!known) return "unknown model_type '" + c.model_type + "'";
+  if (const Json* type = present(json, "model_type"); type != nullptr && type->is_string()) {
+    if (type->get<std::string>() != c.model_type) return "model_type differs from the document";
+  } else {
+    const Json* classes = present(json, "architectures");
+    if (classes == nullptr || !classes->is_array() || classes->empty() ||
+        !(*classes)[0].is_string() ||
+        architecture_of((*classes)[0].get<std::string>()) != c.model_type) {
+      return "model_type not named by model_type or architectures[0]";
+    }
+  }
+  const bool qwen3 = c.architecture == Architecture::kQwen3;
+
+  // Counts: the document's integer in [1, 2^30], or the default.
+  const auto count = [&](const char* key, int32_t field,
+                         std::optional<int64_t> fallback) -> std::string {
+    const Json* value = present(json, key);
+    const std::optional<int64_t> expected = value == nullptr ? fallback : as_int(value);
+    if (!expected) return std::string(key) + " accepted without an integer";
+    if (*expected < 1 || *expected > kMaxCount) return std::string(key) + " accepted out of range";
+    if (field != *expected) return std::string(key) + " differs from the document";
+    return "";
+  };
+  for (const auto& [key, field] :
+       {std::pair{"hidden_size", c.hidden_size},
+        std::pair{"intermediate_size", c.intermediate_size},
+        std::pair{"num_hidden_layers", c.num_layers}, std::pair{"num_attention_heads", c.num_heads},
+        std::pair{"vocab_size", c.vocab_size}}) {
+    if (std::string broken = count(key, field, std::nullopt); !broken.empty()) return broken;
+  }
+  if (std::string broken = count("num_key_value_heads", c.num_kv_heads, c.num_heads);
+      !broken.empty()) {
+    return broken;
+  }
+  if (c.num_heads % c.num_kv_heads != 0) return "heads are not a multiple of kv heads";
+  std::optional<int64_t> derived_head_dim;
+  if (qwen3) {
+    derived_head_dim = 128;
+  } else if (c.hidden_size % c.num_heads == 0) {
+    derived_head_dim = c.hidden_size / c.num_heads;
+  }
+  if (std::string broken = count("head_dim", c.head_dim, derived_head_dim); !broken.empty()) {
+    return broken;
+  }
+  if (c.head_dim % 2 != 0) return "odd head_dim";
+  if (present(json, "head_dim") == nullptr && !qwen3 &&
+      int64_t{c.head_dim} * c.num_heads != c.hidden_size) {
+    return "derived head_dim * heads != hidden_size";
+  }
+  if (std::string broken =
+          count("max_position_embeddings", c.max_position_embeddings, qwen3 ? 32768 : 2048);
+      !broken.empty()) {
+    return broken;
+  }
+
+  // Floats.
+  const auto positive_finite = [](float x) { return std::isfinite(x) && x > 0.0f; };
+  if (!positive_finite(c.rms_norm_eps)) return "rms_norm_eps not finite and > 0";
+  if (!positive_finite(c.rope_theta)) return "rope_theta not finite and > 0";
+  if (const Json* eps = present(json, "rms_norm_eps");
+      eps != nullptr &&
+      (!eps->is_number() || static_cast<float>(eps->get<double>()) != c.rms_norm_eps)) {
+    return "rms_norm_eps differs from the document";
+  }
+  const Json* theta = present(json, "rope_theta");
+  if (const Json* params = present(json, "rope_parameters"); params != nullptr) {
+    if (const Json* inner = present(*params, "rope_theta"); inner != nullptr) theta = inner;
+  }
+  if (theta != nullptr &&
+      (!theta->is_number() || static_cast<float>(theta->get<double>()) != c.rope_theta)) {
+    return "rope_theta differs from the document";
+  }
+  if (const Json* tie = present(json, "tie_word_embeddings"); tie != nullptr) {
+    if (!tie->is_boolean() || tie->get<bool>() != c.tie_word_embeddings) {
+      return "tie_word_embeddings differs from the document";
+    }
+  } else if (c.tie_word_embeddings) {
+    return "tie_word_embeddings set without the key";
+  }
+
+  // Rope scaling.
+  const HfRopeScaling& s = c.rope_scaling;
+  if (!s.type.empty()) {
+    if (s.type != "linear" && s.type != "llama3") return "rope scaling type '" + s.type + "'";
+    bool named = false;
+    for (const char* object : {"rope_scaling", "rope_parameters"}) {
+      const Json* scaling = present(json, object);
+      if (scaling == nullptr) continue;
+      for (const char* key : {"rope_type", "type"}) {
+        const Json* type = present(*scaling, key);
+        if (type != nullptr && type->is_string() && type->get<std::string>() == s.type) {
+          named = true;
+        }
+      }
+    }
+    if (!named) return "rope scaling '" + s.type + "' not named by the document";
+  }
+  if (!positive_finite(s.factor)) return "rope factor not finite and > 0";
+  if (s.type == "llama3") {
+    if (!positive_finite(s.low_freq_factor) || !positive_finite(s.high_freq_factor)) {
+      return "llama3 frequency factors not finite and > 0";
+    }
+    if (!(s.high_freq_factor > s.low_freq_factor)) return "high_freq_factor <= low_freq_factor";
+    if (s.original_context_length < 1 || s.original_context_length > kMaxCount) {
+      return "original context length out of range";
+    }
+    if (c.head_dim <= (1 << 14)) {  // larger ones are sane too, only slow to check
+      const std::vector<float> factors = c.llama3_rope_factors();
+      if (factors.size() != static_cast<size_t>(c.head_dim / 2)) return "rope factor count";
+      const double lo = std::min(1.0, static_cast<double>(s.factor)) * (1 - 1e-5);
+      const double hi = std::max(1.0, static_cast<double>(s.factor)) * (1 + 1e-5);
+      for (float f : factors) {
+        if (!std::isfinite(f) || f < lo || f > hi) return "llama3 rope factor out of [1, factor]";
+      }
+    }
+  }
+
+  // Windows.
+  if (c.sliding_window < 0 || c.sliding_window > kMaxCount) return "sliding_window out of range";
+  if (c.sliding_window > 0) {
+    if (c.architecture == Architecture::kLlama) return "a sliding window on llama";
+    if (as_int(present(json, "sliding_window")) != c.sliding_window) {
+      return "sliding_window differs from the document";
+    }
+  }
+
+  // Token ids.
+  if (const Json* bos = present(json, "bos_token_id"); bos != nullptr) {
+    if (!c.bos_token_id || as_int(bos) != *c.bos_token_id) return "bos differs from the document";
+  } else if (c.bos_token_id) {
+    return "bos set without the key";
+  }
+  if (c.bos_token_id && (*c.bos_token_id < 0 || *c.bos_token_id >= c.vocab_size)) {
+    return "bos outside the vocabulary";
+  }
+  const Json* eos = present(json, "eos_token_id");
+  const size_t num_eos = eos == nullptr ? 0 : eos->is_array() ? eos->size() : 1;
+  if (c.eos_token_ids.size() != num_eos) return "eos count differs from the document";
+  for (int32_t id : c.eos_token_ids) {
+    if (id < 0 || id >= c.vocab_size) return "eos outside the vocabulary";
+  }
+  if (const Json* name = present(json, "_name_or_path"); name != nullptr && name->is_string()) {
+    if (name->get<std::string>() != c.name) return "name differs from _name_or_path";
+  }
+
+  // GGUF keys.
+  const std::string arch = c.uses_llama_layout() ? "llama" : c.model_type;
+  const std::pair<std::string, int32_t> counts[] = {{"block_count", c.num_layers},
+                                                    {"context_length", c.max_position_embeddings},
+                                                    {"embedding_length", c.hidden_size},
+                                                    {"feed_forward_length", c.intermediate_size},
+                                                    {"attention.head_count", c.num_heads},
+                                                    {"attention.head_count_kv", c.num_kv_heads},
+                                                    {"attention.key_length", c.head_dim},
+                                                    {"attention.value_length", c.head_dim},
+                                                    {"rope.dimension_count", c.head_dim},
+                                                    {"vocab_size", c.vocab_size},
+                                                    {"attention.sliding_window", c.sliding_window}};
+  std::set<std::string> seen;
+  for (const auto& [key, value] : c.gguf_metadata()) {
+    if (!seen.insert(key).second) return "GGUF key " + key + " twice";
+    if (key == "general.architecture") {
+      if (value.as_string() == nullptr || *value.as_string() != arch) return "general.architecture";
+      continue;
+    }
+    if (!key.starts_with("general.") && !key.starts_with(arch + ".")) return "GGUF key " + key;
+    if (value.type() == GgufValueType::kUint32) {
+      const std::optional<uint64_t> v = value.as_u64();
+      if (!v || *v < 1 || *v > static_cast<uint64_t>(kMaxCount)) return "GGUF " + key + " range";
+      for (const auto& [suffix, field] : counts) {
+        if (key == arch + "." + suffix && *v != static_cast<uint64_t>(field)) {
+          return "GGUF " + key + " differs from the config";
+        }
+      }
+    } else if (value.type() == GgufValueType::kFloat32) {
+      const std::optional<double> v = value.as_f64();
+      if (!v || !std::isfinite(*v) || *v <= 0) return "GGUF " + key + " not finite and > 0";
+    }
+  }
+  for (const char* required : {"block_count", "embedding_length", "attention.head_count"}) {
+    if (!seen.count(arch + "." + required)) return std::string("GGUF key missing: ") + required;
+  }
+  return "";
+}
+
+}  // namespace cellm::hf_config_testing
