@@ -10,8 +10,8 @@ namespace {
 constexpr size_t kMaxMessageValueChars = 60;
 constexpr size_t kMaxParserMessageChars = 160;
 
-// The deepest nesting of arrays and objects in `text`, counted outside strings; stops early past
-// `limit`. Runs before nlohmann-json sees the text.
+}  // namespace
+
 int json_depth(std::string_view text, int limit) {
   int depth = 0;
   int deepest = 0;
@@ -35,6 +35,8 @@ int json_depth(std::string_view text, int limit) {
   }
   return deepest;
 }
+
+namespace {
 
 std::string cut(std::string text, size_t max_chars) {
   if (text.size() <= max_chars) return text;

@@ -18,6 +18,10 @@ namespace cellm {
 // with a depth that could exhaust the stack.
 inline constexpr int kMaxHfJsonDepth = 64;
 
+// The deepest nesting of arrays and objects in `text`, counted outside strings; stops early
+// past `limit`. Callers run it before nlohmann-json sees the text (safetensors headers too).
+int json_depth(std::string_view text, int limit);
+
 // Parses `text`. DataLoss "<where>: not valid JSON: ..." or "<where>: JSON nests deeper than 64
 // levels"; never throws.
 StatusOr<nlohmann::json> parse_hf_json(std::string_view text, std::string_view where);

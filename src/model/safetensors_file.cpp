@@ -9,6 +9,8 @@
 #include <optional>
 #include <set>
 
+#include "model/hf_json.h"
+
 namespace cellm {
 namespace {
 
@@ -31,32 +33,6 @@ constexpr DtypeInfo kDtypes[] = {
     {"F64", SafetensorsDtype::kF64, 8},        {"I64", SafetensorsDtype::kI64, 8},
     {"U64", SafetensorsDtype::kU64, 8},
 };
-
-// The deepest nesting of arrays and objects in `text`, counted outside strings; stops early
-// past `limit`. Parsed before nlohmann-json sees the text, so no input can nest it deeply.
-int json_depth(std::string_view text, int limit) {
-  int depth = 0;
-  int deepest = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-      if (deepest > limit) return deepest;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return deepest;
-}
 
 // Parses the header, refusing duplicate keys in any object (nlohmann-json would keep the last).
 // Returns the parsed value, or sets `error`.
