@@ -99,7 +99,9 @@ size_t decode_attention_scratch_bytes(int32_t num_tokens, int32_t num_heads, int
                                       int32_t max_splits);
 
 // A split count that fills the GPU for `num_tokens` tokens of `num_kv_heads` heads whose contexts
-// reach `max_context` cells (host arithmetic only).
+// reach `max_context` cells: about four blocks per SM, or one per SM for contexts longer than
+// kDecodeClusterMaxContext when the (token, kv head) pairs are fewer than the SMs (host
+// arithmetic only).
 int32_t decode_attention_default_splits(int32_t num_tokens, int32_t num_kv_heads,
                                         int32_t max_context, int32_t num_sms);
 

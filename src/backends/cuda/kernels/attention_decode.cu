@@ -290,10 +290,19 @@ size_t decode_attention_scratch_bytes(int32_t num_tokens, int32_t num_heads, int
 
 int32_t decode_attention_default_splits(int32_t num_tokens, int32_t num_kv_heads,
                                         int32_t max_context, int32_t num_sms) {
-  // About four blocks per SM: three of the tensor-core kernel's fit at once, and a fourth
-  // evens out the tail.
   const int64_t blocks = std::max<int64_t>(1, static_cast<int64_t>(num_tokens) * num_kv_heads);
-  const int64_t wanted = (4 * static_cast<int64_t>(num_sms) + blocks - 1) / blocks;
+  const int64_t sms = std::max<int64_t>(1, num_sms);
+  // Contexts the cluster-merged kernel takes (it runs min(8, splits)), and grids of at least
+  // one block per SM per split: about four blocks per SM — three of the tensor-core kernel's fit
+  // at once, and a fourth evens out the tail.
+  int64_t wanted = (4 * sms + blocks - 1) / blocks;
+  // Longer contexts with fewer (token, kv head) pairs than SMs: one block per SM. A block
+  // streams its split's tiles with the cell lists loaded a tile ahead, so more blocks only add
+  // partials and a second wave (docs/perf/decode.md, version 21; H200, Llama-3.1-8B heads, one
+  // token: 16 splits take 29.8–30.1 / 46.0 / 143.4 µs at 16K / 32K / 128K positions, 64 splits
+  // 41.2–42.0 / 59.6–59.7 / 174.8–175.7; four tokens at 32K: 4 splits 142.7–143.5 µs, 17
+  // splits 167.8–168.7).
+  if (max_context > kDecodeClusterMaxContext && blocks < sms) wanted = sms / blocks;
   const int64_t useful = std::max<int64_t>(1, (max_context + 63) / 64);
   return static_cast<int32_t>(std::clamp<int64_t>(std::min(wanted, useful), 1, 64));
 }
