@@ -100,6 +100,16 @@ cudaError_t launch_product(const DecodeGemvArgs& g, cudaStream_t stream) {
 
 }  // namespace
 
+cudaError_t launch_natural_quantize(const PersistentChainArgs& a, int kind, int8_t* q,
+                                    float* scales, cudaStream_t stream) {
+  if (a.hidden > 4 * kQuantizeThreads || kind < 0 || kind >= chain_bench::kStagesPerLayer ||
+      q == nullptr || scales == nullptr) {
+    return cudaErrorInvalidValue;
+  }
+  return launch_pdl(quantize_natural_kernel, dim3(1), dim3(kQuantizeThreads), 0, stream, a, kind, q,
+                    scales);
+}
+
 cudaError_t launch_block_major_stage(const PersistentChainArgs& a,
                                      const PersistentChainLayer& layer, int kind,
                                      int rows_per_block, int8_t* q, float* scales,
@@ -109,8 +119,7 @@ cudaError_t launch_block_major_stage(const PersistentChainArgs& a,
       scales == nullptr || (rows_per_block != 4 && rows_per_block != 8)) {
     return cudaErrorInvalidValue;
   }
-  cudaError_t error = launch_pdl(quantize_natural_kernel, dim3(1), dim3(kQuantizeThreads), 0,
-                                 stream, a, kind, q, scales);
+  cudaError_t error = launch_natural_quantize(a, kind, q, scales, stream);
   if (error != cudaSuccess) return error;
   DecodeGemvArgs g;
   g.num_tokens = 1;

@@ -21,6 +21,11 @@ namespace cellm::kernels {
 // A layer's stages, in order: q|k|v, output, gate|up, down (chain_bench's stage kinds).
 inline constexpr int kBlockMajorStagesPerLayer = 4;
 
+// The quantize launch of launch_block_major_stage alone: stage `kind`'s input, RMS-normed where it
+// is, quantized in natural order into q / scales.
+cudaError_t launch_natural_quantize(const PersistentChainArgs& a, int kind, int8_t* q,
+                                    float* scales, cudaStream_t stream);
+
 // Stage `kind` (chain_bench's q|k|v, output, gate|up, down) of one layer whose Q4_0 weights
 // (`layer`, device pointers) are block-major: its input (a.x, a.qkv's first a.hidden values, or
 // a.act), RMS-normed where it is, quantized in natural order into q / scales ([a.ffn] int8,

@@ -15,6 +15,7 @@
 #include "backends/cuda/kernels/argmax.cuh"
 #include "backends/cuda/kernels/bench_support.h"
 #include "backends/cuda/kernels/decode_block_major_bench.h"
+#include "backends/cuda/kernels/decode_fused_mlp_bench.h"
 #include "backends/cuda/kernels/decode_matmul.cuh"
 #include "backends/cuda/kernels/decode_persistent_bench.h"
 #include "backends/cuda/kernels/decode_ring_bench.h"
@@ -428,6 +429,31 @@ void bench_persistent(cudaStream_t stream, double ceiling, TensorType type, bool
                                BENCH_CUDA(block_major_launches(layers));
                              }),
            *check);
+  }
+  // The block-major launches with the MLP as one fused launch and a partials' sum
+  // (decode_fused_mlp_bench.h) in place of quantize + gate|up + quantize + down.
+  if (type == TensorType::kQ4_0) {
+    FusedMlpChain chain(block_major_layers, hidden, ffn, stream);
+    const auto run = [&](int num_layers, int stages, bool fused) {
+      return chain.launch(chain_args(num_layers, false, false), stages, fused, xq.as<int8_t>(),
+                          xs.as<float>(), stream);
+    };
+    const char* name = "launches, block-major, fused MLP";
+    const std::optional<std::string> check = check_chain(
+        name, type, stream, [&](int n) { return run(n, FusedMlpChain::kBoth, true); }, reset,
+        residual, difference, want, layers);
+    if (check) {
+      const auto time = [&](int stages, bool fused) {
+        return bench::time_graph(stream, [&] {
+          reset();
+          BENCH_CUDA(run(layers, stages, fused));
+        });
+      };
+      report(name, time(FusedMlpChain::kBoth, true), *check);
+      report("  the front alone (q|k|v, output)", time(FusedMlpChain::kFront, false), "");
+      report("  the MLP alone, launches", time(FusedMlpChain::kMlp, false), "");
+      report("  the MLP alone, fused", time(FusedMlpChain::kMlp, true), "");
+    }
   }
   if (ring) {
     bench_ring_variants(
