@@ -39,6 +39,7 @@ struct RunOptions {
   std::string prompts_file;
   std::string prompt_tokens_file;
   bool chat = false;
+  bool no_prefix_reuse = false;
   SamplingFlags sampling;  // sampling.seed is prompt 0's; prompt i uses seed + i
   std::vector<std::string> stop;
   std::string report_json;
@@ -164,6 +165,7 @@ nlohmann::ordered_json config_json(const RunOptions& o, const Engine& engine, in
           {"seed", o.sampling.seed},
           {"ignore_eos", o.sampling.ignore_eos},
           {"chat", o.chat},
+          {"prefix_reuse", !o.no_prefix_reuse},
           {"stop", o.stop}};
 }
 
@@ -201,6 +203,7 @@ int run_command(const RunOptions& o) {
   RunnerOptions runner_options;
   runner_options.default_stop_tokens = codec.stop_token_ids();
   runner_options.text_streams = codec.text_streams();
+  runner_options.prefix_reuse.enabled = !o.no_prefix_reuse;
   Runner runner(*engine->executor, DecodeFirstScheduler(engine->scheduler), runner_options);
 
   std::mutex mutex;
@@ -308,6 +311,8 @@ void add_run_command(CLI::App& app, CommandResult& result) {
   add_sampling_flags(*c, o->sampling);
   c->add_option("--seed", o->sampling.seed, "Seed of prompt 0; prompt i uses seed + i");
   c->add_flag("--ignore-eos", o->sampling.ignore_eos, "Do not stop at EOS or end-of-turn tokens");
+  c->add_flag("--no-prefix-reuse", o->no_prefix_reuse,
+              "Compute every prompt in full, even where another session's cells hold its start");
   c->add_option("--stop", o->stop, "A stop string (repeatable)");
   add_engine_flags(*c, o->engine);
   c->add_option("--report-json", o->report_json, "Write generations, engine metrics, config");

@@ -22,6 +22,7 @@ nlohmann::ordered_json generation_metrics_json(const GenerationMetrics& m) {
           {"generated_tokens", m.num_generated_tokens},
           {"steps", m.num_steps},
           {"preemptions", m.num_preemptions},
+          {"reused_tokens", m.num_reused_tokens},
           {"inter_token", latency_json(m.inter_token)}};
 }
 
@@ -55,6 +56,10 @@ nlohmann::ordered_json engine_metrics_json(const EngineMetrics& m) {
             {"growths", m.pool_num_growths}}},
           {"preemptions", m.num_preemptions},
           {"idle_evictions", m.num_idle_evictions},
+          {"prefix_reuse",
+           {{"hits", m.num_prefix_hits},
+            {"reused_tokens", m.num_reused_tokens},
+            {"retained_sessions", m.num_retained_prefixes}}},
           {"refusals", m.num_refusals},
           {"submitted", m.num_submitted},
           {"finished", finished}};

@@ -130,7 +130,8 @@ void Engine::apply(Command& command) {
 }
 
 void Engine::open(Command& command) {
-  const std::optional<SessionId> id = executor_.open_session();
+  std::optional<SessionId> id = executor_.open_session();
+  while (!id && drop_retained()) id = executor_.open_session();  // retained prefixes go first
   if (!id) {
     command.session->set_status(
         resource_exhausted("open: " + std::to_string(limits_.max_sessions) +
@@ -152,9 +153,7 @@ void Engine::close(uint64_t key) {
     scheduler_.cancel(session.id);
     finish(session, FinishReason::kCancelled, "the session was closed");
   }
-  const Status status = executor_.close_session(session.id);
-  if (!status.ok())
-    CELLM_LOG(kError) << "closing " << session_name(key) << ": " << status.to_string();
+  if (!retain(session)) close_executor_session(session.id, session_name(key));
   session.shared->set_status(failed_precondition(session_name(key) + " is closed"));
   key_of_.erase(session.id);
   sessions_.erase(it);
@@ -286,13 +285,16 @@ void Engine::start(Command& command) {
                        options_.default_stop_tokens.end());
   }
   session.tokens.insert(session.tokens.end(), request.prompt.begin(), request.prompt.end());
+  generation->metrics.num_reused_tokens = reuse_prefix(session, session.tokens);
   std::unique_ptr<TextStream> text;
   if (options_.text_streams) text = options_.text_streams(session.tokens);
   generation->stops =
       StopMatcher(std::move(stop_tokens), request.config.stop_strings, std::move(text));
   {
     std::lock_guard<std::mutex> lock(request.state->mutex);
+    const int32_t reused = generation->metrics.num_reused_tokens;
     generation->metrics = request.state->metrics;  // submit time, prompt size
+    generation->metrics.num_reused_tokens = reused;
   }
   session.shared->position.store(static_cast<int32_t>(session.tokens.size()),
                                  std::memory_order_relaxed);
@@ -333,13 +335,13 @@ void Engine::shutdown_all() {
   }
   CELLM_CHECK(scheduler_.empty()) << "tasks left at shutdown";
   for (auto& [key, session] : sessions_) {
-    const Status status = executor_.close_session(session.id);
-    if (!status.ok())
-      CELLM_LOG(kError) << "closing " << session_name(key) << ": " << status.to_string();
+    close_executor_session(session.id, session_name(key));
     session.shared->set_status(failed_precondition("the runner shut down"));
   }
   sessions_.clear();
   key_of_.clear();
+  while (drop_retained()) {
+  }
 }
 
 void Engine::publish_pool() {

@@ -103,6 +103,12 @@ class Engine {
     std::unique_ptr<ActiveGeneration> generation;
     int64_t last_used = 0;  // step counter, for least-recently-used idle eviction
   };
+  // A closed session kept open in the executor for its prefix (PrefixReuseOptions).
+  struct RetainedPrefix {
+    SessionId id = 0;             // the executor's id
+    std::vector<int32_t> tokens;  // [positions its cells hold]
+    int64_t last_used = 0;        // step counter, as EngineSession::last_used
+  };
   class Memory;
 
   // engine.cpp
@@ -115,6 +121,21 @@ class Engine {
   void reap_cancelled();
   void shutdown_all();
   void publish_pool();
+
+  // engine_prefix.cpp
+  // Clones the longest prefix of `context` another session or a retained prefix holds into
+  // `session` (whose own cells hold a shorter prefix of it) when it is at least min_tokens
+  // longer; returns the positions gained (0: nothing changed).
+  int32_t reuse_prefix(EngineSession& session, std::span<const int32_t> context);
+  // Keeps a closing session's executor session as a retained prefix; false when it is not
+  // worth keeping (the caller closes it).
+  bool retain(const EngineSession& session);
+  // Closes the least recently used retained prefix; false when there is none.
+  bool drop_retained();
+  void count_retained();  // counters_.num_retained_prefixes = retained_.size()
+  // Index of the least recently used retained prefix, or -1.
+  int lru_retained() const;
+  void close_executor_session(SessionId id, const std::string& what);
 
   // engine_step.cpp
   void run_step();
@@ -152,6 +173,7 @@ class Engine {
   DecodeFirstScheduler scheduler_;
   std::unordered_map<uint64_t, EngineSession> sessions_;  // by key
   std::unordered_map<SessionId, uint64_t> key_of_;        // executor id -> key
+  std::vector<RetainedPrefix> retained_;                  // at most max_retained
   uint64_t next_arrival_ = 0;
   int64_t step_ = 0;
 

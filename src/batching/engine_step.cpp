@@ -17,14 +17,23 @@ class Engine::Memory : public SchedulerMemory {
 
   int32_t num_free_cells() override { return engine_.executor_.cache_usage().num_free; }
 
+  // The least recently used of the idle sessions holding cells and the retained prefixes.
   bool evict_idle() override {
     EngineSession* victim = nullptr;
     for (auto& [key, session] : engine_.sessions_) {
       if (session.generation || session.committed == 0) continue;
       if (victim == nullptr || session.last_used < victim->last_used) victim = &session;
     }
-    if (victim == nullptr) return false;
-    release(*victim);
+    const int retained = engine_.lru_retained();
+    if (retained >= 0 &&
+        (victim == nullptr ||
+         engine_.retained_[static_cast<size_t>(retained)].last_used <= victim->last_used)) {
+      engine_.drop_retained();
+    } else if (victim != nullptr) {
+      release(*victim);
+    } else {
+      return false;
+    }
     std::lock_guard<std::mutex> lock(engine_.metrics_mutex_);
     ++engine_.counters_.num_idle_evictions;
     return true;

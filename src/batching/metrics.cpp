@@ -121,6 +121,14 @@ std::string format_report(const EngineMetrics& m) {
                 static_cast<long long>(m.num_preemptions),
                 static_cast<long long>(m.num_idle_evictions));
   out += line;
+  if (m.num_prefix_hits > 0 || m.num_retained_prefixes > 0) {
+    std::snprintf(line, sizeof(line),
+                  "prefix reuse: %lld generations started from other sessions' cells, %lld "
+                  "positions not computed; %d closed sessions retained\n",
+                  static_cast<long long>(m.num_prefix_hits),
+                  static_cast<long long>(m.num_reused_tokens), m.num_retained_prefixes);
+    out += line;
+  }
   return out;
 }
 

@@ -53,6 +53,7 @@ struct GenerationMetrics {
   int32_t num_generated_tokens = 0;  // tokens delivered
   int32_t num_steps = 0;             // steps that ran one of its positions
   int32_t num_preemptions = 0;       // times its cells were released and recomputed
+  int32_t num_reused_tokens = 0;     // context positions taken from another session's cells
   LatencySummary inter_token;        // between consecutive delivered tokens
 
   int64_t ttft_us() const { return first_token_us < 0 ? -1 : first_token_us - submit_us; }
@@ -81,8 +82,11 @@ struct EngineMetrics {
   int32_t pool_peak_high_water = 0;
   int32_t pool_num_growths = 0;  // steps after which the high water rose
   int64_t num_preemptions = 0;
-  int64_t num_idle_evictions = 0;  // idle sessions whose cells were released for others
-  int64_t num_refusals = 0;        // generations refused at submit
+  int64_t num_idle_evictions = 0;     // idle sessions and retained prefixes released for others
+  int64_t num_prefix_hits = 0;        // generations that started from another session's cells
+  int64_t num_reused_tokens = 0;      // positions those generations did not compute
+  int32_t num_retained_prefixes = 0;  // closed sessions kept for their prefixes, now
+  int64_t num_refusals = 0;           // generations refused at submit
   int64_t num_submitted = 0;
   // Generations ended, by FinishReason (index = the enum's value).
   std::array<int64_t, 5> num_finished = {};

@@ -37,6 +37,20 @@ class Engine;
 struct SessionShared;
 }  // namespace internal
 
+// Prefix reuse: a generation whose context begins with positions another session's cells already
+// hold — an open session, or a closed one the engine retained — starts from a clone of those cells
+// (Executor::clone_session: shared, no bytes copied) and runs only the rest. The outputs are the
+// same as computing the whole context, up to the last bits of positions another step computed.
+struct PrefixReuseOptions {
+  bool enabled = true;
+  // The shortest prefix worth a clone, in positions beyond what the session already holds.
+  int32_t min_tokens = 16;
+  // Closed sessions kept for their prefixes (at least min_tokens positions each), least recently
+  // used dropped first. Their cells are released like an idle session's when the pool runs short,
+  // and they are closed when the executor has no room for a new session.
+  int32_t max_retained = 64;
+};
+
 struct RunnerOptions {
   // The model's stop tokens (EOS, end of turn), added to every GenConfig that keeps
   // use_default_stop_tokens. The app takes them from its tokenizer.
@@ -44,6 +58,7 @@ struct RunnerOptions {
   // Makes the text of each generation; without it updates carry no text and stop strings are
   // refused.
   TextStreamFactory text_streams;
+  PrefixReuseOptions prefix_reuse;
 };
 
 class Session {

@@ -1,0 +1,121 @@
+// Prefix reuse (RunnerOptions::prefix_reuse): where a context's leading positions are already in
+// some session's cells, a new generation starts from a clone of them; closed sessions are kept
+// (retained) for that while the pool and the executor have room.
+#include <algorithm>
+#include <string>
+
+#include "batching/engine.h"
+#include "core/check.h"
+#include "core/logging.h"
+
+namespace cellm::internal {
+namespace {
+
+// Positions at the start of `held` equal to `context`'s, at most `limit`.
+int32_t common_prefix(std::span<const int32_t> held, std::span<const int32_t> context,
+                      int32_t limit) {
+  const size_t n = std::min({held.size(), context.size(), static_cast<size_t>(limit)});
+  const auto mismatch =
+      std::mismatch(held.begin(), held.begin() + static_cast<ptrdiff_t>(n), context.begin());
+  return static_cast<int32_t>(mismatch.first - held.begin());
+}
+
+}  // namespace
+
+void Engine::close_executor_session(SessionId id, const std::string& what) {
+  const Status status = executor_.close_session(id);
+  if (!status.ok()) CELLM_LOG(kError) << "closing " << what << ": " << status.to_string();
+}
+
+int32_t Engine::reuse_prefix(EngineSession& session, std::span<const int32_t> context) {
+  const PrefixReuseOptions& options = options_.prefix_reuse;
+  // The context's last position always runs: its logits give the first token.
+  const auto usable = static_cast<int32_t>(context.size()) - 1;
+  if (!options.enabled || usable < session.committed + std::max(options.min_tokens, 1)) return 0;
+  int32_t best = 0;
+  SessionId donor = 0;
+  int64_t* donor_last_used = nullptr;
+  const auto consider = [&](SessionId id, std::span<const int32_t> held, int64_t& last_used) {
+    const int32_t n = common_prefix(held, context, usable);
+    if (n > best) best = n, donor = id, donor_last_used = &last_used;
+  };
+  for (auto& [key, other] : sessions_) {
+    if (&other == &session || !other.poisoned.ok() || other.committed == 0) continue;
+    consider(other.id, std::span<const int32_t>(other.tokens).first(other.committed),
+             other.last_used);
+  }
+  for (RetainedPrefix& retained : retained_)
+    consider(retained.id, retained.tokens, retained.last_used);
+  if (best < session.committed + std::max(options.min_tokens, 1)) return 0;
+  const StatusOr<SessionId> clone = executor_.clone_session(donor, best);
+  if (!clone.ok()) {  // e.g. no room for one more session: compute the context instead
+    CELLM_LOG(kDebug) << "prefix reuse skipped: " << clone.status().to_string();
+    return 0;
+  }
+  close_executor_session(session.id, "session " + std::to_string(session.shared->key));
+  key_of_.erase(session.id);
+  key_of_[*clone] = session.shared->key;
+  const int32_t gained = best - session.committed;
+  session.id = *clone;
+  session.committed = best;
+  session.high_committed = std::max(session.high_committed, best);
+  *donor_last_used = step_;
+  std::lock_guard<std::mutex> lock(metrics_mutex_);
+  ++counters_.num_prefix_hits;
+  counters_.num_reused_tokens += gained;
+  return gained;
+}
+
+bool Engine::retain(const EngineSession& session) {
+  const PrefixReuseOptions& options = options_.prefix_reuse;
+  if (!options.enabled || options.max_retained <= 0 || !session.poisoned.ok() ||
+      session.committed < std::max(options.min_tokens, 1)) {
+    return false;
+  }
+  const std::span<const int32_t> held =
+      std::span<const int32_t>(session.tokens).first(session.committed);
+  for (size_t i = 0; i < retained_.size(); ++i) {
+    RetainedPrefix& other = retained_[i];
+    const int32_t common = common_prefix(other.tokens, held, session.committed);
+    if (common == session.committed) {  // nothing new: `other` holds all of it already
+      other.last_used = std::max(other.last_used, step_);
+      return false;
+    }
+    if (common == static_cast<int32_t>(other.tokens.size())) {  // extends `other`: replace it
+      close_executor_session(other.id, "a retained prefix");
+      retained_.erase(retained_.begin() + static_cast<ptrdiff_t>(i));
+      count_retained();
+      break;
+    }
+  }
+  retained_.push_back({session.id, std::vector<int32_t>(held.begin(), held.end()), step_});
+  while (static_cast<int32_t>(retained_.size()) > options.max_retained) drop_retained();
+  count_retained();
+  return true;
+}
+
+int Engine::lru_retained() const {
+  int victim = -1;
+  for (size_t i = 0; i < retained_.size(); ++i) {
+    if (victim < 0 || retained_[i].last_used < retained_[static_cast<size_t>(victim)].last_used) {
+      victim = static_cast<int>(i);
+    }
+  }
+  return victim;
+}
+
+bool Engine::drop_retained() {
+  const int victim = lru_retained();
+  if (victim < 0) return false;
+  close_executor_session(retained_[static_cast<size_t>(victim)].id, "a retained prefix");
+  retained_.erase(retained_.begin() + victim);
+  count_retained();
+  return true;
+}
+
+void Engine::count_retained() {
+  std::lock_guard<std::mutex> lock(metrics_mutex_);
+  counters_.num_retained_prefixes = static_cast<int32_t>(retained_.size());
+}
+
+}  // namespace cellm::internal

@@ -1,0 +1,175 @@
+// Runner prefix reuse (RunnerOptions::prefix_reuse) on the FakeExecutor, whose logits hash every
+// token its cells hold: a clone of the wrong cells, or of too many, changes the tokens.
+#include <gtest/gtest.h>
+
+#include "batching/runner.h"
+#include "batching/runner_test_util.h"
+
+namespace cellm::testing {
+namespace {
+
+struct Finished {
+  Tokens tokens;
+  GenerationMetrics metrics;
+};
+
+Finished generate(Session& session, Tokens prompt, int32_t max_new_tokens) {
+  GenerationHandle handle = session.generate_async(std::move(prompt), greedy(max_new_tokens));
+  handle.wait();
+  EXPECT_EQ(handle.finish_reason(), FinishReason::kNewTokenLimit) << handle.error_message();
+  return {handle.tokens(), handle.metrics()};
+}
+
+// Metrics once the engine has applied every command queued before (a session's close is
+// asynchronous): a one-token generation on a probe session, which stays open (and counted in the
+// executor's open sessions) while the caller looks.
+EngineMetrics settled(Runner& runner, Session& probe) {
+  probe = runner.open_session();
+  generate(probe, {0}, 1);
+  return runner.metrics();
+}
+
+RunnerOptions reuse(int32_t min_tokens = 16, int32_t max_retained = 64) {
+  RunnerOptions options;
+  options.prefix_reuse.min_tokens = min_tokens;
+  options.prefix_reuse.max_retained = max_retained;
+  return options;
+}
+
+TEST(RunnerPrefixTest, ASessionStartsFromAnotherSessionsCellsAndGeneratesTheSameTokens) {
+  Rig rig({}, std::nullopt, reuse());
+  const Tokens shared = ramp(40, 3);
+  Session first = rig.runner.open_session();
+  const Finished a = generate(first, concat(shared, {1, 2, 3}), 8);
+  Session second = rig.runner.open_session();
+  const Tokens prompt = concat(shared, {9, 8, 7, 6});
+  const Finished b = generate(second, prompt, 8);
+  EXPECT_EQ(b.tokens, fake_greedy(prompt, 8, kVocab));
+  EXPECT_EQ(b.metrics.num_reused_tokens, 40);
+  EXPECT_EQ(b.metrics.num_prefilled_tokens, 4) << "only the positions after the shared ones run";
+  EXPECT_EQ(a.metrics.num_reused_tokens, 0);
+  const EngineMetrics m = rig.runner.metrics();
+  EXPECT_EQ(m.num_prefix_hits, 1);
+  EXPECT_EQ(m.num_reused_tokens, 40);
+  // The donor goes on unharmed after the clone.
+  const Finished more = generate(first, {5}, 4);
+  Tokens context = concat(concat(shared, {1, 2, 3}), a.tokens);
+  context.push_back(5);
+  EXPECT_EQ(more.tokens, fake_greedy(context, 4, kVocab));
+}
+
+TEST(RunnerPrefixTest, AClosedSessionIsRetainedAndItsWholeContextReused) {
+  Rig rig({}, std::nullopt, reuse());
+  const Tokens prompt = ramp(30, 5);
+  Tokens context;
+  {
+    Session first = rig.runner.open_session();
+    const Finished a = generate(first, prompt, 6);
+    context = concat(prompt, a.tokens);
+  }  // closed: retained, holding every position but the last delivered token (pending)
+  Session second = rig.runner.open_session();
+  const Tokens next = concat(context, {4, 4});
+  const Finished b = generate(second, next, 6);
+  EXPECT_EQ(b.tokens, fake_greedy(next, 6, kVocab));
+  EXPECT_EQ(b.metrics.num_reused_tokens, static_cast<int32_t>(context.size()) - 1);
+  EXPECT_EQ(b.metrics.num_prefilled_tokens, 3);
+  EXPECT_EQ(rig.runner.metrics().num_retained_prefixes, 1);
+}
+
+TEST(RunnerPrefixTest, NothingIsReusedWhenDisabledOrShorterThanMinTokens) {
+  for (const bool enabled : {false, true}) {
+    RunnerOptions options = reuse(/*min_tokens=*/16);
+    options.prefix_reuse.enabled = enabled;
+    Rig rig({}, std::nullopt, options);
+    const Tokens shared = ramp(enabled ? 15 : 40, 1);  // enabled: one position short
+    Session first = rig.runner.open_session();
+    generate(first, concat(shared, {2}), 3);
+    Session second = rig.runner.open_session();
+    const Tokens prompt = concat(shared, {7, 7});
+    const Finished b = generate(second, prompt, 3);
+    EXPECT_EQ(b.tokens, fake_greedy(prompt, 3, kVocab));
+    EXPECT_EQ(b.metrics.num_reused_tokens, 0);
+    EXPECT_EQ(b.metrics.num_prefilled_tokens, static_cast<int32_t>(prompt.size()));
+    EXPECT_EQ(rig.runner.metrics().num_prefix_hits, 0);
+  }
+}
+
+TEST(RunnerPrefixTest, TheLastPositionOfAFullyHeldContextStillRunsForItsLogits) {
+  Rig rig({}, std::nullopt, reuse());
+  const Tokens prompt = ramp(24, 2);
+  Session first = rig.runner.open_session();
+  generate(first, concat(prompt, {1}), 2);
+  Session second = rig.runner.open_session();
+  const Finished b = generate(second, prompt, 5);  // every position is in first's cells
+  EXPECT_EQ(b.tokens, fake_greedy(prompt, 5, kVocab));
+  EXPECT_EQ(b.metrics.num_reused_tokens, 23);
+  EXPECT_EQ(b.metrics.num_prefilled_tokens, 0) << "the last position runs as a decode";
+}
+
+TEST(RunnerPrefixTest, RetainedPrefixesGiveWayWhenThePoolRunsShort) {
+  FakeExecutorConfig config;
+  config.max_cells = 128;
+  Rig rig(config, std::nullopt, reuse());
+  {
+    Session first = rig.runner.open_session();
+    generate(first, ramp(60, 1), 4);
+  }
+  Session probe;
+  EXPECT_EQ(settled(rig.runner, probe).num_retained_prefixes, 1);
+  Session second = rig.runner.open_session();
+  const Tokens prompt = ramp(100, 2);  // needs cells the retained prefix holds
+  const Finished b = generate(second, prompt, 10);
+  EXPECT_EQ(b.tokens, fake_greedy(prompt, 10, kVocab));
+  const EngineMetrics m = rig.runner.metrics();
+  EXPECT_EQ(m.num_retained_prefixes, 0);
+  EXPECT_GE(m.num_idle_evictions, 1);
+  EXPECT_EQ(m.num_preemptions, 0);
+}
+
+TEST(RunnerPrefixTest, RetainedPrefixesGiveWayWhenTheExecutorHasNoRoomForASession) {
+  FakeExecutorConfig config;
+  config.max_sessions = 2;
+  Rig rig(config, std::nullopt, reuse());
+  for (int32_t i = 0; i < 2; ++i) {
+    Session session = rig.runner.open_session();
+    generate(session, ramp(20, i), 2);
+  }
+  {
+    Session probe;  // takes the place of one retained prefix
+    EXPECT_EQ(settled(rig.runner, probe).num_retained_prefixes, 1);
+  }
+  Session a = rig.runner.open_session();
+  Session b = rig.runner.open_session();
+  const Finished fa = generate(a, ramp(20, 7), 3);
+  const Finished fb = generate(b, ramp(20, 9), 3);
+  EXPECT_TRUE(a.status().ok()) << a.status().to_string();
+  EXPECT_TRUE(b.status().ok()) << b.status().to_string();
+  EXPECT_EQ(fa.tokens, fake_greedy(ramp(20, 7), 3, kVocab));
+  EXPECT_EQ(fb.tokens, fake_greedy(ramp(20, 9), 3, kVocab));
+}
+
+TEST(RunnerPrefixTest, AtMostMaxRetainedAreKeptAndShutdownClosesEachOnce) {
+  Rig rig({}, std::nullopt, reuse(16, /*max_retained=*/2));
+  Tokens last_context;
+  for (int32_t i = 0; i < 4; ++i) {
+    Session session = rig.runner.open_session();
+    last_context = concat(ramp(20, i), generate(session, ramp(20, i), 2).tokens);
+  }
+  Session probe;
+  EXPECT_EQ(settled(rig.runner, probe).num_retained_prefixes, 2);
+  EXPECT_EQ(rig.executor.counts().num_open, 3) << "two retained and the probe";
+  probe.close();
+  // A context that extends a retained one replaces it instead of taking a second place.
+  {
+    Session session = rig.runner.open_session();
+    const Finished f = generate(session, concat(last_context, {1}), 2);
+    EXPECT_EQ(f.metrics.num_reused_tokens, 21) << "the retained 20 + 2 - 1 positions";
+  }
+  EXPECT_EQ(settled(rig.runner, probe).num_retained_prefixes, 2);
+  EXPECT_EQ(rig.executor.counts().num_open, 3);
+  rig.runner.shutdown();
+  expect_every_session_closed_once(rig.executor);
+}
+
+}  // namespace
+}  // namespace cellm::testing

@@ -1,0 +1,61 @@
+// End to end on stories260K: prefix reuse (RunnerOptions::prefix_reuse) — sessions whose prompts
+// begin with positions another session's cells hold, open or closed and retained, run only the
+// rest and generate exactly the tokens of a solo session that computed everything.
+#include <gtest/gtest.h>
+
+#include "runtime_e2e_util.h"
+
+namespace cellm {
+namespace {
+
+using testing::Tokens;
+
+Tokens concat(Tokens a, const Tokens& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+GenConfig greedy(int32_t n) {
+  GenConfig config;
+  config.max_new_tokens = n;
+  return config;
+}
+
+// The greedy continuation of `prompt` on a session of its own (nothing to reuse).
+Tokens solo(const Tokens& prompt, int32_t n) {
+  std::unique_ptr<CpuExecutor> executor = testing::make_executor({16, 5, {1, 2, 4}});
+  return testing::run_requests(*executor, {prompt}, {greedy(n)}, false).tokens[0];
+}
+
+TEST(RuntimePrefixTest, PromptsSharingAPrefixReuseItsCellsAndGenerateTheSoloTokens) {
+  std::mt19937 rng(11);
+  const Tokens prefix = testing::random_prompt(90, rng);
+  const Tokens deltas[3] = {{403, 407}, {261, 378, 403}, {407}};
+  std::unique_ptr<CpuExecutor> executor = testing::make_executor({16, 5, {1, 2, 4}});
+  Runner runner(*executor, DecodeFirstScheduler(SchedulerConfig::defaults_for(16)));
+  GenerationHandle handles[3];
+  Session first = runner.open_session();
+  handles[0] = first.generate_async(concat(prefix, deltas[0]), greedy(24));
+  handles[0].wait();
+  {
+    Session second = runner.open_session();  // from the open first session's cells
+    handles[1] = second.generate_async(concat(prefix, deltas[1]), greedy(24));
+    handles[1].wait();
+  }
+  first.close();
+  Session third = runner.open_session();  // from a retained one
+  handles[2] = third.generate_async(concat(prefix, deltas[2]), greedy(24));
+  handles[2].wait();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(handles[i].tokens(), solo(concat(prefix, deltas[i]), 24)) << "prompt " << i;
+    const GenerationMetrics m = handles[i].metrics();
+    EXPECT_EQ(m.num_reused_tokens, i == 0 ? 0 : 91) << "prompt " << i << ": BOS and the 90";
+    EXPECT_EQ(m.num_reused_tokens + m.num_prefilled_tokens + (i == 2 ? 1 : 0),
+              static_cast<int32_t>(prefix.size() + deltas[i].size()))
+        << "prompt " << i << ": every position runs once (a lone last one as a decode)";
+  }
+  EXPECT_EQ(runner.metrics().num_prefix_hits, 2);
+}
+
+}  // namespace
+}  // namespace cellm
