@@ -12,6 +12,7 @@
 
 #include "core/float16.h"
 #include "export_test_support.h"
+#include "model/gptq.h"
 #include "model/safetensors_file.h"
 
 namespace cellm {
@@ -236,6 +237,26 @@ TEST(ExportGptqErrorsTest, UnsupportedSettingsAreOneLineErrorsNamingThem) {
   ASSERT_TRUE(st::write_file(dir + "/model.safetensors", bytes));
   EXPECT_THAT(error(options),
               HasSubstr("'model.layers.1.mlp.up_proj.g_idx' reorders the groups (act-order)"));
+}
+
+TEST(ExportGptqErrorsTest, DeeplyNestedSettingsAreRefusedWithAnErrorNamingTheFile) {
+  const std::string deep = std::string(10000, '[') + std::string(10000, ']');
+  const std::string dir = et::fresh_dir("gptq_deep");
+  // config.json's quantization_config, then quantize_config.json (read first when present).
+  for (const std::string file : {"config.json", "quantize_config.json"}) {
+    ASSERT_TRUE(st::write_text(dir + "/" + file, deep));
+    StatusOr<GptqConfig> settings = GptqConfig::from_dir(dir);
+    ASSERT_FALSE(settings.ok()) << file;
+    EXPECT_THAT(settings.status().message(),
+                HasSubstr(dir + "/" + file + ": JSON nests deeper than 64 levels"));
+    EXPECT_EQ(settings.status().message().find('\n'), std::string::npos);
+  }
+  // Text that is not JSON is a Status too, not an exception.
+  ASSERT_TRUE(st::write_text(dir + "/quantize_config.json", "{\"bits\": 4,"));
+  StatusOr<GptqConfig> settings = GptqConfig::from_dir(dir);
+  ASSERT_FALSE(settings.ok());
+  EXPECT_THAT(settings.status().message(),
+              HasSubstr(dir + "/quantize_config.json: not valid JSON"));
 }
 
 }  // namespace

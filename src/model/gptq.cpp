@@ -8,6 +8,7 @@
 
 #include "core/float16.h"
 #include "gguf/block_formats.h"
+#include "model/hf_json.h"
 
 namespace cellm {
 namespace {
@@ -38,7 +39,7 @@ StatusOr<GptqConfig> read_settings(const Json& json, const std::string& where) {
   };
   if (json.contains("quant_method") && json["quant_method"] != "gptq") {
     return unimplemented(fmt::format("{}: quant_method {} is not supported (gptq only)", where,
-                                     json["quant_method"].dump()));
+                                     json_for_message(json["quant_method"])));
   }
   GptqConfig config;
   CELLM_ASSIGN_OR_RETURN(int64_t bits, get_int("bits", 4));
@@ -77,24 +78,21 @@ StatusOr<GptqConfig> GptqConfig::from_dir(const std::string& dir) {
   namespace fs = std::filesystem;
   const std::string quantize_path = (fs::path(dir) / "quantize_config.json").string();
   const std::string config_path = (fs::path(dir) / "config.json").string();
-  try {
-    std::error_code error;
-    if (fs::exists(quantize_path, error)) {
-      CELLM_ASSIGN_OR_RETURN(std::string text, read_file_to_string(quantize_path));
-      return read_settings(Json::parse(text), quantize_path);
-    }
-    CELLM_ASSIGN_OR_RETURN(std::string text, read_file_to_string(config_path));
-    const Json json = Json::parse(text);
-    if (!json.is_object() || !json.contains("quantization_config")) {
-      return not_found(
-          fmt::format("{}: no quantize_config.json and no 'quantization_config' in "
-                      "{}: not a GPTQ checkpoint",
-                      dir, config_path));
-    }
-    return read_settings(json["quantization_config"], config_path + " quantization_config");
-  } catch (const Json::exception& e) {
-    return data_loss(fmt::format("{}: GPTQ settings are not valid JSON: {}", dir, e.what()));
+  std::error_code error;
+  if (fs::exists(quantize_path, error)) {
+    CELLM_ASSIGN_OR_RETURN(std::string text, read_file_to_string(quantize_path));
+    CELLM_ASSIGN_OR_RETURN(const Json json, parse_hf_json(text, quantize_path));
+    return read_settings(json, quantize_path);
   }
+  CELLM_ASSIGN_OR_RETURN(std::string text, read_file_to_string(config_path));
+  CELLM_ASSIGN_OR_RETURN(const Json json, parse_hf_json(text, config_path));
+  if (!json.is_object() || !json.contains("quantization_config")) {
+    return not_found(
+        fmt::format("{}: no quantize_config.json and no 'quantization_config' in "
+                    "{}: not a GPTQ checkpoint",
+                    dir, config_path));
+  }
+  return read_settings(json["quantization_config"], config_path + " quantization_config");
 }
 
 StatusOr<GptqLinear> GptqLinear::bind(const SafetensorsSet& weights, const std::string& prefix,

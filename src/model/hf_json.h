@@ -1,7 +1,8 @@
 // hf_json: how cellm reads the JSON files of a Hugging Face checkpoint (config.json,
 // tokenizer.json, tokenizer_config.json): nlohmann-json behind a nesting cap, errors as one line
 // that starts with the file's name, and short, escaped renderings of values for messages. Used by
-// hf_config.cpp and program/hf_tokenizer.cpp. It knows JSON, not what any of the files mean.
+// hf_config.cpp, gptq.cpp (quantize_config.json) and program/hf_tokenizer.cpp. It knows JSON, not
+// what any of the files mean.
 // Thread-safety: pure functions.
 #pragma once
 
