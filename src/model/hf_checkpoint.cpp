@@ -137,13 +137,6 @@ Status HfCheckpoint::map_tensors() {
   const bool qwen2 = c.architecture == Architecture::kQwen2;
   const bool qwen3 = c.architecture == Architecture::kQwen3;
 
-  if (c.rope_scaling.type == "llama3") {
-    CheckpointTensor t;
-    t.gguf_name = "rope_freqs.weight";
-    t.values = c.llama3_rope_factors();
-    t.num_cols = static_cast<int64_t>(t.values.size());
-    tensors_.push_back(std::move(t));
-  }
   CELLM_RETURN_IF_ERROR(
       add_matrix("token_embd.weight", "model.embed_tokens", c.vocab_size, hidden, 0, true));
   for (int32_t i = 0; i < c.num_layers; ++i) {
@@ -201,6 +194,16 @@ Status HfCheckpoint::map_tensors() {
     }
     return data_loss(fmt::format("{}: tensor '{}' is not part of a {} model with this config",
                                  weights_.file_of(name), name, c.model_type));
+  }
+  // Computed once every tensor above matched the config (head_dim / 2 values: a q_proj of
+  // heads x head_dim rows is in the files by now), and first in file order, where llama.cpp's
+  // converter writes it.
+  if (c.rope_scaling.type == "llama3") {
+    CheckpointTensor t;
+    t.gguf_name = "rope_freqs.weight";
+    t.values = c.llama3_rope_factors();
+    t.num_cols = static_cast<int64_t>(t.values.size());
+    tensors_.insert(tensors_.begin(), std::move(t));
   }
   return ok_status();
 }

@@ -78,7 +78,9 @@ struct HfConfig {
   // llama.cpp's converter writes them, plus key/value lengths and rope dimensions always.
   std::vector<std::pair<std::string, GgufValue>> gguf_metadata() const;
 
-  // llama3 only: one divisor per rotary pair, [head_dim / 2].
+  // llama3 only: one divisor per rotary pair, [head_dim / 2]. parse() refuses every value it
+  // divides by that is not > 0 and low_freq_factor >= high_freq_factor, so the factors are finite
+  // and between 1 and `factor`; HfCheckpoint computes them after the tensors' shape checks.
   std::vector<float> llama3_rope_factors() const;
 };
 

@@ -134,5 +134,54 @@ TEST(HfConfigTest, ErrorsNameTheFileAndTheKey) {
               HasSubstr("c.json: not valid JSON"));
 }
 
+// Every value llama3_rope_factors divides by or sizes its table with is refused at parse time,
+// so no accepted config reaches it with a zero, a negative or equal frequency bounds.
+TEST(HfConfigTest, ValuesTheLlama3RopeFactorsCannotTakeAreRefusedNamingTheKey) {
+  struct Case {
+    std::string pointer;  // JSON pointer into llama3_config()
+    Json value;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {"/head_dim", 0, "key 'head_dim' is not a positive integer"},
+      {"/head_dim", 15, "key 'head_dim' must be even"},
+      {"/rope_theta", 0.0, "key 'rope_theta' must be a number > 0"},
+      {"/rope_theta", -500000.0, "key 'rope_theta' must be a number > 0"},
+      {"/rope_scaling/factor", 0.0, "key 'rope_scaling.factor' must be a number > 0"},
+      {"/rope_scaling/factor", -8.0, "key 'rope_scaling.factor' must be a number > 0"},
+      {"/rope_scaling/low_freq_factor", 0.0,
+       "key 'rope_scaling.low_freq_factor' must be a number > 0"},
+      {"/rope_scaling/high_freq_factor", -4.0,
+       "key 'rope_scaling.high_freq_factor' must be a number > 0"},
+      {"/rope_scaling/high_freq_factor", 1.0,
+       "key 'rope_scaling.high_freq_factor' must be above low_freq_factor"},
+      {"/rope_scaling/original_max_position_embeddings", 0,
+       "key 'rope_scaling.original_max_position_embeddings' is not a positive integer"},
+      {"/original_max_position_embeddings", 0,
+       "key 'original_max_position_embeddings' is not a positive integer"},
+  };
+  for (const Case& c : cases) {
+    Json json = llama3_config();
+    json[Json::json_pointer(c.pointer)] = c.value;
+    const Status status = parse(json).status();
+    EXPECT_FALSE(status.ok()) << c.pointer;
+    EXPECT_THAT(status.message(), HasSubstr("config.json: " + c.expected)) << c.pointer;
+  }
+  // The same keys inside transformers 5's rope_parameters.
+  for (const auto& [key, value] : {std::pair<std::string, double>{"factor", 0.0},
+                                   {"low_freq_factor", -1.0},
+                                   {"high_freq_factor", 1.0},
+                                   {"rope_theta", 0.0}}) {
+    Json json = llama3_config();
+    json["rope_parameters"] = json["rope_scaling"];
+    json.erase("rope_scaling");
+    json["rope_parameters"][key] = value;
+    const Status status = parse(json).status();
+    EXPECT_FALSE(status.ok()) << key;
+    EXPECT_THAT(status.message(), HasSubstr("config.json: key 'rope_parameters." + key + "'"))
+        << key;
+  }
+}
+
 }  // namespace
 }  // namespace cellm
