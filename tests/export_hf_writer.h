@@ -23,6 +23,7 @@
 #include "gguf/gguf_file.h"
 #include "model/safetensors_test_util.h"
 #include "program/exporter.h"
+#include "program/hf_tokenizer_test_util.h"
 #include "program/program.h"
 #include "test_models.h"
 
@@ -166,9 +167,9 @@ inline Json hf_config(const GgufFile& model) {
           {"eos_token_id", 2}};
 }
 
-// tokenizer.json of an SPM vocabulary: BPE with byte fallback; merges as transformers'
-// SentencePieceExtractor derives them (every split of a piece into two pieces, ordered by the
-// piece's score, best first).
+// tokenizer.json of an SPM vocabulary (hf_tokenizer_test_util.h's SentencePiece-style BPE with byte
+// fallback); merges as transformers' SentencePieceExtractor derives them (every split of a piece
+// into two pieces, ordered by the piece's score, best first).
 inline Json spm_tokenizer_json(const GgufFile& model) {
   const std::vector<std::string> tokens = *model.get_string_array("tokenizer.ggml.tokens");
   const std::vector<float> scores = *model.get_f32_array("tokenizer.ggml.scores");
@@ -202,38 +203,11 @@ inline Json spm_tokenizer_json(const GgufFile& model) {
                    [](const Merge& a, const Merge& b) { return a.score > b.score; });
   Json merge_list = Json::array();
   for (const Merge& m : merges) merge_list.push_back(m.left + " " + m.right);
-  Json added = Json::array();
-  for (int32_t id : {0, 1, 2}) {
-    added.push_back({{"id", id},
-                     {"content", tokens[static_cast<size_t>(id)]},
-                     {"single_word", false},
-                     {"lstrip", false},
-                     {"rstrip", false},
-                     {"normalized", false},
-                     {"special", true}});
+  for (const auto& [id, piece] :
+       {std::pair<size_t, const char*>{0, "<unk>"}, {1, "<s>"}, {2, "</s>"}}) {
+    EXPECT_EQ(tokens[id], piece) << "spm_bpe_tokenizer_json names ids 0, 1, 2 so";
   }
-  return {{"version", "1.0"},
-          {"added_tokens", added},
-          {"normalizer",
-           {{"type", "Sequence"},
-            {"normalizers",
-             {{{"type", "Prepend"}, {"prepend", "\u2581"}},
-              {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\u2581"}}}}}},
-          {"pre_tokenizer", nullptr},
-          {"post_processor",
-           {{"type", "TemplateProcessing"},
-            {"single",
-             {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
-              {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}}}},
-          {"model",
-           {{"type", "BPE"},
-            {"dropout", nullptr},
-            {"unk_token", "<unk>"},
-            {"fuse_unk", true},
-            {"byte_fallback", true},
-            {"ignore_merges", false},
-            {"vocab", vocab},
-            {"merges", merge_list}}}};
+  return hf_tokenizer_testing::spm_bpe_tokenizer_json(std::move(vocab), std::move(merge_list));
 }
 
 inline const char* kChatTemplate = "{% for m in messages %}{{ m['content'] }}{% endfor %}";

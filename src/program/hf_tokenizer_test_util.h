@@ -31,9 +31,9 @@ struct Sample {
   HfConfig config;  // vocab_size and fallback special ids
 };
 
-// tokenizer.json's text from its parts.
-inline std::string tokenizer_text(Json model, Json added, Json normalizer, Json pre_tokenizer,
-                                  Json post_processor) {
+// tokenizer.json from its parts.
+inline Json tokenizer_json(Json model, Json added, Json normalizer, Json pre_tokenizer,
+                           Json post_processor) {
   return Json{{"version", "1.0"},
               {"truncation", nullptr},
               {"padding", nullptr},
@@ -42,7 +42,12 @@ inline std::string tokenizer_text(Json model, Json added, Json normalizer, Json 
               {"pre_tokenizer", std::move(pre_tokenizer)},
               {"post_processor", std::move(post_processor)},
               {"decoder", nullptr},
-              {"model", std::move(model)}}
+              {"model", std::move(model)}};
+}
+inline std::string tokenizer_text(Json model, Json added, Json normalizer, Json pre_tokenizer,
+                                  Json post_processor) {
+  return tokenizer_json(std::move(model), std::move(added), std::move(normalizer),
+                        std::move(pre_tokenizer), std::move(post_processor))
       .dump(1);
 }
 
@@ -57,6 +62,29 @@ inline Json template_processing(const std::string& bos, int bos_id) {
            {{{"SpecialToken", {{"id", bos}, {"type_id", 0}}}},
             {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
           {"special_tokens", {{bos, {{"id", bos}, {"ids", {bos_id}}, {"tokens", {bos}}}}}}};
+}
+
+// tokenizer.json of a SentencePiece-style BPE, as transformers' LlamaTokenizerFast writes it:
+// <unk>, <s>, </s> special at ids 0, 1, 2, a Prepend(U+2581) + Replace(" " -> U+2581)
+// normalizer, no pre-tokenizer, a template that prepends <s>, byte fallback. `vocab` maps pieces to
+// ids, `merges` are "left right" strings. The export suites' HF checkpoints use it too
+// (tests/export_hf_writer.h).
+inline Json spm_bpe_tokenizer_json(Json vocab, Json merges) {
+  return tokenizer_json(
+      {{"type", "BPE"},
+       {"dropout", nullptr},
+       {"unk_token", "<unk>"},
+       {"fuse_unk", true},
+       {"byte_fallback", true},
+       {"ignore_merges", false},
+       {"vocab", std::move(vocab)},
+       {"merges", std::move(merges)}},
+      {added_token(0, "<unk>", true), added_token(1, "<s>", true), added_token(2, "</s>", true)},
+      {{"type", "Sequence"},
+       {"normalizers",
+        {{{"type", "Prepend"}, {"prepend", "\xe2\x96\x81"}},
+         {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\xe2\x96\x81"}}}}},
+      nullptr, template_processing("<s>", 1));
 }
 
 // Byte-level pieces of "Hello world 123" ("Ġ" is the byte-level space) and merges building them.
@@ -186,21 +214,7 @@ inline std::vector<Sample> samples() {
                          "\xe2\x96\x81wor ld"};
     Sample s;
     s.name = "spm-bpe";
-    s.files.tokenizer_json = tokenizer_text(
-        {{"type", "BPE"},
-         {"dropout", nullptr},
-         {"unk_token", "<unk>"},
-         {"fuse_unk", true},
-         {"byte_fallback", true},
-         {"ignore_merges", false},
-         {"vocab", vocab},
-         {"merges", merges}},
-        {added_token(0, "<unk>", true), added_token(1, "<s>", true), added_token(2, "</s>", true)},
-        {{"type", "Sequence"},
-         {"normalizers",
-          {{{"type", "Prepend"}, {"prepend", "\xe2\x96\x81"}},
-           {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\xe2\x96\x81"}}}}},
-        nullptr, template_processing("<s>", 1));
+    s.files.tokenizer_json = spm_bpe_tokenizer_json(vocab, merges).dump(1);
     s.files.tokenizer_config_json = Json{
         {"add_bos_token", true},
         {"add_eos_token", false},
