@@ -3,6 +3,7 @@
 
 #include <optional>
 
+#include "tokenizer/chat_prompt.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/streaming_detokenizer.h"
 #include "tokenizer/tokenizer.h"
@@ -62,10 +63,8 @@ StatusOr<std::vector<int32_t>> TextCodec::encode_prompt(std::string_view text) c
 StatusOr<std::vector<int32_t>> TextCodec::encode_chat(std::string_view user_message) const {
   if (!state_->chat) return state_->chat_status;
   const ChatMessage messages[1] = {{"user", std::string(user_message)}};
-  CELLM_ASSIGN_OR_RETURN(const std::string rendered,
-                         state_->chat->render(messages, /*add_generation_prompt=*/true));
-  return state_->tokenizer.encode(rendered,
-                                  EncodeOptions{.add_special = true, .parse_special = true});
+  return cellm::encode_chat(state_->tokenizer, *state_->chat, messages,
+                            /*add_generation_prompt=*/true);
 }
 
 StatusOr<std::string> TextCodec::decode(std::span<const int32_t> tokens) const {

@@ -30,7 +30,8 @@ class TextCodec {
   // Plain text: BOS first when the vocabulary adds one; special-token text stays plain text.
   StatusOr<std::vector<int32_t>> encode_prompt(std::string_view text) const;
   // One user message rendered with the model's chat template (recognized from the file),
-  // followed by the assistant's turn opening; control-token markers become their tokens.
+  // followed by the assistant's turn opening; the template's markers become their tokens, the
+  // message stays plain text (tokenizer/chat_prompt.h).
   StatusOr<std::vector<int32_t>> encode_chat(std::string_view user_message) const;
   // Text of generated tokens (a continuation: a leading space is kept).
   StatusOr<std::string> decode(std::span<const int32_t> tokens) const;

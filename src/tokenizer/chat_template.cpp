@@ -28,6 +28,25 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
+// The rendered parts, adjacent ones of the same kind merged, empty ones dropped.
+class Parts {
+ public:
+  Parts& markup(std::string_view text) { return add(text, false); }
+  Parts& message(std::string_view text) { return add(text, true); }
+  std::vector<ChatPart> take() { return std::move(parts_); }
+
+ private:
+  Parts& add(std::string_view text, bool from_message) {
+    if (text.empty()) return *this;
+    if (parts_.empty() || parts_.back().from_message != from_message) {
+      parts_.push_back({std::string(), from_message});
+    }
+    parts_.back().text.append(text);
+    return *this;
+  }
+  std::vector<ChatPart> parts_;
+};
+
 // Splits off a leading system message and checks the roles. `alternate`: the rest must go
 // user, assistant, user, ... (formats whose turns are pairs).
 Status check_roles(std::span<const ChatMessage> messages, bool alternate,
@@ -61,48 +80,41 @@ Status check_roles(std::span<const ChatMessage> messages, bool alternate,
 // tokenizer_config.json applies it, one message per line, generation prompt
 // "<|im_start|>assistant\n". (Qwen's own template adds a default system prompt; plain chatml
 // does not.)
-std::string render_chatml(std::span<const ChatMessage> messages, bool add_generation_prompt) {
-  std::string out;
+void render_chatml(std::span<const ChatMessage> messages, bool add_generation_prompt, Parts* out) {
   for (const ChatMessage& m : messages) {
-    out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+    out->markup("<|im_start|>" + m.role + "\n").message(m.content).markup("<|im_end|>\n");
   }
-  if (add_generation_prompt) out += "<|im_start|>assistant\n";
-  return out;
+  if (add_generation_prompt) out->markup("<|im_start|>assistant\n");
 }
 
 // Llama 2 chat: Meta's llama/generation.py chat_completion: B_INST, E_INST = "[INST]",
 // "[/INST]"; B_SYS, E_SYS = "<<SYS>>\n", "\n<</SYS>>\n\n"; the system text goes inside the first
 // user turn; each exchange is f"{BOS}{B_INST} {user.strip()} {E_INST} {answer.strip()} {EOS}"
 // and the last user turn f"{BOS}{B_INST} {user.strip()} {E_INST}".
-std::string render_llama2(const std::optional<std::string>& system,
-                          std::span<const ChatMessage> turns) {
-  std::string out;
+void render_llama2(const std::optional<std::string>& system, std::span<const ChatMessage> turns,
+                   Parts* out) {
   for (size_t i = 0; i < turns.size(); ++i) {
     if (turns[i].role == "user") {
-      if (i > 0) out += "<s>";
-      std::string content(trim(turns[i].content));
-      if (i == 0 && system) {
-        content = "<<SYS>>\n" + *system + "\n<</SYS>>\n\n" + content;
-      }
-      out += "[INST] " + content + " [/INST]";
+      if (i > 0) out->markup("<s>");
+      out->markup("[INST] ");
+      if (i == 0 && system) out->markup("<<SYS>>\n").message(*system).markup("\n<</SYS>>\n\n");
+      out->message(trim(turns[i].content)).markup(" [/INST]");
     } else {
-      out += " " + std::string(trim(turns[i].content)) + " </s>";
+      out->markup(" ").message(trim(turns[i].content)).markup(" </s>");
     }
   }
-  return out;
 }
 
 // Llama 3: Meta's model card prompt format and llama3's ChatFormat: per message
 // "<|start_header_id|>{role}<|end_header_id|>\n\n{content.strip()}<|eot_id|>", generation prompt
 // "<|start_header_id|>assistant<|end_header_id|>\n\n".
-std::string render_llama3(std::span<const ChatMessage> messages, bool add_generation_prompt) {
-  std::string out;
+void render_llama3(std::span<const ChatMessage> messages, bool add_generation_prompt, Parts* out) {
   for (const ChatMessage& m : messages) {
-    out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + std::string(trim(m.content)) +
-           "<|eot_id|>";
+    out->markup("<|start_header_id|>" + m.role + "<|end_header_id|>\n\n")
+        .message(trim(m.content))
+        .markup("<|eot_id|>");
   }
-  if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
-  return out;
+  if (add_generation_prompt) out->markup("<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
 // Mistral instruct, tokenizer V1 (docs.mistral.ai, "Tokenization & chat templates":
@@ -110,48 +122,41 @@ std::string render_llama3(std::span<const ChatMessage> messages, bool add_genera
 // space after <s> and </s> is SentencePiece's prefix, which the tokenizer adds by itself after a
 // special token). mistral-common puts the system prompt before the first user message,
 // separated by "\n\n".
-std::string render_mistral(const std::optional<std::string>& system,
-                           std::span<const ChatMessage> turns) {
-  std::string out;
+void render_mistral(const std::optional<std::string>& system, std::span<const ChatMessage> turns,
+                    Parts* out) {
   for (size_t i = 0; i < turns.size(); ++i) {
     if (turns[i].role == "user") {
-      const std::string content =
-          (i == 0 && system) ? *system + "\n\n" + turns[i].content : turns[i].content;
-      out += "[INST] " + content + " [/INST]";
+      out->markup("[INST] ");
+      if (i == 0 && system) out->message(*system).markup("\n\n");
+      out->message(turns[i].content).markup(" [/INST]");
     } else {
-      out += " " + turns[i].content + "</s>";
+      out->markup(" ").message(turns[i].content).markup("</s>");
     }
   }
-  return out;
 }
 
 // Phi-3: Microsoft's Phi-3-mini-4k-instruct model card, "<|system|>\n...<|end|>\n<|user|>\n
 // ...<|end|>\n<|assistant|>\n"; the same per-message form as the GGUF's own template.
-std::string render_phi3(std::span<const ChatMessage> messages, bool add_generation_prompt) {
-  std::string out;
+void render_phi3(std::span<const ChatMessage> messages, bool add_generation_prompt, Parts* out) {
   for (const ChatMessage& m : messages) {
-    out += "<|" + m.role + "|>\n" + m.content + "<|end|>\n";
+    out->markup("<|" + m.role + "|>\n").message(m.content).markup("<|end|>\n");
   }
-  if (add_generation_prompt) out += "<|assistant|>\n";
-  return out;
+  if (add_generation_prompt) out->markup("<|assistant|>\n");
 }
 
 // Gemma: Google's "Gemma formatting and system instructions" (ai.google.dev):
 // "<start_of_turn>user\n{prompt}<end_of_turn>\n<start_of_turn>model\n{answer}<end_of_turn>\n";
 // the assistant's role is "model"; there is no system role, so system instructions go at the
 // start of the first user turn (separated by "\n\n").
-std::string render_gemma(const std::optional<std::string>& system,
-                         std::span<const ChatMessage> turns, bool add_generation_prompt) {
-  std::string out;
+void render_gemma(const std::optional<std::string>& system, std::span<const ChatMessage> turns,
+                  bool add_generation_prompt, Parts* out) {
   for (size_t i = 0; i < turns.size(); ++i) {
     const bool user = turns[i].role == "user";
-    const std::string content =
-        (i == 0 && system) ? *system + "\n\n" + turns[i].content : turns[i].content;
-    out += std::string("<start_of_turn>") + (user ? "user" : "model") + "\n" + content +
-           "<end_of_turn>\n";
+    out->markup(std::string("<start_of_turn>") + (user ? "user" : "model") + "\n");
+    if (i == 0 && system) out->message(*system).markup("\n\n");
+    out->message(turns[i].content).markup("<end_of_turn>\n");
   }
-  if (add_generation_prompt) out += "<start_of_turn>model\n";
-  return out;
+  if (add_generation_prompt) out->markup("<start_of_turn>model\n");
 }
 
 }  // namespace
@@ -199,8 +204,8 @@ StatusOr<ChatTemplate> ChatTemplate::detect(std::string_view source) {
       fmt::join(names(), ", ")));
 }
 
-StatusOr<std::string> ChatTemplate::render(std::span<const ChatMessage> messages,
-                                           bool add_generation_prompt) const {
+StatusOr<std::vector<ChatPart>> ChatTemplate::render_parts(std::span<const ChatMessage> messages,
+                                                           bool add_generation_prompt) const {
   const bool alternate = format_ == ChatFormat::kLlama2 || format_ == ChatFormat::kMistral ||
                          format_ == ChatFormat::kGemma;
   std::optional<std::string> system;
@@ -211,21 +216,37 @@ StatusOr<std::string> ChatTemplate::render(std::span<const ChatMessage> messages
         "chat template '{}' keeps the system text in the first user message; there is none",
         name()));
   }
+  Parts parts;
   switch (format_) {
     case ChatFormat::kChatml:
-      return render_chatml(messages, add_generation_prompt);
+      render_chatml(messages, add_generation_prompt, &parts);
+      break;
     case ChatFormat::kLlama2:
-      return render_llama2(system, turns);
+      render_llama2(system, turns, &parts);
+      break;
     case ChatFormat::kLlama3:
-      return render_llama3(messages, add_generation_prompt);
+      render_llama3(messages, add_generation_prompt, &parts);
+      break;
     case ChatFormat::kMistral:
-      return render_mistral(system, turns);
+      render_mistral(system, turns, &parts);
+      break;
     case ChatFormat::kPhi3:
-      return render_phi3(messages, add_generation_prompt);
+      render_phi3(messages, add_generation_prompt, &parts);
+      break;
     case ChatFormat::kGemma:
-      return render_gemma(system, turns, add_generation_prompt);
+      render_gemma(system, turns, add_generation_prompt, &parts);
+      break;
   }
-  return internal_error("chat template: unknown format");
+  return parts.take();
+}
+
+StatusOr<std::string> ChatTemplate::render(std::span<const ChatMessage> messages,
+                                           bool add_generation_prompt) const {
+  CELLM_ASSIGN_OR_RETURN(const std::vector<ChatPart> parts,
+                         render_parts(messages, add_generation_prompt));
+  std::string text;
+  for (const ChatPart& part : parts) text += part.text;
+  return text;
 }
 
 }  // namespace cellm

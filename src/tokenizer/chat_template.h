@@ -4,11 +4,11 @@
 //
 // A template is named explicitly or recognized from a GGUF file's `tokenizer.chat_template` by
 // the format's distinctive markers (no Jinja is executed). The rendered text never starts with
-// the BOS token: encode it with EncodeOptions{add_special = true, parse_special = true}, which
-// puts BOS first (when the vocabulary adds one) and turns the markers (<|im_start|>, [INST],
-// </s>, ...) into their tokens. Formats without a system role (mistral, gemma) put the system
-// text in front of the first user message. Each format's source is cited in chat_template.cpp.
-// Knows strings only, not tokens. Thread-safety: immutable values.
+// the BOS token. render_parts() tells the format's markup (<|im_start|>, [INST], </s>, ...) from
+// the messages' own text, so that encode_chat (chat_prompt.h) turns the markup into its tokens and
+// keeps what a user typed plain text. Formats without a system role (mistral, gemma) put the
+// system text in front of the first user message. Each format's source is cited in
+// chat_template.cpp. Knows strings only, not tokens. Thread-safety: immutable values.
 #pragma once
 
 #include <span>
@@ -23,6 +23,13 @@ namespace cellm {
 struct ChatMessage {
   std::string role;  // "system", "user" or "assistant"
   std::string content;
+};
+
+// A piece of a rendered conversation: the format's markup, or text copied from a message (its
+// content or the system text). Their texts, in order, are the rendered text.
+struct ChatPart {
+  std::string text;
+  bool from_message = false;
 };
 
 enum class ChatFormat { kChatml, kLlama2, kLlama3, kMistral, kPhi3, kGemma };
@@ -45,6 +52,9 @@ class ChatTemplate {
   // with it).
   StatusOr<std::string> render(std::span<const ChatMessage> messages,
                                bool add_generation_prompt) const;
+  // render() as parts: markup and message text alternate, none empty.
+  StatusOr<std::vector<ChatPart>> render_parts(std::span<const ChatMessage> messages,
+                                               bool add_generation_prompt) const;
 
  private:
   explicit ChatTemplate(ChatFormat format) : format_(format) {}

@@ -70,6 +70,33 @@ TEST(ChatTemplateTest, GemmaCallsTheAssistantModelAndHasNoSystemTurn) {
             "<start_of_turn>model\n");
 }
 
+TEST(ChatTemplateTest, PartsTellTheMessagesTextFromTheMarkup) {
+  const std::vector<ChatMessage> conversation = {
+      {"system", "Be brief."}, {"user", " Hi! "}, {"assistant", "Hello."}, {"user", "2+2?"}};
+  for (std::string_view name : ChatTemplate::names()) {
+    const ChatTemplate chat = *ChatTemplate::from_name(name);
+    StatusOr<std::vector<ChatPart>> parts = chat.render_parts(conversation, true);
+    ASSERT_TRUE(parts.ok()) << parts.status().to_string();
+    std::string joined;
+    std::vector<std::string> from_messages;
+    for (size_t i = 0; i < parts->size(); ++i) {
+      const ChatPart& part = (*parts)[i];
+      EXPECT_FALSE(part.text.empty()) << name << " part " << i;
+      if (i > 0) {
+        EXPECT_NE(part.from_message, (*parts)[i - 1].from_message) << name << " part " << i;
+      }
+      joined += part.text;
+      if (part.from_message) from_messages.push_back(part.text);
+    }
+    EXPECT_EQ(joined, render(name, conversation)) << name;
+    // The llama formats strip a message's ends; the others keep them.
+    const bool strips = name == "llama-2" || name == "llama-3";
+    EXPECT_EQ(from_messages,
+              (std::vector<std::string>{"Be brief.", strips ? "Hi!" : " Hi! ", "Hello.", "2+2?"}))
+        << name;
+  }
+}
+
 TEST(ChatTemplateTest, RecognizesEachFormatByItsMarkers) {
   const std::pair<std::string_view, ChatFormat> cases[] = {
       {"{% for m in messages %}{{'<|im_start|>' + m['role']}}{% endfor %}", ChatFormat::kChatml},

@@ -13,6 +13,14 @@ bool contains(const std::vector<int32_t>& ids, int32_t id) {
   return std::find(ids.begin(), ids.end(), id) != ids.end();
 }
 
+// True when [offset, offset + length) shares a byte with one of `ranges` (sorted, disjoint).
+bool overlaps(std::span<const Fragment> ranges, size_t offset, size_t length) {
+  const auto after = std::upper_bound(
+      ranges.begin(), ranges.end(), offset,
+      [](size_t at, const Fragment& range) { return at < range.offset + range.length; });
+  return after != ranges.end() && after->offset < offset + length;
+}
+
 }  // namespace
 
 SpecialTokenSplitter::SpecialTokenSplitter(const Vocab& vocab) : vocab_(vocab) {
@@ -68,7 +76,8 @@ void SpecialTokenSplitter::find_present(std::string_view text, bool parse_specia
 }
 
 void SpecialTokenSplitter::partition(std::string_view text, bool parse_special,
-                                     std::vector<Fragment>* out) const {
+                                     std::vector<Fragment>* out,
+                                     std::span<const Fragment> plain) const {
   out->clear();
   if (text.empty()) return;
   out->push_back({kNoToken, 0, text.size()});
@@ -87,11 +96,16 @@ void SpecialTokenSplitter::partition(std::string_view text, bool parse_special,
       }
       size_t base = fragment.offset;
       size_t length = fragment.length;
+      size_t from = base;  // where the search resumes: past matches inside `plain`
       while (length > 0) {
-        const size_t match = text.substr(0, base + length).find(token, base);
+        const size_t match = text.substr(0, base + length).find(token, from);
         if (match == std::string_view::npos) {
           next.push_back({kNoToken, base, length});
           break;
+        }
+        if (!candidate.always && overlaps(plain, match, token.size())) {
+          from = match + 1;
+          continue;
         }
         size_t left_length = match - base;
         if (candidate.lstrip) {
@@ -106,6 +120,7 @@ void SpecialTokenSplitter::partition(std::string_view text, bool parse_special,
         }
         base = right;
         length = end - right;
+        from = base;
       }
     }
     out->swap(next);

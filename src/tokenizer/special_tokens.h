@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
@@ -30,7 +31,12 @@ class SpecialTokenSplitter {
   // `vocab` must outlive the splitter.
   explicit SpecialTokenSplitter(const Vocab& vocab);
 
-  void partition(std::string_view text, bool parse_special, std::vector<Fragment>* out) const;
+  // Splits `text` into plain-text fragments and special tokens. `plain` (sorted, not
+  // overlapping byte ranges of text, token == kNoToken) is text whose control and unknown tokens
+  // stay plain text even with parse_special — a chat message inside its template: there only
+  // user-defined tokens are split out, and no token whose text overlaps it is.
+  void partition(std::string_view text, bool parse_special, std::vector<Fragment>* out,
+                 std::span<const Fragment> plain = {}) const;
 
  private:
   struct Candidate {

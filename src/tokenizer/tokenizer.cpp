@@ -81,6 +81,9 @@ struct Tokenizer::State {
 
   Status encode_fragment(std::string_view text, bool after_special,
                          std::vector<int32_t>* out) const;
+  // encode() and encode_parts(): `plain` as SpecialTokenSplitter::partition takes it.
+  StatusOr<std::vector<int32_t>> encode(std::string_view text, bool add_special, bool parse_special,
+                                        std::span<const Fragment> plain) const;
 };
 
 Status Tokenizer::State::encode_fragment(std::string_view text, bool after_special,
@@ -187,15 +190,14 @@ StatusOr<Tokenizer> Tokenizer::from_gguf(const GgufFile& file) {
   return from_vocab(std::move(vocab), gguf_display_name(file));
 }
 
-StatusOr<std::vector<int32_t>> Tokenizer::encode(std::string_view text,
-                                                 const EncodeOptions& options) const {
-  const State& state = *state_;
-  const Vocab& vocab = state.vocab;
+StatusOr<std::vector<int32_t>> Tokenizer::State::encode(std::string_view text, bool add_special,
+                                                        bool parse_special,
+                                                        std::span<const Fragment> plain) const {
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 4);
-  if (options.add_special && vocab.add_bos) ids.push_back(vocab.special.bos);
+  if (add_special && vocab.add_bos) ids.push_back(vocab.special.bos);
   std::vector<Fragment> fragments;
-  state.splitter.partition(text, options.parse_special, &fragments);
+  splitter.partition(text, parse_special, &fragments, plain);
   bool after_special = true;
   for (const Fragment& fragment : fragments) {
     if (fragment.token != kNoToken) {
@@ -204,12 +206,35 @@ StatusOr<std::vector<int32_t>> Tokenizer::encode(std::string_view text,
       continue;
     }
     CELLM_RETURN_IF_ERROR(
-        state.encode_fragment(text.substr(fragment.offset, fragment.length), after_special, &ids));
+        encode_fragment(text.substr(fragment.offset, fragment.length), after_special, &ids));
     after_special = false;
   }
-  if (options.add_special && vocab.add_eos) ids.push_back(vocab.special.eos);
-  if (options.add_special && vocab.add_sep) ids.push_back(vocab.special.sep);
+  if (add_special && vocab.add_eos) ids.push_back(vocab.special.eos);
+  if (add_special && vocab.add_sep) ids.push_back(vocab.special.sep);
   return ids;
+}
+
+StatusOr<std::vector<int32_t>> Tokenizer::encode(std::string_view text,
+                                                 const EncodeOptions& options) const {
+  return state_->encode(text, options.add_special, options.parse_special, {});
+}
+
+StatusOr<std::vector<int32_t>> Tokenizer::encode_parts(std::span<const TextPart> parts,
+                                                       bool add_special) const {
+  std::string text;
+  std::vector<Fragment> plain;  // the parts without parse_special, as byte ranges of text
+  for (const TextPart& part : parts) {
+    if (part.text.empty()) continue;
+    if (!part.parse_special) {
+      if (!plain.empty() && plain.back().offset + plain.back().length == text.size()) {
+        plain.back().length += part.text.size();
+      } else {
+        plain.push_back({kNoToken, text.size(), part.text.size()});
+      }
+    }
+    text.append(part.text);
+  }
+  return state_->encode(text, add_special, /*parse_special=*/true, plain);
 }
 
 StatusOr<std::string> Tokenizer::decode(std::span<const int32_t> ids,

@@ -39,6 +39,12 @@ struct EncodeOptions {
                                // otherwise it is encoded as plain text
 };
 
+// One piece of a text given to Tokenizer::encode_parts.
+struct TextPart {
+  std::string_view text;
+  bool parse_special = false;  // control-token text in this part may become that token
+};
+
 struct DecodeOptions {
   bool render_special = false;      // control and unknown tokens render as their text
   bool strip_leading_space = true;  // drop one space from the first piece (space-prefix vocabs)
@@ -52,6 +58,14 @@ class Tokenizer {
   static StatusOr<Tokenizer> from_gguf(const GgufFile& file);
 
   StatusOr<std::vector<int32_t>> encode(std::string_view text, const EncodeOptions& options) const;
+  // Encodes the concatenation of `parts` as encode() encodes one text (plain text runs across
+  // parts as one fragment, BOS / EOS once, as add_special asks), except that a control token is
+  // taken only where its whole text lies in a part with parse_special. The ids equal
+  // encode(concatenation, {add_special, parse_special = true}) whenever the other parts hold no
+  // control-token text (none starts or ends inside them). For a chat template's markup around
+  // user text: chat_prompt.h.
+  StatusOr<std::vector<int32_t>> encode_parts(std::span<const TextPart> parts,
+                                              bool add_special) const;
   // InvalidArgument naming the first id outside [0, vocab_size()).
   StatusOr<std::string> decode(std::span<const int32_t> ids, const DecodeOptions& options) const;
 

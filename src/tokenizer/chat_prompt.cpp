@@ -1,0 +1,18 @@
+#include "tokenizer/chat_prompt.h"
+
+namespace cellm {
+
+StatusOr<std::vector<int32_t>> encode_chat(const Tokenizer& tokenizer, const ChatTemplate& chat,
+                                           std::span<const ChatMessage> messages,
+                                           bool add_generation_prompt) {
+  CELLM_ASSIGN_OR_RETURN(const std::vector<ChatPart> parts,
+                         chat.render_parts(messages, add_generation_prompt));
+  std::vector<TextPart> text_parts;
+  text_parts.reserve(parts.size());
+  for (const ChatPart& part : parts) {
+    text_parts.push_back({part.text, /*parse_special=*/!part.from_message});
+  }
+  return tokenizer.encode_parts(text_parts, /*add_special=*/true);
+}
+
+}  // namespace cellm
