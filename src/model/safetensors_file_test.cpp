@@ -173,6 +173,18 @@ TEST_F(SafetensorsSetTest, IndexNamingAMissingTensorOrAPathIsAnError) {
               HasSubstr("is not a file name in the checkpoint directory"));
 }
 
+TEST_F(SafetensorsSetTest, AMalformedOrDeeplyNestedIndexIsRefusedNamingIt) {
+  ASSERT_TRUE(st::write_text(path("model.safetensors.index.json"),
+                             std::string(10000, '[') + std::string(10000, ']')));
+  const Status nested = SafetensorsSet::open_dir(dir_).status();
+  EXPECT_THAT(nested.message(), HasSubstr("model.safetensors.index.json"));
+  EXPECT_THAT(nested.message(), HasSubstr("nests deeper"));
+  ASSERT_TRUE(st::write_text(path("model.safetensors.index.json"), R"({"weight_map": {"x": )"));
+  EXPECT_THAT(SafetensorsSet::open_dir(dir_).status().message(), HasSubstr("not valid JSON"));
+  ASSERT_TRUE(st::write_text(path("model.safetensors.index.json"), R"({"weight_map": {"x": 3}})"));
+  EXPECT_THAT(SafetensorsSet::open_dir(dir_).status().message(), HasSubstr("is not a string"));
+}
+
 TEST_F(SafetensorsSetTest, ShardsWithoutAnIndexMustNotRepeatNames) {
   ASSERT_TRUE(
       st::write_file(path("a.safetensors"), st::build({{"x", "F32", {1}, st::f32_bytes({1})}})));

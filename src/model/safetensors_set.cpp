@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "model/hf_json.h"
+
 namespace cellm {
 namespace {
 
@@ -19,20 +21,15 @@ constexpr std::string_view kSingleName = "model.safetensors";
 StatusOr<std::vector<std::pair<std::string, std::string>>> read_weight_map(
     const std::string& path) {
   CELLM_ASSIGN_OR_RETURN(std::string text, read_file_to_string(path));
+  CELLM_ASSIGN_OR_RETURN(const nlohmann::json json, parse_hf_json(text, path));
   std::vector<std::pair<std::string, std::string>> map;
-  try {
-    const nlohmann::json json = nlohmann::json::parse(text);
-    const auto it = json.is_object() ? json.find("weight_map") : json.end();
-    if (it == json.end() || !it->is_object()) {
-      return data_loss(path + ": no 'weight_map' object");
+  const auto it = json.is_object() ? json.find("weight_map") : json.end();
+  if (it == json.end() || !it->is_object()) return data_loss(path + ": no 'weight_map' object");
+  for (const auto& [name, shard] : it->items()) {
+    if (!shard.is_string()) {
+      return data_loss(path + ": weight_map['" + name + "'] is not a string");
     }
-    for (const auto& [name, shard] : it->items()) {
-      if (!shard.is_string())
-        return data_loss(path + ": weight_map['" + name + "'] is not a string");
-      map.emplace_back(name, shard.get<std::string>());
-    }
-  } catch (const nlohmann::json::exception& e) {
-    return data_loss(path + ": not valid JSON: " + e.what());
+    map.emplace_back(name, shard.get<std::string>());
   }
   return map;
 }
