@@ -123,6 +123,23 @@ inline RunResult run_requests(Executor& inner, const std::vector<Tokens>& prompt
   return result;
 }
 
+inline Tokens concat(Tokens a, const Tokens& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+inline GenConfig greedy(int32_t max_new_tokens) {
+  GenConfig config;
+  config.max_new_tokens = max_new_tokens;
+  return config;
+}
+
+// The greedy continuation of `prompt` on a session of its own (W 16, m 5, widths 1, 2, 4).
+inline Tokens solo(const Tokens& prompt, int32_t n) {
+  std::unique_ptr<CpuExecutor> executor = make_executor({16, 5, {1, 2, 4}});
+  return run_requests(*executor, {prompt}, {greedy(n)}, false).tokens[0];
+}
+
 inline std::vector<GenConfig> greedy_configs(size_t n, int32_t max_new_tokens) {
   GenConfig config;
   config.max_new_tokens = max_new_tokens;

@@ -8,24 +8,10 @@
 namespace cellm {
 namespace {
 
+using testing::concat;
+using testing::greedy;
+using testing::solo;
 using testing::Tokens;
-
-Tokens concat(Tokens a, const Tokens& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
-GenConfig greedy(int32_t n) {
-  GenConfig config;
-  config.max_new_tokens = n;
-  return config;
-}
-
-// The greedy continuation of `prompt` on a session of its own.
-Tokens solo(const Tokens& prompt, int32_t n) {
-  std::unique_ptr<CpuExecutor> executor = testing::make_executor({16, 5, {1, 2, 4}});
-  return testing::run_requests(*executor, {prompt}, {greedy(n)}, false).tokens[0];
-}
 
 TEST(RuntimeSessionsTest, ACloneOfAPromptBoundaryContinuesLikeASoloSession) {
   std::mt19937 rng(3);

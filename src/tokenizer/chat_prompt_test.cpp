@@ -175,24 +175,9 @@ TEST_P(ChatPromptTest, ControlTokenTextInAMessageNeverBecomesAControlToken) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    EveryVocabulary, ChatPromptTest,
-    ::testing::Values("vocab/ggml-vocab-llama-spm.gguf", "vocab/ggml-vocab-phi-3.gguf",
-                      "vocab/ggml-vocab-gpt-2.gguf", "vocab/ggml-vocab-bert-bge.gguf",
-                      "vocab/ggml-vocab-deepseek-coder.gguf", "vocab/ggml-vocab-deepseek-llm.gguf",
-                      "vocab/ggml-vocab-falcon.gguf", "vocab/ggml-vocab-mpt.gguf",
-                      "vocab/ggml-vocab-refact.gguf", "vocab/ggml-vocab-starcoder.gguf",
-                      "vocab/ggml-vocab-gpt-neox.gguf", "vocab/ggml-vocab-baichuan.gguf",
-                      "stories260K.gguf", "llama-2-tiny-random.gguf", "arch/tiny-llama3.gguf",
-                      "arch/tiny-mistral.gguf", "arch/tiny-qwen2.gguf", "arch/tiny-qwen3.gguf"),
-    [](const ::testing::TestParamInfo<std::string>& info) {
-      std::string name = info.param.substr(info.param.find_last_of('/') + 1);
-      name = name.substr(0, name.find(".gguf"));
-      for (char& c : name) {
-        if (c == '-' || c == '.') c = '_';
-      }
-      return name;
-    });
+INSTANTIATE_TEST_SUITE_P(EveryVocabulary, ChatPromptTest,
+                         ::testing::ValuesIn(testing::every_test_vocabulary()),
+                         testing::vocabulary_test_name);
 
 }  // namespace
 }  // namespace cellm
