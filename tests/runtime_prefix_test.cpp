@@ -43,5 +43,25 @@ TEST(RuntimePrefixTest, PromptsSharingAPrefixReuseItsCellsAndGenerateTheSoloToke
   EXPECT_EQ(runner.metrics().num_prefix_hits, 2);
 }
 
+TEST(RuntimePrefixTest, PromptsStartedTogetherComputeTheirSharedPrefixOnce) {
+  std::mt19937 rng(12);
+  const Tokens prefix = testing::random_prompt(90, rng);
+  const Tokens deltas[4] = {{403}, {407, 261}, {378, 403, 407}, {261, 261}};
+  std::unique_ptr<CpuExecutor> executor = testing::make_executor({16, 5, {1, 2, 4}});
+  Runner runner(*executor, DecodeFirstScheduler(SchedulerConfig::defaults_for(16)));
+  std::vector<Session> sessions;
+  std::vector<GenerationHandle> handles;
+  for (const Tokens& delta : deltas) {  // all submitted at once: none waits for another to finish
+    sessions.push_back(runner.open_session());
+    handles.push_back(sessions.back().generate_async(concat(prefix, delta), greedy(16)));
+  }
+  for (size_t i = 0; i < handles.size(); ++i) {
+    handles[i].wait();
+    EXPECT_EQ(handles[i].tokens(), solo(concat(prefix, deltas[i]), 16)) << "prompt " << i;
+    EXPECT_EQ(handles[i].metrics().num_reused_tokens, i == 0 ? 0 : 91)
+        << "prompt " << i << ": BOS and the 90 computed once, by the first";
+  }
+}
+
 }  // namespace
 }  // namespace cellm

@@ -58,6 +58,7 @@ nlohmann::ordered_json engine_metrics_json(const EngineMetrics& m) {
           {"idle_evictions", m.num_idle_evictions},
           {"prefix_reuse",
            {{"hits", m.num_prefix_hits},
+            {"waits", m.num_prefix_waits},
             {"reused_tokens", m.num_reused_tokens},
             {"retained_sessions", m.num_retained_prefixes}}},
           {"refusals", m.num_refusals},

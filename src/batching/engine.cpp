@@ -95,7 +95,7 @@ void Engine::run() {
     bool stopping = false;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      if (scheduler_.empty()) {
+      if (scheduler_.empty() && !has_waiting()) {
         cv_.wait(lock, [&] { return !queue_.empty() || stopping_ || wake_; });
       }
       commands.swap(queue_);
@@ -108,6 +108,7 @@ void Engine::run() {
       shutdown_all();
       return;
     }
+    release_waiting();
     if (!scheduler_.empty()) run_step();
   }
 }
@@ -285,16 +286,13 @@ void Engine::start(Command& command) {
                        options_.default_stop_tokens.end());
   }
   session.tokens.insert(session.tokens.end(), request.prompt.begin(), request.prompt.end());
-  generation->metrics.num_reused_tokens = reuse_prefix(session, session.tokens);
   std::unique_ptr<TextStream> text;
   if (options_.text_streams) text = options_.text_streams(session.tokens);
   generation->stops =
       StopMatcher(std::move(stop_tokens), request.config.stop_strings, std::move(text));
   {
     std::lock_guard<std::mutex> lock(request.state->mutex);
-    const int32_t reused = generation->metrics.num_reused_tokens;
     generation->metrics = request.state->metrics;  // submit time, prompt size
-    generation->metrics.num_reused_tokens = reused;
   }
   session.shared->position.store(static_cast<int32_t>(session.tokens.size()),
                                  std::memory_order_relaxed);
@@ -313,6 +311,10 @@ void Engine::start(Command& command) {
     CELLM_CHECK(status.ok()) << "rewind by one: " << status.to_string();
     session.committed = context - 1;
   }
+  // Prefix reuse: wait for a running generation computing more of the context than any
+  // session's cells hold, or start from a clone of what they hold.
+  if (wait_for_prefix(session)) return;
+  session.generation->metrics.num_reused_tokens = reuse_prefix(session, session.tokens);
   submit_next(session, *session.generation);
 }
 

@@ -102,6 +102,10 @@ class Engine {
     Status poisoned;              // not OK: an executor failure made it unusable
     std::unique_ptr<ActiveGeneration> generation;
     int64_t last_used = 0;  // step counter, for least-recently-used idle eviction
+    // Prefix reuse: the key of a session whose running generation is computing this session's
+    // prefix, which this generation waits for (0: none), up to this many positions.
+    uint64_t waits_for = 0;
+    int32_t wait_until = 0;
   };
   // A closed session kept open in the executor for its prefix (PrefixReuseOptions).
   struct RetainedPrefix {
@@ -127,6 +131,14 @@ class Engine {
   // `session` (whose own cells hold a shorter prefix of it) when it is at least min_tokens
   // longer; returns the positions gained (0: nothing changed).
   int32_t reuse_prefix(EngineSession& session, std::span<const int32_t> context);
+  // Whether the session's new generation should wait for another session's running generation,
+  // which is computing at least min_tokens more of its context's prefix than anyone holds; sets
+  // waits_for.
+  bool wait_for_prefix(EngineSession& session);
+  // Submits the waiting generations whose wait is over (their donor holds the prefix, ended, or
+  // waits itself), or all of them when nothing else is left to run.
+  void release_waiting();
+  bool has_waiting() const;
   // Keeps a closing session's executor session as a retained prefix; false when it is not
   // worth keeping (the caller closes it).
   bool retain(const EngineSession& session);

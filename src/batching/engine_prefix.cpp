@@ -66,6 +66,61 @@ int32_t Engine::reuse_prefix(EngineSession& session, std::span<const int32_t> co
   return gained;
 }
 
+bool Engine::wait_for_prefix(EngineSession& session) {
+  const PrefixReuseOptions& options = options_.prefix_reuse;
+  const auto usable = static_cast<int32_t>(session.tokens.size()) - 1;
+  const int32_t worth = session.committed + std::max(options.min_tokens, 1);
+  if (!options.enabled || usable < worth) return false;
+  int32_t held = 0;  // the longest prefix some session's cells hold now
+  for (const auto& [key, other] : sessions_) {
+    if (&other == &session || !other.poisoned.ok()) continue;
+    const std::span<const int32_t> cells =
+        std::span<const int32_t>(other.tokens).first(other.committed);
+    held = std::max(held, common_prefix(cells, session.tokens, usable));
+  }
+  for (const RetainedPrefix& retained : retained_) {
+    held = std::max(held, common_prefix(retained.tokens, session.tokens, usable));
+  }
+  int32_t best = std::max(held, session.committed) + std::max(options.min_tokens, 1) - 1;
+  uint64_t donor = 0;
+  for (const auto& [key, other] : sessions_) {
+    if (&other == &session || !other.generation || other.waits_for != 0 || !other.poisoned.ok()) {
+      continue;
+    }
+    const int32_t n = common_prefix(other.tokens, session.tokens, usable);
+    if (n > best && other.committed < n) best = n, donor = key;
+  }
+  if (donor == 0) return false;
+  session.waits_for = donor;
+  session.wait_until = best;
+  std::lock_guard<std::mutex> lock(metrics_mutex_);
+  ++counters_.num_prefix_waits;
+  return true;
+}
+
+bool Engine::has_waiting() const {
+  for (const auto& [key, session] : sessions_) {
+    if (session.waits_for != 0) return true;
+  }
+  return false;
+}
+
+void Engine::release_waiting() {
+  const bool all = scheduler_.empty();  // nothing runs that could end a wait: end them all
+  for (auto& [key, session] : sessions_) {
+    if (session.waits_for == 0) continue;
+    CELLM_CHECK(session.generation) << "a session waits for a prefix without a generation";
+    const auto donor = sessions_.find(session.waits_for);
+    const bool over = all || donor == sessions_.end() || !donor->second.generation ||
+                      donor->second.waits_for != 0 || !donor->second.poisoned.ok() ||
+                      donor->second.committed >= session.wait_until;
+    if (!over) continue;
+    session.waits_for = 0;
+    session.generation->metrics.num_reused_tokens += reuse_prefix(session, session.tokens);
+    submit_next(session, *session.generation);
+  }
+}
+
 bool Engine::retain(const EngineSession& session) {
   const PrefixReuseOptions& options = options_.prefix_reuse;
   if (!options.enabled || options.max_retained <= 0 || !session.poisoned.ok() ||

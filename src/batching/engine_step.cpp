@@ -273,6 +273,7 @@ void Engine::finish(EngineSession& session, FinishReason reason, std::string_vie
                     std::span<const int32_t> last_tokens, std::string text) {
   CELLM_CHECK(session.generation) << "finish without a generation";
   std::unique_ptr<ActiveGeneration> generation = std::move(session.generation);
+  session.waits_for = 0;
   text += generation->stops.finish();
   GenerationMetrics& metrics = generation->metrics;
   metrics.end_us = now_us();

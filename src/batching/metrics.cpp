@@ -123,9 +123,10 @@ std::string format_report(const EngineMetrics& m) {
   out += line;
   if (m.num_prefix_hits > 0 || m.num_retained_prefixes > 0) {
     std::snprintf(line, sizeof(line),
-                  "prefix reuse: %lld generations started from other sessions' cells, %lld "
-                  "positions not computed; %d closed sessions retained\n",
+                  "prefix reuse: %lld generations started from other sessions' cells (%lld after "
+                  "waiting for them), %lld positions not computed; %d closed sessions retained\n",
                   static_cast<long long>(m.num_prefix_hits),
+                  static_cast<long long>(m.num_prefix_waits),
                   static_cast<long long>(m.num_reused_tokens), m.num_retained_prefixes);
     out += line;
   }

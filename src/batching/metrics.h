@@ -85,6 +85,7 @@ struct EngineMetrics {
   int64_t num_idle_evictions = 0;     // idle sessions and retained prefixes released for others
   int64_t num_prefix_hits = 0;        // generations that started from another session's cells
   int64_t num_reused_tokens = 0;      // positions those generations did not compute
+  int64_t num_prefix_waits = 0;       // generations that waited for another to compute theirs
   int32_t num_retained_prefixes = 0;  // closed sessions kept for their prefixes, now
   int64_t num_refusals = 0;           // generations refused at submit
   int64_t num_submitted = 0;

@@ -39,7 +39,9 @@ struct SessionShared;
 
 // Prefix reuse: a generation whose context begins with positions another session's cells already
 // hold — an open session, or a closed one the engine retained — starts from a clone of those cells
-// (Executor::clone_session: shared, no bytes copied) and runs only the rest. The outputs are the
+// (Executor::clone_session: shared, no bytes copied) and runs only the rest. A generation whose
+// prefix another running generation is still computing (prompts sharing a system prompt, started
+// together) waits until those positions are in its cells, then clones them. The outputs are the
 // same as computing the whole context, up to the last bits of positions another step computed.
 struct PrefixReuseOptions {
   bool enabled = true;

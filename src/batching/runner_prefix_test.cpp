@@ -2,6 +2,8 @@
 // token its cells hold: a clone of the wrong cells, or of too many, changes the tokens.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "batching/runner.h"
 #include "batching/runner_test_util.h"
 
@@ -169,6 +171,102 @@ TEST(RunnerPrefixTest, AtMostMaxRetainedAreKeptAndShutdownClosesEachOnce) {
   EXPECT_EQ(rig.executor.counts().num_open, 3);
   rig.runner.shutdown();
   expect_every_session_closed_once(rig.executor);
+}
+
+// W = 16: a 40-token prompt takes three steps. The gate holds the engine in the first of them
+// while the second generation is submitted, so it arrives with 16 of the shared positions done.
+struct WaitRig {
+  WaitRig() : rig(narrow_config(), std::nullopt, reuse()), gate(1) {
+    rig.executor.set_during_execute(gate.hook());
+  }
+  static FakeExecutorConfig narrow_config() {
+    FakeExecutorConfig config;
+    config.max_step_tokens = 16;
+    return config;
+  }
+  Rig rig;
+  StepGate gate;
+};
+
+TEST(RunnerPrefixTest, AGenerationWaitsForTheOneComputingItsPrefixThenReusesIt) {
+  WaitRig w;
+  const Tokens shared = ramp(40, 4);
+  const Tokens prompt_a = concat(shared, {1}), prompt_b = concat(shared, {2, 3});
+  Session a = w.rig.runner.open_session();
+  Session b = w.rig.runner.open_session();
+  GenerationHandle first = a.generate_async(prompt_a, greedy(6));
+  w.gate.wait_reached();
+  GenerationHandle second = b.generate_async(prompt_b, greedy(6));
+  w.gate.open();
+  first.wait();
+  second.wait();
+  EXPECT_EQ(first.tokens(), fake_greedy(prompt_a, 6, kVocab));
+  EXPECT_EQ(second.tokens(), fake_greedy(prompt_b, 6, kVocab));
+  EXPECT_EQ(second.metrics().num_reused_tokens, 40);
+  EXPECT_EQ(second.metrics().num_prefilled_tokens, 2);
+  const EngineMetrics m = w.rig.runner.metrics();
+  EXPECT_EQ(m.num_prefix_waits, 1);
+  EXPECT_EQ(m.num_prefix_hits, 1);
+}
+
+TEST(RunnerPrefixTest, ACancelledWaitingGenerationEndsAtOnceAndTheOtherGoesOn) {
+  WaitRig w;
+  const Tokens shared = ramp(40, 6);
+  Session a = w.rig.runner.open_session();
+  Session b = w.rig.runner.open_session();
+  GenerationHandle first = a.generate_async(concat(shared, {1}), greedy(6));
+  w.gate.wait_reached();
+  Recorder recorder;
+  GenerationHandle second = b.generate_async(concat(shared, {2}), greedy(6), recorder.callback());
+  second.cancel();
+  w.gate.open();
+  second.wait();
+  first.wait();
+  EXPECT_EQ(second.finish_reason(), FinishReason::kCancelled);
+  EXPECT_TRUE(second.tokens().empty());
+  recorder.expect_finished_once();
+  EXPECT_EQ(first.tokens(), fake_greedy(concat(shared, {1}), 6, kVocab));
+  // The cancelled prompt stays b's context; the next generation on b continues it.
+  GenerationHandle next = b.generate_async({5}, greedy(3));
+  next.wait();
+  EXPECT_EQ(next.tokens(), fake_greedy(concat(concat(shared, {2}), {5}), 3, kVocab));
+}
+
+TEST(RunnerPrefixTest, AWaitingGenerationRunsItsWholePromptWhenItsDonorIsCancelled) {
+  WaitRig w;
+  const Tokens shared = ramp(40, 8);
+  const Tokens prompt_b = concat(shared, {2, 2});
+  Session a = w.rig.runner.open_session();
+  Session b = w.rig.runner.open_session();
+  GenerationHandle first = a.generate_async(concat(shared, {1}), greedy(6));
+  w.gate.wait_reached();
+  GenerationHandle second = b.generate_async(prompt_b, greedy(6));
+  first.cancel();
+  w.gate.open();
+  first.wait();
+  second.wait();
+  EXPECT_EQ(first.finish_reason(), FinishReason::kCancelled);
+  EXPECT_EQ(second.tokens(), fake_greedy(prompt_b, 6, kVocab));
+  const GenerationMetrics m = second.metrics();
+  EXPECT_EQ(m.num_reused_tokens + m.num_prefilled_tokens, static_cast<int32_t>(prompt_b.size()))
+      << "what the donor had computed when it was cancelled, and the rest";
+}
+
+TEST(RunnerPrefixTest, ShutdownEndsWaitingGenerationsAndClosesEverySessionOnce) {
+  WaitRig w;
+  const Tokens shared = ramp(40, 9);
+  Session a = w.rig.runner.open_session();
+  Session b = w.rig.runner.open_session();
+  GenerationHandle first = a.generate_async(concat(shared, {1}), greedy(50));
+  w.gate.wait_reached();
+  GenerationHandle second = b.generate_async(concat(shared, {2}), greedy(50));
+  std::thread stopper([&] { w.rig.runner.shutdown(); });
+  wait_until_stopping(w.rig.runner);
+  w.gate.open();
+  stopper.join();
+  EXPECT_EQ(first.finish_reason(), FinishReason::kCancelled);
+  EXPECT_EQ(second.finish_reason(), FinishReason::kCancelled);
+  expect_every_session_closed_once(w.rig.executor);
 }
 
 }  // namespace
