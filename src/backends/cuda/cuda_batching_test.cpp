@@ -3,7 +3,8 @@
 // them) each produce exactly its solo tokens (the references' for the reference prompts) under
 // two slicing plans; graph replay and eager decode agree; closed sessions' cells are reused with
 // no change in outputs; the pool growing mid-run changes nothing; CUDA and the CPU oracle agree
-// under several slicing plans and cache dtypes; a refused batch changes nothing. (Random models:
+// under several slicing plans and cache dtypes; a refused batch changes nothing; prefix reuse
+// through the Runner keeps the reference tokens. (Random models:
 // cuda_random_model_test.cpp.)
 #include <gtest/gtest.h>
 
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_e2e_support.h"
+#include "batching/runner.h"
 
 namespace cellm {
 namespace {
@@ -163,6 +165,42 @@ TEST_F(CudaBatchingTest, ClosedAndReopenedSessionsReuseCellsWithNoChangeInOutput
   }
   EXPECT_EQ(executor->cache_usage().high_water, used.high_water) << "cells were not reused";
   EXPECT_EQ(executor->kv_metrics().num_growths, pool.num_growths) << "the pool grew";
+}
+
+// Prefix reuse through the Runner (RunnerOptions::prefix_reuse): sessions continuing another
+// session's text from its cells — some of them written by decode steps — still generate the
+// reference tokens, from an open session and from a closed one the engine retained.
+TEST_F(CudaBatchingTest, PrefixReuseThroughTheRunnerKeepsTheReferenceTokens) {
+  const ProgramSpec spec = testing::with_plan(model_->spec(), 64, 9, {1, 2, 4, 8});
+  auto executor = testing::make_cuda(*model_, spec);
+  ASSERT_NE(executor, nullptr);
+  Runner runner(*executor, DecodeFirstScheduler(SchedulerConfig::defaults_for(64)));
+  const size_t c = 3;  // the longest reference prompt (11 tokens)
+  const auto greedy = [](int32_t n) {
+    GenConfig config;
+    config.max_new_tokens = n;
+    return config;
+  };
+  const auto tail = [&](size_t from, size_t count) {
+    const Tokens all = reference_tokens(c, from + count);
+    return Tokens(all.begin() + static_cast<ptrdiff_t>(from), all.end());
+  };
+  Session a = runner.open_session();
+  GenerationHandle first = a.generate_async(reference_prompt(c), greedy(40));
+  first.wait();
+  EXPECT_EQ(first.tokens(), reference_tokens(c, 40));
+  Session b = runner.open_session();  // from the open session's cells
+  GenerationHandle second = b.generate_async(sequence(c, 20), greedy(16));
+  second.wait();
+  EXPECT_EQ(second.tokens(), tail(20, 16));
+  EXPECT_EQ(second.metrics().num_reused_tokens, static_cast<int32_t>(sequence(c, 20).size()) - 1);
+  a.close();
+  Session d = runner.open_session();  // from the closed one, retained
+  GenerationHandle third = d.generate_async(sequence(c, 30), greedy(16));
+  third.wait();
+  EXPECT_EQ(third.tokens(), tail(30, 16));
+  EXPECT_EQ(third.metrics().num_reused_tokens, static_cast<int32_t>(sequence(c, 30).size()) - 1);
+  EXPECT_EQ(runner.metrics().num_prefix_hits, 2);
 }
 
 TEST_F(CudaBatchingTest, PoolGrowthMidRunChangesNothing) {
