@@ -127,6 +127,15 @@ class Engine {
   void publish_pool();
 
   // engine_prefix.cpp
+  struct HeldPrefix {
+    int32_t length = 0;            // positions
+    SessionId id = 0;              // the executor session whose cells hold them
+    int64_t* last_used = nullptr;  // its holder's, to refresh on use
+  };
+  // The longest prefix of `context`, at most `limit` positions, that the cells of a session
+  // other than `session` or of a retained prefix hold.
+  HeldPrefix longest_held_prefix(const EngineSession& session, std::span<const int32_t> context,
+                                 int32_t limit);
   // Clones the longest prefix of `context` another session or a retained prefix holds into
   // `session` (whose own cells hold a shorter prefix of it) when it is at least min_tokens
   // longer; returns the positions gained (0: nothing changed).

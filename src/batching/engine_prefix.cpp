@@ -27,27 +27,33 @@ void Engine::close_executor_session(SessionId id, const std::string& what) {
   if (!status.ok()) CELLM_LOG(kError) << "closing " << what << ": " << status.to_string();
 }
 
-int32_t Engine::reuse_prefix(EngineSession& session, std::span<const int32_t> context) {
-  const PrefixReuseOptions& options = options_.prefix_reuse;
-  // The context's last position always runs: its logits give the first token.
-  const auto usable = static_cast<int32_t>(context.size()) - 1;
-  if (!options.enabled || usable < session.committed + std::max(options.min_tokens, 1)) return 0;
-  int32_t best = 0;
-  SessionId donor = 0;
-  int64_t* donor_last_used = nullptr;
+Engine::HeldPrefix Engine::longest_held_prefix(const EngineSession& session,
+                                               std::span<const int32_t> context, int32_t limit) {
+  HeldPrefix best;
   const auto consider = [&](SessionId id, std::span<const int32_t> held, int64_t& last_used) {
-    const int32_t n = common_prefix(held, context, usable);
-    if (n > best) best = n, donor = id, donor_last_used = &last_used;
+    const int32_t n = common_prefix(held, context, limit);
+    if (n > best.length) best = {n, id, &last_used};
   };
   for (auto& [key, other] : sessions_) {
     if (&other == &session || !other.poisoned.ok() || other.committed == 0) continue;
     consider(other.id, std::span<const int32_t>(other.tokens).first(other.committed),
              other.last_used);
   }
-  for (RetainedPrefix& retained : retained_)
+  for (RetainedPrefix& retained : retained_) {
     consider(retained.id, retained.tokens, retained.last_used);
-  if (best < session.committed + std::max(options.min_tokens, 1)) return 0;
-  const StatusOr<SessionId> clone = executor_.clone_session(donor, best);
+  }
+  return best;
+}
+
+int32_t Engine::reuse_prefix(EngineSession& session, std::span<const int32_t> context) {
+  const PrefixReuseOptions& options = options_.prefix_reuse;
+  // The context's last position always runs: its logits give the first token.
+  const auto usable = static_cast<int32_t>(context.size()) - 1;
+  const int32_t worth = session.committed + std::max(options.min_tokens, 1);
+  if (!options.enabled || usable < worth) return 0;
+  const HeldPrefix held = longest_held_prefix(session, context, usable);
+  if (held.length < worth) return 0;
+  const StatusOr<SessionId> clone = executor_.clone_session(held.id, held.length);
   if (!clone.ok()) {  // e.g. no room for one more session: compute the context instead
     CELLM_LOG(kDebug) << "prefix reuse skipped: " << clone.status().to_string();
     return 0;
@@ -55,11 +61,11 @@ int32_t Engine::reuse_prefix(EngineSession& session, std::span<const int32_t> co
   close_executor_session(session.id, "session " + std::to_string(session.shared->key));
   key_of_.erase(session.id);
   key_of_[*clone] = session.shared->key;
-  const int32_t gained = best - session.committed;
+  const int32_t gained = held.length - session.committed;
   session.id = *clone;
-  session.committed = best;
-  session.high_committed = std::max(session.high_committed, best);
-  *donor_last_used = step_;
+  session.committed = held.length;
+  session.high_committed = std::max(session.high_committed, held.length);
+  *held.last_used = step_;
   std::lock_guard<std::mutex> lock(metrics_mutex_);
   ++counters_.num_prefix_hits;
   counters_.num_reused_tokens += gained;
@@ -69,19 +75,12 @@ int32_t Engine::reuse_prefix(EngineSession& session, std::span<const int32_t> co
 bool Engine::wait_for_prefix(EngineSession& session) {
   const PrefixReuseOptions& options = options_.prefix_reuse;
   const auto usable = static_cast<int32_t>(session.tokens.size()) - 1;
-  const int32_t worth = session.committed + std::max(options.min_tokens, 1);
-  if (!options.enabled || usable < worth) return false;
-  int32_t held = 0;  // the longest prefix some session's cells hold now
-  for (const auto& [key, other] : sessions_) {
-    if (&other == &session || !other.poisoned.ok()) continue;
-    const std::span<const int32_t> cells =
-        std::span<const int32_t>(other.tokens).first(other.committed);
-    held = std::max(held, common_prefix(cells, session.tokens, usable));
-  }
-  for (const RetainedPrefix& retained : retained_) {
-    held = std::max(held, common_prefix(retained.tokens, session.tokens, usable));
-  }
-  int32_t best = std::max(held, session.committed) + std::max(options.min_tokens, 1) - 1;
+  const int32_t more = std::max(options.min_tokens, 1);
+  if (!options.enabled || usable < session.committed + more) return false;
+  const int32_t held = longest_held_prefix(session, session.tokens, usable).length;
+  // A running generation's context (computed or not) that shares at least `more` positions
+  // beyond what is held.
+  int32_t best = std::max(held, session.committed) + more - 1;
   uint64_t donor = 0;
   for (const auto& [key, other] : sessions_) {
     if (&other == &session || !other.generation || other.waits_for != 0 || !other.poisoned.ok()) {
