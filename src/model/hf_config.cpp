@@ -111,6 +111,9 @@ Status read_rope_scaling(const Json& scaling, std::string_view where, std::strin
   }
   out.type = type;
   CELLM_ASSIGN_OR_RETURN(out.factor, r.number("factor", type == "llama3" ? 8.0f : 1.0f));
+  if (!(out.factor >= 1.0f)) {  // transformers' validation: a factor stretches the context
+    return r.error("factor", "must be at least 1");
+  }
   if (type == "llama3") {
     CELLM_ASSIGN_OR_RETURN(out.low_freq_factor, r.number("low_freq_factor", 1.0f));
     CELLM_ASSIGN_OR_RETURN(out.high_freq_factor, r.number("high_freq_factor", 4.0f));

@@ -149,6 +149,7 @@ TEST(HfConfigTest, ValuesTheLlama3RopeFactorsCannotTakeAreRefusedNamingTheKey) {
       {"/rope_theta", -500000.0, "key 'rope_theta' must be a number > 0"},
       {"/rope_scaling/factor", 0.0, "key 'rope_scaling.factor' must be a number > 0"},
       {"/rope_scaling/factor", -8.0, "key 'rope_scaling.factor' must be a number > 0"},
+      {"/rope_scaling/factor", 0.5, "key 'rope_scaling.factor' must be at least 1"},
       {"/rope_scaling/low_freq_factor", 0.0,
        "key 'rope_scaling.low_freq_factor' must be a number > 0"},
       {"/rope_scaling/high_freq_factor", -4.0,
