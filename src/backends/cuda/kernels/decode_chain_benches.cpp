@@ -15,6 +15,7 @@
 #include "backends/cuda/kernels/argmax.cuh"
 #include "backends/cuda/kernels/bench_support.h"
 #include "backends/cuda/kernels/decode_block_major_bench.h"
+#include "backends/cuda/kernels/decode_fused_front_bench.h"
 #include "backends/cuda/kernels/decode_fused_mlp_bench.h"
 #include "backends/cuda/kernels/decode_matmul.cuh"
 #include "backends/cuda/kernels/decode_persistent_bench.h"
@@ -454,6 +455,20 @@ void bench_persistent(cudaStream_t stream, double ceiling, TensorType type, bool
       report("  the MLP alone, launches", time(FusedMlpChain::kMlp, false), "");
       report("  the MLP alone, fused", time(FusedMlpChain::kMlp, true), "");
     }
+    // The front as one cluster launch per layer (decode_fused_front_bench.h), the MLP as the
+    // block-major launches.
+    bench_fused_front(
+        stream, x.as<float>(), norm.as<float>(), reset,
+        [&](int l) {
+          const PersistentChainArgs pa = chain_args(layers, false, false);
+          for (const int kind : {2, 3}) {
+            const cudaError_t error = launch_block_major_stage(
+                pa, block_major_layers[l], kind, 4, xq.as<int8_t>(), xs.as<float>(), stream);
+            if (error != cudaSuccess) return error;
+          }
+          return cudaSuccess;
+        },
+        [&](const char* name, double t) { report(name, t, ""); });
   }
   if (ring) {
     bench_ring_variants(
