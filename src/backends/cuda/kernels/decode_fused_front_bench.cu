@@ -1,4 +1,6 @@
 // decode_fused_front_bench: a layer's front as one cluster launch (see the header).
+#include "backends/cuda/kernels/attention_common.cuh"
+#include "backends/cuda/kernels/cluster_common.cuh"
 #include "backends/cuda/kernels/decode_fused_front_bench.h"
 #include "backends/cuda/kernels/decode_ring_parts.cuh"
 #include "backends/cuda/kernels/kernel_common.cuh"
@@ -61,55 +63,6 @@ using ring::evict_first_policy;
 using ring::mbarrier_expect_bytes;
 using ring::mbarrier_init;
 using ring::mbarrier_wait;
-using ring::smem_address;
-
-__device__ __forceinline__ int cluster_rank() {
-  uint32_t rank;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
-  return static_cast<int>(rank);
-}
-__device__ __forceinline__ void cluster_arrive_relaxed() {
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
-  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void cluster_wait() {
-  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ uint32_t remote(const void* p, int rank) {
-  uint32_t address;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
-               : "=r"(address)
-               : "r"(smem_address(p)), "r"(rank));
-  return address;
-}
-__device__ __forceinline__ void store_remote(uint32_t address, float v) {
-  asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(address), "f"(v) : "memory");
-}
-__device__ __forceinline__ void store_remote(uint32_t address, uint32_t v) {
-  asm volatile("st.shared::cluster.u32 [%0], %1;\n" ::"r"(address), "r"(v) : "memory");
-}
-__device__ __forceinline__ void bulk_copy_plain(void* dst, const void* src, unsigned bytes,
-                                                uint64_t* bar) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
-          "r"(smem_address(dst)),
-      "l"(src), "r"(bytes), "r"(smem_address(bar))
-      : "memory");
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-  CELLM_UNROLL
-  for (int s = 16; s > 0; s /= 2) v += __shfl_xor_sync(0xffffffffu, v, s);
-  return v;
-}
-__device__ __forceinline__ float warp_max(float v) {
-  CELLM_UNROLL
-  for (int s = 16; s > 0; s /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, s));
-  return v;
-}
 
 // Σ over one block of 32: 16 bytes of nibbles (byte k: element k low, k + 16 high) against the
 // int8 values' two halves, − 8 · their sum.
@@ -145,7 +98,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_front_kernel(const FusedFro
   extern __shared__ __align__(128) uint8_t smem_raw[];
   FrontShared& s = *reinterpret_cast<FrontShared*>(smem_raw);
   const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
-  const int rank = cluster_rank();
+  const int rank = cluster_block_rank();
   const int group = static_cast<int>(blockIdx.x) / kCluster;
   const uint8_t* chunk = a.weights + static_cast<int64_t>(blockIdx.x) * kChunkBytes;
   if (a.early_trigger) pdl_launch_dependents();
@@ -167,11 +120,12 @@ __global__ void __launch_bounds__(kThreads, 1) fused_front_kernel(const FusedFro
     if (a.attention) mbarrier_expect_bytes(&s.bars[kQkvCopies], 2 * sizeof(s.k_tile));
   }
   if (a.attention && warp == 1) {  // position rank · kTile + p (mod 512) of kv head `group`
+    const uint64_t policy = evict_first_policy();
     for (int p = lane; p < kTile; p += 32) {
       const int64_t cell = (static_cast<int64_t>(rank) * kTile + p) % kPositions;
       const int64_t row = cell * kKvHeads + group;
-      bulk_copy_plain(s.k_tile[p], a.k_cache + row * kHeadDim, 2 * kHeadDim, &s.bars[kQkvCopies]);
-      bulk_copy_plain(s.v_tile[p], a.v_cache + row * kHeadDim, 2 * kHeadDim, &s.bars[kQkvCopies]);
+      bulk_copy(s.k_tile[p], a.k_cache + row * kHeadDim, 2 * kHeadDim, &s.bars[kQkvCopies], policy);
+      bulk_copy(s.v_tile[p], a.v_cache + row * kHeadDim, 2 * kHeadDim, &s.bars[kQkvCopies], policy);
     }
   }
   // The output rows in registers: unit u = tid + 512 k is row u / 16, block u % 16 (= tid % 16).
@@ -281,7 +235,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_front_kernel(const FusedFro
           float_to_bf16_bits(s.rows_out[tid]);
     }
   }
-  cluster_wait();
+  cluster_wait_acquire();
   for (int i = tid; i < kQkvRows * kCluster; i += kThreads) {  // all-gather q, k, v
     const int row = i % kQkvRows, to = i / kQkvRows;
     const QkvDim kd = qkv_dim(rank, row);
@@ -289,9 +243,10 @@ __global__ void __launch_bounds__(kThreads, 1) fused_front_kernel(const FusedFro
     const float* target = kd.kind == 0   ? &s.q_all[kd.head][kd.dim]
                           : kd.kind == 1 ? &s.k_new[kd.dim]
                                          : &s.v_new[kd.dim];
-    store_remote(remote(target, to), s.rows_out[row]);
+    store_cluster(cluster_address(target, to), s.rows_out[row]);
   }
-  cluster_sync();
+  cluster_arrive_release();
+  cluster_wait_acquire();
 
   // Units of 32 outputs: unit u (head u / 4, dims (u % 4) · 32 …) is owned by block u % 14, in
   // its slot u / 14. Warp `slot` of the owner merges it.
@@ -344,12 +299,14 @@ __global__ void __launch_bounds__(kThreads, 1) fused_front_kernel(const FusedFro
         o = fmaf(s.probs[head][p], bf16_bits_to_float(s.v_tile[p][dim]), o);
       }
       const int unit = tid / 32, owner = unit % kCluster, slot = unit / kCluster;
-      store_remote(remote(&s.recv_o[slot][rank][dim % 32], owner), o);
+      store_cluster(cluster_address(&s.recv_o[slot][rank][dim % 32], owner), o);
       if (dim % 32 < 2) {
-        store_remote(remote(&s.recv_ms[slot][rank][dim % 32], owner), s.head_ms[head][dim % 32]);
+        store_cluster(cluster_address(&s.recv_ms[slot][rank][dim % 32], owner),
+                      s.head_ms[head][dim % 32]);
       }
     }
-    cluster_sync();
+    cluster_arrive_release();
+    cluster_wait_acquire();
     if (warp < kUnitsPerOwner && my_unit < kOBlocks) {
       float m = -INFINITY;
       CELLM_UNROLL
@@ -374,15 +331,16 @@ __global__ void __launch_bounds__(kThreads, 1) fused_front_kernel(const FusedFro
     word |= __shfl_xor_sync(0xffffffffu, word, 2);
     if (lane % 4 == 0) {
       for (int to = 0; to < kCluster; ++to) {
-        store_remote(remote(&s.attn_q[my_unit * 32 + lane], to), word);
+        store_cluster(cluster_address(&s.attn_q[my_unit * 32 + lane], to), word);
       }
     } else if (lane == 1) {
       for (int to = 0; to < kCluster; ++to) {
-        store_remote(remote(&s.attn_d[my_unit], to), unit_scale);
+        store_cluster(cluster_address(&s.attn_d[my_unit], to), unit_scale);
       }
     }
   }
-  cluster_sync();
+  cluster_arrive_release();
+  cluster_wait_acquire();
   if (!a.early_trigger) pdl_launch_dependents();
 
   // The output product's partial: this thread's units are all of block b = tid % 16.
@@ -474,8 +432,10 @@ cudaError_t fused_front_active_clusters(int cluster_blocks, int* clusters) {
 cudaError_t launch_fused_front(const FusedFrontArgs& args, cudaStream_t stream) {
   cudaError_t error = prepare_front_kernel();
   if (error != cudaSuccess) return error;
+  if (args.num_groups < 1 || args.num_groups > kKvHeads) return cudaErrorInvalidValue;
   cudaLaunchAttribute attributes[2];
-  const cudaLaunchConfig_t config = front_config(stream, attributes);
+  cudaLaunchConfig_t config = front_config(stream, attributes);
+  config.gridDim = dim3(static_cast<unsigned>(kCluster * args.num_groups));
   error = cudaLaunchKernelEx(&config, fused_front_kernel, args);
   if (error != cudaSuccess || args.atomic_output) return error;
   return launch_pdl(front_partials_sum_kernel, dim3(kHidden / 256), dim3(256), 0, stream, args.x,

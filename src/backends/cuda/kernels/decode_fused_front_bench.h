@@ -60,6 +60,7 @@ struct FusedFrontArgs {
   bool atomic_output = false;  // the partials added by atomics instead (races the reads of x:
                                // timing only, to price the second launch)
   bool early_trigger = false;  // the next kernel may launch at once (its blocks take free SMs)
+  int num_groups = kFusedFrontClusters;  // fewer: only the first groups run (when 8 do not fit)
 };
 
 // The kernel's fit on this device: how many clusters of `cluster_blocks` of its blocks run at once
