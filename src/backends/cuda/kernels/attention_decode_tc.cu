@@ -28,6 +28,7 @@
 
 #include "backends/cuda/kernels/attention_internal.h"
 #include "backends/cuda/kernels/attention_tc.cuh"
+#include "backends/cuda/kernels/cluster_common.cuh"
 #include "backends/cuda/kernels/launch_status.h"
 #include "backends/cuda/kernels/pdl.cuh"
 #include "backends/cuda/kernels/quantize_activations.cuh"
@@ -78,31 +79,6 @@ __device__ __forceinline__ void write_decode_output(const AttentionArgs& a, cons
     a.out_q8[b.token * width + interleaved_q8_offset(column)] = q8_quantize(value, scale);
     if ((threadIdx.x & 31) == 0) a.out_q8_scales[b.token * (width / 32) + column / 32] = scale;
   }
-}
-
-// barrier.cluster in its two halves: every thread of every block of the cluster arrives, and
-// waits for the others' arrival before its next arrival.
-__device__ __forceinline__ void cluster_arrive_relaxed() {
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void cluster_arrive_release() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void cluster_wait_acquire() {
-  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-
-// The shared::cluster address of `p` (in this block's shared memory) in block `rank`'s, and a
-// store there.
-__device__ __forceinline__ uint32_t cluster_address(const void* p, int rank) {
-  const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(p));
-  uint32_t remote = 0;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(address), "r"(rank));
-  return remote;
-}
-__device__ __forceinline__ void store_cluster_float2(uint32_t address, float x, float y) {
-  asm volatile("st.shared::cluster.v2.f32 [%0], {%1, %2};\n" ::"r"(address), "f"(x), "f"(y)
-               : "memory");
 }
 
 // The cluster merge (see the file comment). The group's num_units = num_group · dims / 32 units

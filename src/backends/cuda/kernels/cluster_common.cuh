@@ -1,9 +1,7 @@
 // cluster_common: thread-block-cluster helpers for sm_90 kernels — the halves of barrier.cluster,
 // a block's rank in its cluster, and stores into another block's shared memory (distributed
-// shared memory). It knows nothing of what a kernel exchanges. Included by the fused-front
-// benchmark; .cu files compiled for sm_90 only. (The decode attention's cluster kernel still has
-// its own copies of the first five: moving them is a change to product code that waits for a
-// device run.)
+// shared memory). It knows nothing of what a kernel exchanges. Included by the decode attention's
+// cluster kernel and the fused-front benchmark; .cu files compiled for sm_90 only.
 // Thread-safety: device functions; ordering is the barriers' (a store is visible to its target
 // after a release arrival and the target's acquire wait).
 #pragma once
