@@ -47,7 +47,8 @@ tsan: deps
 # each reader and the tokenizer for FUZZ_SECONDS. The Hugging Face JSON parsers: the arch models'
 # config.json files and hf_tokenizer_fuzz_seeds' tokenizers, with fuzz/hf_json.dict.
 # What reads a GGUF model's or program's meaning (model_load_fuzz): model_fuzz_seeds' models, cut
-# vocabularies and exported programs.
+# vocabularies and exported programs. The HTTP server's request parser (serve_request_fuzz):
+# fuzz/serve_seeds with fuzz/serve_json.dict.
 FUZZ_SECONDS ?= 30
 FUZZ_CORPUS := build/fuzz/corpus
 fuzz: deps
@@ -80,6 +81,11 @@ fuzz: deps
 	  $(MODELS)/llama-2-tiny-random.gguf $(wildcard $(MODELS)/arch/*.gguf)
 	build/fuzz/fuzz/model_load_fuzz $(FUZZ_CORPUS)/model -max_total_time=$(FUZZ_SECONDS) \
 	  -malloc_limit_mb=512
+	cmake --build --preset fuzz -j $(JOBS) --target serve_request_fuzz
+	mkdir -p $(FUZZ_CORPUS)/serve
+	cp -f fuzz/serve_seeds/* $(FUZZ_CORPUS)/serve/
+	build/fuzz/fuzz/serve_request_fuzz -dict=fuzz/serve_json.dict $(FUZZ_CORPUS)/serve \
+	  -max_total_time=$(FUZZ_SECONDS)
 
 ci:
 	.ci/run

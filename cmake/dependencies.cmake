@@ -17,6 +17,23 @@ target_include_directories(cellm_pcre2 SYSTEM INTERFACE ${PCRE2_INCLUDE_DIR})
 target_link_libraries(cellm_pcre2 INTERFACE ${PCRE2_LIBRARY})
 target_compile_definitions(cellm_pcre2 INTERFACE PCRE2_CODE_UNIT_WIDTH=8)
 
+# cpp-httplib (Debian's libcpp-httplib-dev, through pkg-config: its flags select the TLS and
+# compression build the library was made with) for `cellm serve`. Optional: the device machine
+# lacks it, and `cellm serve` then says so. CELLM_HTTP=OFF leaves it out anywhere.
+set(CELLM_HAVE_HTTP OFF)
+if(NOT CELLM_HTTP STREQUAL "OFF")
+  find_package(PkgConfig)
+  if(PKG_CONFIG_FOUND)
+    pkg_check_modules(CELLM_HTTPLIB IMPORTED_TARGET cpp-httplib)
+  endif()
+  if(CELLM_HTTPLIB_FOUND)
+    set(CELLM_HAVE_HTTP ON)
+  elseif(CELLM_HTTP STREQUAL "ON")
+    message(FATAL_ERROR "CELLM_HTTP=ON but cpp-httplib was not found (libcpp-httplib-dev)")
+  endif()
+endif()
+message(STATUS "cellm: HTTP server ${CELLM_HAVE_HTTP}")
+
 # CUDA: built whenever nvcc is found (CI compiles it; only the device machine runs it).
 set(CELLM_HAVE_CUDA OFF)
 if(NOT CELLM_CUDA STREQUAL "OFF")

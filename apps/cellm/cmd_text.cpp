@@ -67,6 +67,16 @@ StatusOr<std::vector<int32_t>> TextCodec::encode_chat(std::string_view user_mess
                             /*add_generation_prompt=*/true);
 }
 
+StatusOr<std::vector<int32_t>> TextCodec::encode_conversation(
+    std::span<const ChatTurn> turns) const {
+  if (!state_->chat) return state_->chat_status;
+  std::vector<ChatMessage> messages;
+  messages.reserve(turns.size());
+  for (const ChatTurn& turn : turns) messages.push_back({turn.role, turn.content});
+  return cellm::encode_chat(state_->tokenizer, *state_->chat, messages,
+                            /*add_generation_prompt=*/true);
+}
+
 StatusOr<std::string> TextCodec::decode(std::span<const int32_t> tokens) const {
   return state_->tokenizer.decode(
       tokens, DecodeOptions{.render_special = false, .strip_leading_space = false});

@@ -5,7 +5,7 @@
 //
 // Built from a loaded Program, whose tokenizer Program::load already checked against the LM head.
 // This header names no tokenizer type (pimpl), so the commands' files see only the Runner's.
-// Who calls it: the run and generate commands. Thread-safety: immutable after creation; the
+// Who calls it: the run, generate and serve commands. Thread-safety: immutable after creation; the
 // factory may be called from the engine thread.
 #pragma once
 
@@ -22,6 +22,12 @@
 
 namespace cellm::app {
 
+// One message of a conversation (the tokenizer's ChatMessage, without naming its header).
+struct ChatTurn {
+  std::string role;  // "system", "user" or "assistant"
+  std::string content;
+};
+
 class TextCodec {
  public:
   // The program's tokenizer (Program::load checked it against the LM head) and chat template.
@@ -33,6 +39,8 @@ class TextCodec {
   // followed by the assistant's turn opening; the template's markers become their tokens, the
   // message stays plain text (tokenizer/chat_prompt.h).
   StatusOr<std::vector<int32_t>> encode_chat(std::string_view user_message) const;
+  // A whole conversation, the same way, ending with the assistant's turn opening.
+  StatusOr<std::vector<int32_t>> encode_conversation(std::span<const ChatTurn> turns) const;
   // Text of generated tokens (a continuation: a leading space is kept).
   StatusOr<std::string> decode(std::span<const int32_t> tokens) const;
 

@@ -18,5 +18,6 @@ void add_tokenize_commands(CLI::App& app, CommandResult& result);  // tokenize, 
 void add_run_command(CLI::App& app, CommandResult& result);
 void add_export_command(CLI::App& app, CommandResult& result);
 void add_bench_command(CLI::App& app, CommandResult& result);
+void add_serve_command(CLI::App& app, CommandResult& result);  // HTTP, with cpp-httplib
 
 }  // namespace cellm::app

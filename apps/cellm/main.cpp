@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   cellm::app::add_run_command(app, result);
   cellm::app::add_export_command(app, result);
   cellm::app::add_bench_command(app, result);
+  cellm::app::add_serve_command(app, result);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,427 @@
+// The OpenAI-compatible wire format (serve_api.h).
+#include "serve_api.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <limits>
+
+namespace cellm::app {
+namespace {
+
+using Json = nlohmann::json;
+
+// The most stop strings, logit biases and chat messages a request may carry (far above what any
+// client sends; bounds the work a request can ask of the stop matcher and the sampler).
+constexpr size_t kMaxStopStrings = 16;
+constexpr size_t kMaxLogitBiases = 1024;
+constexpr size_t kMaxMessages = 4096;
+
+Status field_error(std::string_view field, std::string_view what) {
+  return invalid_argument(fmt::format("\"{}\" {}", field, what));
+}
+
+// A JSON number that is a whole number fitting int64 (5 and 5.0 both are).
+std::optional<int64_t> as_integer(const Json& value) {
+  if (value.is_number_integer()) {
+    if (value.is_number_unsigned() &&
+        value.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return std::nullopt;
+    }
+    return value.get<int64_t>();
+  }
+  if (value.is_number_float()) {
+    const double d = value.get<double>();
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e18) {
+      return static_cast<int64_t>(d);
+    }
+  }
+  return std::nullopt;
+}
+
+StatusOr<int32_t> get_int32(const Json& value, std::string_view field, int64_t min_value,
+                            int64_t max_value = std::numeric_limits<int32_t>::max()) {
+  const std::optional<int64_t> v = as_integer(value);
+  if (!v) return field_error(field, "must be an integer");
+  if (*v < min_value || *v > max_value) {
+    return field_error(field,
+                       fmt::format("is {}; it must be in [{}, {}]", *v, min_value, max_value));
+  }
+  return static_cast<int32_t>(*v);
+}
+
+StatusOr<float> get_float(const Json& value, std::string_view field) {
+  if (!value.is_number()) return field_error(field, "must be a number");
+  const double d = value.get<double>();
+  if (!std::isfinite(d) || std::fabs(d) > 1e30) return field_error(field, "must be finite");
+  return static_cast<float>(d);
+}
+
+StatusOr<bool> get_bool(const Json& value, std::string_view field) {
+  if (!value.is_boolean()) return field_error(field, "must be true or false");
+  return value.get<bool>();
+}
+
+StatusOr<std::string> get_string(const Json& value, std::string_view field) {
+  if (!value.is_string()) return field_error(field, "must be a string");
+  return value.get<std::string>();
+}
+
+// "prompt": a string, a list of token ids, or a list of one of either.
+Status parse_prompt(const Json& prompt, ServeRequest& request) {
+  if (prompt.is_string()) {
+    request.prompt_text = prompt.get<std::string>();
+    return ok_status();
+  }
+  if (!prompt.is_array()) return field_error("prompt", "must be a string or a list of token ids");
+  if (prompt.empty()) return field_error("prompt", "is an empty list");
+  if (prompt.size() == 1 && (prompt[0].is_string() || prompt[0].is_array())) {
+    return parse_prompt(prompt[0], request);
+  }
+  for (const Json& id : prompt) {
+    if (id.is_string() || id.is_array()) {
+      return field_error("prompt", "holds several prompts; send one request per prompt");
+    }
+    CELLM_ASSIGN_OR_RETURN(const int32_t token, get_int32(id, "prompt", 0));
+    request.prompt_tokens.push_back(token);
+  }
+  return ok_status();
+}
+
+// A message's "content": a string, or a list of {"type": "text", "text": ...} parts.
+StatusOr<std::string> parse_content(const Json& content) {
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array()) return field_error("messages[].content", "must be a string or a list");
+  std::string text;
+  for (const Json& part : content) {
+    if (!part.is_object() || !part.contains("type") || part["type"] != "text" ||
+        !part.contains("text") || !part["text"].is_string()) {
+      return field_error("messages[].content",
+                         "parts must be {\"type\": \"text\", \"text\": \"...\"} (only text is "
+                         "supported)");
+    }
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
+Status parse_messages(const Json& messages, ServeRequest& request) {
+  if (!messages.is_array() || messages.empty()) {
+    return field_error("messages", "must be a non-empty list of {\"role\", \"content\"}");
+  }
+  if (messages.size() > kMaxMessages) {
+    return field_error("messages",
+                       fmt::format("holds {} messages; at most {}", messages.size(), kMaxMessages));
+  }
+  for (const Json& message : messages) {
+    if (!message.is_object() || !message.contains("role") || !message.contains("content")) {
+      return field_error("messages", "items must be objects with \"role\" and \"content\"");
+    }
+    CELLM_ASSIGN_OR_RETURN(std::string role, get_string(message["role"], "messages[].role"));
+    if (role == "developer") role = "system";  // OpenAI's newer name for it
+    if (role != "system" && role != "user" && role != "assistant") {
+      return field_error("messages[].role",
+                         fmt::format("is '{}'; cellm knows system, user and assistant", role));
+    }
+    CELLM_ASSIGN_OR_RETURN(std::string content, parse_content(message["content"]));
+    request.messages.push_back({std::move(role), std::move(content)});
+  }
+  return ok_status();
+}
+
+Status parse_stop(const Json& stop, GenConfig& config) {
+  if (stop.is_null()) return ok_status();
+  if (stop.is_string()) {
+    config.stop_strings.push_back(stop.get<std::string>());
+  } else if (stop.is_array()) {
+    if (stop.size() > kMaxStopStrings) {
+      return field_error("stop",
+                         fmt::format("holds {} strings; at most {}", stop.size(), kMaxStopStrings));
+    }
+    for (const Json& s : stop) {
+      CELLM_ASSIGN_OR_RETURN(std::string text, get_string(s, "stop"));
+      config.stop_strings.push_back(std::move(text));
+    }
+  } else {
+    return field_error("stop", "must be a string or a list of strings");
+  }
+  for (const std::string& s : config.stop_strings) {
+    if (s.empty()) return field_error("stop", "holds an empty string");
+  }
+  return ok_status();
+}
+
+Status parse_logit_bias(const Json& bias, GenConfig& config) {
+  if (bias.is_null()) return ok_status();
+  if (!bias.is_object()) return field_error("logit_bias", "must map token ids to numbers");
+  if (bias.size() > kMaxLogitBiases) {
+    return field_error("logit_bias",
+                       fmt::format("holds {} entries; at most {}", bias.size(), kMaxLogitBiases));
+  }
+  for (const auto& [key, value] : bias.items()) {
+    int64_t token = -1;
+    const auto [end, error] = std::from_chars(key.data(), key.data() + key.size(), token);
+    if (error != std::errc() || end != key.data() + key.size() || token < 0 ||
+        token > std::numeric_limits<int32_t>::max()) {
+      return field_error("logit_bias", fmt::format("key '{}' is not a token id", key));
+    }
+    CELLM_ASSIGN_OR_RETURN(const float amount, get_float(value, "logit_bias"));
+    if (amount < -100.0f || amount > 100.0f) {
+      return field_error("logit_bias", fmt::format("value {} is outside [-100, 100]", amount));
+    }
+    // OpenAI: -100 bans the token.
+    config.sampling.logit_bias.push_back(
+        {static_cast<int32_t>(token),
+         amount <= -100.0f ? -std::numeric_limits<float>::infinity() : amount});
+  }
+  return ok_status();
+}
+
+// Options cellm cannot honour: refused when they ask for something, accepted at their defaults.
+Status refuse_unsupported(const Json& body) {
+  auto given = [&](const char* key) { return body.contains(key) && !body[key].is_null(); };
+  if (given("n") && body["n"] != 1) return field_error("n", "must be 1 (one choice per request)");
+  if (given("best_of") && body["best_of"] != 1) return field_error("best_of", "must be 1");
+  if (given("echo") && body["echo"] != false) return field_error("echo", "is not supported");
+  if (given("logprobs") && body["logprobs"] != false) {
+    return field_error("logprobs", "is not supported");
+  }
+  if (given("top_logprobs")) return field_error("top_logprobs", "is not supported");
+  if (given("suffix")) return field_error("suffix", "is not supported");
+  if (given("tools") && !(body["tools"].is_array() && body["tools"].empty())) {
+    return field_error("tools", "is not supported");
+  }
+  if (given("response_format") && !(body["response_format"].is_object() &&
+                                    body["response_format"].value("type", "") == "text")) {
+    return field_error("response_format", "only {\"type\": \"text\"} is supported");
+  }
+  return ok_status();
+}
+
+Status parse_sampling(const Json& body, ServeRequest& request) {
+  SamplingParams& s = request.config.sampling;
+  if (body.contains("temperature") && !body["temperature"].is_null()) {
+    CELLM_ASSIGN_OR_RETURN(s.temperature, get_float(body["temperature"], "temperature"));
+    if (s.temperature < 0.0f || s.temperature > 2.0f) {
+      return field_error("temperature", fmt::format("is {}; it must be in [0, 2]", s.temperature));
+    }
+  } else {
+    s.temperature = 1.0f;  // OpenAI's default
+  }
+  if (body.contains("top_p") && !body["top_p"].is_null()) {
+    CELLM_ASSIGN_OR_RETURN(s.top_p, get_float(body["top_p"], "top_p"));
+  }
+  if (body.contains("top_k") && !body["top_k"].is_null()) {
+    CELLM_ASSIGN_OR_RETURN(const int32_t top_k, get_int32(body["top_k"], "top_k", -1));
+    s.top_k = top_k < 0 ? 0 : top_k;  // vLLM: -1 is off
+  }
+  if (body.contains("min_p") && !body["min_p"].is_null()) {
+    CELLM_ASSIGN_OR_RETURN(s.min_p, get_float(body["min_p"], "min_p"));
+  }
+  if (body.contains("presence_penalty") && !body["presence_penalty"].is_null()) {
+    CELLM_ASSIGN_OR_RETURN(s.presence_penalty,
+                           get_float(body["presence_penalty"], "presence_penalty"));
+  }
+  if (body.contains("frequency_penalty") && !body["frequency_penalty"].is_null()) {
+    CELLM_ASSIGN_OR_RETURN(s.frequency_penalty,
+                           get_float(body["frequency_penalty"], "frequency_penalty"));
+  }
+  for (const char* key : {"presence_penalty", "frequency_penalty"}) {
+    const float v = key[0] == 'p' ? s.presence_penalty : s.frequency_penalty;
+    if (v < -2.0f || v > 2.0f)
+      return field_error(key, fmt::format("is {}; it must be in [-2, 2]", v));
+  }
+  if (body.contains("repetition_penalty") && !body["repetition_penalty"].is_null()) {
+    CELLM_ASSIGN_OR_RETURN(s.repetition_penalty,
+                           get_float(body["repetition_penalty"], "repetition_penalty"));
+  }
+  if (body.contains("logit_bias")) {
+    CELLM_RETURN_IF_ERROR(parse_logit_bias(body["logit_bias"], request.config));
+  }
+  if (body.contains("seed") && !body["seed"].is_null()) {
+    const std::optional<int64_t> seed = as_integer(body["seed"]);
+    if (!seed) return field_error("seed", "must be an integer");
+    request.seed = static_cast<uint64_t>(*seed);
+  }
+  return ok_status();
+}
+
+Status parse_body(const Json& body, ServeRequest& request) {
+  if (!body.is_object()) return invalid_argument("the request body must be a JSON object");
+  CELLM_RETURN_IF_ERROR(refuse_unsupported(body));
+  if (body.contains("model") && !body["model"].is_null()) {
+    CELLM_ASSIGN_OR_RETURN(request.model, get_string(body["model"], "model"));
+  }
+  if (request.endpoint == ServeEndpoint::kCompletions) {
+    if (!body.contains("prompt")) return field_error("prompt", "is missing");
+    CELLM_RETURN_IF_ERROR(parse_prompt(body["prompt"], request));
+  } else {
+    if (!body.contains("messages")) return field_error("messages", "is missing");
+    CELLM_RETURN_IF_ERROR(parse_messages(body["messages"], request));
+  }
+  for (const char* key : {"max_tokens", "max_completion_tokens"}) {
+    if (body.contains(key) && !body[key].is_null()) {
+      CELLM_ASSIGN_OR_RETURN(request.max_tokens, get_int32(body[key], key, 0));
+    }
+  }
+  CELLM_RETURN_IF_ERROR(parse_sampling(body, request));
+  if (body.contains("stop")) CELLM_RETURN_IF_ERROR(parse_stop(body["stop"], request.config));
+  if (body.contains("ignore_eos") && !body["ignore_eos"].is_null()) {
+    CELLM_ASSIGN_OR_RETURN(const bool ignore_eos, get_bool(body["ignore_eos"], "ignore_eos"));
+    request.config.use_default_stop_tokens = !ignore_eos;
+  }
+  if (body.contains("stream") && !body["stream"].is_null()) {
+    CELLM_ASSIGN_OR_RETURN(request.stream, get_bool(body["stream"], "stream"));
+  }
+  if (body.contains("stream_options") && !body["stream_options"].is_null()) {
+    const Json& options = body["stream_options"];
+    if (!options.is_object()) return field_error("stream_options", "must be an object");
+    if (!request.stream) return field_error("stream_options", "needs \"stream\": true");
+    if (options.contains("include_usage")) {
+      CELLM_ASSIGN_OR_RETURN(request.stream_include_usage,
+                             get_bool(options["include_usage"], "stream_options.include_usage"));
+    }
+  }
+  if (body.contains("return_token_ids") && !body["return_token_ids"].is_null()) {
+    CELLM_ASSIGN_OR_RETURN(request.return_token_ids,
+                           get_bool(body["return_token_ids"], "return_token_ids"));
+  }
+  // Counts and ranges the runtime checks too (top_p, min_p, repetition_penalty, stop strings).
+  return validate_gen_config(request.config);
+}
+
+bool is_chat(const ServeRequest& request) {
+  return request.endpoint == ServeEndpoint::kChatCompletions;
+}
+
+nlohmann::ordered_json usage_json(const ServeResult& result) {
+  const size_t prompt = result.prompt_tokens.size(), completion = result.tokens.size();
+  return {{"prompt_tokens", prompt},
+          {"completion_tokens", completion},
+          {"total_tokens", prompt + completion}};
+}
+
+nlohmann::ordered_json header_json(const ServeRequest& request, const ServeResult& result,
+                                   bool chunk) {
+  const char* object =
+      is_chat(request) ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion";
+  return {{"id", result.id},
+          {"object", object},
+          {"created", result.created_s},
+          {"model", result.model}};
+}
+
+}  // namespace
+
+StatusOr<ServeRequest> parse_serve_request(std::string_view body, ServeEndpoint endpoint) {
+  // No exceptions out of the parser: parse errors are a discarded value.
+  const Json json = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded()) return invalid_argument("the request body is not valid JSON");
+  ServeRequest request;
+  request.endpoint = endpoint;
+  try {
+    CELLM_RETURN_IF_ERROR(parse_body(json, request));
+  } catch (const Json::exception& e) {  // a comparison or lookup on an unexpected type
+    return invalid_argument(std::string("the request body is malformed: ") + e.what());
+  }
+  return request;
+}
+
+std::string_view openai_finish_reason(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kStopToken:
+    case FinishReason::kStopString:
+      return "stop";
+    case FinishReason::kNewTokenLimit:
+      return "length";
+    case FinishReason::kCancelled:
+      return "cancelled";
+    case FinishReason::kFailed:
+      break;
+  }
+  return "error";
+}
+
+nlohmann::ordered_json completion_response_json(const ServeRequest& request,
+                                                const ServeResult& result) {
+  nlohmann::ordered_json response = header_json(request, result, /*chunk=*/false);
+  nlohmann::ordered_json choice = {{"index", 0}};
+  if (is_chat(request)) {
+    choice["message"] = {{"role", "assistant"}, {"content", result.text}};
+  } else {
+    choice["text"] = result.text;
+  }
+  choice["finish_reason"] = openai_finish_reason(result.finish_reason);
+  if (request.return_token_ids) choice["token_ids"] = result.tokens;
+  response["choices"] = nlohmann::ordered_json::array({choice});
+  response["usage"] = usage_json(result);
+  if (request.return_token_ids) response["prompt_token_ids"] = result.prompt_tokens;
+  return response;
+}
+
+nlohmann::ordered_json completion_chunk_json(const ServeRequest& request, const ServeResult& result,
+                                             std::string_view text_delta,
+                                             const std::vector<int32_t>& token_delta, bool first,
+                                             std::optional<FinishReason> finish_reason) {
+  nlohmann::ordered_json chunk = header_json(request, result, /*chunk=*/true);
+  nlohmann::ordered_json choice = {{"index", 0}};
+  if (is_chat(request)) {
+    nlohmann::ordered_json delta = nlohmann::ordered_json::object();
+    if (first) delta["role"] = "assistant";
+    if (!text_delta.empty() || !finish_reason) delta["content"] = text_delta;
+    choice["delta"] = delta;
+  } else {
+    choice["text"] = text_delta;
+  }
+  if (request.return_token_ids) choice["token_ids"] = token_delta;
+  choice["finish_reason"] = finish_reason
+                                ? nlohmann::ordered_json(openai_finish_reason(*finish_reason))
+                                : nlohmann::ordered_json(nullptr);
+  chunk["choices"] = nlohmann::ordered_json::array({choice});
+  if (request.return_token_ids && first) chunk["prompt_token_ids"] = result.prompt_tokens;
+  return chunk;
+}
+
+nlohmann::ordered_json usage_chunk_json(const ServeRequest& request, const ServeResult& result) {
+  nlohmann::ordered_json chunk = header_json(request, result, /*chunk=*/true);
+  chunk["choices"] = nlohmann::ordered_json::array();
+  chunk["usage"] = usage_json(result);
+  return chunk;
+}
+
+std::string sse_event(const nlohmann::ordered_json& data) {
+  // Invalid UTF-8 (a model can emit a partial character at a stop) is replaced, never thrown.
+  return "data: " + data.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n\n";
+}
+
+std::string sse_done() { return "data: [DONE]\n\n"; }
+
+nlohmann::ordered_json error_json(const Status& status) {
+  const int http = http_status_for(status);
+  std::string code(status_code_name(status.code()));  // "invalid argument" -> "invalid_argument"
+  std::replace(code.begin(), code.end(), ' ', '_');
+  const char* type = http == 400   ? "invalid_request_error"
+                     : http == 404 ? "not_found_error"
+                     : http == 503 ? "server_busy_error"
+                                   : "server_error";
+  return {{"error", {{"message", status.message()}, {"type", type}, {"code", code}}}};
+}
+
+int http_status_for(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kOutOfRange:
+      return 400;
+    case StatusCode::kNotFound:
+      return 404;
+    case StatusCode::kResourceExhausted:
+    case StatusCode::kCancelled:
+      return 503;
+    default:
+      return 500;
+  }
+}
+
+}  // namespace cellm::app

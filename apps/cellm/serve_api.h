@@ -1,0 +1,92 @@
+// The OpenAI-compatible wire format of `cellm serve`: a request body to a ServeRequest (plain
+// data: the prompt as text, token ids or chat turns, and the GenConfig it asks for), and the
+// response bodies and server-sent events back.
+//
+// Pure functions over JSON text; no sockets, no tokenizer, no Runner (serve_http.h joins them).
+// What a request may say: the fields of OpenAI's /v1/completions and /v1/chat/completions that
+// cellm can honour, plus vLLM's top_k, min_p, repetition_penalty, ignore_eos and return_token_ids.
+// A field cellm cannot honour with a value that matters (n > 1, echo, logprobs, best_of > 1,
+// tools) is refused by name rather than ignored; fields that change nothing (user, metadata)
+// are ignored. Every refusal is InvalidArgument naming the field.
+// Who calls it: serve_http.cpp and the request fuzzer. Thread-safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "batching/gen_config.h"
+#include "cmd_text.h"
+#include "core/status.h"
+
+namespace cellm::app {
+
+enum class ServeEndpoint {
+  kCompletions,      // POST /v1/completions: "prompt"
+  kChatCompletions,  // POST /v1/chat/completions: "messages"
+};
+
+struct ServeRequest {
+  ServeEndpoint endpoint = ServeEndpoint::kCompletions;
+  std::string model;  // as asked; empty when not given
+  // The prompt: exactly one of these is set by the endpoint's field.
+  std::optional<std::string> prompt_text;  // completions, "prompt": "..."
+  std::vector<int32_t> prompt_tokens;      // completions, "prompt": [ids] (no BOS added)
+  std::vector<ChatTurn> messages;          // chat completions
+  // Tokens to generate; none: as many as the session's context leaves.
+  std::optional<int32_t> max_tokens;
+  // Sampling, penalties, stop strings, ignore_eos (use_default_stop_tokens off). The seed is
+  // in `seed`: none asks the server for a fresh one.
+  GenConfig config;
+  std::optional<uint64_t> seed;
+  bool stream = false;
+  bool stream_include_usage = false;  // stream_options.include_usage
+  bool return_token_ids = false;      // prompt_token_ids and each choice's token_ids
+};
+
+// The request in `body` for `endpoint`; InvalidArgument naming the field for anything else
+// (malformed JSON, a wrong type, a value out of range, an unsupported option).
+StatusOr<ServeRequest> parse_serve_request(std::string_view body, ServeEndpoint endpoint);
+
+// What one generation produced, for the response.
+struct ServeResult {
+  std::string id;  // "cmpl-..." or "chatcmpl-..."
+  int64_t created_s = 0;
+  std::string model;
+  std::string text;
+  FinishReason finish_reason = FinishReason::kFailed;
+  std::vector<int32_t> prompt_tokens;
+  std::vector<int32_t> tokens;
+};
+
+// OpenAI's finish_reason: "stop" (a stop token or string), "length", "cancelled".
+std::string_view openai_finish_reason(FinishReason reason);
+
+// The whole response of a request that did not stream.
+nlohmann::ordered_json completion_response_json(const ServeRequest& request,
+                                                const ServeResult& result);
+
+// One server-sent event's JSON: a text delta (and the token ids it came from, when asked), or,
+// with `finish_reason`, the last chunk. The chat endpoint's first chunk carries the role.
+nlohmann::ordered_json completion_chunk_json(const ServeRequest& request, const ServeResult& result,
+                                             std::string_view text_delta,
+                                             const std::vector<int32_t>& token_delta, bool first,
+                                             std::optional<FinishReason> finish_reason);
+
+// The chunk after the last one when stream_options.include_usage: no choices, the usage.
+nlohmann::ordered_json usage_chunk_json(const ServeRequest& request, const ServeResult& result);
+
+// "data: <json>\n\n"; sse_done() is "data: [DONE]\n\n".
+std::string sse_event(const nlohmann::ordered_json& data);
+std::string sse_done();
+
+// OpenAI's error body: {"error": {"message", "type", "code"}}, type from the status code.
+nlohmann::ordered_json error_json(const Status& status);
+// 400 for InvalidArgument and OutOfRange, 404 NotFound, 503 ResourceExhausted and Cancelled,
+// 500 otherwise.
+int http_status_for(const Status& status);
+
+}  // namespace cellm::app

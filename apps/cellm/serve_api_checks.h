@@ -1,0 +1,61 @@
+// The promises of parse_serve_request (serve_api.h), checked on any input: a refusal is
+// InvalidArgument with a message; an accepted request has the one prompt form of its endpoint, a
+// GenConfig validate_gen_config accepts, at most 16 non-empty stop strings, known roles, and its
+// response bodies and events serialize whatever bytes it holds. Shared by the fuzzer
+// (fuzz/serve_request_fuzz.cpp) and the fixed-seed mutation test CI runs under ASan+UBSan.
+// Header-only test support. Thread-safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "serve_api.h"
+
+namespace cellm::app::serve_testing {
+
+// "" when every promise holds for `body`, else what broke.
+inline std::string check_serve_parse(std::string_view body, ServeEndpoint endpoint) {
+  const StatusOr<ServeRequest> parsed = parse_serve_request(body, endpoint);
+  if (!parsed.ok()) {
+    if (parsed.status().code() != StatusCode::kInvalidArgument) {
+      return "a refusal that is not InvalidArgument: " + parsed.status().to_string();
+    }
+    return parsed.status().message().empty() ? "a refusal without a message" : "";
+  }
+  const ServeRequest& r = *parsed;
+  if (r.endpoint != endpoint) return "the endpoint changed";
+  if (endpoint == ServeEndpoint::kCompletions) {
+    if (r.prompt_text.has_value() == !r.prompt_tokens.empty()) return "not one prompt form";
+    if (!r.messages.empty()) return "a completion with messages";
+    for (const int32_t id : r.prompt_tokens) {
+      if (id < 0) return "a negative token id accepted";
+    }
+  } else {
+    if (r.messages.empty() || r.prompt_text || !r.prompt_tokens.empty()) return "chat prompt form";
+    for (const ChatTurn& t : r.messages) {
+      if (t.role != "system" && t.role != "user" && t.role != "assistant") {
+        return "role '" + t.role + "' accepted";
+      }
+    }
+  }
+  if (r.max_tokens && *r.max_tokens < 0) return "a negative max_tokens accepted";
+  if (const Status valid = validate_gen_config(r.config); !valid.ok()) {
+    return "an invalid GenConfig accepted: " + valid.to_string();
+  }
+  if (r.config.stop_strings.size() > 16) return "more than 16 stop strings accepted";
+  for (const std::string& s : r.config.stop_strings) {
+    if (s.empty()) return "an empty stop string accepted";
+  }
+  if (r.stream_include_usage && !r.stream) return "include_usage without stream";
+  ServeResult result;
+  result.text = r.prompt_text.value_or("");  // arbitrary bytes, maybe not UTF-8
+  result.prompt_tokens = r.prompt_tokens;
+  if (sse_event(completion_response_json(r, result)).empty() ||
+      sse_event(completion_chunk_json(r, result, result.text, {}, true, std::nullopt)).empty()) {
+    return "an empty event";
+  }
+  return "";
+}
+
+}  // namespace cellm::app::serve_testing

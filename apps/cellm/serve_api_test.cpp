@@ -1,0 +1,249 @@
+// serve_api: request bodies to ServeRequest (fields, defaults, refusals naming the field) and
+// the response bodies and events back, checked against OpenAI's documented shapes.
+#include "serve_api.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace cellm::app {
+namespace {
+
+using Json = nlohmann::json;
+
+ServeRequest parse_ok(const std::string& body,
+                      ServeEndpoint endpoint = ServeEndpoint::kCompletions) {
+  StatusOr<ServeRequest> request = parse_serve_request(body, endpoint);
+  EXPECT_TRUE(request.ok()) << body << ": " << request.status().to_string();
+  return request.ok() ? std::move(request).value() : ServeRequest{};
+}
+
+TEST(ServeApiTest, CompletionFieldsBecomeTheGenConfig) {
+  const ServeRequest r = parse_ok(R"({"model": "m", "prompt": "Once upon", "max_tokens": 7,
+      "temperature": 0.5, "top_p": 0.9, "top_k": 40, "min_p": 0.05, "seed": 12,
+      "presence_penalty": 0.5, "frequency_penalty": -0.5, "repetition_penalty": 1.1,
+      "stop": ["\n", "END"], "stream": true, "stream_options": {"include_usage": true},
+      "ignore_eos": true, "return_token_ids": true, "user": "ignored"})");
+  EXPECT_EQ(r.model, "m");
+  ASSERT_TRUE(r.prompt_text.has_value());
+  EXPECT_EQ(*r.prompt_text, "Once upon");
+  EXPECT_TRUE(r.prompt_tokens.empty());
+  EXPECT_EQ(r.max_tokens, 7);
+  EXPECT_FLOAT_EQ(r.config.sampling.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(r.config.sampling.top_p, 0.9f);
+  EXPECT_EQ(r.config.sampling.top_k, 40);
+  EXPECT_FLOAT_EQ(r.config.sampling.min_p, 0.05f);
+  EXPECT_FLOAT_EQ(r.config.sampling.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(r.config.sampling.frequency_penalty, -0.5f);
+  EXPECT_FLOAT_EQ(r.config.sampling.repetition_penalty, 1.1f);
+  EXPECT_EQ(r.seed, 12u);
+  EXPECT_EQ(r.config.stop_strings, (std::vector<std::string>{"\n", "END"}));
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.stream_include_usage);
+  EXPECT_FALSE(r.config.use_default_stop_tokens);
+  EXPECT_TRUE(r.return_token_ids);
+}
+
+TEST(ServeApiTest, AbsentFieldsTakeOpenAIsDefaults) {
+  const ServeRequest r = parse_ok(R"({"prompt": "hi"})");
+  EXPECT_FALSE(r.max_tokens.has_value()) << "none: the rest of the session's context";
+  EXPECT_FLOAT_EQ(r.config.sampling.temperature, 1.0f);
+  EXPECT_FLOAT_EQ(r.config.sampling.top_p, 1.0f);
+  EXPECT_EQ(r.config.sampling.top_k, 0);
+  EXPECT_FALSE(r.seed.has_value());
+  EXPECT_FALSE(r.stream);
+  EXPECT_TRUE(r.config.use_default_stop_tokens);
+  EXPECT_TRUE(r.config.stop_strings.empty());
+  EXPECT_FALSE(r.return_token_ids);
+}
+
+TEST(ServeApiTest, TokenIdPromptsAreTakenAsGivenAndAListOfOnePromptIsThatPrompt) {
+  EXPECT_EQ(parse_ok(R"({"prompt": [1, 403, 407]})").prompt_tokens,
+            (std::vector<int32_t>{1, 403, 407}));
+  EXPECT_EQ(parse_ok(R"({"prompt": [[5, 6]]})").prompt_tokens, (std::vector<int32_t>{5, 6}));
+  const ServeRequest one = parse_ok(R"({"prompt": ["text"]})");
+  ASSERT_TRUE(one.prompt_text.has_value());
+  EXPECT_EQ(*one.prompt_text, "text");
+  EXPECT_EQ(parse_ok(R"({"prompt": "x", "max_tokens": 3.0, "top_k": -1})").max_tokens, 3);
+}
+
+TEST(ServeApiTest, ChatMessagesKeepTheirRolesAndTextParts) {
+  const ServeRequest r = parse_ok(R"({"messages": [
+      {"role": "developer", "content": "Be brief."},
+      {"role": "user", "content": [{"type": "text", "text": "Hello, "},
+                                   {"type": "text", "text": "there"}]},
+      {"role": "assistant", "content": "Hi."},
+      {"role": "user", "content": "Again"}], "max_completion_tokens": 9})",
+                                  ServeEndpoint::kChatCompletions);
+  ASSERT_EQ(r.messages.size(), 4u);
+  EXPECT_EQ(r.messages[0].role, "system") << "OpenAI's developer role is the system message";
+  EXPECT_EQ(r.messages[1].content, "Hello, there");
+  EXPECT_EQ(r.messages[2].role, "assistant");
+  EXPECT_EQ(r.messages[3].content, "Again");
+  EXPECT_EQ(r.max_tokens, 9);
+  EXPECT_FALSE(r.prompt_text.has_value());
+}
+
+TEST(ServeApiTest, LogitBiasOfMinusOneHundredBansTheToken) {
+  const ServeRequest r = parse_ok(R"({"prompt": "x", "logit_bias": {"13": -100, "42": 2.5}})");
+  ASSERT_EQ(r.config.sampling.logit_bias.size(), 2u);
+  for (const LogitBias& b : r.config.sampling.logit_bias) {
+    if (b.token == 13) {
+      EXPECT_TRUE(std::isinf(b.bias) && b.bias < 0);
+    } else {
+      EXPECT_EQ(b.token, 42);
+      EXPECT_FLOAT_EQ(b.bias, 2.5f);
+    }
+  }
+}
+
+TEST(ServeApiTest, EveryRefusalNamesItsField) {
+  struct Case {
+    std::string body;
+    std::string expected;  // a part of the message
+    ServeEndpoint endpoint = ServeEndpoint::kCompletions;
+  };
+  const std::vector<Case> cases = {
+      {"{", "not valid JSON"},
+      {"[1, 2]", "JSON object"},
+      {"{}", "\"prompt\" is missing"},
+      {R"({"prompt": 5})", "\"prompt\""},
+      {R"({"prompt": []})", "\"prompt\" is an empty list"},
+      {R"({"prompt": ["a", "b"]})", "several prompts"},
+      {R"({"prompt": [1, -2]})", "\"prompt\""},
+      {R"({"prompt": [1, 1.5]})", "\"prompt\" must be an integer"},
+      {R"({"prompt": "x", "max_tokens": -1})", "\"max_tokens\" is -1"},
+      {R"({"prompt": "x", "max_tokens": "9"})", "\"max_tokens\" must be an integer"},
+      {R"({"prompt": "x", "max_tokens": 1e300})", "\"max_tokens\""},
+      {R"({"prompt": "x", "temperature": 3})", "\"temperature\" is 3"},
+      {R"({"prompt": "x", "temperature": "hot"})", "\"temperature\" must be a number"},
+      {R"({"prompt": "x", "top_p": 1.5})", "top_p"},
+      {R"({"prompt": "x", "top_k": -2})", "\"top_k\""},
+      {R"({"prompt": "x", "presence_penalty": 3})", "\"presence_penalty\""},
+      {R"({"prompt": "x", "stop": ""})", "\"stop\" holds an empty string"},
+      {R"({"prompt": "x", "stop": 7})", "\"stop\""},
+      {R"({"prompt": "x", "stop": ["a", 1]})", "\"stop\" must be a string"},
+      {R"({"prompt": "x", "logit_bias": {"abc": 1}})", "\"logit_bias\" key 'abc'"},
+      {R"({"prompt": "x", "logit_bias": {"3": 101}})", "\"logit_bias\" value 101"},
+      {R"({"prompt": "x", "seed": "s"})", "\"seed\""},
+      {R"({"prompt": "x", "stream": 1})", "\"stream\" must be true or false"},
+      {R"({"prompt": "x", "stream_options": {"include_usage": true}})", "needs \"stream\""},
+      {R"({"prompt": "x", "n": 2})", "\"n\" must be 1"},
+      {R"({"prompt": "x", "best_of": 3})", "\"best_of\""},
+      {R"({"prompt": "x", "echo": true})", "\"echo\""},
+      {R"({"prompt": "x", "logprobs": 2})", "\"logprobs\""},
+      {R"({"prompt": "x", "suffix": "s"})", "\"suffix\""},
+      {R"({"model": 3, "prompt": "x"})", "\"model\""},
+      {"{}", "\"messages\" is missing", ServeEndpoint::kChatCompletions},
+      {R"({"messages": []})", "\"messages\"", ServeEndpoint::kChatCompletions},
+      {R"({"messages": [{"role": "tool", "content": "x"}]})", "'tool'",
+       ServeEndpoint::kChatCompletions},
+      {R"({"messages": [{"role": "user"}]})", "\"content\"", ServeEndpoint::kChatCompletions},
+      {R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", "only text",
+       ServeEndpoint::kChatCompletions},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})",
+       "\"tools\"", ServeEndpoint::kChatCompletions},
+      {R"({"messages": [{"role": "user", "content": "x"}],
+           "response_format": {"type": "json_object"}})",
+       "\"response_format\"", ServeEndpoint::kChatCompletions},
+  };
+  for (const Case& c : cases) {
+    const StatusOr<ServeRequest> r = parse_serve_request(c.body, c.endpoint);
+    ASSERT_FALSE(r.ok()) << c.body;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << c.body;
+    EXPECT_NE(r.status().message().find(c.expected), std::string::npos)
+        << c.body << " -> " << r.status().message();
+  }
+}
+
+TEST(ServeApiTest, DefaultValuedUnsupportedOptionsAreAccepted) {
+  parse_ok(R"({"prompt": "x", "n": 1, "best_of": 1, "echo": false, "logprobs": null,
+               "tools": [], "response_format": {"type": "text"}})");
+}
+
+ServeResult sample_result() {
+  ServeResult result;
+  result.id = "cmpl-1";
+  result.created_s = 1700000000;
+  result.model = "stories";
+  result.text = " there was";
+  result.finish_reason = FinishReason::kNewTokenLimit;
+  result.prompt_tokens = {1, 403, 407};
+  result.tokens = {432, 383};
+  return result;
+}
+
+TEST(ServeApiTest, ACompletionResponseHasTheChoiceAndUsage) {
+  ServeRequest request = parse_ok(R"({"prompt": "x", "return_token_ids": true})");
+  const nlohmann::ordered_json r = completion_response_json(request, sample_result());
+  EXPECT_EQ(r["object"], "text_completion");
+  EXPECT_EQ(r["id"], "cmpl-1");
+  EXPECT_EQ(r["model"], "stories");
+  ASSERT_EQ(r["choices"].size(), 1u);
+  EXPECT_EQ(r["choices"][0]["text"], " there was");
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(r["choices"][0]["token_ids"], Json({432, 383}));
+  EXPECT_EQ(r["prompt_token_ids"], Json({1, 403, 407}));
+  EXPECT_EQ(r["usage"]["prompt_tokens"], 3);
+  EXPECT_EQ(r["usage"]["completion_tokens"], 2);
+  EXPECT_EQ(r["usage"]["total_tokens"], 5);
+
+  request.return_token_ids = false;
+  EXPECT_FALSE(
+      completion_response_json(request, sample_result())["choices"][0].contains("token_ids"));
+}
+
+TEST(ServeApiTest, AChatResponseCarriesTheAssistantMessage) {
+  const ServeRequest request = parse_ok(R"({"messages": [{"role": "user", "content": "x"}]})",
+                                        ServeEndpoint::kChatCompletions);
+  ServeResult result = sample_result();
+  result.finish_reason = FinishReason::kStopToken;
+  const nlohmann::ordered_json r = completion_response_json(request, result);
+  EXPECT_EQ(r["object"], "chat.completion");
+  EXPECT_EQ(r["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(r["choices"][0]["message"]["content"], " there was");
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
+}
+
+TEST(ServeApiTest, StreamChunksFrameTheDeltasAndTheEnd) {
+  const ServeRequest chat =
+      parse_ok(R"({"messages": [{"role": "user", "content": "x"}], "stream": true})",
+               ServeEndpoint::kChatCompletions);
+  const ServeResult result = sample_result();
+  const nlohmann::ordered_json first = completion_chunk_json(chat, result, "", {}, true, {});
+  EXPECT_EQ(first["object"], "chat.completion.chunk");
+  EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_TRUE(first["choices"][0]["finish_reason"].is_null());
+  const nlohmann::ordered_json middle =
+      completion_chunk_json(chat, result, " there", {432}, false, {});
+  EXPECT_FALSE(middle["choices"][0]["delta"].contains("role"));
+  EXPECT_EQ(middle["choices"][0]["delta"]["content"], " there");
+  const nlohmann::ordered_json last =
+      completion_chunk_json(chat, result, "", {}, false, FinishReason::kStopString);
+  EXPECT_EQ(last["choices"][0]["finish_reason"], "stop");
+  EXPECT_TRUE(usage_chunk_json(chat, result)["choices"].empty());
+  EXPECT_EQ(usage_chunk_json(chat, result)["usage"]["total_tokens"], 5);
+
+  const std::string event = sse_event({{"a", 1}});
+  EXPECT_EQ(event, "data: {\"a\":1}\n\n");
+  EXPECT_EQ(sse_done(), "data: [DONE]\n\n");
+  // A partial UTF-8 character (a stop can cut one) is replaced, not thrown.
+  EXPECT_NE(sse_event({{"text", std::string("\xe2\x82")}}).find("data: "), std::string::npos);
+}
+
+TEST(ServeApiTest, StatusesMapToHttpCodesAndOpenAIErrorBodies) {
+  EXPECT_EQ(http_status_for(invalid_argument("x")), 400);
+  EXPECT_EQ(http_status_for(not_found("x")), 404);
+  EXPECT_EQ(http_status_for(cancelled("x")), 503);
+  EXPECT_EQ(http_status_for(internal_error("x")), 500);
+  const nlohmann::ordered_json e = error_json(invalid_argument("\"n\" must be 1"));
+  EXPECT_EQ(e["error"]["message"], "\"n\" must be 1");
+  EXPECT_EQ(e["error"]["type"], "invalid_request_error");
+  EXPECT_EQ(e["error"]["code"], "invalid_argument");
+  EXPECT_EQ(openai_finish_reason(FinishReason::kCancelled), "cancelled");
+}
+
+}  // namespace
+}  // namespace cellm::app

@@ -1,0 +1,370 @@
+// HttpServer end to end: stories260K on the CPU behind a server on a free local port, driven by
+// real HTTP connections (cpp-httplib's client). Greedy completions equal the independent
+// reference tokens whole, streamed and under concurrency; bad requests get clear errors and the
+// server goes on; a client that goes away cancels its generation; stop() ends everything.
+#include "serve_http.h"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cmd_engine.h"
+#include "cmd_text.h"
+#include "gguf/gguf_file.h"
+#include "gguf/gguf_writer.h"
+#include "test_models.h"
+
+namespace cellm::app {
+namespace {
+
+using Json = nlohmann::json;
+using namespace std::chrono_literals;
+
+Json reference_cases() {
+  std::ifstream file(testing::test_model_path("reference/stories260K-greedy.json"));
+  return Json::parse(file).at("cases");
+}
+
+// One model, runner and server on a free port, serving on its own thread.
+class Served {
+ public:
+  explicit Served(int32_t max_concurrent = 8,
+                  const std::string& model = testing::test_model_path("stories260K.gguf")) {
+    EngineFlags flags;
+    flags.backend = "cpu";
+    flags.num_threads = 2;
+    flags.max_sessions = 16;
+    StatusOr<Engine> engine = load_engine(model, flags);
+    EXPECT_TRUE(engine.ok()) << engine.status().to_string();
+    engine_ = std::move(engine).value();
+    codec_ = std::make_unique<TextCodec>(TextCodec::from_program(*engine_.program));
+    RunnerOptions options;
+    options.default_stop_tokens = codec_->stop_token_ids();
+    options.text_streams = codec_->text_streams();
+    runner_ = std::make_unique<Runner>(*engine_.executor, DecodeFirstScheduler(engine_.scheduler),
+                                       options);
+    ServeOptions serve_options;
+    serve_options.model_name = "stories";
+    serve_options.max_concurrent_generations = max_concurrent;
+    server_ = std::make_unique<HttpServer>(*runner_, *codec_, engine_.limits, serve_options);
+    StatusOr<int> port = server_->bind("127.0.0.1", 0);
+    EXPECT_TRUE(port.ok()) << port.status().to_string();
+    port_ = port.ok() ? *port : 0;
+    thread_ = std::thread([this] { served_ = server_->serve(); });
+  }
+  ~Served() {
+    server_->stop();
+    thread_.join();
+    EXPECT_TRUE(served_.ok()) << served_.to_string();
+    runner_->shutdown();
+  }
+
+  int port() const { return port_; }
+  HttpServer& server() { return *server_; }
+  const Engine& engine() const { return engine_; }
+  const TextCodec& codec() const { return *codec_; }
+  httplib::Client client() const {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(120, 0);
+    return c;
+  }
+
+ private:
+  Engine engine_;
+  std::unique_ptr<TextCodec> codec_;
+  std::unique_ptr<Runner> runner_;
+  std::unique_ptr<HttpServer> server_;
+  int port_ = 0;
+  std::thread thread_;
+  Status served_;
+};
+
+struct Reply {
+  int status = -1;
+  Json body;
+};
+
+Reply post(const Served& served, const std::string& path, const Json& body) {
+  httplib::Client client = served.client();
+  httplib::Result result = client.Post(path, body.dump(), "application/json");
+  if (!result) return {};
+  Reply reply{result->status, Json::parse(result->body, nullptr, false)};
+  return reply;
+}
+
+Reply get(const Served& served, const std::string& path) {
+  httplib::Client client = served.client();
+  httplib::Result result = client.Get(path);
+  if (!result) return {};
+  return {result->status, Json::parse(result->body, nullptr, false)};
+}
+
+Json greedy_request(const Json& reference_case, int max_tokens) {
+  return {{"prompt", reference_case.at("prompt")},
+          {"max_tokens", max_tokens},
+          {"temperature", 0},
+          {"return_token_ids", true}};
+}
+
+std::vector<int32_t> head(const Json& tokens, size_t n) {
+  std::vector<int32_t> all = tokens.get<std::vector<int32_t>>();
+  all.resize(std::min(n, all.size()));
+  return all;
+}
+
+// The "data: " payloads of a server-sent event stream, in order.
+std::vector<std::string> sse_payloads(const std::string& stream) {
+  std::vector<std::string> payloads;
+  size_t at = 0;
+  while ((at = stream.find("data: ", at)) != std::string::npos) {
+    const size_t end = stream.find("\n\n", at);
+    if (end == std::string::npos) break;
+    payloads.push_back(stream.substr(at + 6, end - at - 6));
+    at = end + 2;
+  }
+  return payloads;
+}
+
+TEST(ServeHttpTest, GreedyCompletionsEqualTheReferenceTokens) {
+  Served served;
+  const Json cases = reference_cases();
+  for (const Json& c : cases) {
+    const Reply r = post(served, "/v1/completions", greedy_request(c, 128));
+    ASSERT_EQ(r.status, 200) << r.body.dump();
+    EXPECT_EQ(r.body.at("object"), "text_completion");
+    EXPECT_EQ(r.body.at("model"), "stories");
+    EXPECT_EQ(r.body.at("prompt_token_ids"), c.at("prompt_tokens"));
+    const Json& choice = r.body.at("choices").at(0);
+    EXPECT_EQ(choice.at("token_ids"), c.at("generated_tokens")) << c.at("prompt");
+    EXPECT_EQ(choice.at("text"), c.at("text"));
+    EXPECT_EQ(choice.at("finish_reason"), c.at("stopped_at_eos") ? "stop" : "length");
+    EXPECT_EQ(r.body.at("usage").at("completion_tokens"), c.at("generated_tokens").size());
+  }
+  // Token ids are taken as given (no BOS added): the reference's own ids give its tokens.
+  Json by_ids = greedy_request(cases[1], 20);
+  by_ids["prompt"] = cases[1].at("prompt_tokens");
+  const Reply r = post(served, "/v1/completions", by_ids);
+  ASSERT_EQ(r.status, 200) << r.body.dump();
+  EXPECT_EQ(r.body.at("choices").at(0).at("token_ids").get<std::vector<int32_t>>(),
+            head(cases[1].at("generated_tokens"), 20));
+}
+
+TEST(ServeHttpTest, ConcurrentRequestsEachGetTheirSoloTokensThroughTwoSlots) {
+  Served served(/*max_concurrent=*/2);
+  const Json cases = reference_cases();
+  constexpr int kRequests = 6;
+  std::vector<Reply> replies(kRequests);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kRequests; ++i) {
+    threads.emplace_back([&, i] {
+      replies[i] = post(served, "/v1/completions", greedy_request(cases[i % 3], 24 + 8 * i));
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int i = 0; i < kRequests; ++i) {
+    ASSERT_EQ(replies[i].status, 200) << i << ": " << replies[i].body.dump();
+    EXPECT_EQ(replies[i].body.at("choices").at(0).at("token_ids").get<std::vector<int32_t>>(),
+              head(cases[i % 3].at("generated_tokens"), 24 + 8 * i))
+        << "request " << i;
+  }
+  const Reply metrics = get(served, "/metrics");
+  ASSERT_EQ(metrics.status, 200);
+  EXPECT_EQ(metrics.body.at("server").at("requests"), kRequests);
+  EXPECT_EQ(metrics.body.at("server").at("running_generations"), 0);
+}
+
+TEST(ServeHttpTest, AStreamedCompletionSendsTheSameTextInEvents) {
+  Served served;
+  const Json c = reference_cases()[0];
+  Json request = greedy_request(c, 64);
+  request["stream"] = true;
+  request["stream_options"] = {{"include_usage", true}};
+  httplib::Client client = served.client();
+  httplib::Result result = client.Post("/v1/completions", request.dump(), "application/json");
+  ASSERT_TRUE(result);
+  ASSERT_EQ(result->status, 200);
+  EXPECT_NE(result->get_header_value("Content-Type").find("text/event-stream"), std::string::npos);
+  const std::vector<std::string> payloads = sse_payloads(result->body);
+  ASSERT_GE(payloads.size(), 3u);
+  EXPECT_EQ(payloads.back(), "[DONE]");
+  std::string text;
+  std::vector<int32_t> tokens;
+  std::string finish_reason;
+  for (size_t i = 0; i + 1 < payloads.size(); ++i) {
+    const Json event = Json::parse(payloads[i]);
+    if (event.at("choices").empty()) {  // the usage chunk
+      EXPECT_EQ(event.at("usage").at("completion_tokens"), 64);
+      continue;
+    }
+    const Json& choice = event.at("choices").at(0);
+    text += choice.at("text").get<std::string>();
+    for (const int32_t id : choice.at("token_ids")) tokens.push_back(id);
+    if (!choice.at("finish_reason").is_null()) finish_reason = choice.at("finish_reason");
+  }
+  EXPECT_EQ(tokens, head(c.at("generated_tokens"), 64));
+  EXPECT_EQ(finish_reason, "length");
+  const Reply whole = post(served, "/v1/completions", greedy_request(c, 64));
+  EXPECT_EQ(text, whole.body.at("choices").at(0).at("text")) << "streamed text = whole text";
+}
+
+TEST(ServeHttpTest, BadRequestsGetClearErrorsAndTheServerGoesOn) {
+  Served served;
+  const int32_t context = served.engine().limits.max_session_tokens;
+  struct Case {
+    std::string path;
+    std::string body;
+    int status;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {"/v1/completions", "{not json", 400, "not valid JSON"},
+      {"/v1/completions", R"({"prompt": "x", "n": 3})", 400, "\"n\""},
+      {"/v1/completions", R"({"prompt": [1, 512]})", 400, "outside the vocabulary"},
+      {"/v1/completions", Json{{"prompt", std::vector<int32_t>(context, 5)}}.dump(), 400,
+       "a session holds at most"},
+      {"/v1/completions", Json{{"prompt", "Once"}, {"max_tokens", context}}.dump(), 400,
+       "max_tokens is"},
+      {"/v1/completions", R"({"model": "gpt-4", "prompt": "x"})", 404, "'gpt-4' is not served"},
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi"}]})", 400,
+       "chat template"},
+      {"/v1/nothing", "{}", 404, "no route"},
+  };
+  for (const Case& c : cases) {
+    httplib::Client client = served.client();
+    httplib::Result result = client.Post(c.path, c.body, "application/json");
+    ASSERT_TRUE(result) << c.body;
+    EXPECT_EQ(result->status, c.status) << c.body << " -> " << result->body;
+    const Json body = Json::parse(result->body, nullptr, false);
+    ASSERT_TRUE(body.is_object()) << result->body;
+    const std::string message = body.at("error").at("message");
+    EXPECT_NE(message.find(c.expected), std::string::npos) << c.body << " -> " << message;
+  }
+  const Reply ok = post(served, "/v1/completions", greedy_request(reference_cases()[2], 8));
+  ASSERT_EQ(ok.status, 200) << ok.body.dump();
+  EXPECT_EQ(ok.body.at("choices").at(0).at("token_ids").get<std::vector<int32_t>>(),
+            head(reference_cases()[2].at("generated_tokens"), 8));
+  const Reply health = get(served, "/health");
+  EXPECT_EQ(health.status, 200);
+  EXPECT_EQ(health.body.at("status"), "ok");
+  const Reply models = get(served, "/v1/models");
+  ASSERT_EQ(models.status, 200);
+  EXPECT_EQ(models.body.at("data").at(0).at("id"), "stories");
+  EXPECT_EQ(models.body.at("data").at(0).at("max_model_len"), context);
+}
+
+TEST(ServeHttpTest, AClientThatGoesAwayCancelsItsGeneration) {
+  Served served;
+  const int32_t context = served.engine().limits.max_session_tokens;
+  Json body = {
+      {"prompt", "Once upon a time"}, {"stream", true}, {"ignore_eos", true}, {"temperature", 0}};
+  httplib::Request request;
+  request.method = "POST";
+  request.path = "/v1/completions";
+  request.body = body.dump();
+  request.set_header("Content-Type", "application/json");
+  int events = 0;
+  request.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
+    return ++events < 3;  // hang up after a few events
+  };
+  httplib::Client client = served.client();
+  client.send(request);  // ends with an error: the receiver stopped it
+  EXPECT_GE(events, 3);
+
+  // The engine ends it as cancelled well before the context is full.
+  Json engine;
+  for (int i = 0; i < 200; ++i) {
+    engine = get(served, "/metrics").body.at("engine");
+    if (engine.at("finished").at("cancelled") == 1) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_EQ(engine.at("finished").at("cancelled"), 1) << engine.dump();
+  EXPECT_LT(engine.at("generated_tokens").get<int64_t>(), context - 8);
+  const Reply after = post(served, "/v1/completions", greedy_request(reference_cases()[0], 4));
+  EXPECT_EQ(after.status, 200) << "the server goes on";
+}
+
+TEST(ServeHttpTest, StopEndsAStreamingRequestAndServeReturns) {
+  auto served = std::make_unique<Served>();
+  std::string received;
+  std::thread client_thread([&] {
+    httplib::Client client = served->client();
+    const Json body = {{"prompt", "Once"}, {"stream", true}, {"ignore_eos", true}};
+    httplib::Request request;
+    request.method = "POST";
+    request.path = "/v1/completions";
+    request.body = body.dump();
+    request.set_header("Content-Type", "application/json");
+    request.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
+      received.append(data, size);
+      return true;
+    };
+    client.send(request);
+  });
+  for (int i = 0; i < 200 && received.find("data: ") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(20ms);
+  }
+  served.reset();  // stop(), serve() returns, the runner shuts down
+  client_thread.join();
+  EXPECT_NE(received.find("data: "), std::string::npos) << "it was streaming";
+}
+
+// stories260K with a Llama-2 chat template added (no test model carries one), written once into
+// the test's temporary folder. Its vocabulary has Llama-2's <s> and </s>.
+std::string stories_with_chat_template() {
+  const std::string path = ::testing::TempDir() + "/stories260K-llama2-chat.gguf";
+  StatusOr<GgufFile> file = GgufFile::open(testing::test_model_path("stories260K.gguf"));
+  EXPECT_TRUE(file.ok()) << file.status().to_string();
+  GgufWriter writer;
+  for (const auto& [key, value] : file->metadata())
+    EXPECT_TRUE(writer.add_metadata(key, value).ok());
+  // The markers Meta's Llama-2 chat template holds ([INST], <<SYS>>); detection needs only them.
+  EXPECT_TRUE(writer
+                  .add_metadata("tokenizer.chat_template",
+                                GgufValue::string("{{ bos_token + '[INST] ' + '<<SYS>>\\n' + "
+                                                  "content + ' [/INST]' }}"))
+                  .ok());
+  for (const GgufTensorInfo& t : file->tensors()) {
+    EXPECT_TRUE(writer.add_tensor(t.name, t.type, t.dims, file->tensor_data(t)).ok());
+  }
+  const Status written = writer.write_file(path);
+  EXPECT_TRUE(written.ok()) << written.to_string();
+  return path;
+}
+
+TEST(ServeHttpTest, AChatCompletionIsTheConversationsTokensGreedy) {
+  Served served(8, stories_with_chat_template());
+  const std::vector<ChatTurn> turns = {{"system", "You are terse."}, {"user", "Hello there"}};
+  StatusOr<std::vector<int32_t>> ids = served.codec().encode_conversation(turns);
+  ASSERT_TRUE(ids.ok()) << ids.status().to_string();
+  const Json chat = {{"messages",
+                      {{{"role", "system"}, {"content", "You are terse."}},
+                       {{"role", "user"}, {"content", "Hello there"}}}},
+                     {"max_tokens", 12},
+                     {"temperature", 0},
+                     {"ignore_eos", true},
+                     {"return_token_ids", true}};
+  const Reply r = post(served, "/v1/chat/completions", chat);
+  ASSERT_EQ(r.status, 200) << r.body.dump();
+  EXPECT_EQ(r.body.at("object"), "chat.completion");
+  EXPECT_EQ(r.body.at("choices").at(0).at("message").at("role"), "assistant");
+  EXPECT_EQ(r.body.at("prompt_token_ids").get<std::vector<int32_t>>(), *ids);
+  // The same ids as a plain completion give the same tokens.
+  const Json plain = {{"prompt", *ids},
+                      {"max_tokens", 12},
+                      {"temperature", 0},
+                      {"ignore_eos", true},
+                      {"return_token_ids", true}};
+  const Reply p = post(served, "/v1/completions", plain);
+  ASSERT_EQ(p.status, 200) << p.body.dump();
+  EXPECT_EQ(r.body.at("choices").at(0).at("token_ids"), p.body.at("choices").at(0).at("token_ids"));
+  EXPECT_EQ(r.body.at("choices").at(0).at("token_ids").size(), 12u);
+}
+
+}  // namespace
+}  // namespace cellm::app
