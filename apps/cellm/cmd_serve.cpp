@@ -9,6 +9,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -34,6 +35,7 @@ struct ServeFlags {
   std::string model_name;  // empty: the model file's name without its extension
   int32_t max_concurrent = kUnset;
   bool no_prefix_reuse = false;
+  std::string api_key;  // empty: none
   EngineFlags engine;
 };
 
@@ -93,14 +95,16 @@ int serve_command(const ServeFlags& f) {
       f.model_name.empty() ? std::filesystem::path(f.model).stem().string() : f.model_name;
   options.max_concurrent_generations =
       f.max_concurrent != kUnset ? f.max_concurrent : std::min<int32_t>(max_sessions, 256);
+  options.api_key = f.api_key;
   HttpServer server(runner, codec, engine->limits, options);
   StatusOr<int> port = server.bind(f.host, f.port);
   if (!port.ok()) return report_error(port.status(), kFailure);
   std::cout << fmt::format(
                    "cellm serve: listening on http://{}:{} (model '{}', backend {}: {}, {} "
-                   "generations at once, {} positions per session)",
+                   "generations at once, {} positions per session{})",
                    f.host, *port, options.model_name, engine->backend, engine->backend_detail,
-                   options.max_concurrent_generations, engine->limits.max_session_tokens)
+                   options.max_concurrent_generations, engine->limits.max_session_tokens,
+                   options.api_key.empty() ? "" : ", API key required")
             << std::endl;
 
   std::thread signal_thread([&server, stop_signals] {
@@ -143,6 +147,10 @@ void add_serve_command(CLI::App& app, CommandResult& result) {
                 "most 256)");
   c->add_flag("--no-prefix-reuse", f->no_prefix_reuse,
               "Compute every prompt in full, even where another session's cells hold its start");
+  if (const char* key = std::getenv("CELLM_API_KEY")) f->api_key = key;
+  c->add_option("--api-key", f->api_key,
+                "Require \"Authorization: Bearer KEY\" on every route but /health (default: "
+                "$CELLM_API_KEY; none when empty)");
   add_engine_flags(*c, f->engine);
   c->callback([f, &result] { result.exit_code = serve_command(*f); });
 }

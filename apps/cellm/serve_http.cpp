@@ -13,9 +13,9 @@
 #include <random>
 #include <thread>
 
-#include "cmd_run_report.h"
 #include "core/check.h"
 #include "serve_api.h"
+#include "serve_metrics.h"
 
 namespace cellm::app {
 namespace {
@@ -328,20 +328,43 @@ struct HttpServer::Impl {
     return true;
   }
 
-  nlohmann::ordered_json metrics_json() {
-    nlohmann::ordered_json server_json;
+  ServerCounters counters() {
+    ServerCounters c;
     {
       std::lock_guard<std::mutex> lock(mutex);
-      server_json = {{"running_generations", num_running},
-                     {"queued_requests", num_queued},
-                     {"max_concurrent_generations", options.max_concurrent_generations}};
+      c.running_generations = num_running;
+      c.queued_requests = num_queued;
     }
-    server_json["requests"] = num_requests.load();
-    server_json["rejected_requests"] = num_rejected.load();
-    return {{"server", server_json}, {"engine", engine_metrics_json(runner.metrics())}};
+    c.max_concurrent_generations = options.max_concurrent_generations;
+    c.requests = static_cast<int64_t>(num_requests.load());
+    c.rejected_requests = static_cast<int64_t>(num_rejected.load());
+    return c;
+  }
+
+  // With an API key, every route but /health needs "Authorization: Bearer <key>" (compared in
+  // time independent of where it differs).
+  bool authorized(const httplib::Request& req) const {
+    if (options.api_key.empty() || req.path == "/health") return true;
+    const std::string expected = "Bearer " + options.api_key;
+    const std::string given = req.get_header_value("Authorization");
+    unsigned char differ = given.size() == expected.size() ? 0 : 1;
+    for (size_t i = 0; i < expected.size(); ++i) {
+      differ |= static_cast<unsigned char>(expected[i] ^ (i < given.size() ? given[i] : 0));
+    }
+    return differ == 0;
   }
 
   void add_routes() {
+    server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (authorized(req)) return httplib::Server::HandlerResponse::Unhandled;
+      res.set_header("WWW-Authenticate", "Bearer");
+      reply_json(res, 401,
+                 {{"error",
+                   {{"message", "a missing or wrong API key: send \"Authorization: Bearer <key>\""},
+                    {"type", "authentication_error"},
+                    {"code", "unauthenticated"}}}});
+      return httplib::Server::HandlerResponse::Handled;
+    });
     server.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
       handle_generation(req, res, ServeEndpoint::kCompletions);
     });
@@ -362,7 +385,11 @@ struct HttpServer::Impl {
       reply_json(res, down ? 503 : 200, {{"status", down ? "stopping" : "ok"}});
     });
     server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-      reply_json(res, 200, metrics_json());
+      res.set_content(prometheus_metrics(counters(), runner.metrics()),
+                      "text/plain; version=0.0.4; charset=utf-8");
+    });
+    server.Get("/metrics.json", [this](const httplib::Request&, httplib::Response& res) {
+      reply_json(res, 200, metrics_json(counters(), runner.metrics()));
     });
     server.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;  // a handler's own error body

@@ -1,5 +1,6 @@
 // HttpServer: `cellm serve`'s HTTP front over one Runner — OpenAI-compatible completions and chat
-// completions (whole or streamed as server-sent events), the model list, health and metrics.
+// completions (whole or streamed as server-sent events), the model list, health, and metrics
+// (GET /metrics in Prometheus' text format, GET /metrics.json).
 //
 // Each generation request gets its own Runner session (opened for it, closed when it ends, so
 // prefix reuse sees it as a retained prefix) and waits for a free generation slot first: at most
@@ -30,7 +31,8 @@ struct ServeOptions {
   // Connections served at once beyond the generations (health, metrics, queued requests).
   int32_t extra_threads = 16;
   size_t max_body_bytes = 16u << 20;
-  int32_t max_queued_requests = 1024;  // beyond this a generation request gets 503 at once
+  // Not empty: every route but /health needs "Authorization: Bearer <api_key>" (401 otherwise).
+  std::string api_key;
 };
 
 class HttpServer {

@@ -7,10 +7,12 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -35,7 +37,8 @@ Json reference_cases() {
 class Served {
  public:
   explicit Served(int32_t max_concurrent = 8,
-                  const std::string& model = testing::test_model_path("stories260K.gguf")) {
+                  const std::string& model = testing::test_model_path("stories260K.gguf"),
+                  const std::string& api_key = "") {
     EngineFlags flags;
     flags.backend = "cpu";
     flags.num_threads = 2;
@@ -52,6 +55,7 @@ class Served {
     ServeOptions serve_options;
     serve_options.model_name = "stories";
     serve_options.max_concurrent_generations = max_concurrent;
+    serve_options.api_key = api_key;
     server_ = std::make_unique<HttpServer>(*runner_, *codec_, engine_.limits, serve_options);
     StatusOr<int> port = server_->bind("127.0.0.1", 0);
     EXPECT_TRUE(port.ok()) << port.status().to_string();
@@ -173,10 +177,22 @@ TEST(ServeHttpTest, ConcurrentRequestsEachGetTheirSoloTokensThroughTwoSlots) {
               head(cases[i % 3].at("generated_tokens"), 24 + 8 * i))
         << "request " << i;
   }
-  const Reply metrics = get(served, "/metrics");
+  const Reply metrics = get(served, "/metrics.json");
   ASSERT_EQ(metrics.status, 200);
   EXPECT_EQ(metrics.body.at("server").at("requests"), kRequests);
   EXPECT_EQ(metrics.body.at("server").at("running_generations"), 0);
+  // The same counters in Prometheus' text format.
+  httplib::Client client = served.client();
+  httplib::Result text = client.Get("/metrics");
+  ASSERT_TRUE(text);
+  EXPECT_EQ(text->status, 200);
+  EXPECT_NE(text->body.find("\ncellm_requests_total 6\n"), std::string::npos) << text->body;
+  EXPECT_NE(text->body.find("# TYPE cellm_time_to_first_token_seconds summary"), std::string::npos);
+  int64_t generated = 0;
+  for (int i = 0; i < kRequests; ++i) generated += 24 + 8 * i;
+  EXPECT_NE(text->body.find("\ncellm_generated_tokens_total " + std::to_string(generated) + "\n"),
+            std::string::npos)
+      << text->body;
 }
 
 TEST(ServeHttpTest, AStreamedCompletionSendsTheSameTextInEvents) {
@@ -279,7 +295,7 @@ TEST(ServeHttpTest, AClientThatGoesAwayCancelsItsGeneration) {
   // The engine ends it as cancelled well before the context is full.
   Json engine;
   for (int i = 0; i < 200; ++i) {
-    engine = get(served, "/metrics").body.at("engine");
+    engine = get(served, "/metrics.json").body.at("engine");
     if (engine.at("finished").at("cancelled") == 1) break;
     std::this_thread::sleep_for(50ms);
   }
@@ -291,7 +307,7 @@ TEST(ServeHttpTest, AClientThatGoesAwayCancelsItsGeneration) {
 
 TEST(ServeHttpTest, StopEndsAStreamingRequestAndServeReturns) {
   auto served = std::make_unique<Served>();
-  std::string received;
+  std::atomic<bool> streaming{false};
   std::thread client_thread([&] {
     httplib::Client client = served->client();
     const Json body = {{"prompt", "Once"}, {"stream", true}, {"ignore_eos", true}};
@@ -301,17 +317,57 @@ TEST(ServeHttpTest, StopEndsAStreamingRequestAndServeReturns) {
     request.body = body.dump();
     request.set_header("Content-Type", "application/json");
     request.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
-      received.append(data, size);
+      if (std::string_view(data, size).find("data: ") != std::string_view::npos) streaming = true;
       return true;
     };
     client.send(request);
   });
-  for (int i = 0; i < 200 && received.find("data: ") == std::string::npos; ++i) {
-    std::this_thread::sleep_for(20ms);
-  }
+  for (int i = 0; i < 500 && !streaming; ++i) std::this_thread::sleep_for(20ms);
+  EXPECT_TRUE(streaming) << "it was streaming";
   served.reset();  // stop(), serve() returns, the runner shuts down
   client_thread.join();
-  EXPECT_NE(received.find("data: "), std::string::npos) << "it was streaming";
+}
+
+TEST(ServeHttpTest, AnApiKeyGuardsEveryRouteButHealth) {
+  Served served(8, testing::test_model_path("stories260K.gguf"), "s3cret");
+  httplib::Client client = served.client();
+  const std::string body = greedy_request(reference_cases()[0], 4).dump();
+  httplib::Result none = client.Post("/v1/completions", body, "application/json");
+  ASSERT_TRUE(none);
+  EXPECT_EQ(none->status, 401);
+  EXPECT_NE(none->body.find("API key"), std::string::npos);
+  client.set_bearer_token_auth("s3cre");
+  EXPECT_EQ(client.Get("/v1/models")->status, 401) << "a prefix of the key is not the key";
+  client.set_bearer_token_auth("s3cret");
+  httplib::Result ok = client.Post("/v1/completions", body, "application/json");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body;
+  EXPECT_EQ(client.Get("/metrics")->status, 200);
+  httplib::Client anonymous = served.client();
+  EXPECT_EQ(anonymous.Get("/health")->status, 200);
+  EXPECT_EQ(anonymous.Get("/metrics")->status, 401);
+}
+
+TEST(ServeHttpTest, ARequestSharingAnEarlierPromptsStartReusesItsCells) {
+  Served served;
+  const Json c = reference_cases()[0];
+  // 40 prompt tokens: the reference's first 35 generated tokens after its prompt.
+  std::vector<int32_t> prompt = c.at("prompt_tokens").get<std::vector<int32_t>>();
+  const std::vector<int32_t> generated = c.at("generated_tokens").get<std::vector<int32_t>>();
+  prompt.insert(prompt.end(), generated.begin(), generated.begin() + 35);
+  Json request = greedy_request(c, 0);
+  request["prompt"] = prompt;
+  request["max_tokens"] = 10;
+  for (int round = 0; round < 2; ++round) {
+    const Reply r = post(served, "/v1/completions", request);
+    ASSERT_EQ(r.status, 200) << r.body.dump();
+    EXPECT_EQ(r.body.at("choices").at(0).at("token_ids").get<std::vector<int32_t>>(),
+              std::vector<int32_t>(generated.begin() + 35, generated.begin() + 45))
+        << "round " << round;
+  }
+  const Json prefix = get(served, "/metrics.json").body.at("engine").at("prefix_reuse");
+  EXPECT_EQ(prefix.at("hits"), 1) << prefix.dump();
+  EXPECT_GE(prefix.at("reused_tokens"), 16);
 }
 
 // stories260K with a Llama-2 chat template added (no test model carries one), written once into
