@@ -74,10 +74,12 @@ struct HttpServer::Impl {
 
   std::mutex mutex;
   std::condition_variable slot_cv;
-  int32_t num_running = 0;  // guarded by mutex: generations holding a slot
-  int32_t num_queued = 0;   // guarded by mutex: requests waiting for one
-  bool stopping = false;    // guarded by mutex
-  bool serving = false;     // guarded by mutex: serve() has not returned
+  int32_t num_running = 0;   // guarded by mutex: generations holding a slot
+  int32_t num_queued = 0;    // guarded by mutex: requests waiting for one
+  uint64_t next_ticket = 0;  // guarded by mutex: the next arrival's place in the queue
+  uint64_t head_ticket = 0;  // guarded by mutex: the place whose turn it is
+  bool stopping = false;     // guarded by mutex
+  bool serving = false;      // guarded by mutex: serve() has not returned
   std::condition_variable served_cv;
   std::mt19937_64 seeds{std::random_device{}()};  // guarded by mutex
   std::atomic<uint64_t> num_requests{0};
@@ -100,7 +102,7 @@ struct HttpServer::Impl {
         std::lock_guard<std::mutex> lock(impl_->mutex);
         --impl_->num_running;
       }
-      impl_->slot_cv.notify_one();
+      impl_->slot_cv.notify_all();  // only the head ticket may take it
       impl_ = nullptr;
     }
 
@@ -108,16 +110,22 @@ struct HttpServer::Impl {
     Impl* impl_;
   };
 
-  // Waits for a free slot in arrival order (the condition variable's waiters are not FIFO, so a
-  // ticket keeps the order); Cancelled when the server stops first.
+  // Waits for a free slot in arrival order (tickets: a condition variable wakes waiters in no
+  // particular order); Cancelled when the server stops first.
   StatusOr<std::unique_ptr<Slot>> acquire_slot() {
     std::unique_lock<std::mutex> lock(mutex);
+    const uint64_t ticket = next_ticket++;
     ++num_queued;
-    slot_cv.wait(lock,
-                 [&] { return stopping || num_running < options.max_concurrent_generations; });
+    slot_cv.wait(lock, [&] {
+      return stopping ||
+             (ticket == head_ticket && num_running < options.max_concurrent_generations);
+    });
     --num_queued;
     if (stopping) return cancelled("the server is stopping");
+    ++head_ticket;
     ++num_running;
+    lock.unlock();
+    slot_cv.notify_all();  // the next ticket may fit too
     return std::make_unique<Slot>(this);
   }
 
@@ -218,7 +226,7 @@ struct HttpServer::Impl {
     if (stream->request.stream) {
       start_stream(stream, response);
     } else {
-      finish_whole(*stream, response);
+      finish_whole(stream, response);
     }
   }
 
@@ -240,10 +248,42 @@ struct HttpServer::Impl {
     }
   };
 
-  void finish_whole(Stream& stream, httplib::Response& response) {
-    while (!stream.handle.wait_for(200ms)) {
-      if (is_stopping()) stream.handle.cancel();
+  // Waits up to `timeout` for the generation to end (cancelling it when the server stops); true
+  // when it has.
+  bool wait_for_end(Stream& stream, std::chrono::milliseconds timeout) {
+    const bool done = stream.handle.wait_for(timeout);
+    if (!done && is_stopping()) stream.handle.cancel();
+    return done;
+  }
+
+  // A whole (not streamed) response. Most generations end, or are refused, within the first
+  // wait: an ordinary response with its status. A longer one is answered 200 at once and its JSON
+  // sent when it ends, with a space every keep-alive interval before it (leading whitespace is
+  // valid JSON): a client that went away fails a write, which cancels the generation, as it
+  // does for a stream. A failure after that point is an error body under the 200.
+  void finish_whole(const std::shared_ptr<Stream>& stream, httplib::Response& response) {
+    if (wait_for_end(*stream, std::chrono::milliseconds(options.whole_response_wait_ms))) {
+      reply_whole(*stream, response);
+      return;
     }
+    response.status = 200;
+    response.set_chunked_content_provider(
+        kJson,
+        [this, stream](size_t /*offset*/, httplib::DataSink& sink) {
+          if (!wait_for_end(*stream, std::chrono::milliseconds(options.keepalive_ms))) {
+            return sink.write(" ", 1);
+          }
+          httplib::Response whole;
+          reply_whole(*stream, whole);
+          if (!sink.write(whole.body.data(), whole.body.size())) return false;
+          sink.done();
+          return true;
+        },
+        [stream](bool /*success*/) { stream->end(); });
+  }
+
+  // The response of an ended generation (its status, its body).
+  void reply_whole(Stream& stream, httplib::Response& response) {
     stream.end();
     const FinishReason reason = stream.handle.finish_reason();
     if (reason == FinishReason::kFailed) {

@@ -4,14 +4,15 @@
 //
 // Each generation request gets its own Runner session (opened for it, closed when it ends, so
 // prefix reuse sees it as a retained prefix) and waits for a free generation slot first: at most
-// `max_concurrent_generations` run at once, the rest queue in arrival order. A streamed request
-// whose client goes away is cancelled at the next token it cannot send; a request still queued
-// when the server stops is answered 503. Request bodies are parsed by serve_api.h; a request the
-// model cannot serve (prompt plus max_tokens beyond a session's context, token ids outside the
-// vocabulary, a chat request to a model without a chat template) is a 400 naming the reason.
-// It knows no backend and no tokenizer type (TextCodec). The HTTP library stays in the .cpp.
-// Thread-safety: bind() and serve() from one thread; stop() from any thread (a signal handler's
-// thread included); request handlers run on the server's own worker threads.
+// `max_concurrent_generations` run at once, the rest queue in arrival order. A request whose
+// client goes away is cancelled at the next token (streamed) or keep-alive space (whole response)
+// it cannot send; a request still queued when the server stops is answered 503. Request bodies are
+// parsed by serve_api.h; a request the model cannot serve (prompt plus max_tokens beyond a
+// session's context, token ids outside the vocabulary, a chat request to a model without a chat
+// template) is a 400 naming the reason. It knows no backend and no tokenizer type (TextCodec). The
+// HTTP library stays in the .cpp. Thread-safety: bind() and serve() from one thread; stop() from
+// any thread (a signal handler's thread included); request handlers run on the server's own worker
+// threads.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +32,11 @@ struct ServeOptions {
   // Connections served at once beyond the generations (health, metrics, queued requests).
   int32_t extra_threads = 16;
   size_t max_body_bytes = 16u << 20;
+  // A whole (not streamed) response still running after whole_response_wait_ms is answered 200
+  // and kept alive by a space every keepalive_ms until its JSON: how a client that went away is
+  // noticed (the write fails) and its generation cancelled.
+  int32_t whole_response_wait_ms = 1000;
+  int32_t keepalive_ms = 1000;
   // Not empty: every route but /health needs "Authorization: Bearer <api_key>" (401 otherwise).
   std::string api_key;
 };

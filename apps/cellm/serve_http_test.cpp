@@ -38,7 +38,7 @@ class Served {
  public:
   explicit Served(int32_t max_concurrent = 8,
                   const std::string& model = testing::test_model_path("stories260K.gguf"),
-                  const std::string& api_key = "") {
+                  const std::string& api_key = "", int32_t keepalive_ms = 1000) {
     EngineFlags flags;
     flags.backend = "cpu";
     flags.num_threads = 2;
@@ -56,6 +56,8 @@ class Served {
     serve_options.model_name = "stories";
     serve_options.max_concurrent_generations = max_concurrent;
     serve_options.api_key = api_key;
+    serve_options.whole_response_wait_ms = keepalive_ms;
+    serve_options.keepalive_ms = keepalive_ms;
     server_ = std::make_unique<HttpServer>(*runner_, *codec_, engine_.limits, serve_options);
     StatusOr<int> port = server_->bind("127.0.0.1", 0);
     EXPECT_TRUE(port.ok()) << port.status().to_string();
@@ -303,6 +305,47 @@ TEST(ServeHttpTest, AClientThatGoesAwayCancelsItsGeneration) {
   EXPECT_LT(engine.at("generated_tokens").get<int64_t>(), context - 8);
   const Reply after = post(served, "/v1/completions", greedy_request(reference_cases()[0], 4));
   EXPECT_EQ(after.status, 200) << "the server goes on";
+}
+
+TEST(ServeHttpTest, ALongWholeResponseIsKeptAliveWithSpacesAndStillParses) {
+  Served served(8, testing::test_model_path("stories260K.gguf"), "", /*keepalive_ms=*/1);
+  const Json c = reference_cases()[0];
+  httplib::Client client = served.client();
+  httplib::Result result =
+      client.Post("/v1/completions", greedy_request(c, 128).dump(), "application/json");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 200);
+  ASSERT_FALSE(result->body.empty());
+  EXPECT_EQ(result->body[0], ' ') << "128 tokens take longer than 1 ms: the keep-alive path";
+  const Json body = Json::parse(result->body);  // leading whitespace is valid JSON
+  EXPECT_EQ(body.at("choices").at(0).at("token_ids"), c.at("generated_tokens"));
+}
+
+TEST(ServeHttpTest, AClientThatGoesAwayFromAWholeResponseCancelsItsGeneration) {
+  Served served(8, testing::test_model_path("stories260K.gguf"), "", /*keepalive_ms=*/20);
+  const int32_t context = served.engine().limits.max_session_tokens;
+  const Json body = {{"prompt", "Once upon a time"}, {"ignore_eos", true}, {"temperature", 0}};
+  httplib::Request request;
+  request.method = "POST";
+  request.path = "/v1/completions";
+  request.body = body.dump();
+  request.set_header("Content-Type", "application/json");
+  std::string received;
+  request.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
+    received.append(data, size);
+    return false;  // hang up at the first bytes
+  };
+  httplib::Client client = served.client();
+  client.send(request);  // ends with an error: the receiver stopped it
+  EXPECT_EQ(received.substr(0, 1), " ") << "the keep-alive path";
+  Json engine;
+  for (int i = 0; i < 200; ++i) {
+    engine = get(served, "/metrics.json").body.at("engine");
+    if (engine.at("finished").at("cancelled") == 1) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_EQ(engine.at("finished").at("cancelled"), 1) << engine.dump();
+  EXPECT_LT(engine.at("generated_tokens").get<int64_t>(), context - 8);
 }
 
 TEST(ServeHttpTest, StopEndsAStreamingRequestAndServeReturns) {
