@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -109,6 +110,36 @@ Reply get(const Served& served, const std::string& path) {
   httplib::Result result = client.Get(path);
   if (!result) return {};
   return {result->status, Json::parse(result->body, nullptr, false)};
+}
+
+// POSTs `body` to /v1/completions handing the response's bytes to `receive` as they come; the
+// connection closes (the client hangs up) when it returns false.
+void post_receiving(const Served& served, const Json& body,
+                    std::function<bool(std::string_view)> receive) {
+  httplib::Request request;
+  request.method = "POST";
+  request.path = "/v1/completions";
+  request.body = body.dump();
+  request.set_header("Content-Type", "application/json");
+  request.content_receiver = [&receive](const char* data, size_t size, uint64_t, uint64_t) {
+    return receive(std::string_view(data, size));
+  };
+  httplib::Client client = served.client();
+  client.send(request);  // an error when `receive` stopped it
+}
+
+// The engine ends the one generation a client left as cancelled, well before its session's
+// context is full (it asked for all of it).
+void expect_one_cancelled_early(const Served& served) {
+  Json engine;
+  for (int i = 0; i < 200; ++i) {
+    engine = get(served, "/metrics.json").body.at("engine");
+    if (engine.at("finished").at("cancelled") == 1) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_EQ(engine.at("finished").at("cancelled"), 1) << engine.dump();
+  EXPECT_LT(engine.at("generated_tokens").get<int64_t>(),
+            served.engine().limits.max_session_tokens - 8);
 }
 
 Json greedy_request(const Json& reference_case, int max_tokens) {
@@ -278,31 +309,15 @@ TEST(ServeHttpTest, BadRequestsGetClearErrorsAndTheServerGoesOn) {
 
 TEST(ServeHttpTest, AClientThatGoesAwayCancelsItsGeneration) {
   Served served;
-  const int32_t context = served.engine().limits.max_session_tokens;
   Json body = {
       {"prompt", "Once upon a time"}, {"stream", true}, {"ignore_eos", true}, {"temperature", 0}};
-  httplib::Request request;
-  request.method = "POST";
-  request.path = "/v1/completions";
-  request.body = body.dump();
-  request.set_header("Content-Type", "application/json");
   int events = 0;
-  request.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
+  post_receiving(served, body, [&](std::string_view) {
     return ++events < 3;  // hang up after a few events
-  };
-  httplib::Client client = served.client();
-  client.send(request);  // ends with an error: the receiver stopped it
+  });
   EXPECT_GE(events, 3);
 
-  // The engine ends it as cancelled well before the context is full.
-  Json engine;
-  for (int i = 0; i < 200; ++i) {
-    engine = get(served, "/metrics.json").body.at("engine");
-    if (engine.at("finished").at("cancelled") == 1) break;
-    std::this_thread::sleep_for(50ms);
-  }
-  EXPECT_EQ(engine.at("finished").at("cancelled"), 1) << engine.dump();
-  EXPECT_LT(engine.at("generated_tokens").get<int64_t>(), context - 8);
+  expect_one_cancelled_early(served);
   const Reply after = post(served, "/v1/completions", greedy_request(reference_cases()[0], 4));
   EXPECT_EQ(after.status, 200) << "the server goes on";
 }
@@ -323,47 +338,25 @@ TEST(ServeHttpTest, ALongWholeResponseIsKeptAliveWithSpacesAndStillParses) {
 
 TEST(ServeHttpTest, AClientThatGoesAwayFromAWholeResponseCancelsItsGeneration) {
   Served served(8, testing::test_model_path("stories260K.gguf"), "", /*keepalive_ms=*/20);
-  const int32_t context = served.engine().limits.max_session_tokens;
   const Json body = {{"prompt", "Once upon a time"}, {"ignore_eos", true}, {"temperature", 0}};
-  httplib::Request request;
-  request.method = "POST";
-  request.path = "/v1/completions";
-  request.body = body.dump();
-  request.set_header("Content-Type", "application/json");
   std::string received;
-  request.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
-    received.append(data, size);
+  post_receiving(served, body, [&](std::string_view bytes) {
+    received.append(bytes);
     return false;  // hang up at the first bytes
-  };
-  httplib::Client client = served.client();
-  client.send(request);  // ends with an error: the receiver stopped it
+  });
   EXPECT_EQ(received.substr(0, 1), " ") << "the keep-alive path";
-  Json engine;
-  for (int i = 0; i < 200; ++i) {
-    engine = get(served, "/metrics.json").body.at("engine");
-    if (engine.at("finished").at("cancelled") == 1) break;
-    std::this_thread::sleep_for(50ms);
-  }
-  EXPECT_EQ(engine.at("finished").at("cancelled"), 1) << engine.dump();
-  EXPECT_LT(engine.at("generated_tokens").get<int64_t>(), context - 8);
+  expect_one_cancelled_early(served);
 }
 
 TEST(ServeHttpTest, StopEndsAStreamingRequestAndServeReturns) {
   auto served = std::make_unique<Served>();
   std::atomic<bool> streaming{false};
   std::thread client_thread([&] {
-    httplib::Client client = served->client();
     const Json body = {{"prompt", "Once"}, {"stream", true}, {"ignore_eos", true}};
-    httplib::Request request;
-    request.method = "POST";
-    request.path = "/v1/completions";
-    request.body = body.dump();
-    request.set_header("Content-Type", "application/json");
-    request.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
-      if (std::string_view(data, size).find("data: ") != std::string_view::npos) streaming = true;
+    post_receiving(*served, body, [&](std::string_view bytes) {
+      if (bytes.find("data: ") != std::string_view::npos) streaming = true;
       return true;
-    };
-    client.send(request);
+    });
   });
   for (int i = 0; i < 500 && !streaming; ++i) std::this_thread::sleep_for(20ms);
   EXPECT_TRUE(streaming) << "it was streaming";

@@ -38,37 +38,30 @@ class Exposition {
 
 std::string prometheus_metrics(const ServerCounters& server, const EngineMetrics& m) {
   Exposition e;
-  e.metric("cellm_requests_total", "counter", "Generation requests received.",
-           static_cast<double>(server.requests));
+  e.metric("cellm_requests_total", "counter", "Generation requests received.", server.requests);
   e.metric("cellm_rejected_requests_total", "counter",
-           "Generation requests answered with an error status.",
-           static_cast<double>(server.rejected_requests));
+           "Generation requests answered with an error status.", server.rejected_requests);
   e.metric("cellm_running_generations", "gauge", "Generations holding a slot.",
            server.running_generations);
   e.metric("cellm_queued_requests", "gauge", "Requests waiting for a generation slot.",
            server.queued_requests);
   e.metric("cellm_max_concurrent_generations", "gauge", "Generation slots.",
            server.max_concurrent_generations);
-  e.metric("cellm_steps_total", "counter", "Engine steps run.", static_cast<double>(m.num_steps));
+  e.metric("cellm_steps_total", "counter", "Engine steps run.", m.num_steps);
   e.metric("cellm_failed_steps_total", "counter", "Engine steps the executor failed.",
-           static_cast<double>(m.num_failed_steps));
+           m.num_failed_steps);
   e.metric("cellm_prompt_tokens_total", "counter",
-           "Positions run as prompt chunks (recomputation included).",
-           static_cast<double>(m.num_prompt_tokens));
+           "Positions run as prompt chunks (recomputation included).", m.num_prompt_tokens);
   e.metric("cellm_recomputed_tokens_total", "counter",
-           "Prompt positions run again after a preemption.",
-           static_cast<double>(m.num_recomputed_tokens));
-  e.metric("cellm_generated_tokens_total", "counter", "Tokens delivered.",
-           static_cast<double>(m.num_generated_tokens));
+           "Prompt positions run again after a preemption.", m.num_recomputed_tokens);
+  e.metric("cellm_generated_tokens_total", "counter", "Tokens delivered.", m.num_generated_tokens);
   e.metric("cellm_preemptions_total", "counter", "Generations whose cells were released.",
-           static_cast<double>(m.num_preemptions));
+           m.num_preemptions);
   e.metric("cellm_prefix_hits_total", "counter",
-           "Generations that started from another session's cells.",
-           static_cast<double>(m.num_prefix_hits));
+           "Generations that started from another session's cells.", m.num_prefix_hits);
   e.metric("cellm_reused_tokens_total", "counter", "Positions prefix reuse did not compute.",
-           static_cast<double>(m.num_reused_tokens));
-  e.metric("cellm_refusals_total", "counter", "Generations refused at submit.",
-           static_cast<double>(m.num_refusals));
+           m.num_reused_tokens);
+  e.metric("cellm_refusals_total", "counter", "Generations refused at submit.", m.num_refusals);
   e.metric("cellm_pool_used_cells", "gauge", "KV cells in use after the latest step.",
            m.pool_used_cells);
   e.metric("cellm_pool_max_cells", "gauge", "KV cells the pool may hold.", m.pool_max_cells);
