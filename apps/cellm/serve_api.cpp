@@ -69,23 +69,47 @@ StatusOr<std::string> get_string(const Json& value, std::string_view field) {
   return value.get<std::string>();
 }
 
-// "prompt": a string, a list of token ids, or a list of one of either.
-Status parse_prompt(const Json& prompt, ServeRequest& request) {
+// The most prompts one completions request may carry.
+constexpr size_t kMaxPrompts = static_cast<size_t>(kMaxServeChoices);
+
+// One prompt: a string or a list of token ids.
+StatusOr<ServePrompt> parse_one_prompt(const Json& prompt) {
+  ServePrompt out;
   if (prompt.is_string()) {
-    request.prompt_text = prompt.get<std::string>();
-    return ok_status();
+    out.text = prompt.get<std::string>();
+    return out;
   }
   if (!prompt.is_array()) return field_error("prompt", "must be a string or a list of token ids");
   if (prompt.empty()) return field_error("prompt", "is an empty list");
-  if (prompt.size() == 1 && (prompt[0].is_string() || prompt[0].is_array())) {
-    return parse_prompt(prompt[0], request);
-  }
   for (const Json& id : prompt) {
     if (id.is_string() || id.is_array()) {
-      return field_error("prompt", "holds several prompts; send one request per prompt");
+      return field_error("prompt", "mixes token ids with strings or lists");
     }
     CELLM_ASSIGN_OR_RETURN(const int32_t token, get_int32(id, "prompt", 0));
-    request.prompt_tokens.push_back(token);
+    out.tokens.push_back(token);
+  }
+  return out;
+}
+
+// "prompt": one prompt (a string or a list of token ids), or a list of them.
+Status parse_prompts(const Json& prompt, ServeRequest& request) {
+  const bool several =
+      prompt.is_array() && !prompt.empty() && (prompt[0].is_string() || prompt[0].is_array());
+  if (!several) {
+    CELLM_ASSIGN_OR_RETURN(ServePrompt one, parse_one_prompt(prompt));
+    request.prompts.push_back(std::move(one));
+    return ok_status();
+  }
+  if (prompt.size() > kMaxPrompts) {
+    return field_error("prompt",
+                       fmt::format("holds {} prompts; at most {}", prompt.size(), kMaxPrompts));
+  }
+  for (const Json& item : prompt) {
+    if (!item.is_string() && !item.is_array()) {
+      return field_error("prompt", "mixes prompts with token ids");
+    }
+    CELLM_ASSIGN_OR_RETURN(ServePrompt one, parse_one_prompt(item));
+    request.prompts.push_back(std::move(one));
   }
   return ok_status();
 }
@@ -182,7 +206,6 @@ Status parse_logit_bias(const Json& bias, GenConfig& config) {
 // Options cellm cannot honour: refused when they ask for something, accepted at their defaults.
 Status refuse_unsupported(const Json& body) {
   auto given = [&](const char* key) { return body.contains(key) && !body[key].is_null(); };
-  if (given("n") && body["n"] != 1) return field_error("n", "must be 1 (one choice per request)");
   if (given("best_of") && body["best_of"] != 1) return field_error("best_of", "must be 1");
   if (given("echo") && body["echo"] != false) return field_error("echo", "is not supported");
   if (given("logprobs") && body["logprobs"] != false) {
@@ -256,7 +279,7 @@ Status parse_body(const Json& body, ServeRequest& request) {
   }
   if (request.endpoint == ServeEndpoint::kCompletions) {
     if (!body.contains("prompt")) return field_error("prompt", "is missing");
-    CELLM_RETURN_IF_ERROR(parse_prompt(body["prompt"], request));
+    CELLM_RETURN_IF_ERROR(parse_prompts(body["prompt"], request));
   } else {
     if (!body.contains("messages")) return field_error("messages", "is missing");
     CELLM_RETURN_IF_ERROR(parse_messages(body["messages"], request));
@@ -265,6 +288,14 @@ Status parse_body(const Json& body, ServeRequest& request) {
     if (body.contains(key) && !body[key].is_null()) {
       CELLM_ASSIGN_OR_RETURN(request.max_tokens, get_int32(body[key], key, 0));
     }
+  }
+  if (body.contains("n") && !body["n"].is_null()) {
+    CELLM_ASSIGN_OR_RETURN(request.n, get_int32(body["n"], "n", 1, kMaxServeChoices));
+  }
+  const size_t choices = num_prompts(request) * static_cast<size_t>(request.n);
+  if (choices > static_cast<size_t>(kMaxServeChoices)) {
+    return field_error("n", fmt::format("is {} for {} prompts: {} choices; at most {}", request.n,
+                                        num_prompts(request), choices, kMaxServeChoices));
   }
   CELLM_RETURN_IF_ERROR(parse_sampling(body, request));
   if (body.contains("stop")) CELLM_RETURN_IF_ERROR(parse_stop(body["stop"], request.config));
@@ -297,10 +328,20 @@ bool is_chat(const ServeRequest& request) {
 }
 
 nlohmann::ordered_json usage_json(const ServeResult& result) {
-  const size_t prompt = result.prompt_tokens.size(), completion = result.tokens.size();
+  size_t prompt = 0, completion = 0;
+  for (const std::vector<int32_t>& tokens : result.prompt_tokens) prompt += tokens.size();
+  for (const ServeChoice& choice : result.choices) completion += choice.tokens.size();
   return {{"prompt_tokens", prompt},
           {"completion_tokens", completion},
           {"total_tokens", prompt + completion}};
+}
+
+// The prompt token ids of choice `index`.
+const std::vector<int32_t>& prompt_of(const ServeRequest& request, const ServeResult& result,
+                                      size_t index) {
+  static const std::vector<int32_t> kNone;
+  const size_t prompt = index / static_cast<size_t>(std::max(request.n, 1));
+  return prompt < result.prompt_tokens.size() ? result.prompt_tokens[prompt] : kNone;
 }
 
 nlohmann::ordered_json header_json(const ServeRequest& request, const ServeResult& result,
@@ -329,6 +370,10 @@ StatusOr<ServeRequest> parse_serve_request(std::string_view body, ServeEndpoint 
   return request;
 }
 
+size_t num_prompts(const ServeRequest& request) {
+  return request.endpoint == ServeEndpoint::kChatCompletions ? 1 : request.prompts.size();
+}
+
 std::string_view openai_finish_reason(FinishReason reason) {
   switch (reason) {
     case FinishReason::kStopToken:
@@ -347,26 +392,36 @@ std::string_view openai_finish_reason(FinishReason reason) {
 nlohmann::ordered_json completion_response_json(const ServeRequest& request,
                                                 const ServeResult& result) {
   nlohmann::ordered_json response = header_json(request, result, /*chunk=*/false);
-  nlohmann::ordered_json choice = {{"index", 0}};
-  if (is_chat(request)) {
-    choice["message"] = {{"role", "assistant"}, {"content", result.text}};
-  } else {
-    choice["text"] = result.text;
+  nlohmann::ordered_json choices = nlohmann::ordered_json::array();
+  for (size_t k = 0; k < result.choices.size(); ++k) {
+    const ServeChoice& c = result.choices[k];
+    nlohmann::ordered_json choice = {{"index", k}};
+    if (is_chat(request)) {
+      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+    } else {
+      choice["text"] = c.text;
+    }
+    choice["finish_reason"] = openai_finish_reason(c.finish_reason);
+    if (request.return_token_ids) {
+      choice["token_ids"] = c.tokens;
+      if (!is_chat(request)) choice["prompt_token_ids"] = prompt_of(request, result, k);
+    }
+    choices.push_back(std::move(choice));
   }
-  choice["finish_reason"] = openai_finish_reason(result.finish_reason);
-  if (request.return_token_ids) choice["token_ids"] = result.tokens;
-  response["choices"] = nlohmann::ordered_json::array({choice});
+  response["choices"] = std::move(choices);
   response["usage"] = usage_json(result);
-  if (request.return_token_ids) response["prompt_token_ids"] = result.prompt_tokens;
+  if (request.return_token_ids && is_chat(request)) {
+    response["prompt_token_ids"] = prompt_of(request, result, 0);
+  }
   return response;
 }
 
 nlohmann::ordered_json completion_chunk_json(const ServeRequest& request, const ServeResult& result,
-                                             std::string_view text_delta,
+                                             size_t index, std::string_view text_delta,
                                              const std::vector<int32_t>& token_delta, bool first,
                                              std::optional<FinishReason> finish_reason) {
   nlohmann::ordered_json chunk = header_json(request, result, /*chunk=*/true);
-  nlohmann::ordered_json choice = {{"index", 0}};
+  nlohmann::ordered_json choice = {{"index", index}};
   if (is_chat(request)) {
     nlohmann::ordered_json delta = nlohmann::ordered_json::object();
     if (first) delta["role"] = "assistant";
@@ -375,12 +430,17 @@ nlohmann::ordered_json completion_chunk_json(const ServeRequest& request, const 
   } else {
     choice["text"] = text_delta;
   }
-  if (request.return_token_ids) choice["token_ids"] = token_delta;
+  if (request.return_token_ids) {
+    choice["token_ids"] = token_delta;
+    if (first && !is_chat(request)) choice["prompt_token_ids"] = prompt_of(request, result, index);
+  }
   choice["finish_reason"] = finish_reason
                                 ? nlohmann::ordered_json(openai_finish_reason(*finish_reason))
                                 : nlohmann::ordered_json(nullptr);
   chunk["choices"] = nlohmann::ordered_json::array({choice});
-  if (request.return_token_ids && first) chunk["prompt_token_ids"] = result.prompt_tokens;
+  if (request.return_token_ids && first && is_chat(request)) {
+    chunk["prompt_token_ids"] = prompt_of(request, result, index);
+  }
   return chunk;
 }
 

@@ -4,11 +4,11 @@
 //
 // Pure functions over JSON text; no sockets, no tokenizer, no Runner (serve_http.h joins them).
 // What a request may say: the fields of OpenAI's /v1/completions and /v1/chat/completions that
-// cellm can honour, plus vLLM's top_k, min_p, repetition_penalty, ignore_eos and return_token_ids.
-// A field cellm cannot honour with a value that matters (n > 1, echo, logprobs, best_of > 1,
-// tools) is refused by name rather than ignored; fields that change nothing (user, metadata)
-// are ignored. Every refusal is InvalidArgument naming the field.
-// Who calls it: serve_http.cpp and the request fuzzer. Thread-safety: pure functions.
+// cellm can honour (several prompts and `n` choices each included), plus vLLM's top_k, min_p,
+// repetition_penalty, ignore_eos and return_token_ids. A field cellm cannot honour with a value
+// that matters (echo, logprobs, best_of > 1, suffix, tools) is refused by name rather than ignored;
+// fields that change nothing (user, metadata) are ignored. Every refusal is InvalidArgument naming
+// the field. Who calls it: serve_http.cpp and the request fuzzer. Thread-safety: pure functions.
 #pragma once
 
 #include <cstdint>
@@ -29,13 +29,23 @@ enum class ServeEndpoint {
   kChatCompletions,  // POST /v1/chat/completions: "messages"
 };
 
+// The most choices one request may ask for: prompts × n.
+inline constexpr int32_t kMaxServeChoices = 64;
+
+// One prompt of a completions request: text, or token ids taken as given (no BOS added).
+struct ServePrompt {
+  std::optional<std::string> text;
+  std::vector<int32_t> tokens;  // when there is no text
+};
+
 struct ServeRequest {
   ServeEndpoint endpoint = ServeEndpoint::kCompletions;
   std::string model;  // as asked; empty when not given
-  // The prompt: exactly one of these is set by the endpoint's field.
-  std::optional<std::string> prompt_text;  // completions, "prompt": "..."
-  std::vector<int32_t> prompt_tokens;      // completions, "prompt": [ids] (no BOS added)
-  std::vector<ChatTurn> messages;          // chat completions
+  // The prompts: completions' "prompt" (one, or a list), or chat completions' "messages".
+  std::vector<ServePrompt> prompts;  // completions: at least one
+  std::vector<ChatTurn> messages;    // chat completions: at least one
+  // Choices per prompt (choice k is prompt k / n's); with a seed, choice k samples with seed + k.
+  int32_t n = 1;
   // Tokens to generate; none: as many as the session's context leaves.
   std::optional<int32_t> max_tokens;
   // Sampling, penalties, stop strings, ignore_eos (use_default_stop_tokens off). The seed is
@@ -51,28 +61,39 @@ struct ServeRequest {
 // (malformed JSON, a wrong type, a value out of range, an unsupported option).
 StatusOr<ServeRequest> parse_serve_request(std::string_view body, ServeEndpoint endpoint);
 
-// What one generation produced, for the response.
+// Prompts in a request: one for chat, prompts.size() for completions.
+size_t num_prompts(const ServeRequest& request);
+
+// What one choice (one generation) produced.
+struct ServeChoice {
+  std::string text;
+  FinishReason finish_reason = FinishReason::kFailed;
+  std::vector<int32_t> tokens;
+};
+
+// What a request produced, for the response.
 struct ServeResult {
   std::string id;  // "cmpl-..." or "chatcmpl-..."
   int64_t created_s = 0;
   std::string model;
-  std::string text;
-  FinishReason finish_reason = FinishReason::kFailed;
-  std::vector<int32_t> prompt_tokens;
-  std::vector<int32_t> tokens;
+  std::vector<std::vector<int32_t>> prompt_tokens;  // [num_prompts]
+  std::vector<ServeChoice> choices;                 // [num_prompts × n]; choice k of prompt k / n
 };
 
 // OpenAI's finish_reason: "stop" (a stop token or string), "length", "cancelled".
 std::string_view openai_finish_reason(FinishReason reason);
 
-// The whole response of a request that did not stream.
+// The whole response of a request that did not stream. Token ids, when asked: each choice's
+// `token_ids`, and its prompt's `prompt_token_ids` on the choice (completions) or once on the
+// response (chat), as vLLM gives them.
 nlohmann::ordered_json completion_response_json(const ServeRequest& request,
                                                 const ServeResult& result);
 
-// One server-sent event's JSON: a text delta (and the token ids it came from, when asked), or,
-// with `finish_reason`, the last chunk. The chat endpoint's first chunk carries the role.
+// One server-sent event's JSON for choice `index`: a text delta (and the token ids it came from,
+// when asked), or, with `finish_reason`, the choice's last chunk. A choice's first chunk carries
+// the role (chat) or its prompt's token ids (when asked).
 nlohmann::ordered_json completion_chunk_json(const ServeRequest& request, const ServeResult& result,
-                                             std::string_view text_delta,
+                                             size_t index, std::string_view text_delta,
                                              const std::vector<int32_t>& token_delta, bool first,
                                              std::optional<FinishReason> finish_reason);
 

@@ -25,14 +25,21 @@ inline std::string check_serve_parse(std::string_view body, ServeEndpoint endpoi
   }
   const ServeRequest& r = *parsed;
   if (r.endpoint != endpoint) return "the endpoint changed";
+  if (r.n < 1 || num_prompts(r) * static_cast<size_t>(r.n) > kMaxServeChoices) {
+    return "n = " + std::to_string(r.n) + " accepted for " + std::to_string(num_prompts(r)) +
+           " prompts";
+  }
   if (endpoint == ServeEndpoint::kCompletions) {
-    if (r.prompt_text.has_value() == !r.prompt_tokens.empty()) return "not one prompt form";
+    if (r.prompts.empty()) return "a completion without a prompt";
     if (!r.messages.empty()) return "a completion with messages";
-    for (const int32_t id : r.prompt_tokens) {
-      if (id < 0) return "a negative token id accepted";
+    for (const ServePrompt& prompt : r.prompts) {
+      if (prompt.text.has_value() == !prompt.tokens.empty()) return "not one prompt form";
+      for (const int32_t id : prompt.tokens) {
+        if (id < 0) return "a negative token id accepted";
+      }
     }
   } else {
-    if (r.messages.empty() || r.prompt_text || !r.prompt_tokens.empty()) return "chat prompt form";
+    if (r.messages.empty() || !r.prompts.empty()) return "chat prompt form";
     for (const ChatTurn& t : r.messages) {
       if (t.role != "system" && t.role != "user" && t.role != "assistant") {
         return "role '" + t.role + "' accepted";
@@ -49,10 +56,18 @@ inline std::string check_serve_parse(std::string_view body, ServeEndpoint endpoi
   }
   if (r.stream_include_usage && !r.stream) return "include_usage without stream";
   ServeResult result;
-  result.text = r.prompt_text.value_or("");  // arbitrary bytes, maybe not UTF-8
-  result.prompt_tokens = r.prompt_tokens;
+  result.prompt_tokens.resize(num_prompts(r));
+  std::string text;  // arbitrary bytes, maybe not UTF-8
+  for (size_t i = 0; i < r.prompts.size(); ++i) {
+    text += r.prompts[i].text.value_or("");
+    result.prompt_tokens[i] = r.prompts[i].tokens;
+  }
+  result.choices.assign(num_prompts(r) * static_cast<size_t>(r.n),
+                        {text, FinishReason::kNewTokenLimit, {}});
   if (sse_event(completion_response_json(r, result)).empty() ||
-      sse_event(completion_chunk_json(r, result, result.text, {}, true, std::nullopt)).empty()) {
+      sse_event(
+          completion_chunk_json(r, result, result.choices.size() - 1, text, {}, true, std::nullopt))
+          .empty()) {
     return "an empty event";
   }
   return "";

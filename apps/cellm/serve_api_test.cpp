@@ -27,9 +27,11 @@ TEST(ServeApiTest, CompletionFieldsBecomeTheGenConfig) {
       "stop": ["\n", "END"], "stream": true, "stream_options": {"include_usage": true},
       "ignore_eos": true, "return_token_ids": true, "user": "ignored"})");
   EXPECT_EQ(r.model, "m");
-  ASSERT_TRUE(r.prompt_text.has_value());
-  EXPECT_EQ(*r.prompt_text, "Once upon");
-  EXPECT_TRUE(r.prompt_tokens.empty());
+  ASSERT_EQ(r.prompts.size(), 1u);
+  ASSERT_TRUE(r.prompts[0].text.has_value());
+  EXPECT_EQ(*r.prompts[0].text, "Once upon");
+  EXPECT_TRUE(r.prompts[0].tokens.empty());
+  EXPECT_EQ(r.n, 1);
   EXPECT_EQ(r.max_tokens, 7);
   EXPECT_FLOAT_EQ(r.config.sampling.temperature, 0.5f);
   EXPECT_FLOAT_EQ(r.config.sampling.top_p, 0.9f);
@@ -59,13 +61,21 @@ TEST(ServeApiTest, AbsentFieldsTakeOpenAIsDefaults) {
   EXPECT_FALSE(r.return_token_ids);
 }
 
-TEST(ServeApiTest, TokenIdPromptsAreTakenAsGivenAndAListOfOnePromptIsThatPrompt) {
-  EXPECT_EQ(parse_ok(R"({"prompt": [1, 403, 407]})").prompt_tokens,
-            (std::vector<int32_t>{1, 403, 407}));
-  EXPECT_EQ(parse_ok(R"({"prompt": [[5, 6]]})").prompt_tokens, (std::vector<int32_t>{5, 6}));
-  const ServeRequest one = parse_ok(R"({"prompt": ["text"]})");
-  ASSERT_TRUE(one.prompt_text.has_value());
-  EXPECT_EQ(*one.prompt_text, "text");
+TEST(ServeApiTest, PromptsAreTextOrTokenIdsAloneOrInAList) {
+  const ServeRequest ids = parse_ok(R"({"prompt": [1, 403, 407]})");
+  ASSERT_EQ(ids.prompts.size(), 1u);
+  EXPECT_FALSE(ids.prompts[0].text.has_value());
+  EXPECT_EQ(ids.prompts[0].tokens, (std::vector<int32_t>{1, 403, 407}));
+  const ServeRequest lists = parse_ok(R"({"prompt": [[5, 6], [7]], "n": 3})");
+  ASSERT_EQ(lists.prompts.size(), 2u);
+  EXPECT_EQ(lists.prompts[0].tokens, (std::vector<int32_t>{5, 6}));
+  EXPECT_EQ(lists.prompts[1].tokens, (std::vector<int32_t>{7}));
+  EXPECT_EQ(lists.n, 3);
+  EXPECT_EQ(num_prompts(lists), 2u);
+  const ServeRequest texts = parse_ok(R"({"prompt": ["a", "b c", ""]})");
+  ASSERT_EQ(texts.prompts.size(), 3u);
+  EXPECT_EQ(*texts.prompts[1].text, "b c");
+  EXPECT_EQ(*texts.prompts[2].text, "");
   EXPECT_EQ(parse_ok(R"({"prompt": "x", "max_tokens": 3.0, "top_k": -1})").max_tokens, 3);
 }
 
@@ -83,7 +93,8 @@ TEST(ServeApiTest, ChatMessagesKeepTheirRolesAndTextParts) {
   EXPECT_EQ(r.messages[2].role, "assistant");
   EXPECT_EQ(r.messages[3].content, "Again");
   EXPECT_EQ(r.max_tokens, 9);
-  EXPECT_FALSE(r.prompt_text.has_value());
+  EXPECT_TRUE(r.prompts.empty());
+  EXPECT_EQ(num_prompts(r), 1u);
 }
 
 TEST(ServeApiTest, LogitBiasOfMinusOneHundredBansTheToken) {
@@ -111,7 +122,9 @@ TEST(ServeApiTest, EveryRefusalNamesItsField) {
       {"{}", "\"prompt\" is missing"},
       {R"({"prompt": 5})", "\"prompt\""},
       {R"({"prompt": []})", "\"prompt\" is an empty list"},
-      {R"({"prompt": ["a", "b"]})", "several prompts"},
+      {R"({"prompt": ["a", 5]})", "mixes prompts with token ids"},
+      {R"({"prompt": [5, "a"]})", "mixes token ids"},
+      {R"({"prompt": [[1], []]})", "\"prompt\" is an empty list"},
       {R"({"prompt": [1, -2]})", "\"prompt\""},
       {R"({"prompt": [1, 1.5]})", "\"prompt\" must be an integer"},
       {R"({"prompt": "x", "max_tokens": -1})", "\"max_tokens\" is -1"},
@@ -130,7 +143,8 @@ TEST(ServeApiTest, EveryRefusalNamesItsField) {
       {R"({"prompt": "x", "seed": "s"})", "\"seed\""},
       {R"({"prompt": "x", "stream": 1})", "\"stream\" must be true or false"},
       {R"({"prompt": "x", "stream_options": {"include_usage": true}})", "needs \"stream\""},
-      {R"({"prompt": "x", "n": 2})", "\"n\" must be 1"},
+      {R"({"prompt": "x", "n": 0})", "\"n\" is 0"},
+      {R"({"prompt": ["a", "b"], "n": 40})", "80 choices; at most 64"},
       {R"({"prompt": "x", "best_of": 3})", "\"best_of\""},
       {R"({"prompt": "x", "echo": true})", "\"echo\""},
       {R"({"prompt": "x", "logprobs": 2})", "\"logprobs\""},
@@ -168,10 +182,8 @@ ServeResult sample_result() {
   result.id = "cmpl-1";
   result.created_s = 1700000000;
   result.model = "stories";
-  result.text = " there was";
-  result.finish_reason = FinishReason::kNewTokenLimit;
-  result.prompt_tokens = {1, 403, 407};
-  result.tokens = {432, 383};
+  result.prompt_tokens = {{1, 403, 407}};
+  result.choices = {{" there was", FinishReason::kNewTokenLimit, {432, 383}}};
   return result;
 }
 
@@ -185,7 +197,7 @@ TEST(ServeApiTest, ACompletionResponseHasTheChoiceAndUsage) {
   EXPECT_EQ(r["choices"][0]["text"], " there was");
   EXPECT_EQ(r["choices"][0]["finish_reason"], "length");
   EXPECT_EQ(r["choices"][0]["token_ids"], Json({432, 383}));
-  EXPECT_EQ(r["prompt_token_ids"], Json({1, 403, 407}));
+  EXPECT_EQ(r["choices"][0]["prompt_token_ids"], Json({1, 403, 407})) << "per choice, as vLLM";
   EXPECT_EQ(r["usage"]["prompt_tokens"], 3);
   EXPECT_EQ(r["usage"]["completion_tokens"], 2);
   EXPECT_EQ(r["usage"]["total_tokens"], 5);
@@ -195,11 +207,36 @@ TEST(ServeApiTest, ACompletionResponseHasTheChoiceAndUsage) {
       completion_response_json(request, sample_result())["choices"][0].contains("token_ids"));
 }
 
+TEST(ServeApiTest, SeveralPromptsAndChoicesAreIndexedInOrderAndCountedOnce) {
+  const ServeRequest request =
+      parse_ok(R"({"prompt": [[1, 2], [3, 4, 5]], "n": 2, "return_token_ids": true})");
+  ServeResult result = sample_result();
+  result.prompt_tokens = {{1, 2}, {3, 4, 5}};
+  result.choices = {{"a", FinishReason::kStopToken, {10}},
+                    {"b", FinishReason::kNewTokenLimit, {11, 12}},
+                    {"c", FinishReason::kStopString, {13}},
+                    {"d", FinishReason::kNewTokenLimit, {14, 15, 16}}};
+  const nlohmann::ordered_json r = completion_response_json(request, result);
+  ASSERT_EQ(r["choices"].size(), 4u);
+  for (size_t k = 0; k < 4; ++k) {
+    EXPECT_EQ(r["choices"][k]["index"], k);
+    EXPECT_EQ(r["choices"][k]["text"], result.choices[k].text);
+    EXPECT_EQ(r["choices"][k]["prompt_token_ids"], Json(result.prompt_tokens[k / 2]));
+  }
+  EXPECT_EQ(r["choices"][1]["finish_reason"], "length");
+  EXPECT_EQ(r["usage"]["prompt_tokens"], 5) << "each prompt once, not once per choice";
+  EXPECT_EQ(r["usage"]["completion_tokens"], 7);
+  const nlohmann::ordered_json chunk =
+      completion_chunk_json(request, result, 3, "d", {14}, true, {});
+  EXPECT_EQ(chunk["choices"][0]["index"], 3);
+  EXPECT_EQ(chunk["choices"][0]["prompt_token_ids"], Json({3, 4, 5}));
+}
+
 TEST(ServeApiTest, AChatResponseCarriesTheAssistantMessage) {
   const ServeRequest request = parse_ok(R"({"messages": [{"role": "user", "content": "x"}]})",
                                         ServeEndpoint::kChatCompletions);
   ServeResult result = sample_result();
-  result.finish_reason = FinishReason::kStopToken;
+  result.choices[0].finish_reason = FinishReason::kStopToken;
   const nlohmann::ordered_json r = completion_response_json(request, result);
   EXPECT_EQ(r["object"], "chat.completion");
   EXPECT_EQ(r["choices"][0]["message"]["role"], "assistant");
@@ -212,16 +249,16 @@ TEST(ServeApiTest, StreamChunksFrameTheDeltasAndTheEnd) {
       parse_ok(R"({"messages": [{"role": "user", "content": "x"}], "stream": true})",
                ServeEndpoint::kChatCompletions);
   const ServeResult result = sample_result();
-  const nlohmann::ordered_json first = completion_chunk_json(chat, result, "", {}, true, {});
+  const nlohmann::ordered_json first = completion_chunk_json(chat, result, 0, "", {}, true, {});
   EXPECT_EQ(first["object"], "chat.completion.chunk");
   EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
   EXPECT_TRUE(first["choices"][0]["finish_reason"].is_null());
   const nlohmann::ordered_json middle =
-      completion_chunk_json(chat, result, " there", {432}, false, {});
+      completion_chunk_json(chat, result, 0, " there", {432}, false, {});
   EXPECT_FALSE(middle["choices"][0]["delta"].contains("role"));
   EXPECT_EQ(middle["choices"][0]["delta"]["content"], " there");
   const nlohmann::ordered_json last =
-      completion_chunk_json(chat, result, "", {}, false, FinishReason::kStopString);
+      completion_chunk_json(chat, result, 0, "", {}, false, FinishReason::kStopString);
   EXPECT_EQ(last["choices"][0]["finish_reason"], "stop");
   EXPECT_TRUE(usage_chunk_json(chat, result)["choices"].empty());
   EXPECT_EQ(usage_chunk_json(chat, result)["usage"]["total_tokens"], 5);

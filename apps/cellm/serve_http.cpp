@@ -15,6 +15,7 @@
 
 #include "core/check.h"
 #include "serve_api.h"
+#include "serve_exchange.h"
 #include "serve_metrics.h"
 
 namespace cellm::app {
@@ -40,29 +41,6 @@ void reply_error(httplib::Response& response, const Status& status) {
   reply_json(response, http_status_for(status), error_json(status));
 }
 
-// What the engine thread has delivered and the request's thread has not yet sent.
-struct Channel {
-  std::mutex mutex;
-  std::condition_variable cv;
-  std::string text;             // guarded by mutex
-  std::vector<int32_t> tokens;  // guarded by mutex
-  bool finished = false;        // guarded by mutex
-
-  // The generation's callback. It owns the channel too: a cancelled generation's last update
-  // may arrive after the request is gone.
-  static GenerationCallback callback(const std::shared_ptr<Channel>& channel) {
-    return [channel](const GenerationUpdate& update) {
-      {
-        std::lock_guard<std::mutex> lock(channel->mutex);
-        channel->text.append(update.text);
-        channel->tokens.insert(channel->tokens.end(), update.tokens.begin(), update.tokens.end());
-        channel->finished = channel->finished || update.finished;
-      }
-      channel->cv.notify_all();
-    };
-  }
-};
-
 }  // namespace
 
 struct HttpServer::Impl {
@@ -84,49 +62,49 @@ struct HttpServer::Impl {
   std::mt19937_64 seeds{std::random_device{}()};  // guarded by mutex
   std::atomic<uint64_t> num_requests{0};
   std::atomic<uint64_t> num_rejected{0};  // answered 4xx or 5xx
-  std::atomic<bool> stop_requested{false};
 
   Impl(Runner& r, const TextCodec& c, const ExecutorLimits& l, ServeOptions o)
       : runner(r), codec(c), limits(l), options(std::move(o)) {}
 
-  // A generation slot, held until release() or destruction.
-  class Slot {
+  // Generation slots (one per choice), held until release() or destruction.
+  class Slots {
    public:
-    explicit Slot(Impl* impl) : impl_(impl) {}
-    Slot(const Slot&) = delete;
-    Slot& operator=(const Slot&) = delete;
-    ~Slot() { release(); }
+    Slots(Impl* impl, int32_t count) : impl_(impl), count_(count) {}
+    Slots(const Slots&) = delete;
+    Slots& operator=(const Slots&) = delete;
+    ~Slots() { release(); }
     void release() {
       if (impl_ == nullptr) return;
       {
         std::lock_guard<std::mutex> lock(impl_->mutex);
-        --impl_->num_running;
+        impl_->num_running -= count_;
       }
-      impl_->slot_cv.notify_all();  // only the head ticket may take it
+      impl_->slot_cv.notify_all();  // only the head ticket may take them
       impl_ = nullptr;
     }
 
    private:
     Impl* impl_;
+    int32_t count_;
   };
 
-  // Waits for a free slot in arrival order (tickets: a condition variable wakes waiters in no
-  // particular order); Cancelled when the server stops first.
-  StatusOr<std::unique_ptr<Slot>> acquire_slot() {
+  // Waits for `count` free slots in arrival order (tickets: a condition variable wakes waiters
+  // in no particular order); Cancelled when the server stops first.
+  StatusOr<std::unique_ptr<Slots>> acquire_slots(int32_t count) {
     std::unique_lock<std::mutex> lock(mutex);
     const uint64_t ticket = next_ticket++;
     ++num_queued;
     slot_cv.wait(lock, [&] {
       return stopping ||
-             (ticket == head_ticket && num_running < options.max_concurrent_generations);
+             (ticket == head_ticket && num_running + count <= options.max_concurrent_generations);
     });
     --num_queued;
     if (stopping) return cancelled("the server is stopping");
     ++head_ticket;
-    ++num_running;
+    num_running += count;
     lock.unlock();
     slot_cv.notify_all();  // the next ticket may fit too
-    return std::make_unique<Slot>(this);
+    return std::make_unique<Slots>(this, count);
   }
 
   bool is_stopping() {
@@ -139,233 +117,191 @@ struct HttpServer::Impl {
     return seeds();
   }
 
-  // The prompt's token ids and the GenConfig, or why the model cannot serve the request.
-  Status prepare(const ServeRequest& request, std::vector<int32_t>& prompt, GenConfig& config) {
+  // A prompt's token ids, checked against the vocabulary and a session's context.
+  StatusOr<std::vector<int32_t>> prompt_ids(const ServeRequest& request, size_t index) {
+    StatusOr<std::vector<int32_t>> tokens = std::vector<int32_t>();
+    if (request.endpoint == ServeEndpoint::kChatCompletions) {
+      tokens = codec.encode_conversation(request.messages);
+    } else if (request.prompts[index].text) {
+      tokens = codec.encode_prompt(*request.prompts[index].text);
+    } else {
+      tokens = request.prompts[index].tokens;
+    }
+    if (!tokens.ok()) return invalid_argument(tokens.status().message());
+    const std::string which =
+        num_prompts(request) > 1 ? fmt::format("prompt {}", index) : std::string("the prompt");
+    if (tokens->empty()) return invalid_argument(which + " has no tokens");
+    for (const int32_t id : *tokens) {
+      if (id < 0 || id >= limits.vocab_size) {
+        return invalid_argument(fmt::format("{}: token id {} is outside the vocabulary [0, {})",
+                                            which, id, limits.vocab_size));
+      }
+    }
+    const int64_t room =
+        static_cast<int64_t>(limits.max_session_tokens) - static_cast<int64_t>(tokens->size());
+    if (room <= 0) {
+      return invalid_argument(
+          fmt::format("{} has {} tokens; a session holds at most {}, with room for 1 new token",
+                      which, tokens->size(), limits.max_session_tokens));
+    }
+    if (request.max_tokens && *request.max_tokens > room) {
+      return invalid_argument(
+          fmt::format("max_tokens is {}, but {} of {} tokens leaves room for {} in a session of {}",
+                      *request.max_tokens, which, tokens->size(), room, limits.max_session_tokens));
+    }
+    return tokens;
+  }
+
+  // The prompts' token ids and one GenConfig per choice, or why the server cannot serve them.
+  Status prepare(const ServeRequest& request, ServeResult& header,
+                 std::vector<GenConfig>& configs) {
     if (!request.model.empty() && request.model != options.model_name) {
       return not_found(fmt::format("model '{}' is not served here; this server serves '{}'",
                                    request.model, options.model_name));
     }
-    StatusOr<std::vector<int32_t>> tokens = request.prompt_tokens;
-    if (request.endpoint == ServeEndpoint::kChatCompletions) {
-      tokens = codec.encode_conversation(request.messages);
-    } else if (request.prompt_text) {
-      tokens = codec.encode_prompt(*request.prompt_text);
+    const size_t num_choices = num_prompts(request) * static_cast<size_t>(request.n);
+    if (num_choices > static_cast<size_t>(options.max_concurrent_generations)) {
+      return invalid_argument(
+          fmt::format("the request asks for {} generations; this server runs at most {} at once "
+                      "(--max-concurrent)",
+                      num_choices, options.max_concurrent_generations));
     }
-    if (!tokens.ok()) return invalid_argument(tokens.status().message());
-    prompt = std::move(tokens).value();
-    if (prompt.empty()) return invalid_argument("the prompt has no tokens");
-    for (const int32_t id : prompt) {
-      if (id < 0 || id >= limits.vocab_size) {
-        return invalid_argument(fmt::format("prompt token id {} is outside the vocabulary [0, {})",
-                                            id, limits.vocab_size));
-      }
+    for (size_t i = 0; i < num_prompts(request); ++i) {
+      CELLM_ASSIGN_OR_RETURN(std::vector<int32_t> ids, prompt_ids(request, i));
+      header.prompt_tokens.push_back(std::move(ids));
     }
-    const int64_t room =
-        static_cast<int64_t>(limits.max_session_tokens) - static_cast<int64_t>(prompt.size());
-    if (room <= 0) {
-      return invalid_argument(fmt::format(
-          "the prompt has {} tokens; a session holds at most {}, with room for 1 new token",
-          prompt.size(), limits.max_session_tokens));
+    const uint64_t seed = request.seed ? *request.seed : fresh_seed();
+    for (size_t k = 0; k < num_choices; ++k) {
+      GenConfig config = request.config;
+      const size_t prompt_length = header.prompt_tokens[k / static_cast<size_t>(request.n)].size();
+      config.max_new_tokens = request.max_tokens
+                                  ? *request.max_tokens
+                                  : limits.max_session_tokens - static_cast<int32_t>(prompt_length);
+      config.seed = seed + k;  // choices of one prompt differ when they sample
+      configs.push_back(std::move(config));
     }
-    if (request.max_tokens && *request.max_tokens > room) {
-      return invalid_argument(fmt::format(
-          "max_tokens is {}, but a prompt of {} tokens leaves room for {} in a session of {}",
-          *request.max_tokens, prompt.size(), room, limits.max_session_tokens));
-    }
-    config = request.config;
-    config.max_new_tokens = request.max_tokens ? *request.max_tokens : static_cast<int32_t>(room);
-    config.seed = request.seed ? *request.seed : fresh_seed();
     return ok_status();
   }
 
-  ServeResult new_result(const ServeRequest& request, std::vector<int32_t> prompt) {
+  ServeResult new_header(const ServeRequest& request) {
     static std::atomic<uint64_t> counter{0};
-    ServeResult result;
+    ServeResult header;
     const char* prefix = request.endpoint == ServeEndpoint::kChatCompletions ? "chatcmpl" : "cmpl";
-    result.id =
+    header.id =
         fmt::format("{}-{:016x}{:04x}", prefix, fresh_seed(), counter.fetch_add(1) & 0xffff);
-    result.created_s = unix_seconds();
-    result.model = options.model_name;
-    result.prompt_tokens = std::move(prompt);
-    return result;
+    header.created_s = unix_seconds();
+    header.model = options.model_name;
+    return header;
   }
 
-  // A generation that ended kFailed: refused at submit (it never ran a step) is the request's
-  // fault, anything later the server's.
-  static Status failure_status(const GenerationHandle& handle) {
-    const std::string message = handle.error_message();
-    return handle.metrics().first_step_us < 0 ? invalid_argument(message) : internal_error(message);
-  }
+  // One request's generations and the slots they hold, shared by the handler and (when the
+  // response outlives the handler) the content provider.
+  struct Exchange {
+    std::unique_ptr<ServeExchange> generations;
+    std::unique_ptr<Slots> slots;
+
+    // Ends the generations still running, closes their sessions, frees the slots.
+    void end() {
+      generations->end();
+      slots->release();
+    }
+  };
 
   void handle_generation(const httplib::Request& http_request, httplib::Response& response,
                          ServeEndpoint endpoint) {
     num_requests.fetch_add(1);
     StatusOr<ServeRequest> request = parse_serve_request(http_request.body, endpoint);
-    std::vector<int32_t> prompt;
-    GenConfig config;
+    ServeResult header;
+    std::vector<GenConfig> configs;
     Status status = request.status();
-    if (status.ok()) status = prepare(*request, prompt, config);
-    if (!status.ok()) {
+    if (status.ok()) {
+      header = new_header(*request);
+      status = prepare(*request, header, configs);
+    }
+    StatusOr<std::unique_ptr<Slots>> slots =
+        status.ok() ? acquire_slots(static_cast<int32_t>(configs.size()))
+                    : StatusOr<std::unique_ptr<Slots>>(status);
+    if (!slots.ok()) {
       num_rejected.fetch_add(1);
-      reply_error(response, status);
+      reply_error(response, slots.status());
       return;
     }
-    StatusOr<std::unique_ptr<Slot>> slot = acquire_slot();
-    if (!slot.ok()) {
-      num_rejected.fetch_add(1);
-      reply_error(response, slot.status());
-      return;
-    }
-    auto stream = std::make_shared<Stream>();
-    stream->request = std::move(request).value();
-    stream->result = new_result(stream->request, prompt);
-    stream->slot = std::move(slot).value();
-    stream->session = runner.open_session();
-    stream->handle = stream->session.generate_async(std::move(prompt), std::move(config),
-                                                    Channel::callback(stream->channel));
-    if (stream->request.stream) {
-      start_stream(stream, response);
+    auto exchange = std::make_shared<Exchange>();
+    exchange->slots = std::move(slots).value();
+    exchange->generations = std::make_unique<ServeExchange>(runner, std::move(request).value(),
+                                                            std::move(header), std::move(configs));
+    if (exchange->generations->request().stream) {
+      start_stream(exchange, response);
     } else {
-      finish_whole(stream, response);
+      finish_whole(exchange, response);
     }
   }
 
-  // One generation's state, shared by the handler and (when streaming) the content provider.
-  struct Stream {
-    ServeRequest request;
-    ServeResult result;
-    std::unique_ptr<Slot> slot;
-    Session session;
-    GenerationHandle handle;
-    std::shared_ptr<Channel> channel = std::make_shared<Channel>();
-    bool first = true;
-
-    // Ends the generation (if it still runs), closes the session and frees the slot.
-    void end() {
-      if (handle.valid() && !handle.done()) handle.cancel();
-      if (session.valid()) session.close();
-      if (slot) slot->release();
-    }
-  };
-
-  // Waits up to `timeout` for the generation to end (cancelling it when the server stops); true
-  // when it has.
-  bool wait_for_end(Stream& stream, std::chrono::milliseconds timeout) {
-    const bool done = stream.handle.wait_for(timeout);
-    if (!done && is_stopping()) stream.handle.cancel();
+  // Waits up to `timeout` for every choice to end (cancelling them when the server stops); true
+  // when all have.
+  bool wait_for_end(Exchange& exchange, std::chrono::milliseconds timeout) {
+    const bool done = exchange.generations->wait_all(timeout);
+    if (!done && is_stopping()) exchange.generations->cancel();
     return done;
   }
 
   // A whole (not streamed) response. Most generations end, or are refused, within the first
   // wait: an ordinary response with its status. A longer one is answered 200 at once and its JSON
   // sent when it ends, with a space every keep-alive interval before it (leading whitespace is
-  // valid JSON): a client that went away fails a write, which cancels the generation, as it
+  // valid JSON): a client that went away fails a write, which cancels the generations, as it
   // does for a stream. A failure after that point is an error body under the 200.
-  void finish_whole(const std::shared_ptr<Stream>& stream, httplib::Response& response) {
-    if (wait_for_end(*stream, std::chrono::milliseconds(options.whole_response_wait_ms))) {
-      reply_whole(*stream, response);
+  void finish_whole(const std::shared_ptr<Exchange>& exchange, httplib::Response& response) {
+    if (wait_for_end(*exchange, std::chrono::milliseconds(options.whole_response_wait_ms))) {
+      reply_whole(*exchange, response);
       return;
     }
     response.status = 200;
     response.set_chunked_content_provider(
         kJson,
-        [this, stream](size_t /*offset*/, httplib::DataSink& sink) {
-          if (!wait_for_end(*stream, std::chrono::milliseconds(options.keepalive_ms))) {
+        [this, exchange](size_t /*offset*/, httplib::DataSink& sink) {
+          if (!wait_for_end(*exchange, std::chrono::milliseconds(options.keepalive_ms))) {
             return sink.write(" ", 1);
           }
           httplib::Response whole;
-          reply_whole(*stream, whole);
+          reply_whole(*exchange, whole);
           if (!sink.write(whole.body.data(), whole.body.size())) return false;
           sink.done();
           return true;
         },
-        [stream](bool /*success*/) { stream->end(); });
+        [exchange](bool /*success*/) { exchange->end(); });
   }
 
-  // The response of an ended generation (its status, its body).
-  void reply_whole(Stream& stream, httplib::Response& response) {
-    stream.end();
-    const FinishReason reason = stream.handle.finish_reason();
-    if (reason == FinishReason::kFailed) {
+  // The response of a request whose generations all ended (its status, its body).
+  void reply_whole(Exchange& exchange, httplib::Response& response) {
+    exchange.end();
+    StatusOr<nlohmann::ordered_json> body = exchange.generations->whole_response(is_stopping());
+    if (!body.ok()) {
       num_rejected.fetch_add(1);
-      reply_error(response, failure_status(stream.handle));
+      reply_error(response, body.status());
       return;
     }
-    if (reason == FinishReason::kCancelled && is_stopping()) {
-      num_rejected.fetch_add(1);
-      reply_error(response, cancelled("the server stopped before the generation ended"));
-      return;
-    }
-    stream.result.text = stream.handle.text();
-    stream.result.tokens = stream.handle.tokens();
-    stream.result.finish_reason = reason;
-    reply_json(response, 200, completion_response_json(stream.request, stream.result));
+    reply_json(response, 200, *body);
   }
 
-  void start_stream(const std::shared_ptr<Stream>& stream, httplib::Response& response) {
+  void start_stream(const std::shared_ptr<Exchange>& exchange, httplib::Response& response) {
     response.status = 200;
     response.set_header("Cache-Control", "no-cache");
     response.set_chunked_content_provider(
         "text/event-stream",
-        [this, stream](size_t /*offset*/, httplib::DataSink& sink) {
-          return send_stream(*stream, sink);
+        [this, exchange](size_t /*offset*/, httplib::DataSink& sink) {
+          // One call: wait a little for the next deliveries, send their events. False ends the
+          // response (the client went away: end() cancels the generations).
+          if (is_stopping()) exchange->generations->cancel();
+          bool done = false;
+          const std::string events = exchange->generations->next_events(250ms, done);
+          if (!events.empty() && !sink.write(events.data(), events.size())) return false;
+          if (done) {
+            exchange->end();
+            sink.done();
+          }
+          return true;
         },
-        [stream](bool /*success*/) { stream->end(); });
-  }
-
-  // One call of the content provider: waits a little for the next delivered text, sends it.
-  // False ends the response (the client went away: the generation is cancelled by end()).
-  bool send_stream(Stream& stream, httplib::DataSink& sink) {
-    const ServeRequest& request = stream.request;
-    ServeResult& result = stream.result;
-    auto write = [&sink](const std::string& event) {
-      return sink.write(event.data(), event.size());
-    };
-    if (stream.first && request.endpoint == ServeEndpoint::kChatCompletions) {
-      stream.first = false;  // the role first, as OpenAI's streams do
-      if (!write(sse_event(completion_chunk_json(request, result, "", {}, true, std::nullopt)))) {
-        return false;
-      }
-    }
-    std::string text;
-    std::vector<int32_t> tokens;
-    bool finished = false;
-    {
-      std::unique_lock<std::mutex> lock(stream.channel->mutex);
-      stream.channel->cv.wait_for(lock, 250ms, [&] {
-        return stream.channel->finished || !stream.channel->text.empty() ||
-               (request.return_token_ids && !stream.channel->tokens.empty());
-      });
-      text.swap(stream.channel->text);
-      tokens.swap(stream.channel->tokens);
-      finished = stream.channel->finished;
-    }
-    if (!finished && is_stopping()) stream.handle.cancel();
-    result.tokens.insert(result.tokens.end(), tokens.begin(), tokens.end());
-    result.text += text;
-    if (!text.empty() || (request.return_token_ids && !tokens.empty())) {
-      if (!write(sse_event(
-              completion_chunk_json(request, result, text, tokens, stream.first, std::nullopt)))) {
-        return false;
-      }
-      stream.first = false;
-    }
-    if (!finished) return true;
-    stream.handle.wait();  // the final update arrived: done is set right after it
-    result.finish_reason = stream.handle.finish_reason();
-    std::string tail;
-    if (result.finish_reason == FinishReason::kFailed) {
-      tail = sse_event(error_json(failure_status(stream.handle)));
-    } else {
-      tail = sse_event(
-          completion_chunk_json(request, result, "", {}, stream.first, result.finish_reason));
-      if (request.stream_include_usage) tail += sse_event(usage_chunk_json(request, result));
-    }
-    tail += sse_done();
-    if (!write(tail)) return false;
-    stream.end();
-    sink.done();
-    return true;
+        [exchange](bool /*success*/) { exchange->end(); });
   }
 
   ServerCounters counters() {

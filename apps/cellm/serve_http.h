@@ -2,9 +2,10 @@
 // completions (whole or streamed as server-sent events), the model list, health, and metrics
 // (GET /metrics in Prometheus' text format, GET /metrics.json).
 //
-// Each generation request gets its own Runner session (opened for it, closed when it ends, so
-// prefix reuse sees it as a retained prefix) and waits for a free generation slot first: at most
-// `max_concurrent_generations` run at once, the rest queue in arrival order. A request whose
+// Each generation request (its prompts × n choices, serve_exchange.h: a Runner session each,
+// closed when it ends, so prefix reuse keeps it as a retained prefix) waits for a free generation
+// slot per choice first: at most `max_concurrent_generations` run at once, the rest queue in
+// arrival order. A request whose
 // client goes away is cancelled at the next token (streamed) or keep-alive space (whole response)
 // it cannot send; a request still queued when the server stops is answered 503. Request bodies are
 // parsed by serve_api.h; a request the model cannot serve (prompt plus max_tokens beyond a

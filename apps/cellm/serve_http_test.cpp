@@ -176,8 +176,8 @@ TEST(ServeHttpTest, GreedyCompletionsEqualTheReferenceTokens) {
     ASSERT_EQ(r.status, 200) << r.body.dump();
     EXPECT_EQ(r.body.at("object"), "text_completion");
     EXPECT_EQ(r.body.at("model"), "stories");
-    EXPECT_EQ(r.body.at("prompt_token_ids"), c.at("prompt_tokens"));
     const Json& choice = r.body.at("choices").at(0);
+    EXPECT_EQ(choice.at("prompt_token_ids"), c.at("prompt_tokens"));
     EXPECT_EQ(choice.at("token_ids"), c.at("generated_tokens")) << c.at("prompt");
     EXPECT_EQ(choice.at("text"), c.at("text"));
     EXPECT_EQ(choice.at("finish_reason"), c.at("stopped_at_eos") ? "stop" : "length");
@@ -228,6 +228,67 @@ TEST(ServeHttpTest, ConcurrentRequestsEachGetTheirSoloTokensThroughTwoSlots) {
       << text->body;
 }
 
+TEST(ServeHttpTest, SeveralPromptsAndChoicesEachGetTheirTokensWholeAndStreamed) {
+  Served served;
+  const Json cases = reference_cases();
+  Json prompts = Json::array();  // the first three: 5 tokens each
+  for (size_t i = 0; i < 3; ++i) prompts.push_back(cases[i].at("prompt_tokens"));
+  Json request = {{"prompt", prompts},
+                  {"n", 2},
+                  {"max_tokens", 16},
+                  {"temperature", 0},
+                  {"return_token_ids", true}};
+  const Reply whole = post(served, "/v1/completions", request);
+  ASSERT_EQ(whole.status, 200) << whole.body.dump();
+  ASSERT_EQ(whole.body.at("choices").size(), 6u);
+  for (size_t k = 0; k < 6; ++k) {
+    const Json& choice = whole.body.at("choices").at(k);
+    EXPECT_EQ(choice.at("index"), k);
+    EXPECT_EQ(choice.at("prompt_token_ids"), cases[k / 2].at("prompt_tokens"));
+    EXPECT_EQ(choice.at("token_ids").get<std::vector<int32_t>>(),
+              head(cases[k / 2].at("generated_tokens"), 16))
+        << "choice " << k;
+  }
+  EXPECT_EQ(whole.body.at("usage").at("completion_tokens"), 96);
+  EXPECT_EQ(whole.body.at("usage").at("prompt_tokens"), 15) << "three 5-token prompts, once each";
+
+  request["stream"] = true;
+  httplib::Client client = served.client();
+  httplib::Result streamed = client.Post("/v1/completions", request.dump(), "application/json");
+  ASSERT_TRUE(streamed);
+  std::vector<std::vector<int32_t>> tokens(6);
+  std::vector<std::string> finish(6);
+  const std::vector<std::string> payloads = sse_payloads(streamed->body);
+  ASSERT_FALSE(payloads.empty());
+  EXPECT_EQ(payloads.back(), "[DONE]");
+  for (size_t i = 0; i + 1 < payloads.size(); ++i) {
+    const Json event = Json::parse(payloads[i]);
+    const Json& choice = event.at("choices").at(0);
+    const size_t k = choice.at("index");
+    ASSERT_LT(k, 6u);
+    for (const int32_t id : choice.at("token_ids")) tokens[k].push_back(id);
+    if (!choice.at("finish_reason").is_null()) finish[k] = choice.at("finish_reason");
+  }
+  for (size_t k = 0; k < 6; ++k) {
+    EXPECT_EQ(tokens[k], head(cases[k / 2].at("generated_tokens"), 16)) << "choice " << k;
+    EXPECT_EQ(finish[k], "length") << "choice " << k;
+  }
+}
+
+TEST(ServeHttpTest, ChoiceKSamplesWithTheSeedPlusK) {
+  Served served;
+  Json request = {{"prompt", "Once upon a time"}, {"n", 3},    {"max_tokens", 24},
+                  {"temperature", 1.0},           {"seed", 7}, {"return_token_ids", true}};
+  const Reply three = post(served, "/v1/completions", request);
+  ASSERT_EQ(three.status, 200) << three.body.dump();
+  request["n"] = 1;
+  request["seed"] = 9;
+  const Reply third = post(served, "/v1/completions", request);
+  ASSERT_EQ(third.status, 200) << third.body.dump();
+  EXPECT_EQ(three.body.at("choices").at(2).at("token_ids"),
+            third.body.at("choices").at(0).at("token_ids"));
+}
+
 TEST(ServeHttpTest, AStreamedCompletionSendsTheSameTextInEvents) {
   Served served;
   const Json c = reference_cases()[0];
@@ -273,7 +334,8 @@ TEST(ServeHttpTest, BadRequestsGetClearErrorsAndTheServerGoesOn) {
   };
   const std::vector<Case> cases = {
       {"/v1/completions", "{not json", 400, "not valid JSON"},
-      {"/v1/completions", R"({"prompt": "x", "n": 3})", 400, "\"n\""},
+      {"/v1/completions", R"({"prompt": "x", "echo": true})", 400, "\"echo\""},
+      {"/v1/completions", R"({"prompt": "x", "n": 9})", 400, "at most 8 at once"},
       {"/v1/completions", R"({"prompt": [1, 512]})", 400, "outside the vocabulary"},
       {"/v1/completions", Json{{"prompt", std::vector<int32_t>(context, 5)}}.dump(), 400,
        "a session holds at most"},

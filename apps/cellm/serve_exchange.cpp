@@ -1,0 +1,165 @@
+// One request's generations and their responses (serve_exchange.h).
+#include "serve_exchange.h"
+
+#include <condition_variable>
+#include <mutex>
+
+#include "core/check.h"
+
+namespace cellm::app {
+
+// Shared with the generations' callbacks (the engine thread), which may outlive the exchange: a
+// cancelled generation's last update can come after the request is gone.
+struct ServeExchange::Delivery {
+  struct Pending {
+    std::string text;
+    std::vector<int32_t> tokens;
+    bool finished = false;
+  };
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::vector<Pending> pending;  // guarded by mutex; [choices]
+
+  static GenerationCallback callback(const std::shared_ptr<Delivery>& delivery, size_t choice) {
+    return [delivery, choice](const GenerationUpdate& update) {
+      {
+        std::lock_guard<std::mutex> lock(delivery->mutex);
+        Pending& p = delivery->pending[choice];
+        p.text.append(update.text);
+        p.tokens.insert(p.tokens.end(), update.tokens.begin(), update.tokens.end());
+        p.finished = p.finished || update.finished;
+      }
+      delivery->cv.notify_all();
+    };
+  }
+};
+
+ServeExchange::ServeExchange(Runner& runner, ServeRequest request, ServeResult header,
+                             std::vector<GenConfig> configs)
+    : request_(std::move(request)),
+      result_(std::move(header)),
+      delivery_(std::make_shared<Delivery>()) {
+  const size_t num_choices = configs.size();
+  const size_t n = static_cast<size_t>(request_.n);
+  CELLM_CHECK(num_choices == result_.prompt_tokens.size() * n)
+      << "one GenConfig per choice: " << num_choices << " for " << result_.prompt_tokens.size()
+      << " prompts x " << n;
+  delivery_->pending.resize(num_choices);
+  result_.choices.resize(num_choices);
+  first_sent_.assign(num_choices, false);
+  final_sent_.assign(num_choices, false);
+  for (size_t k = 0; k < num_choices; ++k) {
+    sessions_.push_back(runner.open_session());
+    handles_.push_back(sessions_.back().generate_async(
+        result_.prompt_tokens[k / n], std::move(configs[k]), Delivery::callback(delivery_, k)));
+  }
+}
+
+ServeExchange::~ServeExchange() { end(); }
+
+bool ServeExchange::wait_all(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (const GenerationHandle& handle : handles_) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (!handle.wait_for(std::max(left, std::chrono::milliseconds(0)))) return false;
+  }
+  return true;
+}
+
+// A generation that ended kFailed: refused at submit (it never ran a step) is the request's
+// fault, anything later the server's.
+Status ServeExchange::failure_of(size_t choice) const {
+  const GenerationHandle& handle = handles_[choice];
+  const std::string message = handle.error_message();
+  return handle.metrics().first_step_us < 0 ? invalid_argument(message) : internal_error(message);
+}
+
+StatusOr<nlohmann::ordered_json> ServeExchange::whole_response(bool stopping) {
+  for (size_t k = 0; k < handles_.size(); ++k) {
+    CELLM_CHECK(handles_[k].done()) << "whole_response before choice " << k << " ended";
+    const FinishReason reason = handles_[k].finish_reason();
+    if (reason == FinishReason::kFailed) return failure_of(k);
+    if (reason == FinishReason::kCancelled && stopping) {
+      return cancelled("the server stopped before the generation ended");
+    }
+    result_.choices[k] = {handles_[k].text(), reason, handles_[k].tokens()};
+  }
+  return completion_response_json(request_, result_);
+}
+
+std::string ServeExchange::next_events(std::chrono::milliseconds timeout, bool& done) {
+  done = false;
+  const bool want_ids = request_.return_token_ids;
+  std::vector<Delivery::Pending> news(handles_.size());
+  {
+    std::unique_lock<std::mutex> lock(delivery_->mutex);
+    delivery_->cv.wait_for(lock, timeout, [&] {
+      for (size_t k = 0; k < handles_.size(); ++k) {
+        const Delivery::Pending& p = delivery_->pending[k];
+        if (!p.text.empty() || (want_ids && !p.tokens.empty()) || (p.finished && !final_sent_[k])) {
+          return true;
+        }
+      }
+      return false;
+    });
+    for (size_t k = 0; k < handles_.size(); ++k) {
+      Delivery::Pending& p = delivery_->pending[k];
+      news[k].text.swap(p.text);
+      news[k].tokens.swap(p.tokens);
+      news[k].finished = p.finished;
+    }
+  }
+  const bool chat = request_.endpoint == ServeEndpoint::kChatCompletions;
+  std::string events;
+  for (size_t k = 0; k < handles_.size(); ++k) {
+    if (chat && !first_sent_[k]) {  // the role first, as OpenAI's streams do
+      events += sse_event(completion_chunk_json(request_, result_, k, "", {}, true, std::nullopt));
+      first_sent_[k] = true;
+    }
+    ServeChoice& choice = result_.choices[k];
+    const Delivery::Pending& p = news[k];
+    choice.text += p.text;
+    choice.tokens.insert(choice.tokens.end(), p.tokens.begin(), p.tokens.end());
+    if (!p.text.empty() || (want_ids && !p.tokens.empty())) {
+      events += sse_event(
+          completion_chunk_json(request_, result_, k, p.text, p.tokens, !first_sent_[k], {}));
+      first_sent_[k] = true;
+    }
+    if (!p.finished || final_sent_[k]) continue;
+    handles_[k].wait();  // the final update arrived: done is set right after it
+    choice.finish_reason = handles_[k].finish_reason();
+    final_sent_[k] = true;
+    if (choice.finish_reason == FinishReason::kFailed) {
+      cancel();  // one failed choice fails the request
+      done = true;
+      return events + sse_event(error_json(failure_of(k))) + sse_done();
+    }
+    events += sse_event(
+        completion_chunk_json(request_, result_, k, "", {}, !first_sent_[k], choice.finish_reason));
+    first_sent_[k] = true;
+  }
+  for (const bool sent : final_sent_) {
+    if (!sent) return events;
+  }
+  if (request_.stream_include_usage) events += sse_event(usage_chunk_json(request_, result_));
+  done = true;
+  return events + sse_done();
+}
+
+void ServeExchange::cancel() {
+  for (const GenerationHandle& handle : handles_) {
+    if (handle.valid() && !handle.done()) handle.cancel();
+  }
+}
+
+void ServeExchange::end() {
+  if (ended_) return;
+  ended_ = true;
+  cancel();
+  for (Session& session : sessions_) {
+    if (session.valid()) session.close();
+  }
+}
+
+}  // namespace cellm::app
