@@ -1,7 +1,8 @@
-// libFuzzer target for parse_serve_request (apps/cellm/serve_api.h): arbitrary bytes as a
-// /v1/completions or /v1/chat/completions body (the first byte picks the endpoint), checked
-// against apps/cellm/serve_api_checks.h. A broken promise aborts; ASan/UBSan catch the rest.
-// Seeds: fuzz/serve_seeds; fuzz/serve_json.dict names the fields (make fuzz).
+// libFuzzer target for parse_serve_request and the /tokenize, /detokenize parsers
+// (apps/cellm/serve_api.h): arbitrary bytes as a /v1/completions or /v1/chat/completions body
+// (the first byte picks the endpoint), checked against apps/cellm/serve_api_checks.h. A broken
+// promise aborts; ASan/UBSan catch the rest. Seeds: fuzz/serve_seeds; fuzz/serve_json.dict names
+// the fields (make fuzz).
 #include <cstdio>
 #include <cstdlib>
 #include <string>

@@ -3,6 +3,7 @@
 // response bodies and server-sent events back.
 //
 // Pure functions over JSON text; no sockets, no tokenizer, no Runner (serve_http.h joins them).
+// serve_api.cpp parses, serve_response.cpp formats.
 // What a request may say: the fields of OpenAI's /v1/completions and /v1/chat/completions that
 // cellm can honour (several prompts and `n` choices each included), plus vLLM's top_k, min_p,
 // repetition_penalty, ignore_eos and return_token_ids. A field cellm cannot honour with a value
@@ -63,6 +64,15 @@ StatusOr<ServeRequest> parse_serve_request(std::string_view body, ServeEndpoint 
 
 // Prompts in a request: one for chat, prompts.size() for completions.
 size_t num_prompts(const ServeRequest& request);
+
+// POST /tokenize: one prompt ("prompt" or "messages", as the completion endpoints take them).
+struct TokenizeRequest {
+  ServeRequest prompt;
+  bool add_special_tokens = true;  // false: no BOS before a text prompt
+};
+StatusOr<TokenizeRequest> parse_tokenize_request(std::string_view body);
+// POST /detokenize: {"tokens": [ids]}.
+StatusOr<std::vector<int32_t>> parse_detokenize_request(std::string_view body);
 
 // What one choice (one generation) produced.
 struct ServeChoice {

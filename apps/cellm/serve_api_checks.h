@@ -1,4 +1,5 @@
-// The promises of parse_serve_request (serve_api.h), checked on any input: a refusal is
+// The promises of parse_serve_request (serve_api.h), and of the /tokenize and /detokenize
+// parsers, checked on any input: a refusal is
 // InvalidArgument with a message; an accepted request has the one prompt form of its endpoint, a
 // GenConfig validate_gen_config accepts, at most 16 non-empty stop strings, known roles, and its
 // response bodies and events serialize whatever bytes it holds. Shared by the fuzzer
@@ -14,8 +15,28 @@
 
 namespace cellm::app::serve_testing {
 
+// The /tokenize and /detokenize parsers: refusals are InvalidArgument, token ids non-negative.
+inline std::string check_token_parsers(std::string_view body) {
+  const StatusOr<TokenizeRequest> tokenize = parse_tokenize_request(body);
+  if (!tokenize.ok() && tokenize.status().code() != StatusCode::kInvalidArgument) {
+    return "a tokenize refusal that is not InvalidArgument: " + tokenize.status().to_string();
+  }
+  if (tokenize.ok() && num_prompts(tokenize->prompt) != 1) return "tokenize of several prompts";
+  const StatusOr<std::vector<int32_t>> detokenize = parse_detokenize_request(body);
+  if (!detokenize.ok() && detokenize.status().code() != StatusCode::kInvalidArgument) {
+    return "a detokenize refusal that is not InvalidArgument: " + detokenize.status().to_string();
+  }
+  if (detokenize.ok()) {
+    for (const int32_t id : *detokenize) {
+      if (id < 0) return "detokenize accepted a negative id";
+    }
+  }
+  return "";
+}
+
 // "" when every promise holds for `body`, else what broke.
 inline std::string check_serve_parse(std::string_view body, ServeEndpoint endpoint) {
+  if (std::string broken = check_token_parsers(body); !broken.empty()) return broken;
   const StatusOr<ServeRequest> parsed = parse_serve_request(body, endpoint);
   if (!parsed.ok()) {
     if (parsed.status().code() != StatusCode::kInvalidArgument) {

@@ -237,6 +237,31 @@ struct HttpServer::Impl {
     }
   }
 
+  // POST /tokenize: a prompt's token ids as a completion (or, with "messages", a chat
+  // completion) would run them, with the context's length beside them.
+  void handle_tokenize(const httplib::Request& req, httplib::Response& res) {
+    StatusOr<TokenizeRequest> request = parse_tokenize_request(req.body);
+    if (!request.ok()) return reply_error(res, request.status());
+    StatusOr<std::vector<int32_t>> tokens = std::vector<int32_t>();
+    const ServeRequest& prompt = request->prompt;
+    if (prompt.endpoint == ServeEndpoint::kChatCompletions) {
+      tokens = codec.encode_conversation(prompt.messages);
+    } else if (prompt.prompts[0].text) {
+      tokens = codec.encode_prompt(*prompt.prompts[0].text);
+      // The codec adds BOS where the vocabulary does; without special tokens it goes.
+      if (tokens.ok() && !request->add_special_tokens && codec.adds_bos() && !tokens->empty()) {
+        tokens->erase(tokens->begin());
+      }
+    } else {
+      tokens = prompt.prompts[0].tokens;
+    }
+    if (!tokens.ok()) return reply_error(res, invalid_argument(tokens.status().message()));
+    reply_json(res, 200,
+               {{"count", tokens->size()},
+                {"max_model_len", limits.max_session_tokens},
+                {"tokens", *tokens}});
+  }
+
   // Waits up to `timeout` for every choice to end (cancelling them when the server stops); true
   // when all have.
   bool wait_for_end(Exchange& exchange, std::chrono::milliseconds timeout) {
@@ -348,6 +373,22 @@ struct HttpServer::Impl {
                 [this](const httplib::Request& req, httplib::Response& res) {
                   handle_generation(req, res, ServeEndpoint::kChatCompletions);
                 });
+    server.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+      handle_tokenize(req, res);
+    });
+    server.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+      StatusOr<std::vector<int32_t>> tokens = parse_detokenize_request(req.body);
+      Status status = tokens.status();
+      for (size_t i = 0; status.ok() && i < tokens->size(); ++i) {
+        if ((*tokens)[i] >= limits.vocab_size) {
+          status = invalid_argument(fmt::format("token id {} is outside the vocabulary [0, {})",
+                                                (*tokens)[i], limits.vocab_size));
+        }
+      }
+      StatusOr<std::string> text = status.ok() ? codec.decode(*tokens) : status;
+      if (!text.ok()) return reply_error(res, invalid_argument(text.status().message()));
+      reply_json(res, 200, {{"prompt", *text}});
+    });
     server.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
       nlohmann::ordered_json model = {{"id", options.model_name},
                                       {"object", "model"},

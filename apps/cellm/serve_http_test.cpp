@@ -289,6 +289,30 @@ TEST(ServeHttpTest, ChoiceKSamplesWithTheSeedPlusK) {
             third.body.at("choices").at(0).at("token_ids"));
 }
 
+TEST(ServeHttpTest, TokenizeAndDetokenizeAgreeWithTheReference) {
+  Served served;
+  for (const Json& c : reference_cases()) {
+    if (c.at("prompt").get<std::string>().empty()) continue;
+    const Reply tokens = post(served, "/tokenize", {{"prompt", c.at("prompt")}});
+    ASSERT_EQ(tokens.status, 200) << tokens.body.dump();
+    EXPECT_EQ(tokens.body.at("tokens"), c.at("prompt_tokens")) << c.at("prompt");
+    EXPECT_EQ(tokens.body.at("count"), c.at("prompt_tokens").size());
+    const Reply text = post(served, "/detokenize", {{"tokens", c.at("generated_tokens")}});
+    ASSERT_EQ(text.status, 200) << text.body.dump();
+    EXPECT_EQ(text.body.at("prompt"), c.at("text")) << c.at("prompt");
+  }
+  const Json c = reference_cases()[0];
+  const Reply bare =
+      post(served, "/tokenize", {{"prompt", c.at("prompt")}, {"add_special_tokens", false}});
+  ASSERT_EQ(bare.status, 200);
+  std::vector<int32_t> without_bos = c.at("prompt_tokens").get<std::vector<int32_t>>();
+  without_bos.erase(without_bos.begin());
+  EXPECT_EQ(bare.body.at("tokens").get<std::vector<int32_t>>(), without_bos);
+  EXPECT_EQ(post(served, "/detokenize", {{"tokens", {1, 512}}}).status, 400);
+  EXPECT_EQ(post(served, "/detokenize", {{"tokens", "x"}}).status, 400);
+  EXPECT_EQ(post(served, "/tokenize", {{"prompt", 5}}).status, 400);
+}
+
 TEST(ServeHttpTest, AStreamedCompletionSendsTheSameTextInEvents) {
   Served served;
   const Json c = reference_cases()[0];
