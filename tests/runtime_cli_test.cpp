@@ -114,6 +114,9 @@ TEST(RuntimeCliTest, BadArgumentsGiveOneClearLineAndExitStatusTwo) {
       {{"generate", "--model", model, "--prompt-tokens", "1,512"}, "512"},
       {{"run", "--model", model, "--prompt", "hi", "--max-cells", "100"}, "--max-cells 100"},
       {{"run", "--model", model, "--prompt", "hi", "--resident-bf16", "maybe"}, "--resident-bf16"},
+      {{"serve", "--model", model, "--port", "70000"}, "--port"},
+      {{"serve", "--model", model, "--max-concurrent", "0"}, "--max-concurrent"},
+      {{"serve", "--model", model, "--max-cells", "100"}, "--max-cells 100"},
   };
   for (const auto& [args, words] : cases) {
     const Result r = run_cellm(args);

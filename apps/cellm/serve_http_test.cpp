@@ -6,6 +6,10 @@
 
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -17,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "cellm_cli.h"
 #include "cmd_engine.h"
 #include "cmd_text.h"
 #include "gguf/gguf_file.h"
@@ -542,6 +547,57 @@ TEST(ServeHttpTest, AChatCompletionIsTheConversationsTokensGreedy) {
   ASSERT_EQ(p.status, 200) << p.body.dump();
   EXPECT_EQ(r.body.at("choices").at(0).at("token_ids"), p.body.at("choices").at(0).at("token_ids"));
   EXPECT_EQ(r.body.at("choices").at(0).at("token_ids").size(), 12u);
+}
+
+// The command itself: `cellm serve --port 0` says where it listens, serves, and stops on SIGTERM
+// with exit status 0 and its summary.
+TEST(ServeHttpTest, TheServeCommandListensServesAndStopsOnSigterm) {
+  const std::string binary = testing::cellm_binary();
+  const std::string model = testing::test_model_path("stories260K.gguf");
+  int out[2];
+  ASSERT_EQ(pipe(out), 0);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    dup2(out[1], STDOUT_FILENO);
+    close(out[0]);
+    close(out[1]);
+    setenv("CUDA_VISIBLE_DEVICES", "", 1);
+    execl(binary.c_str(), "cellm", "serve", "--model", model.c_str(), "--port", "0", "--backend",
+          "cpu", "--threads", "1", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(out[1]);
+  // Reads what the server prints until `want` shows up or 60 s pass.
+  std::string printed;
+  auto read_until = [&](const std::string& want) {
+    for (int i = 0; i < 600 && printed.find(want) == std::string::npos; ++i) {
+      pollfd p{out[0], POLLIN, 0};
+      if (poll(&p, 1, 100) <= 0) continue;
+      char buffer[4096];
+      const ssize_t n = read(out[0], buffer, sizeof(buffer));
+      if (n <= 0) break;
+      printed.append(buffer, static_cast<size_t>(n));
+    }
+    return printed.find(want) != std::string::npos;
+  };
+  ASSERT_TRUE(read_until("listening on http://127.0.0.1:")) << binary << ": " << printed;
+  const size_t at = printed.find("127.0.0.1:") + 10;
+  const int port = std::stoi(printed.substr(at, printed.find_first_not_of("0123456789", at) - at));
+  httplib::Client client("127.0.0.1", port);
+  EXPECT_EQ(client.Get("/health")->status, 200);
+  const Json c = reference_cases()[0];
+  httplib::Result r =
+      client.Post("/v1/completions", greedy_request(c, 8).dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(Json::parse(r->body).at("choices").at(0).at("token_ids").get<std::vector<int32_t>>(),
+            head(c.at("generated_tokens"), 8));
+  ASSERT_EQ(kill(pid, SIGTERM), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_TRUE(read_until("cellm serve: stopped")) << printed;
+  close(out[0]);
 }
 
 }  // namespace
