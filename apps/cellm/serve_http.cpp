@@ -1,5 +1,5 @@
-// HttpServer (serve_http.h) on cpp-httplib: routes, generation slots, and the bridge from a
-// generation's updates (engine thread) to a request's worker thread.
+// HttpServer (serve_http.h) on cpp-httplib: routes, the API key, generation slots in arrival
+// order, and each request's ServeExchange written out whole or as events.
 #include "serve_http.h"
 
 #include <fmt/format.h>
@@ -8,7 +8,6 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <deque>
 #include <mutex>
 #include <random>
 #include <thread>
