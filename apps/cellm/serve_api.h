@@ -47,7 +47,8 @@ struct ServeRequest {
   std::vector<ChatTurn> messages;    // chat completions: at least one
   // Choices per prompt (choice k is prompt k / n's); with a seed, choice k samples with seed + k.
   int32_t n = 1;
-  // Tokens to generate; none: as many as the session's context leaves.
+  // Tokens to generate; none: OpenAI's defaults (16 for a completion, as many as the session's
+  // context leaves for a chat completion).
   std::optional<int32_t> max_tokens;
   // Sampling, penalties, stop strings, ignore_eos (use_default_stop_tokens off). The seed is
   // in `seed`: none asks the server for a fresh one.

@@ -50,7 +50,7 @@ TEST(ServeApiTest, CompletionFieldsBecomeTheGenConfig) {
 
 TEST(ServeApiTest, AbsentFieldsTakeOpenAIsDefaults) {
   const ServeRequest r = parse_ok(R"({"prompt": "hi"})");
-  EXPECT_FALSE(r.max_tokens.has_value()) << "none: the rest of the session's context";
+  EXPECT_FALSE(r.max_tokens.has_value()) << "none: the server applies OpenAI's defaults";
   EXPECT_FLOAT_EQ(r.config.sampling.temperature, 1.0f);
   EXPECT_FLOAT_EQ(r.config.sampling.top_p, 1.0f);
   EXPECT_EQ(r.config.sampling.top_k, 0);

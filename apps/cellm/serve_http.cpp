@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <httplib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -23,6 +24,7 @@ namespace {
 using namespace std::chrono_literals;
 
 constexpr const char* kJson = "application/json";
+constexpr int32_t kDefaultCompletionTokens = 16;  // OpenAI's max_tokens default for completions
 
 int64_t unix_seconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(
@@ -173,9 +175,13 @@ struct HttpServer::Impl {
     for (size_t k = 0; k < num_choices; ++k) {
       GenConfig config = request.config;
       const size_t prompt_length = header.prompt_tokens[k / static_cast<size_t>(request.n)].size();
-      config.max_new_tokens = request.max_tokens
-                                  ? *request.max_tokens
-                                  : limits.max_session_tokens - static_cast<int32_t>(prompt_length);
+      // Without max_tokens: OpenAI's defaults, 16 for a completion, the rest of the session's
+      // context for a chat completion.
+      const int32_t room = limits.max_session_tokens - static_cast<int32_t>(prompt_length);
+      config.max_new_tokens = request.max_tokens ? *request.max_tokens
+                              : request.endpoint == ServeEndpoint::kChatCompletions
+                                  ? room
+                                  : std::min(kDefaultCompletionTokens, room);
       config.seed = seed + k;  // choices of one prompt differ when they sample
       configs.push_back(std::move(config));
     }

@@ -173,6 +173,29 @@ std::vector<std::string> sse_payloads(const std::string& stream) {
   return payloads;
 }
 
+// stories260K with a Llama-2 chat template added (no test model carries one), written once into
+// the test's temporary folder. Its vocabulary has Llama-2's <s> and </s>.
+std::string stories_with_chat_template() {
+  const std::string path = ::testing::TempDir() + "/stories260K-llama2-chat.gguf";
+  StatusOr<GgufFile> file = GgufFile::open(testing::test_model_path("stories260K.gguf"));
+  EXPECT_TRUE(file.ok()) << file.status().to_string();
+  GgufWriter writer;
+  for (const auto& [key, value] : file->metadata())
+    EXPECT_TRUE(writer.add_metadata(key, value).ok());
+  // The markers Meta's Llama-2 chat template holds ([INST], <<SYS>>); detection needs only them.
+  EXPECT_TRUE(writer
+                  .add_metadata("tokenizer.chat_template",
+                                GgufValue::string("{{ bos_token + '[INST] ' + '<<SYS>>\\n' + "
+                                                  "content + ' [/INST]' }}"))
+                  .ok());
+  for (const GgufTensorInfo& t : file->tensors()) {
+    EXPECT_TRUE(writer.add_tensor(t.name, t.type, t.dims, file->tensor_data(t)).ok());
+  }
+  const Status written = writer.write_file(path);
+  EXPECT_TRUE(written.ok()) << written.to_string();
+  return path;
+}
+
 TEST(ServeHttpTest, GreedyCompletionsEqualTheReferenceTokens) {
   Served served;
   const Json cases = reference_cases();
@@ -294,6 +317,20 @@ TEST(ServeHttpTest, ChoiceKSamplesWithTheSeedPlusK) {
             third.body.at("choices").at(0).at("token_ids"));
 }
 
+TEST(ServeHttpTest, WithoutMaxTokensACompletionGenerates16AndAChatTheRestOfTheContext) {
+  Served served(8, stories_with_chat_template());
+  const Reply completion =
+      post(served, "/v1/completions", {{"prompt", "Once upon a time"}, {"ignore_eos", true}});
+  ASSERT_EQ(completion.status, 200) << completion.body.dump();
+  EXPECT_EQ(completion.body.at("usage").at("completion_tokens"), 16);
+  const Reply chat =
+      post(served, "/v1/chat/completions",
+           {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"ignore_eos", true}});
+  ASSERT_EQ(chat.status, 200) << chat.body.dump();
+  EXPECT_EQ(chat.body.at("usage").at("total_tokens"), served.engine().limits.max_session_tokens);
+  EXPECT_EQ(chat.body.at("choices").at(0).at("finish_reason"), "length");
+}
+
 TEST(ServeHttpTest, TokenizeAndDetokenizeAgreeWithTheReference) {
   Served served;
   for (const Json& c : reference_cases()) {
@@ -400,8 +437,11 @@ TEST(ServeHttpTest, BadRequestsGetClearErrorsAndTheServerGoesOn) {
 
 TEST(ServeHttpTest, AClientThatGoesAwayCancelsItsGeneration) {
   Served served;
-  Json body = {
-      {"prompt", "Once upon a time"}, {"stream", true}, {"ignore_eos", true}, {"temperature", 0}};
+  Json body = {{"prompt", "Once upon a time"},
+               {"stream", true},
+               {"ignore_eos", true},
+               {"temperature", 0},
+               {"max_tokens", 2000}};
   int events = 0;
   post_receiving(served, body, [&](std::string_view) {
     return ++events < 3;  // hang up after a few events
@@ -429,7 +469,10 @@ TEST(ServeHttpTest, ALongWholeResponseIsKeptAliveWithSpacesAndStillParses) {
 
 TEST(ServeHttpTest, AClientThatGoesAwayFromAWholeResponseCancelsItsGeneration) {
   Served served(8, testing::test_model_path("stories260K.gguf"), "", /*keepalive_ms=*/20);
-  const Json body = {{"prompt", "Once upon a time"}, {"ignore_eos", true}, {"temperature", 0}};
+  const Json body = {{"prompt", "Once upon a time"},
+                     {"ignore_eos", true},
+                     {"temperature", 0},
+                     {"max_tokens", 2000}};
   std::string received;
   post_receiving(served, body, [&](std::string_view bytes) {
     received.append(bytes);
@@ -443,7 +486,8 @@ TEST(ServeHttpTest, StopEndsAStreamingRequestAndServeReturns) {
   auto served = std::make_unique<Served>();
   std::atomic<bool> streaming{false};
   std::thread client_thread([&] {
-    const Json body = {{"prompt", "Once"}, {"stream", true}, {"ignore_eos", true}};
+    const Json body = {
+        {"prompt", "Once"}, {"stream", true}, {"ignore_eos", true}, {"max_tokens", 2000}};
     post_receiving(*served, body, [&](std::string_view bytes) {
       if (bytes.find("data: ") != std::string_view::npos) streaming = true;
       return true;
@@ -495,29 +539,6 @@ TEST(ServeHttpTest, ARequestSharingAnEarlierPromptsStartReusesItsCells) {
   const Json prefix = get(served, "/metrics.json").body.at("engine").at("prefix_reuse");
   EXPECT_EQ(prefix.at("hits"), 1) << prefix.dump();
   EXPECT_GE(prefix.at("reused_tokens"), 16);
-}
-
-// stories260K with a Llama-2 chat template added (no test model carries one), written once into
-// the test's temporary folder. Its vocabulary has Llama-2's <s> and </s>.
-std::string stories_with_chat_template() {
-  const std::string path = ::testing::TempDir() + "/stories260K-llama2-chat.gguf";
-  StatusOr<GgufFile> file = GgufFile::open(testing::test_model_path("stories260K.gguf"));
-  EXPECT_TRUE(file.ok()) << file.status().to_string();
-  GgufWriter writer;
-  for (const auto& [key, value] : file->metadata())
-    EXPECT_TRUE(writer.add_metadata(key, value).ok());
-  // The markers Meta's Llama-2 chat template holds ([INST], <<SYS>>); detection needs only them.
-  EXPECT_TRUE(writer
-                  .add_metadata("tokenizer.chat_template",
-                                GgufValue::string("{{ bos_token + '[INST] ' + '<<SYS>>\\n' + "
-                                                  "content + ' [/INST]' }}"))
-                  .ok());
-  for (const GgufTensorInfo& t : file->tensors()) {
-    EXPECT_TRUE(writer.add_tensor(t.name, t.type, t.dims, file->tensor_data(t)).ok());
-  }
-  const Status written = writer.write_file(path);
-  EXPECT_TRUE(written.ok()) << written.to_string();
-  return path;
 }
 
 TEST(ServeHttpTest, AChatCompletionIsTheConversationsTokensGreedy) {
