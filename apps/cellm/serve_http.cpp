@@ -118,17 +118,30 @@ struct HttpServer::Impl {
     return seeds();
   }
 
-  // A prompt's token ids, checked against the vocabulary and a session's context.
-  StatusOr<std::vector<int32_t>> prompt_ids(const ServeRequest& request, size_t index) {
+  // Prompt `index` as token ids: a chat's conversation through its template, text through the
+  // tokenizer (BOS first where the vocabulary adds one, unless !add_special_tokens), ids as given.
+  // InvalidArgument when the model cannot encode it (no chat template, say).
+  StatusOr<std::vector<int32_t>> encode(const ServeRequest& request, size_t index,
+                                        bool add_special_tokens) {
     StatusOr<std::vector<int32_t>> tokens = std::vector<int32_t>();
     if (request.endpoint == ServeEndpoint::kChatCompletions) {
       tokens = codec.encode_conversation(request.messages);
     } else if (request.prompts[index].text) {
       tokens = codec.encode_prompt(*request.prompts[index].text);
+      if (tokens.ok() && !add_special_tokens && codec.adds_bos() && !tokens->empty()) {
+        tokens->erase(tokens->begin());
+      }
     } else {
       tokens = request.prompts[index].tokens;
     }
     if (!tokens.ok()) return invalid_argument(tokens.status().message());
+    return tokens;
+  }
+
+  // A prompt's token ids, checked against the vocabulary and a session's context.
+  StatusOr<std::vector<int32_t>> prompt_ids(const ServeRequest& request, size_t index) {
+    StatusOr<std::vector<int32_t>> tokens = encode(request, index, /*add_special_tokens=*/true);
+    if (!tokens.ok()) return tokens.status();
     const std::string which =
         num_prompts(request) > 1 ? fmt::format("prompt {}", index) : std::string("the prompt");
     if (tokens->empty()) return invalid_argument(which + " has no tokens");
@@ -247,20 +260,9 @@ struct HttpServer::Impl {
   void handle_tokenize(const httplib::Request& req, httplib::Response& res) {
     StatusOr<TokenizeRequest> request = parse_tokenize_request(req.body);
     if (!request.ok()) return reply_error(res, request.status());
-    StatusOr<std::vector<int32_t>> tokens = std::vector<int32_t>();
-    const ServeRequest& prompt = request->prompt;
-    if (prompt.endpoint == ServeEndpoint::kChatCompletions) {
-      tokens = codec.encode_conversation(prompt.messages);
-    } else if (prompt.prompts[0].text) {
-      tokens = codec.encode_prompt(*prompt.prompts[0].text);
-      // The codec adds BOS where the vocabulary does; without special tokens it goes.
-      if (tokens.ok() && !request->add_special_tokens && codec.adds_bos() && !tokens->empty()) {
-        tokens->erase(tokens->begin());
-      }
-    } else {
-      tokens = prompt.prompts[0].tokens;
-    }
-    if (!tokens.ok()) return reply_error(res, invalid_argument(tokens.status().message()));
+    const StatusOr<std::vector<int32_t>> tokens =
+        encode(request->prompt, 0, request->add_special_tokens);
+    if (!tokens.ok()) return reply_error(res, tokens.status());
     reply_json(res, 200,
                {{"count", tokens->size()},
                 {"max_model_len", limits.max_session_tokens},
