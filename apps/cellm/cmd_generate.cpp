@@ -69,9 +69,7 @@ int generate_command(const GenerateOptions& o) {
     prompt_tokens = std::move(ids).value();
   }
 
-  RunnerOptions runner_options;
-  runner_options.default_stop_tokens = codec.stop_token_ids();
-  runner_options.text_streams = codec.text_streams();
+  RunnerOptions runner_options = codec.runner_options();
   Runner runner(*engine->executor, DecodeFirstScheduler(engine->scheduler), runner_options);
   Session session = runner.open_session();
   const bool stream = !o.json;

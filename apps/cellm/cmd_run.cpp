@@ -200,9 +200,7 @@ int run_command(const RunOptions& o) {
   const int32_t max_sessions =
       std::min<int32_t>(engine->limits.max_sessions, static_cast<int32_t>(n));
 
-  RunnerOptions runner_options;
-  runner_options.default_stop_tokens = codec.stop_token_ids();
-  runner_options.text_streams = codec.text_streams();
+  RunnerOptions runner_options = codec.runner_options();
   runner_options.prefix_reuse.enabled = !o.no_prefix_reuse;
   Runner runner(*engine->executor, DecodeFirstScheduler(engine->scheduler), runner_options);
 

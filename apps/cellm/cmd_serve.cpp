@@ -84,9 +84,7 @@ int serve_command(const ServeFlags& f) {
                         kBadArguments);
   }
   const TextCodec codec = TextCodec::from_program(*engine->program);
-  RunnerOptions runner_options;
-  runner_options.default_stop_tokens = codec.stop_token_ids();
-  runner_options.text_streams = codec.text_streams();
+  RunnerOptions runner_options = codec.runner_options();
   runner_options.prefix_reuse.enabled = !f.no_prefix_reuse;
   Runner runner(*engine->executor, DecodeFirstScheduler(engine->scheduler), runner_options);
 

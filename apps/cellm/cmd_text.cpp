@@ -94,4 +94,11 @@ TextStreamFactory TextCodec::text_streams() const {
   };
 }
 
+RunnerOptions TextCodec::runner_options() const {
+  RunnerOptions options;
+  options.default_stop_tokens = stop_token_ids();
+  options.text_streams = text_streams();
+  return options;
+}
+
 }  // namespace cellm::app

@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "batching/runner.h"
 #include "batching/stop_matcher.h"
 #include "core/status.h"
 #include "program/program.h"
@@ -48,6 +49,9 @@ class TextCodec {
   std::vector<int32_t> stop_token_ids() const;
   bool adds_bos() const;
   TextStreamFactory text_streams() const;
+  // The Runner's options for this model's text: stop_token_ids() and text_streams() (the rest
+  // at their defaults, for the caller to set).
+  RunnerOptions runner_options() const;
 
  private:
   struct State;

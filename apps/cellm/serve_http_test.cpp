@@ -53,11 +53,8 @@ class Served {
     EXPECT_TRUE(engine.ok()) << engine.status().to_string();
     engine_ = std::move(engine).value();
     codec_ = std::make_unique<TextCodec>(TextCodec::from_program(*engine_.program));
-    RunnerOptions options;
-    options.default_stop_tokens = codec_->stop_token_ids();
-    options.text_streams = codec_->text_streams();
     runner_ = std::make_unique<Runner>(*engine_.executor, DecodeFirstScheduler(engine_.scheduler),
-                                       options);
+                                       codec_->runner_options());
     ServeOptions serve_options;
     serve_options.model_name = "stories";
     serve_options.max_concurrent_generations = max_concurrent;
