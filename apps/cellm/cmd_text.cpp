@@ -82,6 +82,10 @@ StatusOr<std::string> TextCodec::decode(std::span<const int32_t> tokens) const {
       tokens, DecodeOptions{.render_special = false, .strip_leading_space = false});
 }
 
+std::string TextCodec::token_piece(int32_t id) const {
+  return std::string(state_->tokenizer.token_piece(id, /*render_special=*/true));
+}
+
 std::vector<int32_t> TextCodec::stop_token_ids() const {
   return state_->tokenizer.stop_token_ids();
 }

@@ -44,6 +44,9 @@ class TextCodec {
   StatusOr<std::vector<int32_t>> encode_conversation(std::span<const ChatTurn> turns) const;
   // Text of generated tokens (a continuation: a leading space is kept).
   StatusOr<std::string> decode(std::span<const int32_t> tokens) const;
+  // The bytes one token decodes to, control tokens as their text ("<|eot_id|>"); maybe not
+  // UTF-8 on its own. "" for an id outside the vocabulary.
+  std::string token_piece(int32_t id) const;
 
   // EOS, end-of-turn and similar tokens: the Runner's default stop tokens.
   std::vector<int32_t> stop_token_ids() const;

@@ -207,10 +207,6 @@ Status refuse_unsupported(const Json& body) {
   auto given = [&](const char* key) { return body.contains(key) && !body[key].is_null(); };
   if (given("best_of") && body["best_of"] != 1) return field_error("best_of", "must be 1");
   if (given("echo") && body["echo"] != false) return field_error("echo", "is not supported");
-  if (given("logprobs") && body["logprobs"] != false) {
-    return field_error("logprobs", "is not supported");
-  }
-  if (given("top_logprobs")) return field_error("top_logprobs", "is not supported");
   if (given("suffix")) return field_error("suffix", "is not supported");
   if (given("tools") && !(body["tools"].is_array() && body["tools"].empty())) {
     return field_error("tools", "is not supported");
@@ -270,6 +266,34 @@ Status parse_sampling(const Json& body, ServeRequest& request) {
   return ok_status();
 }
 
+// Completions: "logprobs": n, the n most likely tokens' beside the sampled one's. Chat completions:
+// "logprobs": true, with "top_logprobs": n (0 when not given).
+Status parse_logprobs(const Json& body, ServeRequest& request) {
+  auto given = [&](const char* key) { return body.contains(key) && !body[key].is_null(); };
+  int32_t& num_top = request.config.sampling.logprobs;
+  if (request.endpoint == ServeEndpoint::kChatCompletions) {
+    bool on = false;
+    if (given("logprobs")) {
+      if (!body["logprobs"].is_boolean()) return field_error("logprobs", "must be true or false");
+      on = body["logprobs"].get<bool>();
+    }
+    int32_t top = 0;
+    if (given("top_logprobs")) {
+      if (!on) return field_error("top_logprobs", "needs \"logprobs\": true");
+      CELLM_ASSIGN_OR_RETURN(top, get_int32(body["top_logprobs"], "top_logprobs", 0, kMaxLogprobs));
+    }
+    num_top = on ? top : -1;
+    return ok_status();
+  }
+  if (given("top_logprobs")) {
+    return field_error("top_logprobs", "is for chat completions; completions take \"logprobs\": n");
+  }
+  if (given("logprobs") && body["logprobs"] != false) {
+    CELLM_ASSIGN_OR_RETURN(num_top, get_int32(body["logprobs"], "logprobs", 0, kMaxLogprobs));
+  }
+  return ok_status();
+}
+
 Status parse_body(const Json& body, ServeRequest& request) {
   if (!body.is_object()) return invalid_argument("the request body must be a JSON object");
   CELLM_RETURN_IF_ERROR(refuse_unsupported(body));
@@ -297,6 +321,7 @@ Status parse_body(const Json& body, ServeRequest& request) {
                                         num_prompts(request), choices, kMaxServeChoices));
   }
   CELLM_RETURN_IF_ERROR(parse_sampling(body, request));
+  CELLM_RETURN_IF_ERROR(parse_logprobs(body, request));
   if (body.contains("stop")) CELLM_RETURN_IF_ERROR(parse_stop(body["stop"], request.config));
   if (body.contains("ignore_eos") && !body["ignore_eos"].is_null()) {
     CELLM_ASSIGN_OR_RETURN(const bool ignore_eos, get_bool(body["ignore_eos"], "ignore_eos"));

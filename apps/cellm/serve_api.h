@@ -6,8 +6,10 @@
 // serve_api.cpp parses, serve_response.cpp formats.
 // What a request may say: the fields of OpenAI's /v1/completions and /v1/chat/completions that
 // cellm can honour (several prompts and `n` choices each included), plus vLLM's top_k, min_p,
-// repetition_penalty, ignore_eos and return_token_ids. A field cellm cannot honour with a value
-// that matters (echo, logprobs, best_of > 1, suffix, tools) is refused by name rather than ignored;
+// repetition_penalty, ignore_eos and return_token_ids, and log-probabilities (completions'
+// "logprobs": n, chat's "logprobs": true with "top_logprobs": n; n at most kMaxLogprobs). A field
+// cellm cannot honour with a value that matters (echo, best_of > 1, suffix, tools) is refused by
+// name rather than ignored;
 // fields that change nothing (user, metadata) are ignored. Every refusal is InvalidArgument naming
 // the field. Who calls it: serve_http.cpp and the request fuzzer. Thread-safety: pure functions.
 #pragma once
@@ -75,11 +77,26 @@ StatusOr<TokenizeRequest> parse_tokenize_request(std::string_view body);
 // POST /detokenize: {"tokens": [ids]}.
 StatusOr<std::vector<int32_t>> parse_detokenize_request(std::string_view body);
 
+// One token and its log-probability as a response shows them: the token as its bytes (its piece;
+// maybe not UTF-8 on its own, replaced where JSON needs text).
+struct ServeLogprob {
+  std::string token;
+  float logprob = 0.0f;  // -infinity is sent as -9999.0, as vLLM does
+};
+
+// A generated token's log-probability and the most likely tokens' at its position.
+struct ServeTokenLogprobs {
+  ServeLogprob sampled;
+  std::vector<ServeLogprob> top;  // best first
+};
+
 // What one choice (one generation) produced.
 struct ServeChoice {
   std::string text;
   FinishReason finish_reason = FinishReason::kFailed;
   std::vector<int32_t> tokens;
+  // One per token when the request asked for log-probabilities (config.sampling.logprobs >= 0).
+  std::vector<ServeTokenLogprobs> logprobs;
 };
 
 // What a request produced, for the response.
@@ -96,13 +113,17 @@ std::string_view openai_finish_reason(FinishReason reason);
 
 // The whole response of a request that did not stream. Token ids, when asked: each choice's
 // `token_ids`, and its prompt's `prompt_token_ids` on the choice (completions) or once on the
-// response (chat), as vLLM gives them.
+// response (chat), as vLLM gives them. Log-probabilities, when asked, in each endpoint's OpenAI
+// shape: completions' {tokens, token_logprobs, top_logprobs, text_offset} (offsets of each
+// token's bytes in the choice's generated text), chat's {content: [{token, logprob, bytes,
+// top_logprobs}]}.
 nlohmann::ordered_json completion_response_json(const ServeRequest& request,
                                                 const ServeResult& result);
 
 // One server-sent event's JSON for choice `index`: a text delta (and the token ids it came from,
 // when asked), or, with `finish_reason`, the choice's last chunk. A choice's first chunk carries
-// the role (chat) or its prompt's token ids (when asked).
+// the role (chat) or its prompt's token ids (when asked). With log-probabilities asked for, the
+// delta's: the last token_delta.size() entries of result.choices[index].logprobs.
 nlohmann::ordered_json completion_chunk_json(const ServeRequest& request, const ServeResult& result,
                                              size_t index, std::string_view text_delta,
                                              const std::vector<int32_t>& token_delta, bool first,

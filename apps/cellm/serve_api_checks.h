@@ -7,6 +7,7 @@
 // Header-only test support. Thread-safety: pure functions.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -83,11 +84,17 @@ inline std::string check_serve_parse(std::string_view body, ServeEndpoint endpoi
     text += r.prompts[i].text.value_or("");
     result.prompt_tokens[i] = r.prompts[i].tokens;
   }
-  result.choices.assign(num_prompts(r) * static_cast<size_t>(r.n),
-                        {text, FinishReason::kNewTokenLimit, {}});
+  ServeChoice choice;
+  choice.text = text;
+  choice.finish_reason = FinishReason::kNewTokenLimit;
+  choice.tokens = {5, 6};
+  if (r.config.sampling.logprobs >= 0) {  // entries for both tokens, their pieces any bytes
+    choice.logprobs.assign(2, {{text, -0.5f}, {{text, -0.5f}, {"\xff", -INFINITY}}});
+  }
+  result.choices.assign(num_prompts(r) * static_cast<size_t>(r.n), choice);
   if (sse_event(completion_response_json(r, result)).empty() ||
-      sse_event(
-          completion_chunk_json(r, result, result.choices.size() - 1, text, {}, true, std::nullopt))
+      sse_event(completion_chunk_json(r, result, result.choices.size() - 1, text, {6}, true,
+                                      std::nullopt))
           .empty()) {
     return "an empty event";
   }

@@ -147,7 +147,16 @@ TEST(ServeApiTest, EveryRefusalNamesItsField) {
       {R"({"prompt": ["a", "b"], "n": 40})", "80 choices; at most 64"},
       {R"({"prompt": "x", "best_of": 3})", "\"best_of\""},
       {R"({"prompt": "x", "echo": true})", "\"echo\""},
-      {R"({"prompt": "x", "logprobs": 2})", "\"logprobs\""},
+      {R"({"prompt": "x", "logprobs": 21})", "\"logprobs\" is 21"},
+      {R"({"prompt": "x", "logprobs": true})", "\"logprobs\" must be an integer"},
+      {R"({"prompt": "x", "top_logprobs": 2})", "\"top_logprobs\" is for chat"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 2})",
+       "\"logprobs\" must be true or false", ServeEndpoint::kChatCompletions},
+      {R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})",
+       "needs \"logprobs\": true", ServeEndpoint::kChatCompletions},
+      {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true,
+           "top_logprobs": 30})",
+       "\"top_logprobs\" is 30", ServeEndpoint::kChatCompletions},
       {R"({"prompt": "x", "suffix": "s"})", "\"suffix\""},
       {R"({"model": 3, "prompt": "x"})", "\"model\""},
       {"{}", "\"messages\" is missing", ServeEndpoint::kChatCompletions},
@@ -173,7 +182,7 @@ TEST(ServeApiTest, EveryRefusalNamesItsField) {
 }
 
 TEST(ServeApiTest, DefaultValuedUnsupportedOptionsAreAccepted) {
-  parse_ok(R"({"prompt": "x", "n": 1, "best_of": 1, "echo": false, "logprobs": null,
+  parse_ok(R"({"prompt": "x", "n": 1, "best_of": 1, "echo": false, "logprobs": false,
                "tools": [], "response_format": {"type": "text"}})");
 }
 
@@ -183,8 +192,20 @@ ServeResult sample_result() {
   result.created_s = 1700000000;
   result.model = "stories";
   result.prompt_tokens = {{1, 403, 407}};
-  result.choices = {{" there was", FinishReason::kNewTokenLimit, {432, 383}}};
+  ServeChoice choice;
+  choice.text = " there was";
+  choice.finish_reason = FinishReason::kNewTokenLimit;
+  choice.tokens = {432, 383};
+  result.choices = {choice};
   return result;
+}
+
+ServeChoice choice_of(std::string text, FinishReason reason, std::vector<int32_t> tokens) {
+  ServeChoice choice;
+  choice.text = std::move(text);
+  choice.finish_reason = reason;
+  choice.tokens = std::move(tokens);
+  return choice;
 }
 
 TEST(ServeApiTest, ACompletionResponseHasTheChoiceAndUsage) {
@@ -212,10 +233,10 @@ TEST(ServeApiTest, SeveralPromptsAndChoicesAreIndexedInOrderAndCountedOnce) {
       parse_ok(R"({"prompt": [[1, 2], [3, 4, 5]], "n": 2, "return_token_ids": true})");
   ServeResult result = sample_result();
   result.prompt_tokens = {{1, 2}, {3, 4, 5}};
-  result.choices = {{"a", FinishReason::kStopToken, {10}},
-                    {"b", FinishReason::kNewTokenLimit, {11, 12}},
-                    {"c", FinishReason::kStopString, {13}},
-                    {"d", FinishReason::kNewTokenLimit, {14, 15, 16}}};
+  result.choices = {choice_of("a", FinishReason::kStopToken, {10}),
+                    choice_of("b", FinishReason::kNewTokenLimit, {11, 12}),
+                    choice_of("c", FinishReason::kStopString, {13}),
+                    choice_of("d", FinishReason::kNewTokenLimit, {14, 15, 16})};
   const nlohmann::ordered_json r = completion_response_json(request, result);
   ASSERT_EQ(r["choices"].size(), 4u);
   for (size_t k = 0; k < 4; ++k) {
@@ -230,6 +251,61 @@ TEST(ServeApiTest, SeveralPromptsAndChoicesAreIndexedInOrderAndCountedOnce) {
       completion_chunk_json(request, result, 3, "d", {14}, true, {});
   EXPECT_EQ(chunk["choices"][0]["index"], 3);
   EXPECT_EQ(chunk["choices"][0]["prompt_token_ids"], Json({3, 4, 5}));
+}
+
+TEST(ServeApiTest, LogprobsAreAskedPerEndpointAndShownInEachEndpointsShape) {
+  EXPECT_EQ(parse_ok(R"({"prompt": "x"})").config.sampling.logprobs, -1);
+  EXPECT_EQ(parse_ok(R"({"prompt": "x", "logprobs": 0})").config.sampling.logprobs, 0);
+  EXPECT_EQ(parse_ok(R"({"prompt": "x", "logprobs": 5})").config.sampling.logprobs, 5);
+  const char* chat_body = R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true,
+                              "top_logprobs": 2})";
+  const ServeRequest chat = parse_ok(chat_body, ServeEndpoint::kChatCompletions);
+  EXPECT_EQ(chat.config.sampling.logprobs, 2);
+  EXPECT_EQ(parse_ok(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true})",
+                     ServeEndpoint::kChatCompletions)
+                .config.sampling.logprobs,
+            0);
+  EXPECT_EQ(parse_ok(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": false})",
+                     ServeEndpoint::kChatCompletions)
+                .config.sampling.logprobs,
+            -1);
+
+  ServeResult result = sample_result();  // " there" (432) then " was" (383)
+  result.choices[0].logprobs = {{{" there", -0.25f}, {{" there", -0.25f}, {" here", -2.0f}}},
+                                {{" was", -INFINITY}, {{" is", -0.1f}, {"\xe2", -3.0f}}}};
+  const ServeRequest completion = parse_ok(R"({"prompt": "x", "logprobs": 2})");
+  const nlohmann::ordered_json c = completion_response_json(completion, result)["choices"][0];
+  EXPECT_EQ(c["logprobs"]["tokens"], Json({" there", " was"}));
+  EXPECT_EQ(c["logprobs"]["token_logprobs"], Json({-0.25, -9999.0})) << "no infinity in JSON";
+  EXPECT_EQ(c["logprobs"]["text_offset"], Json({0, 6}));
+  ASSERT_EQ(c["logprobs"]["top_logprobs"].size(), 2u);
+  EXPECT_EQ(c["logprobs"]["top_logprobs"][0][" here"], -2.0);
+  EXPECT_EQ(c["logprobs"]["top_logprobs"][1][" is"], -0.1f);
+  EXPECT_TRUE(
+      completion_response_json(parse_ok(R"({"prompt": "x"})"), result)["choices"][0]["logprobs"]
+          .is_null());
+
+  const nlohmann::ordered_json m = completion_response_json(chat, result)["choices"][0];
+  ASSERT_EQ(m["logprobs"]["content"].size(), 2u);
+  const Json& second = m["logprobs"]["content"][1];
+  EXPECT_EQ(second["token"], " was");
+  EXPECT_EQ(second["logprob"], -9999.0);
+  EXPECT_EQ(second["bytes"], Json({32, 119, 97, 115}));
+  ASSERT_EQ(second["top_logprobs"].size(), 2u);
+  EXPECT_EQ(second["top_logprobs"][1]["bytes"], Json({0xe2})) << "a partial character's bytes";
+  // The whole response still serializes (the partial character replaced in "token").
+  EXPECT_NE(sse_event(completion_response_json(chat, result)).find("\"bytes\":[226]"),
+            std::string::npos);
+
+  // A stream chunk shows the entries of its tokens: the choice's last ones, offset after the
+  // text before them.
+  const nlohmann::ordered_json chunk =
+      completion_chunk_json(completion, result, 0, " was", {383}, false, {});
+  EXPECT_EQ(chunk["choices"][0]["logprobs"]["tokens"], Json({" was"}));
+  EXPECT_EQ(chunk["choices"][0]["logprobs"]["text_offset"], Json({6}));
+  const nlohmann::ordered_json chat_chunk =
+      completion_chunk_json(chat, result, 0, " there was", {432, 383}, false, {});
+  EXPECT_EQ(chat_chunk["choices"][0]["logprobs"]["content"].size(), 2u);
 }
 
 TEST(ServeApiTest, AChatResponseCarriesTheAssistantMessage) {

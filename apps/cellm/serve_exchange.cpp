@@ -14,6 +14,7 @@ struct ServeExchange::Delivery {
   struct Pending {
     std::string text;
     std::vector<int32_t> tokens;
+    std::vector<TokenLogprobs> logprobs;  // one per token when the request asked for them
     bool finished = false;
   };
   std::mutex mutex;
@@ -27,6 +28,7 @@ struct ServeExchange::Delivery {
         Pending& p = delivery->pending[choice];
         p.text.append(update.text);
         p.tokens.insert(p.tokens.end(), update.tokens.begin(), update.tokens.end());
+        p.logprobs.insert(p.logprobs.end(), update.logprobs.begin(), update.logprobs.end());
         p.finished = p.finished || update.finished;
       }
       delivery->cv.notify_all();
@@ -35,8 +37,9 @@ struct ServeExchange::Delivery {
 };
 
 ServeExchange::ServeExchange(Runner& runner, ServeRequest request, ServeResult header,
-                             std::vector<GenConfig> configs)
+                             std::vector<GenConfig> configs, TokenPieceFn token_piece)
     : request_(std::move(request)),
+      token_piece_(std::move(token_piece)),
       result_(std::move(header)),
       delivery_(std::make_shared<Delivery>()) {
   const size_t num_choices = configs.size();
@@ -75,6 +78,15 @@ Status ServeExchange::failure_of(size_t choice) const {
   return handle.metrics().first_step_us < 0 ? invalid_argument(message) : internal_error(message);
 }
 
+void ServeExchange::add_logprobs(size_t k, const std::vector<TokenLogprobs>& logprobs) {
+  std::vector<ServeTokenLogprobs>& shown = result_.choices[k].logprobs;
+  for (const TokenLogprobs& entry : logprobs) {
+    ServeTokenLogprobs& s = shown.emplace_back();
+    s.sampled = {token_piece_(entry.token), entry.logprob};
+    for (const auto& [id, logprob] : entry.top) s.top.push_back({token_piece_(id), logprob});
+  }
+}
+
 StatusOr<nlohmann::ordered_json> ServeExchange::whole_response(bool stopping) {
   for (size_t k = 0; k < handles_.size(); ++k) {
     CELLM_CHECK(handles_[k].done()) << "whole_response before choice " << k << " ended";
@@ -83,14 +95,25 @@ StatusOr<nlohmann::ordered_json> ServeExchange::whole_response(bool stopping) {
     if (reason == FinishReason::kCancelled && stopping) {
       return cancelled("the server stopped before the generation ended");
     }
-    result_.choices[k] = {handles_[k].text(), reason, handles_[k].tokens()};
+    ServeChoice& choice = result_.choices[k];
+    choice.text = handles_[k].text();
+    choice.finish_reason = reason;
+    choice.tokens = handles_[k].tokens();
+    choice.logprobs.clear();
+    std::vector<TokenLogprobs> logprobs;
+    {
+      std::lock_guard<std::mutex> lock(delivery_->mutex);  // done: no update comes any more
+      logprobs = delivery_->pending[k].logprobs;
+    }
+    add_logprobs(k, logprobs);
   }
   return completion_response_json(request_, result_);
 }
 
 std::string ServeExchange::next_events(std::chrono::milliseconds timeout, bool& done) {
   done = false;
-  const bool want_ids = request_.return_token_ids;
+  // Token ids and log-probabilities go out with their tokens, even before any text does.
+  const bool want_ids = request_.return_token_ids || request_.config.sampling.logprobs >= 0;
   std::vector<Delivery::Pending> news(handles_.size());
   {
     std::unique_lock<std::mutex> lock(delivery_->mutex);
@@ -107,6 +130,7 @@ std::string ServeExchange::next_events(std::chrono::milliseconds timeout, bool& 
       Delivery::Pending& p = delivery_->pending[k];
       news[k].text.swap(p.text);
       news[k].tokens.swap(p.tokens);
+      news[k].logprobs.swap(p.logprobs);
       news[k].finished = p.finished;
     }
   }
@@ -121,6 +145,7 @@ std::string ServeExchange::next_events(std::chrono::milliseconds timeout, bool& 
     const Delivery::Pending& p = news[k];
     choice.text += p.text;
     choice.tokens.insert(choice.tokens.end(), p.tokens.begin(), p.tokens.end());
+    add_logprobs(k, p.logprobs);
     if (!p.text.empty() || (want_ids && !p.tokens.empty())) {
       events += sse_event(
           completion_chunk_json(request_, result_, k, p.text, p.tokens, !first_sent_[k], {}));

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -22,12 +23,15 @@
 
 namespace cellm::app {
 
+// The bytes a token id decodes to (TextCodec::token_piece): log-probabilities name tokens so.
+using TokenPieceFn = std::function<std::string(int32_t)>;
+
 class ServeExchange {
  public:
   // Opens a session per choice and starts its generation: `prompts[k / request.n]` with
   // `configs[k]`. `header` gives the response's id, time, model and prompts' token ids.
   ServeExchange(Runner& runner, ServeRequest request, ServeResult header,
-                std::vector<GenConfig> configs);
+                std::vector<GenConfig> configs, TokenPieceFn token_piece);
   ServeExchange(const ServeExchange&) = delete;
   ServeExchange& operator=(const ServeExchange&) = delete;
   ~ServeExchange();  // end()
@@ -52,8 +56,11 @@ class ServeExchange {
   struct Delivery;  // what the engine delivered and the server has not sent yet, per choice
 
   Status failure_of(size_t choice) const;
+  // `logprobs` with each token id turned into its piece, appended to choice `k`'s.
+  void add_logprobs(size_t k, const std::vector<TokenLogprobs>& logprobs);
 
   ServeRequest request_;
+  TokenPieceFn token_piece_;
   ServeResult result_;  // choices filled as they are sent (streamed) or at the end (whole)
   std::vector<Session> sessions_;
   std::vector<GenerationHandle> handles_;

@@ -246,8 +246,9 @@ struct HttpServer::Impl {
     }
     auto exchange = std::make_shared<Exchange>();
     exchange->slots = std::move(slots).value();
-    exchange->generations = std::make_unique<ServeExchange>(runner, std::move(request).value(),
-                                                            std::move(header), std::move(configs));
+    exchange->generations = std::make_unique<ServeExchange>(
+        runner, std::move(request).value(), std::move(header), std::move(configs),
+        [this](int32_t id) { return codec.token_piece(id); });
     if (exchange->generations->request().stream) {
       start_stream(exchange, response);
     } else {

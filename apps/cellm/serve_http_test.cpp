@@ -1,7 +1,8 @@
 // HttpServer end to end: stories260K on the CPU behind a server on a free local port, driven by
 // real HTTP connections (cpp-httplib's client). Greedy completions equal the independent
 // reference tokens whole, streamed and under concurrency; bad requests get clear errors and the
-// server goes on; a client that goes away cancels its generation; stop() ends everything.
+// server goes on; a client that goes away cancels its generation; stop() ends everything;
+// log-probabilities equal the log-softmax of the reference logits.
 #include "serve_http.h"
 
 #include <gtest/gtest.h>
@@ -11,11 +12,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -326,6 +330,113 @@ TEST(ServeHttpTest, WithoutMaxTokensACompletionGenerates16AndAChatTheRestOfTheCo
   ASSERT_EQ(chat.status, 200) << chat.body.dump();
   EXPECT_EQ(chat.body.at("usage").at("total_tokens"), served.engine().limits.max_session_tokens);
   EXPECT_EQ(chat.body.at("choices").at(0).at("finish_reason"), "length");
+}
+
+TEST(ServeHttpTest, LogprobsAreTheLogSoftmaxOfTheReferenceLogitsWholeAndStreamed) {
+  Served served;
+  const Json c = reference_cases()[0];
+  const std::vector<int32_t> expected_tokens = head(c.at("generated_tokens"), 12);
+  // The reference's logits rows before each generated token: [128, 512] f32.
+  std::ifstream file(testing::test_model_path("reference/stories260K-logits-0.f32"),
+                     std::ios::binary);
+  std::vector<float> logits(128 * 512);
+  file.read(reinterpret_cast<char*>(logits.data()),
+            static_cast<std::streamsize>(logits.size() * sizeof(float)));
+  ASSERT_TRUE(file) << "reference logits";
+  const auto log_softmax = [&](size_t row, int32_t token) {
+    const float* r = logits.data() + row * 512;
+    const double top = *std::max_element(r, r + 512);
+    double sum = 0.0;
+    for (int i = 0; i < 512; ++i) sum += std::exp(r[i] - top);
+    return r[token] - top - std::log(sum);
+  };
+  const auto best_three = [&](size_t row) {
+    std::vector<int32_t> order(512);
+    std::iota(order.begin(), order.end(), 0);
+    const float* r = logits.data() + row * 512;
+    std::partial_sort(order.begin(), order.begin() + 3, order.end(),
+                      [&](int32_t a, int32_t b) { return r[a] > r[b]; });
+    order.resize(3);
+    return order;
+  };
+
+  Json request = greedy_request(c, 12);
+  request["logprobs"] = 3;
+  const Reply whole = post(served, "/v1/completions", request);
+  ASSERT_EQ(whole.status, 200) << whole.body.dump();
+  const Json& choice = whole.body.at("choices").at(0);
+  EXPECT_EQ(choice.at("token_ids"), Json(expected_tokens));
+  const Json& lp = choice.at("logprobs");
+  ASSERT_EQ(lp.at("tokens").size(), 12u);
+  std::string pieces;
+  for (size_t i = 0; i < 12; ++i) {
+    const std::string piece = served.codec().token_piece(expected_tokens[i]);
+    EXPECT_EQ(lp.at("tokens")[i], piece);
+    EXPECT_EQ(lp.at("text_offset")[i], pieces.size());
+    pieces += piece;
+    EXPECT_NEAR(lp.at("token_logprobs")[i].get<double>(), log_softmax(i, expected_tokens[i]), 1e-3)
+        << "token " << i;
+    const Json& top = lp.at("top_logprobs")[i];
+    ASSERT_EQ(top.size(), 3u);
+    for (const int32_t id : best_three(i)) {
+      const std::string key = served.codec().token_piece(id);
+      ASSERT_TRUE(top.contains(key)) << "token " << i << " lacks '" << key << "'";
+      EXPECT_NEAR(top.at(key).get<double>(), log_softmax(i, id), 1e-3);
+    }
+  }
+  EXPECT_EQ(pieces, choice.at("text")) << "the tokens spell the text";
+
+  // Streamed: the same entries, spread over the chunks with their tokens.
+  request["stream"] = true;
+  httplib::Client client = served.client();
+  httplib::Result result = client.Post("/v1/completions", request.dump(), "application/json");
+  ASSERT_TRUE(result);
+  Json streamed_tokens = Json::array();
+  Json streamed_logprobs = Json::array();
+  Json streamed_offsets = Json::array();
+  for (const std::string& payload : sse_payloads(result->body)) {
+    if (payload == "[DONE]") continue;
+    const Json event = Json::parse(payload);
+    const Json& event_lp = event.at("choices").at(0).at("logprobs");
+    for (size_t i = 0; i < event_lp.at("tokens").size(); ++i) {
+      streamed_tokens.push_back(event_lp.at("tokens")[i]);
+      streamed_logprobs.push_back(event_lp.at("token_logprobs")[i]);
+      streamed_offsets.push_back(event_lp.at("text_offset")[i]);
+    }
+  }
+  EXPECT_EQ(streamed_tokens, lp.at("tokens"));
+  EXPECT_EQ(streamed_logprobs, lp.at("token_logprobs"));
+  EXPECT_EQ(streamed_offsets, lp.at("text_offset"));
+}
+
+TEST(ServeHttpTest, AChatAsksForLogprobsWithABooleanAndGetsThemPerToken) {
+  Served served(8, stories_with_chat_template());
+  const Reply chat = post(served, "/v1/chat/completions",
+                          {{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+                           {"max_tokens", 6},
+                           {"temperature", 0},
+                           {"ignore_eos", true},
+                           {"logprobs", true},
+                           {"top_logprobs", 2},
+                           {"return_token_ids", true}});
+  ASSERT_EQ(chat.status, 200) << chat.body.dump();
+  const Json& choice = chat.body.at("choices").at(0);
+  const Json& content = choice.at("logprobs").at("content");
+  ASSERT_EQ(content.size(), 6u);
+  for (size_t i = 0; i < 6; ++i) {
+    const std::string piece = served.codec().token_piece(choice.at("token_ids")[i]);
+    EXPECT_EQ(content[i].at("token"), piece);
+    std::vector<int> bytes;
+    for (const char ch : piece) bytes.push_back(static_cast<unsigned char>(ch));
+    EXPECT_EQ(content[i].at("bytes"), Json(bytes));
+    ASSERT_EQ(content[i].at("top_logprobs").size(), 2u);
+    // Greedy: the sampled token is the most likely one.
+    EXPECT_EQ(content[i].at("top_logprobs")[0].at("token"), piece);
+    EXPECT_EQ(content[i].at("top_logprobs")[0].at("logprob"), content[i].at("logprob"));
+    EXPECT_LE(content[i].at("logprob").get<double>(), 0.0);
+    EXPECT_GE(content[i].at("top_logprobs")[0].at("logprob").get<double>(),
+              content[i].at("top_logprobs")[1].at("logprob").get<double>());
+  }
 }
 
 TEST(ServeHttpTest, TokenizeAndDetokenizeAgreeWithTheReference) {

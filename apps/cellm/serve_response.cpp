@@ -2,6 +2,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <span>
 #include <string>
 
 #include "serve_api.h"
@@ -28,6 +30,69 @@ const std::vector<int32_t>& prompt_of(const ServeRequest& request, const ServeRe
   static const std::vector<int32_t> kNone;
   const size_t prompt = index / static_cast<size_t>(std::max(request.n, 1));
   return prompt < result.prompt_tokens.size() ? result.prompt_tokens[prompt] : kNone;
+}
+
+bool wants_logprobs(const ServeRequest& request) { return request.config.sampling.logprobs >= 0; }
+
+// JSON has no infinity: a token the model rules out shows -9999.0, as vLLM shows it.
+double shown_logprob(float logprob) { return std::isfinite(logprob) ? logprob : -9999.0; }
+
+nlohmann::ordered_json bytes_json(const std::string& token) {
+  nlohmann::ordered_json bytes = nlohmann::ordered_json::array();
+  for (const char c : token) bytes.push_back(static_cast<unsigned char>(c));
+  return bytes;
+}
+
+// Completions' shape for `entries`, the first of which starts at byte `text_offset` of the
+// choice's generated text.
+nlohmann::ordered_json completion_logprobs_json(std::span<const ServeTokenLogprobs> entries,
+                                                size_t text_offset) {
+  nlohmann::ordered_json tokens = nlohmann::ordered_json::array();
+  nlohmann::ordered_json token_logprobs = nlohmann::ordered_json::array();
+  nlohmann::ordered_json top_logprobs = nlohmann::ordered_json::array();
+  nlohmann::ordered_json offsets = nlohmann::ordered_json::array();
+  for (const ServeTokenLogprobs& entry : entries) {
+    tokens.push_back(entry.sampled.token);
+    token_logprobs.push_back(shown_logprob(entry.sampled.logprob));
+    nlohmann::ordered_json top = nlohmann::ordered_json::object();
+    for (const ServeLogprob& t : entry.top) {
+      if (!top.contains(t.token)) top[t.token] = shown_logprob(t.logprob);
+    }
+    top_logprobs.push_back(std::move(top));
+    offsets.push_back(text_offset);
+    text_offset += entry.sampled.token.size();
+  }
+  return {{"tokens", std::move(tokens)},
+          {"token_logprobs", std::move(token_logprobs)},
+          {"top_logprobs", std::move(top_logprobs)},
+          {"text_offset", std::move(offsets)}};
+}
+
+// Chat completions' shape: {"content": [{token, logprob, bytes, top_logprobs}]}.
+nlohmann::ordered_json chat_logprobs_json(std::span<const ServeTokenLogprobs> entries) {
+  const auto one = [](const ServeLogprob& t) {
+    return nlohmann::ordered_json{
+        {"token", t.token}, {"logprob", shown_logprob(t.logprob)}, {"bytes", bytes_json(t.token)}};
+  };
+  nlohmann::ordered_json content = nlohmann::ordered_json::array();
+  for (const ServeTokenLogprobs& entry : entries) {
+    nlohmann::ordered_json item = one(entry.sampled);
+    nlohmann::ordered_json top = nlohmann::ordered_json::array();
+    for (const ServeLogprob& t : entry.top) top.push_back(one(t));
+    item["top_logprobs"] = std::move(top);
+    content.push_back(std::move(item));
+  }
+  return {{"content", std::move(content)}};
+}
+
+// The "logprobs" of a choice's `entries` (null when the request did not ask), the first of
+// them at byte `text_offset` of its generated text.
+nlohmann::ordered_json logprobs_json(const ServeRequest& request,
+                                     std::span<const ServeTokenLogprobs> entries,
+                                     size_t text_offset) {
+  if (!wants_logprobs(request)) return nullptr;
+  return is_chat(request) ? chat_logprobs_json(entries)
+                          : completion_logprobs_json(entries, text_offset);
 }
 
 nlohmann::ordered_json header_json(const ServeRequest& request, const ServeResult& result,
@@ -69,6 +134,7 @@ nlohmann::ordered_json completion_response_json(const ServeRequest& request,
     } else {
       choice["text"] = c.text;
     }
+    choice["logprobs"] = logprobs_json(request, c.logprobs, 0);
     choice["finish_reason"] = openai_finish_reason(c.finish_reason);
     if (request.return_token_ids) {
       choice["token_ids"] = c.tokens;
@@ -101,6 +167,15 @@ nlohmann::ordered_json completion_chunk_json(const ServeRequest& request, const 
   if (request.return_token_ids) {
     choice["token_ids"] = token_delta;
     if (first && !is_chat(request)) choice["prompt_token_ids"] = prompt_of(request, result, index);
+  }
+  if (wants_logprobs(request)) {
+    // The delta's entries are the choice's last ones; the text before them is their offset.
+    const std::vector<ServeTokenLogprobs>& all = result.choices.at(index).logprobs;
+    const size_t first_entry = all.size() - std::min(all.size(), token_delta.size());
+    size_t text_offset = 0;
+    for (size_t i = 0; i < first_entry; ++i) text_offset += all[i].sampled.token.size();
+    choice["logprobs"] = logprobs_json(
+        request, std::span<const ServeTokenLogprobs>(all).subspan(first_entry), text_offset);
   }
   choice["finish_reason"] = finish_reason
                                 ? nlohmann::ordered_json(openai_finish_reason(*finish_reason))

@@ -166,11 +166,14 @@ class Engine {
   void fail_step(const StepSchedule& plan, const Status& status);
   void complete_task(EngineSession& session, const ScheduledSlice& slice, const BatchOutput& out,
                      size_t row);
-  void deliver(EngineSession& session, int32_t token);
+  // `logprobs`: the token's log-probabilities when the generation asked for them, else null.
+  void deliver(EngineSession& session, int32_t token, const TokenLogprobs* logprobs);
   void submit_next(EngineSession& session, const ActiveGeneration& generation);
-  // Ends the session's generation: the final update carries `last_tokens` and `text`.
+  // Ends the session's generation: the final update carries `last_tokens`, `text` and the
+  // tokens' `last_logprobs` (when asked for).
   void finish(EngineSession& session, FinishReason reason, std::string_view error,
-              std::span<const int32_t> last_tokens = {}, std::string text = {});
+              std::span<const int32_t> last_tokens = {}, std::string text = {},
+              std::span<const TokenLogprobs> last_logprobs = {});
   // Calls the callback; the exception's message when it threw.
   static std::optional<std::string> invoke(const GenerationCallback& callback,
                                            const GenerationUpdate& update);

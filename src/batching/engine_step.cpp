@@ -4,6 +4,7 @@
 #include <string>
 
 #include "batching/engine.h"
+#include "batching/token_logprobs.h"
 #include "core/check.h"
 #include "core/logging.h"
 
@@ -207,10 +208,19 @@ void Engine::complete_task(EngineSession& session, const ScheduledSlice& slice,
     finish(session, FinishReason::kFailed, "sampling failed: " + token.status().to_string());
     return;
   }
-  deliver(session, *token);
+  const int32_t num_logprobs = generation.config.sampling.logprobs;
+  if (num_logprobs < 0) {
+    deliver(session, *token, nullptr);
+    return;
+  }
+  const auto vocab = static_cast<size_t>(out.vocab_size);
+  CELLM_CHECK_GE(out.logits.size(), (row + 1) * vocab) << "executor returned too few logits";
+  const TokenLogprobs logprobs =
+      token_logprobs(out.logits.subspan(row * vocab, vocab), *token, num_logprobs);
+  deliver(session, *token, &logprobs);
 }
 
-void Engine::deliver(EngineSession& session, int32_t token) {
+void Engine::deliver(EngineSession& session, int32_t token, const TokenLogprobs* logprobs) {
   ActiveGeneration& generation = *session.generation;
   session.tokens.push_back(token);  // pending until fed back, part of the context from now on
   session.shared->position.store(static_cast<int32_t>(session.tokens.size()),
@@ -235,19 +245,23 @@ void Engine::deliver(EngineSession& session, int32_t token) {
 
   StopMatcher::Step stop = generation.stops.push(token);
   const int32_t one[1] = {token};
+  const std::span<const TokenLogprobs> one_logprobs =
+      logprobs != nullptr ? std::span<const TokenLogprobs>(logprobs, 1)
+                          : std::span<const TokenLogprobs>();
   if (stop.outcome != StopMatcher::Outcome::kContinue ||
       metrics.num_generated_tokens >= generation.config.max_new_tokens) {
     const FinishReason reason =
         stop.outcome == StopMatcher::Outcome::kStopToken    ? FinishReason::kStopToken
         : stop.outcome == StopMatcher::Outcome::kStopString ? FinishReason::kStopString
                                                             : FinishReason::kNewTokenLimit;
-    finish(session, reason, "", one, std::move(stop.text));
+    finish(session, reason, "", one, std::move(stop.text), one_logprobs);
     return;
   }
   metrics.inter_token = generation.inter_token.summary();
   generation.state->record(one, stop.text, metrics);
   GenerationUpdate update;
   update.tokens = one;
+  update.logprobs = one_logprobs;
   update.text = stop.text;
   if (const std::optional<std::string> thrown = invoke(generation.callback, update)) {
     finish(session, FinishReason::kFailed, "the generation callback threw: " + *thrown);
@@ -270,7 +284,8 @@ std::optional<std::string> Engine::invoke(const GenerationCallback& callback,
 }
 
 void Engine::finish(EngineSession& session, FinishReason reason, std::string_view error,
-                    std::span<const int32_t> last_tokens, std::string text) {
+                    std::span<const int32_t> last_tokens, std::string text,
+                    std::span<const TokenLogprobs> last_logprobs) {
   CELLM_CHECK(session.generation) << "finish without a generation";
   std::unique_ptr<ActiveGeneration> generation = std::move(session.generation);
   session.waits_for = 0;
@@ -286,6 +301,7 @@ void Engine::finish(EngineSession& session, FinishReason reason, std::string_vie
   generation->state->record(last_tokens, text, metrics);
   GenerationUpdate update;
   update.tokens = last_tokens;
+  update.logprobs = last_logprobs;
   update.text = text;
   update.finished = true;
   update.finish_reason = reason;

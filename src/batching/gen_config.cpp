@@ -48,6 +48,11 @@ Status validate_gen_config(const GenConfig& config) {
     return invalid_argument("penalty_window is " + std::to_string(s.penalty_window) +
                             "; it must be -1 (the whole context) or at least 0");
   }
+  if (s.logprobs < -1 || s.logprobs > kMaxLogprobs) {
+    return invalid_argument("logprobs is " + std::to_string(s.logprobs) +
+                            "; it must be -1 (none) or in [0, " + std::to_string(kMaxLogprobs) +
+                            "]");
+  }
   for (const LogitBias& bias : s.logit_bias) {
     if (std::isnan(bias.bias) || bias.bias == INFINITY) {
       return invalid_argument("logit_bias of token " + std::to_string(bias.token) +

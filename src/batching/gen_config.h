@@ -34,7 +34,12 @@ struct SamplingParams {
   float frequency_penalty = 0.0f;   // subtracted once per occurrence in the window
   int32_t penalty_window = 64;      // last tokens of the context the penalties look at; -1 = all
   std::vector<LogitBias> logit_bias;
+  // Each delivered token's log-probability and those of the `logprobs` most likely tokens at its
+  // position (GenerationUpdate::logprobs; token_logprobs.h); -1 = none, at most kMaxLogprobs.
+  int32_t logprobs = -1;
 };
+
+inline constexpr int32_t kMaxLogprobs = 20;
 
 struct GenConfig {
   int32_t max_new_tokens = 128;  // >= 0; 0 only runs the prompt (NewTokenLimit, no token)

@@ -23,12 +23,15 @@
 #include <vector>
 
 #include "batching/gen_config.h"
+#include "batching/token_logprobs.h"
 #include "batching/metrics.h"
 
 namespace cellm {
 
 struct GenerationUpdate {
   std::span<const int32_t> tokens;  // tokens delivered by this update (may be empty)
+  // One per token when the generation asked for them (SamplingParams::logprobs >= 0), else empty.
+  std::span<const TokenLogprobs> logprobs;
   std::string_view text;            // text shown by it (empty without a TextStreamFactory)
   bool finished = false;
   FinishReason finish_reason = FinishReason::kFailed;  // meaningful when finished

@@ -1,10 +1,16 @@
 // Runner outcomes on the FakeExecutor: greedy output, stop tokens, stop strings, token limits,
-// batched runs equal solo runs, seeded sampling independent of batching, metrics.
+// batched runs equal solo runs, seeded sampling independent of batching, log-probabilities,
+// metrics.
 #include "batching/runner.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <numeric>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "batching/runner_test_util.h"
 
@@ -315,6 +321,73 @@ TEST(RunnerTest, StepsWhoseRowsAllTakeTheExecutorsArgmaxAskForNoLogits) {
     session.generate_async(prompt, greedy(5)).wait();
     EXPECT_EQ(rig.executor.counts().num_logits_steps, rig.executor.counts().num_executes);
   }
+}
+
+TEST(RunnerTest, LogprobsComeWithEveryTokenFromTheRawRowAndChangeNoToken) {
+  FakeExecutorConfig executor;
+  executor.greedy_tokens = true;  // plain greedy would not read rows: logprobs must
+  Rig rig(executor);
+  const Tokens prompt = {4, 9, 2, 6};
+  for (const float temperature : {0.0f, 0.9f}) {
+    SCOPED_TRACE("temperature " + std::to_string(temperature));
+    GenConfig plain = greedy(12);
+    plain.sampling.temperature = temperature;
+    plain.seed = 77;
+    Session reference_session = rig.runner.open_session();
+    GenerationHandle reference = reference_session.generate_async(prompt, plain);
+    reference.wait();
+
+    GenConfig asking = plain;
+    asking.sampling.logprobs = 3;
+    Session session = rig.runner.open_session();
+    Tokens delivered;
+    std::vector<TokenLogprobs> all;
+    size_t mismatched_updates = 0;
+    GenerationHandle handle =
+        session.generate_async(prompt, asking, [&](const GenerationUpdate& update) {
+          mismatched_updates += update.logprobs.size() != update.tokens.size();
+          delivered.insert(delivered.end(), update.tokens.begin(), update.tokens.end());
+          all.insert(all.end(), update.logprobs.begin(), update.logprobs.end());
+        });
+    handle.wait();
+    EXPECT_EQ(handle.tokens(), reference.tokens()) << "asking for logprobs changed the tokens";
+    EXPECT_EQ(mismatched_updates, 0u);
+    ASSERT_EQ(all.size(), delivered.size());
+    Tokens context = prompt;
+    for (size_t i = 0; i < all.size(); ++i) {
+      // The reference: log-softmax of the toy model's row, in long double, and its 3 best.
+      const std::vector<float> row = fake_logits(context, kVocab);
+      long double top = *std::max_element(row.begin(), row.end());
+      long double sum = 0;
+      for (const float v : row) sum += std::exp(static_cast<long double>(v) - top);
+      const auto logprob = [&](int32_t t) {
+        return static_cast<double>(static_cast<long double>(row[t]) - top - std::log(sum));
+      };
+      std::vector<int32_t> order(row.size());
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(),
+                       [&](int32_t a, int32_t b) { return row[a] > row[b]; });
+      EXPECT_EQ(all[i].token, delivered[i]);
+      EXPECT_NEAR(all[i].logprob, logprob(delivered[i]), 1e-6) << "token " << i;
+      ASSERT_EQ(all[i].top.size(), 3u);
+      for (size_t r = 0; r < 3; ++r) {
+        EXPECT_EQ(all[i].top[r].first, order[r]) << "token " << i << " rank " << r;
+        EXPECT_NEAR(all[i].top[r].second, logprob(order[r]), 1e-6);
+      }
+      if (temperature == 0.0f) {
+        EXPECT_EQ(all[i].top[0].first, delivered[i]);
+      }
+      context.push_back(delivered[i]);
+    }
+  }
+  GenConfig too_many = greedy(1);
+  too_many.sampling.logprobs = kMaxLogprobs + 1;
+  Session session = rig.runner.open_session();
+  GenerationHandle refused = session.generate_async(prompt, too_many);
+  refused.wait();
+  EXPECT_EQ(refused.finish_reason(), FinishReason::kFailed);
+  EXPECT_NE(refused.error_message().find("logprobs"), std::string::npos)
+      << refused.error_message();
 }
 
 TEST(RunnerTest, AGreedyRowWithNothingFiniteFailsItsGenerationAndNothingElse) {

@@ -60,7 +60,8 @@ Sampler::Sampler(const SamplingParams& params, uint64_t seed)
     : params_(params),
       seed_(seed),
       rewrites_scores_(!params.logit_bias.empty() || has_penalties(params)) {
-  takes_argmax_ = params_.temperature <= 0.0f && !rewrites_scores_;
+  // Log-probabilities need the row on the host.
+  takes_argmax_ = params_.temperature <= 0.0f && !rewrites_scores_ && params_.logprobs < 0;
 }
 
 void Sampler::apply_penalties(std::span<const int32_t> context) {
