@@ -206,7 +206,6 @@ Status parse_logit_bias(const Json& bias, GenConfig& config) {
 Status refuse_unsupported(const Json& body) {
   auto given = [&](const char* key) { return body.contains(key) && !body[key].is_null(); };
   if (given("best_of") && body["best_of"] != 1) return field_error("best_of", "must be 1");
-  if (given("echo") && body["echo"] != false) return field_error("echo", "is not supported");
   if (given("suffix")) return field_error("suffix", "is not supported");
   if (given("tools") && !(body["tools"].is_array() && body["tools"].empty())) {
     return field_error("tools", "is not supported");
@@ -291,6 +290,18 @@ Status parse_logprobs(const Json& body, ServeRequest& request) {
   if (given("logprobs") && body["logprobs"] != false) {
     CELLM_ASSIGN_OR_RETURN(num_top, get_int32(body["logprobs"], "logprobs", 0, kMaxLogprobs));
   }
+  if (request.echo) request.config.sampling.prompt_logprobs = num_top;
+  return ok_status();
+}
+
+// Completions' "echo": the prompt before each choice's text. Chat completions refuse it.
+Status parse_echo(const Json& body, ServeRequest& request) {
+  if (!body.contains("echo") || body["echo"].is_null()) return ok_status();
+  if (!body["echo"].is_boolean()) return field_error("echo", "must be true or false");
+  request.echo = body["echo"].get<bool>();
+  if (request.echo && request.endpoint == ServeEndpoint::kChatCompletions) {
+    return field_error("echo", "is not supported for chat completions");
+  }
   return ok_status();
 }
 
@@ -321,6 +332,7 @@ Status parse_body(const Json& body, ServeRequest& request) {
                                         num_prompts(request), choices, kMaxServeChoices));
   }
   CELLM_RETURN_IF_ERROR(parse_sampling(body, request));
+  CELLM_RETURN_IF_ERROR(parse_echo(body, request));
   CELLM_RETURN_IF_ERROR(parse_logprobs(body, request));
   if (body.contains("stop")) CELLM_RETURN_IF_ERROR(parse_stop(body["stop"], request.config));
   if (body.contains("ignore_eos") && !body["ignore_eos"].is_null()) {

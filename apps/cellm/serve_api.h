@@ -7,9 +7,10 @@
 // What a request may say: the fields of OpenAI's /v1/completions and /v1/chat/completions that
 // cellm can honour (several prompts and `n` choices each included), plus vLLM's top_k, min_p,
 // repetition_penalty, ignore_eos and return_token_ids, and log-probabilities (completions'
-// "logprobs": n, chat's "logprobs": true with "top_logprobs": n; n at most kMaxLogprobs). A field
-// cellm cannot honour with a value that matters (echo, best_of > 1, suffix, tools) is refused by
-// name rather than ignored;
+// "logprobs": n, chat's "logprobs": true with "top_logprobs": n; n at most kMaxLogprobs), and
+// completions' "echo" (with logprobs, the prompt tokens' too). A field cellm cannot honour with a
+// value that matters (best_of > 1, suffix, tools, a chat's echo) is refused by name rather than
+// ignored;
 // fields that change nothing (user, metadata) are ignored. Every refusal is InvalidArgument naming
 // the field. Who calls it: serve_http.cpp and the request fuzzer. Thread-safety: pure functions.
 #pragma once
@@ -59,6 +60,9 @@ struct ServeRequest {
   bool stream = false;
   bool stream_include_usage = false;  // stream_options.include_usage
   bool return_token_ids = false;      // prompt_token_ids and each choice's token_ids
+  // Completions: each choice's text (and log-probabilities) begins with its prompt's; with
+  // logprobs, config.sampling.prompt_logprobs asks the engine for the prompt's.
+  bool echo = false;
 };
 
 // The request in `body` for `endpoint`; InvalidArgument naming the field for anything else
@@ -81,7 +85,8 @@ StatusOr<std::vector<int32_t>> parse_detokenize_request(std::string_view body);
 // maybe not UTF-8 on its own, replaced where JSON needs text).
 struct ServeLogprob {
   std::string token;
-  float logprob = 0.0f;  // -infinity is sent as -9999.0, as vLLM does
+  // -infinity is sent as -9999.0, as vLLM does; none (null) for an echoed prompt's first token.
+  std::optional<float> logprob;
 };
 
 // A generated token's log-probability and the most likely tokens' at its position.
@@ -95,7 +100,8 @@ struct ServeChoice {
   std::string text;
   FinishReason finish_reason = FinishReason::kFailed;
   std::vector<int32_t> tokens;
-  // One per token when the request asked for log-probabilities (config.sampling.logprobs >= 0).
+  // One per token when the request asked for log-probabilities (config.sampling.logprobs >= 0),
+  // after one per prompt token with echo.
   std::vector<ServeTokenLogprobs> logprobs;
 };
 
@@ -105,6 +111,7 @@ struct ServeResult {
   int64_t created_s = 0;
   std::string model;
   std::vector<std::vector<int32_t>> prompt_tokens;  // [num_prompts]
+  std::vector<std::string> prompt_texts;            // [num_prompts] with echo: as echoed
   std::vector<ServeChoice> choices;                 // [num_prompts × n]; choice k of prompt k / n
 };
 
@@ -123,11 +130,12 @@ nlohmann::ordered_json completion_response_json(const ServeRequest& request,
 // One server-sent event's JSON for choice `index`: a text delta (and the token ids it came from,
 // when asked), or, with `finish_reason`, the choice's last chunk. A choice's first chunk carries
 // the role (chat) or its prompt's token ids (when asked). With log-probabilities asked for, the
-// delta's: the last token_delta.size() entries of result.choices[index].logprobs.
+// entries of result.choices[index].logprobs from `first_logprob` on (those not sent before).
 nlohmann::ordered_json completion_chunk_json(const ServeRequest& request, const ServeResult& result,
                                              size_t index, std::string_view text_delta,
                                              const std::vector<int32_t>& token_delta, bool first,
-                                             std::optional<FinishReason> finish_reason);
+                                             std::optional<FinishReason> finish_reason,
+                                             size_t first_logprob = 0);
 
 // The chunk after the last one when stream_options.include_usage: no choices, the usage.
 nlohmann::ordered_json usage_chunk_json(const ServeRequest& request, const ServeResult& result);

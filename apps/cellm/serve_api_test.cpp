@@ -146,7 +146,9 @@ TEST(ServeApiTest, EveryRefusalNamesItsField) {
       {R"({"prompt": "x", "n": 0})", "\"n\" is 0"},
       {R"({"prompt": ["a", "b"], "n": 40})", "80 choices; at most 64"},
       {R"({"prompt": "x", "best_of": 3})", "\"best_of\""},
-      {R"({"prompt": "x", "echo": true})", "\"echo\""},
+      {R"({"prompt": "x", "echo": 1})", "\"echo\" must be true or false"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "echo": true})",
+       "\"echo\" is not supported for chat", ServeEndpoint::kChatCompletions},
       {R"({"prompt": "x", "logprobs": 21})", "\"logprobs\" is 21"},
       {R"({"prompt": "x", "logprobs": true})", "\"logprobs\" must be an integer"},
       {R"({"prompt": "x", "top_logprobs": 2})", "\"top_logprobs\" is for chat"},
@@ -300,12 +302,41 @@ TEST(ServeApiTest, LogprobsAreAskedPerEndpointAndShownInEachEndpointsShape) {
   // A stream chunk shows the entries of its tokens: the choice's last ones, offset after the
   // text before them.
   const nlohmann::ordered_json chunk =
-      completion_chunk_json(completion, result, 0, " was", {383}, false, {});
+      completion_chunk_json(completion, result, 0, " was", {383}, false, {}, 1);
   EXPECT_EQ(chunk["choices"][0]["logprobs"]["tokens"], Json({" was"}));
   EXPECT_EQ(chunk["choices"][0]["logprobs"]["text_offset"], Json({6}));
   const nlohmann::ordered_json chat_chunk =
       completion_chunk_json(chat, result, 0, " there was", {432, 383}, false, {});
   EXPECT_EQ(chat_chunk["choices"][0]["logprobs"]["content"].size(), 2u);
+}
+
+TEST(ServeApiTest, EchoPutsThePromptBeforeTheTextAndItsTokensBeforeTheLogprobs) {
+  const ServeRequest plain = parse_ok(R"({"prompt": "Once", "echo": true})");
+  EXPECT_TRUE(plain.echo);
+  EXPECT_EQ(plain.config.sampling.prompt_logprobs, -1) << "no logprobs asked, none computed";
+  const ServeRequest request = parse_ok(R"({"prompt": "Once", "echo": true, "logprobs": 1})");
+  EXPECT_EQ(request.config.sampling.prompt_logprobs, 1);
+  EXPECT_EQ(parse_ok(R"({"prompt": "Once", "logprobs": 1})").config.sampling.prompt_logprobs, -1);
+
+  ServeResult result = sample_result();  // prompt ids {1, 403, 407}
+  result.prompt_texts = {"Once upon"};
+  EXPECT_EQ(completion_response_json(plain, result)["choices"][0]["text"], "Once upon there was");
+  // The prompt's entries (its first token without a log-probability), then the generated ones.
+  result.choices[0].logprobs = {{{"<s>", std::nullopt}, {}},
+                                {{"Once", -3.0f}, {{"Once", -3.0f}}},
+                                {{" upon", -1.0f}, {{" upon", -1.0f}}},
+                                {{" there", -0.5f}, {{" there", -0.5f}}},
+                                {{" was", -0.25f}, {{" was", -0.25f}}}};
+  const Json lp = completion_response_json(request, result)["choices"][0]["logprobs"];
+  EXPECT_EQ(lp["tokens"], Json({"<s>", "Once", " upon", " there", " was"}));
+  EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+  EXPECT_TRUE(lp["top_logprobs"][0].is_null());
+  EXPECT_EQ(lp["token_logprobs"][1], -3.0);
+  EXPECT_EQ(lp["text_offset"], Json({0, 3, 7, 12, 18}));
+  // Streamed, the first chunk shows every entry not sent before.
+  const nlohmann::ordered_json chunk =
+      completion_chunk_json(request, result, 0, "Once upon there", {432}, true, {}, 0);
+  EXPECT_EQ(chunk["choices"][0]["logprobs"]["tokens"].size(), 5u);
 }
 
 TEST(ServeApiTest, AChatResponseCarriesTheAssistantMessage) {

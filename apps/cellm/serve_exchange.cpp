@@ -14,7 +14,8 @@ struct ServeExchange::Delivery {
   struct Pending {
     std::string text;
     std::vector<int32_t> tokens;
-    std::vector<TokenLogprobs> logprobs;  // one per token when the request asked for them
+    std::vector<TokenLogprobs> logprobs;         // one per token when the request asked for them
+    std::vector<TokenLogprobs> prompt_logprobs;  // with the first update, when asked for them
     bool finished = false;
   };
   std::mutex mutex;
@@ -29,6 +30,8 @@ struct ServeExchange::Delivery {
         p.text.append(update.text);
         p.tokens.insert(p.tokens.end(), update.tokens.begin(), update.tokens.end());
         p.logprobs.insert(p.logprobs.end(), update.logprobs.begin(), update.logprobs.end());
+        p.prompt_logprobs.insert(p.prompt_logprobs.end(), update.prompt_logprobs.begin(),
+                                 update.prompt_logprobs.end());
         p.finished = p.finished || update.finished;
       }
       delivery->cv.notify_all();
@@ -51,6 +54,8 @@ ServeExchange::ServeExchange(Runner& runner, ServeRequest request, ServeResult h
   result_.choices.resize(num_choices);
   first_sent_.assign(num_choices, false);
   final_sent_.assign(num_choices, false);
+  echoed_.assign(num_choices, false);
+  logprobs_sent_.assign(num_choices, 0);
   for (size_t k = 0; k < num_choices; ++k) {
     sessions_.push_back(runner.open_session());
     handles_.push_back(sessions_.back().generate_async(
@@ -87,6 +92,15 @@ void ServeExchange::add_logprobs(size_t k, const std::vector<TokenLogprobs>& log
   }
 }
 
+void ServeExchange::add_prompt_logprobs(size_t k,
+                                        const std::vector<TokenLogprobs>& prompt_logprobs) {
+  const std::vector<int32_t>& prompt = result_.prompt_tokens[k / static_cast<size_t>(request_.n)];
+  if (prompt.empty()) return;
+  ServeTokenLogprobs& first = result_.choices[k].logprobs.emplace_back();
+  first.sampled = {token_piece_(prompt.front()), std::nullopt};  // at position 0: nothing before
+  add_logprobs(k, prompt_logprobs);
+}
+
 StatusOr<nlohmann::ordered_json> ServeExchange::whole_response(bool stopping) {
   for (size_t k = 0; k < handles_.size(); ++k) {
     CELLM_CHECK(handles_[k].done()) << "whole_response before choice " << k << " ended";
@@ -101,10 +115,13 @@ StatusOr<nlohmann::ordered_json> ServeExchange::whole_response(bool stopping) {
     choice.tokens = handles_[k].tokens();
     choice.logprobs.clear();
     std::vector<TokenLogprobs> logprobs;
+    std::vector<TokenLogprobs> prompt_logprobs;
     {
       std::lock_guard<std::mutex> lock(delivery_->mutex);  // done: no update comes any more
       logprobs = delivery_->pending[k].logprobs;
+      prompt_logprobs = delivery_->pending[k].prompt_logprobs;
     }
+    if (request_.config.sampling.prompt_logprobs >= 0) add_prompt_logprobs(k, prompt_logprobs);
     add_logprobs(k, logprobs);
   }
   return completion_response_json(request_, result_);
@@ -131,6 +148,7 @@ std::string ServeExchange::next_events(std::chrono::milliseconds timeout, bool& 
       news[k].text.swap(p.text);
       news[k].tokens.swap(p.tokens);
       news[k].logprobs.swap(p.logprobs);
+      news[k].prompt_logprobs.swap(p.prompt_logprobs);
       news[k].finished = p.finished;
     }
   }
@@ -138,18 +156,30 @@ std::string ServeExchange::next_events(std::chrono::milliseconds timeout, bool& 
   std::string events;
   for (size_t k = 0; k < handles_.size(); ++k) {
     if (chat && !first_sent_[k]) {  // the role first, as OpenAI's streams do
-      events += sse_event(completion_chunk_json(request_, result_, k, "", {}, true, std::nullopt));
+      events += sse_event(completion_chunk_json(request_, result_, k, "", {}, true, std::nullopt,
+                                                logprobs_sent_[k]));
       first_sent_[k] = true;
     }
     ServeChoice& choice = result_.choices[k];
     const Delivery::Pending& p = news[k];
     choice.text += p.text;
     choice.tokens.insert(choice.tokens.end(), p.tokens.begin(), p.tokens.end());
+    if (request_.config.sampling.prompt_logprobs >= 0 && !p.prompt_logprobs.empty()) {
+      add_prompt_logprobs(k, p.prompt_logprobs);
+    }
     add_logprobs(k, p.logprobs);
-    if (!p.text.empty() || (want_ids && !p.tokens.empty())) {
-      events += sse_event(
-          completion_chunk_json(request_, result_, k, p.text, p.tokens, !first_sent_[k], {}));
+    // Echo: the prompt's text leads the choice's first chunk.
+    std::string text = p.text;
+    if (request_.echo && !echoed_[k] &&
+        (!p.text.empty() || (want_ids && !p.tokens.empty()) || p.finished)) {
+      text = result_.prompt_texts[k / static_cast<size_t>(request_.n)] + text;
+      echoed_[k] = true;
+    }
+    if (!text.empty() || (want_ids && !p.tokens.empty())) {
+      events += sse_event(completion_chunk_json(request_, result_, k, text, p.tokens,
+                                                !first_sent_[k], {}, logprobs_sent_[k]));
       first_sent_[k] = true;
+      logprobs_sent_[k] = choice.logprobs.size();
     }
     if (!p.finished || final_sent_[k]) continue;
     handles_[k].wait();  // the final update arrived: done is set right after it
@@ -160,9 +190,10 @@ std::string ServeExchange::next_events(std::chrono::milliseconds timeout, bool& 
       done = true;
       return events + sse_event(error_json(failure_of(k))) + sse_done();
     }
-    events += sse_event(
-        completion_chunk_json(request_, result_, k, "", {}, !first_sent_[k], choice.finish_reason));
+    events += sse_event(completion_chunk_json(request_, result_, k, "", {}, !first_sent_[k],
+                                              choice.finish_reason, logprobs_sent_[k]));
     first_sent_[k] = true;
+    logprobs_sent_[k] = choice.logprobs.size();
   }
   for (const bool sent : final_sent_) {
     if (!sent) return events;

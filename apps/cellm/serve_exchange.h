@@ -58,6 +58,9 @@ class ServeExchange {
   Status failure_of(size_t choice) const;
   // `logprobs` with each token id turned into its piece, appended to choice `k`'s.
   void add_logprobs(size_t k, const std::vector<TokenLogprobs>& logprobs);
+  // With echo: an entry per prompt token of choice `k` (the first without a log-probability,
+  // then `prompt_logprobs`), appended to its entries.
+  void add_prompt_logprobs(size_t k, const std::vector<TokenLogprobs>& prompt_logprobs);
 
   ServeRequest request_;
   TokenPieceFn token_piece_;
@@ -65,8 +68,10 @@ class ServeExchange {
   std::vector<Session> sessions_;
   std::vector<GenerationHandle> handles_;
   std::shared_ptr<Delivery> delivery_;
-  std::vector<bool> first_sent_;  // per choice: its first event went out
-  std::vector<bool> final_sent_;  // per choice: its last chunk went out
+  std::vector<bool> first_sent_;       // per choice: its first event went out
+  std::vector<bool> final_sent_;       // per choice: its last chunk went out
+  std::vector<bool> echoed_;           // per choice: its prompt's text went out (echo)
+  std::vector<size_t> logprobs_sent_;  // per choice: entries of its logprobs sent
   bool ended_ = false;
 };
 

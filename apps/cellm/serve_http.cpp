@@ -182,6 +182,12 @@ struct HttpServer::Impl {
     }
     for (size_t i = 0; i < num_prompts(request); ++i) {
       CELLM_ASSIGN_OR_RETURN(std::vector<int32_t> ids, prompt_ids(request, i));
+      if (request.echo) {  // the prompt's own text, or its ids' text
+        const std::optional<std::string>& text = request.prompts[i].text;
+        CELLM_ASSIGN_OR_RETURN(std::string shown,
+                               text ? StatusOr<std::string>(*text) : codec.decode(ids));
+        header.prompt_texts.push_back(std::move(shown));
+      }
       header.prompt_tokens.push_back(std::move(ids));
     }
     const uint64_t seed = request.seed ? *request.seed : fresh_seed();

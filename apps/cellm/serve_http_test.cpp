@@ -332,30 +332,37 @@ TEST(ServeHttpTest, WithoutMaxTokensACompletionGenerates16AndAChatTheRestOfTheCo
   EXPECT_EQ(chat.body.at("choices").at(0).at("finish_reason"), "length");
 }
 
-TEST(ServeHttpTest, LogprobsAreTheLogSoftmaxOfTheReferenceLogitsWholeAndStreamed) {
-  Served served;
-  const Json c = reference_cases()[0];
-  const std::vector<int32_t> expected_tokens = head(c.at("generated_tokens"), 12);
-  // The reference's logits rows before each generated token: [128, 512] f32.
+// The log-softmax of reference case 0's logits rows (the rows before each generated token; 128
+// rows of stories260K's 512), in double: [row][token].
+std::vector<std::vector<double>> reference_log_softmax() {
   std::ifstream file(testing::test_model_path("reference/stories260K-logits-0.f32"),
                      std::ios::binary);
   std::vector<float> logits(128 * 512);
   file.read(reinterpret_cast<char*>(logits.data()),
             static_cast<std::streamsize>(logits.size() * sizeof(float)));
-  ASSERT_TRUE(file) << "reference logits";
-  const auto log_softmax = [&](size_t row, int32_t token) {
-    const float* r = logits.data() + row * 512;
-    const double top = *std::max_element(r, r + 512);
+  EXPECT_TRUE(file) << "reference logits";
+  std::vector<std::vector<double>> rows(128);
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const float* row = logits.data() + r * 512;
+    const double top = *std::max_element(row, row + 512);
     double sum = 0.0;
-    for (int i = 0; i < 512; ++i) sum += std::exp(r[i] - top);
-    return r[token] - top - std::log(sum);
-  };
+    for (int i = 0; i < 512; ++i) sum += std::exp(row[i] - top);
+    for (int i = 0; i < 512; ++i) rows[r].push_back(row[i] - top - std::log(sum));
+  }
+  return rows;
+}
+
+TEST(ServeHttpTest, LogprobsAreTheLogSoftmaxOfTheReferenceLogitsWholeAndStreamed) {
+  Served served;
+  const Json c = reference_cases()[0];
+  const std::vector<int32_t> expected_tokens = head(c.at("generated_tokens"), 12);
+  const std::vector<std::vector<double>> reference = reference_log_softmax();
+  const auto log_softmax = [&](size_t row, int32_t token) { return reference[row][token]; };
   const auto best_three = [&](size_t row) {
     std::vector<int32_t> order(512);
     std::iota(order.begin(), order.end(), 0);
-    const float* r = logits.data() + row * 512;
     std::partial_sort(order.begin(), order.begin() + 3, order.end(),
-                      [&](int32_t a, int32_t b) { return r[a] > r[b]; });
+                      [&](int32_t x, int32_t y) { return reference[row][x] > reference[row][y]; });
     order.resize(3);
     return order;
   };
@@ -439,6 +446,67 @@ TEST(ServeHttpTest, AChatAsksForLogprobsWithABooleanAndGetsThemPerToken) {
   }
 }
 
+TEST(ServeHttpTest, EchoedPromptLogprobsAreTheLogSoftmaxOfTheReferenceLogits) {
+  Served served;
+  const Json c = reference_cases()[0];
+  // The reference's prompt and its first 8 generated tokens, all as the prompt: the rows that
+  // predict those 8 are the reference's first 8 logits rows.
+  std::vector<int32_t> prompt = c.at("prompt_tokens").get<std::vector<int32_t>>();
+  const size_t num_prompt = prompt.size();
+  const std::vector<int32_t> generated = head(c.at("generated_tokens"), 8);
+  prompt.insert(prompt.end(), generated.begin(), generated.end());
+  const std::vector<std::vector<double>> reference = reference_log_softmax();
+
+  const Json request = {
+      {"prompt", prompt}, {"echo", true}, {"logprobs", 1}, {"max_tokens", 0}, {"temperature", 0}};
+  const Reply whole = post(served, "/v1/completions", request);
+  ASSERT_EQ(whole.status, 200) << whole.body.dump();
+  const Json& choice = whole.body.at("choices").at(0);
+  EXPECT_EQ(choice.at("text"), served.codec().decode(prompt).value()) << "the prompt's text";
+  EXPECT_EQ(choice.at("finish_reason"), "length");
+  const Json& lp = choice.at("logprobs");
+  ASSERT_EQ(lp.at("tokens").size(), prompt.size());
+  EXPECT_TRUE(lp.at("token_logprobs")[0].is_null()) << "nothing predicts position 0";
+  for (size_t i = 1; i < prompt.size(); ++i) {
+    EXPECT_EQ(lp.at("tokens")[i], served.codec().token_piece(prompt[i]));
+    ASSERT_TRUE(lp.at("token_logprobs")[i].is_number()) << i;
+    EXPECT_LE(lp.at("token_logprobs")[i].get<double>(), 0.0);
+    EXPECT_EQ(lp.at("top_logprobs")[i].size(), 1u);
+  }
+  for (size_t g = 0; g < generated.size(); ++g) {
+    const double expected = reference[g][generated[g]];
+    EXPECT_NEAR(lp.at("token_logprobs")[num_prompt + g].get<double>(), expected, 1e-3)
+        << "generated token " << g << " as a prompt token";
+    // Greedy tokens: each is its row's most likely one.
+    EXPECT_EQ(lp.at("top_logprobs")[num_prompt + g].begin().key(),
+              served.codec().token_piece(generated[g]));
+  }
+
+  // Streamed: the same text and entries.
+  Json streamed_request = request;
+  streamed_request["stream"] = true;
+  streamed_request["max_tokens"] = 3;
+  Json whole_request = request;
+  whole_request["max_tokens"] = 3;
+  const Reply whole3 = post(served, "/v1/completions", whole_request);
+  ASSERT_EQ(whole3.status, 200);
+  httplib::Client client = served.client();
+  httplib::Result result =
+      client.Post("/v1/completions", streamed_request.dump(), "application/json");
+  ASSERT_TRUE(result);
+  std::string text;
+  Json tokens = Json::array();
+  for (const std::string& payload : sse_payloads(result->body)) {
+    if (payload == "[DONE]") continue;
+    const Json event = Json::parse(payload);
+    text += event.at("choices").at(0).at("text").get<std::string>();
+    for (const Json& t : event.at("choices").at(0).at("logprobs").at("tokens")) tokens.push_back(t);
+  }
+  EXPECT_EQ(text, whole3.body.at("choices").at(0).at("text"));
+  EXPECT_EQ(tokens, whole3.body.at("choices").at(0).at("logprobs").at("tokens"));
+  EXPECT_EQ(tokens.size(), prompt.size() + 3);
+}
+
 TEST(ServeHttpTest, TokenizeAndDetokenizeAgreeWithTheReference) {
   Served served;
   for (const Json& c : reference_cases()) {
@@ -508,7 +576,7 @@ TEST(ServeHttpTest, BadRequestsGetClearErrorsAndTheServerGoesOn) {
   };
   const std::vector<Case> cases = {
       {"/v1/completions", "{not json", 400, "not valid JSON"},
-      {"/v1/completions", R"({"prompt": "x", "echo": true})", 400, "\"echo\""},
+      {"/v1/completions", R"({"prompt": "x", "best_of": 2})", 400, "\"best_of\""},
       {"/v1/completions", R"({"prompt": "x", "n": 9})", 400, "at most 8 at once"},
       {"/v1/completions", R"({"prompt": [1, 512]})", 400, "outside the vocabulary"},
       {"/v1/completions", Json{{"prompt", std::vector<int32_t>(context, 5)}}.dump(), 400,

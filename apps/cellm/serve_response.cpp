@@ -35,7 +35,10 @@ const std::vector<int32_t>& prompt_of(const ServeRequest& request, const ServeRe
 bool wants_logprobs(const ServeRequest& request) { return request.config.sampling.logprobs >= 0; }
 
 // JSON has no infinity: a token the model rules out shows -9999.0, as vLLM shows it.
-double shown_logprob(float logprob) { return std::isfinite(logprob) ? logprob : -9999.0; }
+nlohmann::ordered_json shown_logprob(std::optional<float> logprob) {
+  if (!logprob) return nullptr;
+  return std::isfinite(*logprob) ? static_cast<double>(*logprob) : -9999.0;
+}
 
 nlohmann::ordered_json bytes_json(const std::string& token) {
   nlohmann::ordered_json bytes = nlohmann::ordered_json::array();
@@ -58,7 +61,8 @@ nlohmann::ordered_json completion_logprobs_json(std::span<const ServeTokenLogpro
     for (const ServeLogprob& t : entry.top) {
       if (!top.contains(t.token)) top[t.token] = shown_logprob(t.logprob);
     }
-    top_logprobs.push_back(std::move(top));
+    // An echoed prompt's first token: nothing predicts it (null, as OpenAI shows it).
+    top_logprobs.push_back(entry.sampled.logprob ? std::move(top) : nlohmann::ordered_json());
     offsets.push_back(text_offset);
     text_offset += entry.sampled.token.size();
   }
@@ -131,6 +135,10 @@ nlohmann::ordered_json completion_response_json(const ServeRequest& request,
     nlohmann::ordered_json choice = {{"index", k}};
     if (is_chat(request)) {
       choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+    } else if (request.echo) {
+      const size_t prompt = k / static_cast<size_t>(std::max(request.n, 1));
+      choice["text"] =
+          (prompt < result.prompt_texts.size() ? result.prompt_texts[prompt] : "") + c.text;
     } else {
       choice["text"] = c.text;
     }
@@ -153,7 +161,8 @@ nlohmann::ordered_json completion_response_json(const ServeRequest& request,
 nlohmann::ordered_json completion_chunk_json(const ServeRequest& request, const ServeResult& result,
                                              size_t index, std::string_view text_delta,
                                              const std::vector<int32_t>& token_delta, bool first,
-                                             std::optional<FinishReason> finish_reason) {
+                                             std::optional<FinishReason> finish_reason,
+                                             size_t first_logprob) {
   nlohmann::ordered_json chunk = header_json(request, result, /*chunk=*/true);
   nlohmann::ordered_json choice = {{"index", index}};
   if (is_chat(request)) {
@@ -169,9 +178,9 @@ nlohmann::ordered_json completion_chunk_json(const ServeRequest& request, const 
     if (first && !is_chat(request)) choice["prompt_token_ids"] = prompt_of(request, result, index);
   }
   if (wants_logprobs(request)) {
-    // The delta's entries are the choice's last ones; the text before them is their offset.
+    // The entries not sent before; the text before them is their offset.
     const std::vector<ServeTokenLogprobs>& all = result.choices.at(index).logprobs;
-    const size_t first_entry = all.size() - std::min(all.size(), token_delta.size());
+    const size_t first_entry = std::min(first_logprob, all.size());
     size_t text_offset = 0;
     for (size_t i = 0; i < first_entry; ++i) text_offset += all[i].sampled.token.size();
     choice["logprobs"] = logprobs_json(

@@ -296,6 +296,10 @@ void Engine::start(Command& command) {
   }
   session.shared->position.store(static_cast<int32_t>(session.tokens.size()),
                                  std::memory_order_relaxed);
+  const auto prompt_end = static_cast<int32_t>(session.tokens.size());
+  generation->prompt_end = prompt_end;
+  generation->next_prompt_logprob =
+      std::max(prompt_end - static_cast<int32_t>(request.prompt.size()), 1);
   session.generation = std::move(generation);
   session.last_used = step_;
 
@@ -310,6 +314,18 @@ void Engine::start(Command& command) {
     const Status status = executor_.rewind_session(session.id, context - 1);
     CELLM_CHECK(status.ok()) << "rewind by one: " << status.to_string();
     session.committed = context - 1;
+  }
+  const int32_t first_prompt_row = session.generation->next_prompt_logprob - 1;
+  if (request.config.sampling.prompt_logprobs >= 0) {
+    // Every prompt position's row is computed: run again what the session holds of them, and
+    // take nothing from other sessions' cells.
+    if (session.committed > first_prompt_row) {
+      const Status status = executor_.rewind_session(session.id, first_prompt_row);
+      CELLM_CHECK(status.ok()) << "rewind for prompt logprobs: " << status.to_string();
+      session.committed = first_prompt_row;
+    }
+    submit_next(session, *session.generation);
+    return;
   }
   // Prefix reuse: wait for a running generation computing more of the context than any
   // session's cells hold, or start from a clone of what they hold.

@@ -92,6 +92,13 @@ class Engine {
     int64_t last_token_us = -1;
     int64_t last_step = -1;  // the latest step that ran one of its positions
     uint64_t arrival = 0;
+    // Prompt log-probabilities (SamplingParams::prompt_logprobs >= 0): the next prompt position
+    // to record (recomputed positions are not recorded twice), the prompt's end, and the entries
+    // until the first update carries them.
+    int32_t next_prompt_logprob = 0;
+    int32_t prompt_end = 0;
+    std::vector<TokenLogprobs> prompt_logprobs = {};
+    bool prompt_logprobs_sent = false;
   };
   struct EngineSession {
     std::shared_ptr<SessionShared> shared;
@@ -164,6 +171,11 @@ class Engine {
   // row, or the executor computes no greedy tokens.
   bool step_needs_logits(const StepSchedule& plan);
   void fail_step(const StepSchedule& plan, const Status& status);
+  // Whether position `position` of `session` keeps a logits row for a prompt log-probability
+  // (of the token after it) this step.
+  static bool wants_prompt_row(const EngineSession& session, int32_t position);
+  // The prompt log-probabilities the generation has not delivered yet (marked delivered).
+  static std::span<const TokenLogprobs> take_prompt_logprobs(ActiveGeneration& generation);
   void complete_task(EngineSession& session, const ScheduledSlice& slice, const BatchOutput& out,
                      size_t row);
   // `logprobs`: the token's log-probabilities when the generation asked for them, else null.

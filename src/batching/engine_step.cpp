@@ -91,16 +91,29 @@ void Engine::run_step() {
     return;
   }
 
+  // One input per slice, or, where a generation wants prompt log-probabilities, its slice cut
+  // after every position whose row it keeps. row_positions: each output row's position.
   BatchInput batch;
   batch.inputs.reserve(plan.slices.size());
+  std::vector<int32_t> row_positions;
+  bool prompt_rows = false;
   for (const ScheduledSlice& slice : plan.slices) {
     EngineSession& session = *find_by_id(slice.session);
     CELLM_CHECK_EQ(slice.begin, session.committed) << "slice of session " << slice.session;
-    batch.inputs.push_back(
-        {session.id, 0, session.tokens, slice.begin, slice.end, slice.wants_output});
+    int32_t begin = slice.begin;
+    for (int32_t p = slice.begin; p < slice.end; ++p) {
+      const bool prompt_row = wants_prompt_row(session, p);
+      const bool last = p == slice.end - 1;
+      if (!prompt_row && !last) continue;
+      const bool wants_output = prompt_row || slice.wants_output;
+      batch.inputs.push_back({session.id, 0, session.tokens, begin, p + 1, wants_output});
+      if (wants_output) row_positions.push_back(p);
+      prompt_rows = prompt_rows || prompt_row;
+      begin = p + 1;
+    }
   }
   const int64_t start_us = now_us();
-  StatusOr<BatchOutput> output = executor_.execute(batch, step_needs_logits(plan));
+  StatusOr<BatchOutput> output = executor_.execute(batch, prompt_rows || step_needs_logits(plan));
   const int64_t end_us = now_us();
   {
     std::lock_guard<std::mutex> lock(metrics_mutex_);
@@ -115,6 +128,8 @@ void Engine::run_step() {
     publish_pool();
     return;
   }
+  CELLM_CHECK_EQ(output->outputs.size(), row_positions.size())
+      << "executor returned another number of output rows than the step asked for";
   CELLM_CHECK(output->vocab_size == limits_.vocab_size || output->logits.empty())
       << "executor returned rows of " << output->vocab_size << " logits, vocab is "
       << limits_.vocab_size;
@@ -144,13 +159,49 @@ void Engine::run_step() {
 
   // Outputs, then callbacks, in slice order.
   size_t next_row = 0;  // output rows follow the inputs that want one, in order
+  const auto vocab = static_cast<size_t>(output->vocab_size);
   for (const ScheduledSlice& slice : plan.slices) {
-    const size_t row = slice.wants_output ? next_row++ : 0;
-    if (!slice.completes_task) continue;
     EngineSession* session = find_by_id(slice.session);
+    size_t row = 0;
+    // The slice's rows: prompt log-probabilities first, then its sampling row (if any).
+    while (next_row < row_positions.size() && output->outputs[next_row].session == slice.session) {
+      const int32_t p = row_positions[next_row];
+      if (p == slice.end - 1 && slice.wants_output) {
+        row = next_row++;
+        break;
+      }
+      if (session == nullptr || !session->generation) {
+        ++next_row;
+        continue;
+      }
+      ActiveGeneration& generation = *session->generation;
+      if (generation.next_prompt_logprob == p + 1) {
+        CELLM_CHECK_GE(output->logits.size(), (next_row + 1) * vocab)
+            << "executor returned too few logits";
+        generation.prompt_logprobs.push_back(
+            token_logprobs(output->logits.subspan(next_row * vocab, vocab),
+                           session->tokens[static_cast<size_t>(p + 1)],
+                           generation.config.sampling.prompt_logprobs));
+        ++generation.next_prompt_logprob;
+      }
+      ++next_row;
+    }
+    if (!slice.completes_task) continue;
     if (session == nullptr || !session->generation) continue;
     complete_task(*session, slice, *output, row);
   }
+}
+
+bool Engine::wants_prompt_row(const EngineSession& session, int32_t position) {
+  const ActiveGeneration* generation = session.generation.get();
+  return generation != nullptr && generation->config.sampling.prompt_logprobs >= 0 &&
+         position + 1 >= generation->next_prompt_logprob && position + 1 < generation->prompt_end;
+}
+
+std::span<const TokenLogprobs> Engine::take_prompt_logprobs(ActiveGeneration& generation) {
+  if (generation.prompt_logprobs_sent || generation.config.sampling.prompt_logprobs < 0) return {};
+  generation.prompt_logprobs_sent = true;
+  return generation.prompt_logprobs;
 }
 
 bool Engine::step_needs_logits(const StepSchedule& plan) {
@@ -262,6 +313,7 @@ void Engine::deliver(EngineSession& session, int32_t token, const TokenLogprobs*
   GenerationUpdate update;
   update.tokens = one;
   update.logprobs = one_logprobs;
+  update.prompt_logprobs = take_prompt_logprobs(generation);
   update.text = stop.text;
   if (const std::optional<std::string> thrown = invoke(generation.callback, update)) {
     finish(session, FinishReason::kFailed, "the generation callback threw: " + *thrown);
@@ -302,6 +354,7 @@ void Engine::finish(EngineSession& session, FinishReason reason, std::string_vie
   GenerationUpdate update;
   update.tokens = last_tokens;
   update.logprobs = last_logprobs;
+  update.prompt_logprobs = take_prompt_logprobs(*generation);
   update.text = text;
   update.finished = true;
   update.finish_reason = reason;

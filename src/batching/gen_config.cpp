@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 
 namespace cellm {
 std::string_view finish_reason_name(FinishReason reason) {
@@ -48,10 +49,13 @@ Status validate_gen_config(const GenConfig& config) {
     return invalid_argument("penalty_window is " + std::to_string(s.penalty_window) +
                             "; it must be -1 (the whole context) or at least 0");
   }
-  if (s.logprobs < -1 || s.logprobs > kMaxLogprobs) {
-    return invalid_argument("logprobs is " + std::to_string(s.logprobs) +
-                            "; it must be -1 (none) or in [0, " + std::to_string(kMaxLogprobs) +
-                            "]");
+  for (const auto& [name, value] :
+       {std::pair{"logprobs", s.logprobs}, std::pair{"prompt_logprobs", s.prompt_logprobs}}) {
+    if (value < -1 || value > kMaxLogprobs) {
+      return invalid_argument(std::string(name) + " is " + std::to_string(value) +
+                              "; it must be -1 (none) or in [0, " + std::to_string(kMaxLogprobs) +
+                              "]");
+    }
   }
   for (const LogitBias& bias : s.logit_bias) {
     if (std::isnan(bias.bias) || bias.bias == INFINITY) {

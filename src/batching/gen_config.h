@@ -37,6 +37,10 @@ struct SamplingParams {
   // Each delivered token's log-probability and those of the `logprobs` most likely tokens at its
   // position (GenerationUpdate::logprobs; token_logprobs.h); -1 = none, at most kMaxLogprobs.
   int32_t logprobs = -1;
+  // The same for each prompt token after the session's first position
+  // (GenerationUpdate::prompt_logprobs): every prompt position is computed, none reused from
+  // another session's cells. -1 = none, at most kMaxLogprobs.
+  int32_t prompt_logprobs = -1;
 };
 
 inline constexpr int32_t kMaxLogprobs = 20;

@@ -32,6 +32,10 @@ struct GenerationUpdate {
   std::span<const int32_t> tokens;  // tokens delivered by this update (may be empty)
   // One per token when the generation asked for them (SamplingParams::logprobs >= 0), else empty.
   std::span<const TokenLogprobs> logprobs;
+  // With the generation's first update, when it asked for them (SamplingParams::prompt_logprobs
+  // >= 0): one per prompt token, in order, but for a token at the session's position 0 (nothing
+  // predicts it). Else empty.
+  std::span<const TokenLogprobs> prompt_logprobs;
   std::string_view text;            // text shown by it (empty without a TextStreamFactory)
   bool finished = false;
   FinishReason finish_reason = FinishReason::kFailed;  // meaningful when finished

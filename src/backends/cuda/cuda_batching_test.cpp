@@ -4,7 +4,8 @@
 // two slicing plans; graph replay and eager decode agree; closed sessions' cells are reused with
 // no change in outputs; the pool growing mid-run changes nothing; CUDA and the CPU oracle agree
 // under several slicing plans and cache dtypes; a refused batch changes nothing; prefix reuse
-// through the Runner keeps the reference tokens. (Random models:
+// through the Runner keeps the reference tokens, and log-probabilities through it are the
+// reference logits' log-softmax. (Random models:
 // cuda_random_model_test.cpp.)
 #include <gtest/gtest.h>
 
@@ -201,6 +202,98 @@ TEST_F(CudaBatchingTest, PrefixReuseThroughTheRunnerKeepsTheReferenceTokens) {
   EXPECT_EQ(third.tokens(), tail(30, 16));
   EXPECT_EQ(third.metrics().num_reused_tokens, static_cast<int32_t>(sequence(c, 30).size()) - 1);
   EXPECT_EQ(runner.metrics().num_prefix_hits, 2);
+}
+
+// Log-probabilities through the Runner on CUDA: with the device computing each row's argmax, a
+// generation asking for them still gets its rows on the host, and they are the log-softmax of
+// the reference logits, for two sessions batched together; and prompt log-probabilities (every
+// prompt position's row kept) equal them too.
+TEST_F(CudaBatchingTest, LogprobsThroughTheRunnerAreTheLogSoftmaxOfTheReferenceLogits) {
+  const ProgramSpec spec = testing::with_plan(model_->spec(), 64, 9, {1, 2, 4, 8});
+  auto executor = testing::make_cuda(*model_, spec);
+  ASSERT_NE(executor, nullptr);
+  Runner runner(*executor, DecodeFirstScheduler(SchedulerConfig::defaults_for(64)));
+  constexpr int32_t kTokens = 24;
+  GenConfig config;
+  config.max_new_tokens = kTokens;
+  config.sampling.logprobs = 2;
+  std::vector<Session> sessions;
+  std::vector<std::vector<TokenLogprobs>> got(2);
+  std::vector<GenerationHandle> handles;
+  for (size_t c = 0; c < 2; ++c) {
+    sessions.push_back(runner.open_session());
+    handles.push_back(sessions.back().generate_async(
+        reference_prompt(c), config, [&got, c](const GenerationUpdate& update) {
+          got[c].insert(got[c].end(), update.logprobs.begin(), update.logprobs.end());
+        }));
+  }
+  double worst = 0.0;
+  for (size_t c = 0; c < 2; ++c) {
+    handles[c].wait();
+    ASSERT_EQ(handles[c].tokens(), reference_tokens(c, kTokens));
+    ASSERT_EQ(got[c].size(), static_cast<size_t>(kTokens));
+    const std::string path =
+        testing::test_model_path("reference/stories260K-logits-" + std::to_string(c) + ".f32");
+    std::ifstream in(path, std::ios::binary);
+    std::vector<float> logits(static_cast<size_t>(kTokens) * vocab_);
+    in.read(reinterpret_cast<char*>(logits.data()),
+            static_cast<std::streamsize>(logits.size() * sizeof(float)));
+    ASSERT_TRUE(in) << "cannot read " << path;
+    for (int32_t i = 0; i < kTokens; ++i) {
+      const float* row = logits.data() + static_cast<size_t>(i) * vocab_;
+      const double top = *std::max_element(row, row + vocab_);
+      double sum = 0.0;
+      for (int32_t v = 0; v < vocab_; ++v) sum += std::exp(row[v] - top);
+      const auto logprob = [&](int32_t t) { return row[t] - top - std::log(sum); };
+      const TokenLogprobs& entry = got[c][static_cast<size_t>(i)];
+      EXPECT_EQ(entry.token, handles[c].tokens()[static_cast<size_t>(i)]);
+      worst = std::max(worst, std::fabs(entry.logprob - logprob(entry.token)));
+      ASSERT_EQ(entry.top.size(), 2u);
+      EXPECT_EQ(entry.top[0].first, entry.token) << "greedy: the sampled token is the best";
+      for (const auto& [id, value] : entry.top) {
+        worst = std::max(worst, std::fabs(value - logprob(id)));
+      }
+    }
+  }
+  std::printf("logprobs vs the reference's log-softmax: worst diff %.3g\n", worst);
+  EXPECT_LE(worst, 1e-3);
+
+  // Prompt log-probabilities: case 0's prompt and its first 8 generated tokens as the prompt, one
+  // input per position (each keeps its row), the narrow ones run as decodes (m = 9).
+  Tokens prompt = sequence(0, 8);
+  const size_t num_prompt = reference_prompt(0).size();
+  GenConfig prompt_config;
+  prompt_config.max_new_tokens = 1;
+  prompt_config.sampling.prompt_logprobs = 1;
+  std::vector<TokenLogprobs> prompt_entries;
+  Session session = runner.open_session();
+  GenerationHandle handle = session.generate_async(
+      prompt, prompt_config, [&prompt_entries](const GenerationUpdate& update) {
+        prompt_entries.insert(prompt_entries.end(), update.prompt_logprobs.begin(),
+                              update.prompt_logprobs.end());
+      });
+  handle.wait();
+  ASSERT_EQ(handle.tokens(), Tokens{reference_tokens(0, 9).back()});
+  ASSERT_EQ(prompt_entries.size(), prompt.size() - 1) << "every prompt token after position 0";
+  std::ifstream in(testing::test_model_path("reference/stories260K-logits-0.f32"),
+                   std::ios::binary);
+  std::vector<float> rows(8 * static_cast<size_t>(vocab_));
+  in.read(reinterpret_cast<char*>(rows.data()),
+          static_cast<std::streamsize>(rows.size() * sizeof(float)));
+  ASSERT_TRUE(in);
+  double worst_prompt = 0.0;
+  for (size_t g = 0; g < 8; ++g) {
+    const float* row = rows.data() + g * static_cast<size_t>(vocab_);
+    const double top = *std::max_element(row, row + vocab_);
+    double sum = 0.0;
+    for (int32_t v = 0; v < vocab_; ++v) sum += std::exp(row[v] - top);
+    const TokenLogprobs& entry = prompt_entries[num_prompt - 1 + g];
+    EXPECT_EQ(entry.token, prompt[num_prompt + g]);
+    worst_prompt =
+        std::max(worst_prompt, std::fabs(entry.logprob - (row[entry.token] - top - std::log(sum))));
+  }
+  std::printf("prompt logprobs vs the reference's log-softmax: worst diff %.3g\n", worst_prompt);
+  EXPECT_LE(worst_prompt, 1e-3);
 }
 
 TEST_F(CudaBatchingTest, PoolGrowthMidRunChangesNothing) {
