@@ -121,6 +121,12 @@ void add_engine_flags(CLI::App& command, EngineFlags& flags) {
                      "plain GGUF model gets 1,2,4,...,256 below W and m one past the widest)");
 }
 
+void add_prefix_reuse_flag(CLI::App& command, bool& no_prefix_reuse) {
+  command.add_flag(
+      "--no-prefix-reuse", no_prefix_reuse,
+      "Compute every prompt in full, even where another session's cells hold its start");
+}
+
 void add_sampling_flags(CLI::App& command, SamplingFlags& flags) {
   command.add_option("--temperature", flags.temperature, "0 = greedy (default)");
   command.add_option("--top-k", flags.top_k, "Keep the k most likely; 0 = off");

@@ -52,6 +52,10 @@ void add_engine_flags(CLI::App& command, EngineFlags& flags);
 // InvalidArgument naming the flag (--max-cells ...) for a value no model could take.
 Status check_engine_flags(const EngineFlags& flags);
 
+// Registers --no-prefix-reuse (run and serve: the Runner's PrefixReuseOptions::enabled, off when
+// set).
+void add_prefix_reuse_flag(CLI::App& command, bool& no_prefix_reuse);
+
 // The sampling flags the run and generate commands share.
 struct SamplingFlags {
   int32_t max_new_tokens = 128;

@@ -309,8 +309,7 @@ void add_run_command(CLI::App& app, CommandResult& result) {
   add_sampling_flags(*c, o->sampling);
   c->add_option("--seed", o->sampling.seed, "Seed of prompt 0; prompt i uses seed + i");
   c->add_flag("--ignore-eos", o->sampling.ignore_eos, "Do not stop at EOS or end-of-turn tokens");
-  c->add_flag("--no-prefix-reuse", o->no_prefix_reuse,
-              "Compute every prompt in full, even where another session's cells hold its start");
+  add_prefix_reuse_flag(*c, o->no_prefix_reuse);
   c->add_option("--stop", o->stop, "A stop string (repeatable)");
   add_engine_flags(*c, o->engine);
   c->add_option("--report-json", o->report_json, "Write generations, engine metrics, config");

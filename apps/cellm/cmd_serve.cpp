@@ -143,8 +143,7 @@ void add_serve_command(CLI::App& app, CommandResult& result) {
   c->add_option("--max-concurrent", f->max_concurrent,
                 "Generations run at once; more requests wait (the sessions the engine holds, at "
                 "most 256)");
-  c->add_flag("--no-prefix-reuse", f->no_prefix_reuse,
-              "Compute every prompt in full, even where another session's cells hold its start");
+  add_prefix_reuse_flag(*c, f->no_prefix_reuse);
   if (const char* key = std::getenv("CELLM_API_KEY")) f->api_key = key;
   c->add_option("--api-key", f->api_key,
                 "Require \"Authorization: Bearer KEY\" on every route but /health (default: "
