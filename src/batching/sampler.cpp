@@ -15,8 +15,15 @@ bool has_penalties(const SamplingParams& p) {
   return p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
 }
 
-// The largest finite value of `row`, -infinity when none is finite. Lanes of independent maxima
-// so the compiler vectorizes the loop (v - v is 0 exactly when v is finite).
+}  // namespace
+
+double sampling_uniform(uint64_t seed, int64_t position) {
+  const uint64_t bits = splitmix64(seed ^ splitmix64(static_cast<uint64_t>(position)));
+  return static_cast<double>(bits >> 11) * 0x1.0p-53;
+}
+
+// Lanes of independent maxima so the compiler vectorizes the loop (v - v is 0 exactly when v is
+// finite).
 float max_finite(std::span<const float> row) {
   constexpr size_t kLanes = 16;
   constexpr float kNone = -std::numeric_limits<float>::infinity();
@@ -39,13 +46,6 @@ float max_finite(std::span<const float> row) {
     if (v - v == 0.0f && v > best) best = v;
   }
   return best;
-}
-
-}  // namespace
-
-double sampling_uniform(uint64_t seed, int64_t position) {
-  const uint64_t bits = splitmix64(seed ^ splitmix64(static_cast<uint64_t>(position)));
-  return static_cast<double>(bits >> 11) * 0x1.0p-53;
 }
 
 int32_t argmax_finite(std::span<const float> row) {

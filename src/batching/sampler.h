@@ -15,7 +15,7 @@
 // candidates (best first) they reach, extended by partial selection as needed.
 // Knows no sessions, tensors or threads. Who calls it: the Runner, once per output row.
 // Thread-safety: a Sampler is used by one thread at a time (it keeps scratch buffers);
-// sampling_uniform and argmax_finite are pure.
+// sampling_uniform, argmax_finite and max_finite are pure.
 #pragma once
 
 #include <cstddef>
@@ -35,6 +35,9 @@ double sampling_uniform(uint64_t seed, int64_t position);
 // The index of the largest finite value of `row`, the lowest on ties; kNoToken when no value is
 // finite.
 int32_t argmax_finite(std::span<const float> row);
+
+// The largest finite value of `row`; -infinity when none is finite.
+float max_finite(std::span<const float> row);
 
 class Sampler {
  public:

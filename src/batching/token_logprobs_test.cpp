@@ -55,6 +55,20 @@ TEST(TokenLogprobsTest, MatchTheLogSoftmaxOfTheRowAndListTheMostLikelyBestFirst)
   EXPECT_TRUE(token_logprobs(row, 5, 0).top.empty());
 }
 
+TEST(TokenLogprobsTest, AWideSpreadOfLogitsKeepsEveryLogprobExact) {
+  // Logits from 10 down to -300 (exp underflows float far above the bottom), and a row of 128K.
+  std::mt19937 rng(13);
+  std::uniform_real_distribution<float> uniform(-300.0f, 10.0f);
+  std::vector<float> row(128 * 1024 + 7);  // not a multiple of the block either
+  for (float& v : row) v = uniform(rng);
+  const std::vector<long double> ref = reference_logprobs(row);
+  for (const int32_t token : {0, 1000, 70000, static_cast<int32_t>(row.size()) - 1}) {
+    const TokenLogprobs lp = token_logprobs(row, token, 3);
+    EXPECT_NEAR(lp.logprob, static_cast<double>(ref[token]), 1e-5 * std::fabs(lp.logprob) + 1e-5)
+        << "token " << token << " logit " << row[token];
+  }
+}
+
 TEST(TokenLogprobsTest, EveryTokensProbabilitySumsToOne) {
   std::mt19937 rng(12);
   std::uniform_real_distribution<float> uniform(-30.0f, 30.0f);
