@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "batching/gen_config.h"
-#include "batching/token_logprobs.h"
 #include "batching/metrics.h"
+#include "batching/token_logprobs.h"
 
 namespace cellm {
 
@@ -36,7 +36,7 @@ struct GenerationUpdate {
   // >= 0): one per prompt token, in order, but for a token at the session's position 0 (nothing
   // predicts it). Else empty.
   std::span<const TokenLogprobs> prompt_logprobs;
-  std::string_view text;            // text shown by it (empty without a TextStreamFactory)
+  std::string_view text;  // text shown by it (empty without a TextStreamFactory)
   bool finished = false;
   FinishReason finish_reason = FinishReason::kFailed;  // meaningful when finished
   std::string_view error;  // why, when finished as kFailed (or kCancelled by a shutdown/close)

@@ -392,8 +392,7 @@ TEST(RunnerTest, LogprobsComeWithEveryTokenFromTheRawRowAndChangeNoToken) {
   GenerationHandle refused = session.generate_async(prompt, too_many);
   refused.wait();
   EXPECT_EQ(refused.finish_reason(), FinishReason::kFailed);
-  EXPECT_NE(refused.error_message().find("logprobs"), std::string::npos)
-      << refused.error_message();
+  EXPECT_NE(refused.error_message().find("logprobs"), std::string::npos) << refused.error_message();
 }
 
 // Collects what a generation's updates carry.

@@ -16,8 +16,8 @@
 namespace cellm {
 
 struct TokenLogprobs {
-  int32_t token = 0;      // the sampled token
-  float logprob = 0.0f;   // its log-probability
+  int32_t token = 0;     // the sampled token
+  float logprob = 0.0f;  // its log-probability
   // The `num_top` most likely tokens and their log-probabilities, best first (the lower id first
   // on ties); only tokens with a finite logit.
   std::vector<std::pair<int32_t, float>> top;

@@ -26,8 +26,7 @@ std::vector<long double> reference_logprobs(const std::vector<float>& row) {
   }
   std::vector<long double> out;
   for (const float v : row) {
-    out.push_back(std::isfinite(v) ? static_cast<long double>(v) - top - std::log(sum)
-                                   : -INFINITY);
+    out.push_back(std::isfinite(v) ? static_cast<long double>(v) - top - std::log(sum) : -INFINITY);
   }
   return out;
 }
