@@ -1,6 +1,7 @@
 // One step of the engine: plan (scheduler + memory), execute, sample, deliver.
 #include <algorithm>
 #include <exception>
+#include <span>
 #include <string>
 
 #include "batching/engine.h"
@@ -9,6 +10,16 @@
 #include "core/logging.h"
 
 namespace cellm::internal {
+namespace {
+
+// Output row `row`'s logits ([vocab] f32, a view into the executor's memory).
+std::span<const float> logits_row(const BatchOutput& out, size_t row) {
+  const auto vocab = static_cast<size_t>(out.vocab_size);
+  CELLM_CHECK_GE(out.logits.size(), (row + 1) * vocab) << "executor returned too few logits";
+  return out.logits.subspan(row * vocab, vocab);
+}
+
+}  // namespace
 
 // The pool as the scheduler sees it while planning: frees cells by rewinding sessions to 0 (their
 // tokens stay on the host, so the next task re-feeds them).
@@ -159,7 +170,6 @@ void Engine::run_step() {
 
   // Outputs, then callbacks, in slice order.
   size_t next_row = 0;  // output rows follow the inputs that want one, in order
-  const auto vocab = static_cast<size_t>(output->vocab_size);
   for (const ScheduledSlice& slice : plan.slices) {
     EngineSession* session = find_by_id(slice.session);
     size_t row = 0;
@@ -176,12 +186,9 @@ void Engine::run_step() {
       }
       ActiveGeneration& generation = *session->generation;
       if (generation.next_prompt_logprob == p + 1) {
-        CELLM_CHECK_GE(output->logits.size(), (next_row + 1) * vocab)
-            << "executor returned too few logits";
-        generation.prompt_logprobs.push_back(
-            token_logprobs(output->logits.subspan(next_row * vocab, vocab),
-                           session->tokens[static_cast<size_t>(p + 1)],
-                           generation.config.sampling.prompt_logprobs));
+        generation.prompt_logprobs.push_back(token_logprobs(
+            logits_row(*output, next_row), session->tokens[static_cast<size_t>(p + 1)],
+            generation.config.sampling.prompt_logprobs));
         ++generation.next_prompt_logprob;
       }
       ++next_row;
@@ -251,9 +258,7 @@ void Engine::complete_task(EngineSession& session, const ScheduledSlice& slice,
         failed_precondition("no token has a finite score at position " +
                             std::to_string(session.tokens.size()) + " (NaN or infinite logits)");
   } else if (greedy == kNoToken || !generation.sampler.takes_argmax()) {
-    const auto vocab = static_cast<size_t>(out.vocab_size);
-    CELLM_CHECK_GE(out.logits.size(), (row + 1) * vocab) << "executor returned too few logits";
-    token = generation.sampler.sample(out.logits.subspan(row * vocab, vocab), session.tokens);
+    token = generation.sampler.sample(logits_row(out, row), session.tokens);
   }
   if (!token.ok()) {
     finish(session, FinishReason::kFailed, "sampling failed: " + token.status().to_string());
@@ -264,10 +269,7 @@ void Engine::complete_task(EngineSession& session, const ScheduledSlice& slice,
     deliver(session, *token, nullptr);
     return;
   }
-  const auto vocab = static_cast<size_t>(out.vocab_size);
-  CELLM_CHECK_GE(out.logits.size(), (row + 1) * vocab) << "executor returned too few logits";
-  const TokenLogprobs logprobs =
-      token_logprobs(out.logits.subspan(row * vocab, vocab), *token, num_logprobs);
+  const TokenLogprobs logprobs = token_logprobs(logits_row(out, row), *token, num_logprobs);
   deliver(session, *token, &logprobs);
 }
 
