@@ -71,6 +71,7 @@ void add_bench_command(CLI::App& app, CommandResult& result) {
     std::vector<int32_t> decode_widths;
     bool compare_eager = false;
     bool compare_device_argmax = false;
+    int32_t compare_logprobs = -1;
     bool resident_bf16 = false;
     bool no_resident_bf16 = false;
     bool exact_activations = false;
@@ -112,6 +113,11 @@ void add_bench_command(CLI::App& app, CommandResult& result) {
                     "Also time every decode measurement with CUDA graphs off");
   command->add_flag("--compare-device-argmax", flags->compare_device_argmax,
                     "Also time the widest decode with greedy tokens only (no logits copied)");
+  command
+      ->add_option("--compare-logprobs", flags->compare_logprobs,
+                   "Also time the widest decode with every row's log-probabilities and this many "
+                   "top tokens: summarized on the device, then from rows copied to the host")
+      ->check(CLI::Range(0, 20));
   command->add_flag("--resident-bf16", flags->resident_bf16,
                     "Keep bf16 copies of quantized matrices for wide products (default: where "
                     "they fit beside the KV pool)");
@@ -142,6 +148,7 @@ void add_bench_command(CLI::App& app, CommandResult& result) {
     options.decode_widths = flags->decode_widths;
     options.compare_eager = flags->compare_eager;
     options.compare_device_argmax = flags->compare_device_argmax;
+    options.compare_logprobs = flags->compare_logprobs;
     options.resident_bf16 = flags->resident_bf16;
     options.resident_bf16_if_room = !flags->no_resident_bf16;
     options.int8_activations = !flags->exact_activations;

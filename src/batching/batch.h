@@ -13,7 +13,10 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
+#include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "core/token_id.h"
@@ -23,6 +26,9 @@ namespace cellm {
 // A session of the engine. Ids are never reused; 0 is never a valid id.
 using SessionId = uint64_t;
 
+// The most top tokens a row's log-probabilities may ask for (StepInput::num_top_logprobs).
+inline constexpr int32_t kMaxTopLogprobs = 20;
+
 struct StepInput {
   SessionId session = 0;
   int32_t start_pos = 0;            // position of tokens[0] in the session; >= 0
@@ -30,6 +36,13 @@ struct StepInput {
   int32_t begin = 0;                // this step runs tokens[begin, end): 0 <= begin < end
   int32_t end = 0;                  //   <= tokens.size(), at positions start_pos + [begin, end)
   bool wants_output = false;        // keep the logits row of tokens[end - 1]
+  // With wants_output, an executor that computes_logprobs() summarizes the kept row for
+  // log-probabilities (OutputRow::logprobs) when this is >= 0: its log-softmax normalizer and its
+  // `num_top_logprobs` best tokens (at most kMaxTopLogprobs). -1: no summary.
+  int32_t num_top_logprobs = -1;
+  // A token whose logit the summary reports too (RowLogprobs::scored_logit; a prompt's next token
+  // for prompt log-probabilities); kNoToken: none.
+  int32_t scored_token = kNoToken;
 };
 
 struct BatchInput {
@@ -37,6 +50,19 @@ struct BatchInput {
   // each other without gap or overlap; the first of a session may start below its length (a
   // rewind) but not above it.
   std::vector<StepInput> inputs;
+};
+
+// What log-probabilities need of one logits row, computed by the executor beside the row
+// (StepInput::num_top_logprobs) so that the row itself need not travel: log p(v) = v - max_logit
+// - log_sum_exp for a finite logit v. Plain values.
+struct RowLogprobs {
+  float max_logit = -std::numeric_limits<float>::infinity();  // -infinity: no finite logit
+  double log_sum_exp = 0.0;  // log of the sum of exp(v - max_logit) over the finite logits v
+  // The logit of StepInput::scored_token; NaN when it named none.
+  float scored_logit = std::numeric_limits<float>::quiet_NaN();
+  // The num_top_logprobs best finite logits as (token, logit), best first, the lower id first on
+  // ties; fewer when fewer are finite.
+  std::vector<std::pair<int32_t, float>> top;
 };
 
 struct OutputRow {
@@ -50,6 +76,9 @@ struct OutputRow {
   // row is finite. It is what a greedy Sampler without bias or penalties picks from the row, so
   // the Runner takes it instead of reading the row.
   int32_t greedy_token = kNoToken;
+  // The row's log-probability summary, when its input asked for one and the executor computes
+  // them (Executor::computes_logprobs()).
+  std::optional<RowLogprobs> logprobs;
 };
 
 struct BatchOutput {

@@ -168,8 +168,9 @@ class Engine {
   // engine_step.cpp
   void run_step();
   // Whether the step's output rows need their logits on the host: some row's sampler reads the
-  // row, or the executor computes no greedy tokens.
-  bool step_needs_logits(const StepSchedule& plan);
+  // row, the executor computes no greedy tokens, or some row wants log-probabilities (a prompt
+  // row: `prompt_rows`) that the executor does not summarize.
+  bool step_needs_logits(const StepSchedule& plan, bool prompt_rows);
   void fail_step(const StepSchedule& plan, const Status& status);
   // Whether position `position` of `session` keeps a logits row for a prompt log-probability
   // (of the token after it) this step.

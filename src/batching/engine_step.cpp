@@ -1,6 +1,7 @@
 // One step of the engine: plan (scheduler + memory), execute, sample, deliver.
 #include <algorithm>
 #include <exception>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -111,20 +112,31 @@ void Engine::run_step() {
   for (const ScheduledSlice& slice : plan.slices) {
     EngineSession& session = *find_by_id(slice.session);
     CELLM_CHECK_EQ(slice.begin, session.committed) << "slice of session " << slice.session;
+    // Only a generation asking for prompt log-probabilities has positions to cut after.
+    const bool cuts = session.generation->config.sampling.prompt_logprobs >= 0;
     int32_t begin = slice.begin;
-    for (int32_t p = slice.begin; p < slice.end; ++p) {
+    for (int32_t p = cuts ? slice.begin : slice.end - 1; p < slice.end; ++p) {
       const bool prompt_row = wants_prompt_row(session, p);
       const bool last = p == slice.end - 1;
       if (!prompt_row && !last) continue;
       const bool wants_output = prompt_row || slice.wants_output;
-      batch.inputs.push_back({session.id, 0, session.tokens, begin, p + 1, wants_output});
+      StepInput& input = batch.inputs.emplace_back();
+      input = {session.id, 0, session.tokens, begin, p + 1, wants_output};
+      // The log-probabilities the row is kept for, summarized by executors that can.
+      const SamplingParams& sampling = session.generation->config.sampling;
+      if (last && slice.wants_output) {
+        input.num_top_logprobs = sampling.logprobs;
+      } else if (prompt_row) {
+        input.num_top_logprobs = sampling.prompt_logprobs;
+        input.scored_token = session.tokens[static_cast<size_t>(p + 1)];
+      }
       if (wants_output) row_positions.push_back(p);
       prompt_rows = prompt_rows || prompt_row;
       begin = p + 1;
     }
   }
   const int64_t start_us = now_us();
-  StatusOr<BatchOutput> output = executor_.execute(batch, prompt_rows || step_needs_logits(plan));
+  StatusOr<BatchOutput> output = executor_.execute(batch, step_needs_logits(plan, prompt_rows));
   const int64_t end_us = now_us();
   {
     std::lock_guard<std::mutex> lock(metrics_mutex_);
@@ -186,9 +198,12 @@ void Engine::run_step() {
       }
       ActiveGeneration& generation = *session->generation;
       if (generation.next_prompt_logprob == p + 1) {
-        generation.prompt_logprobs.push_back(token_logprobs(
-            logits_row(*output, next_row), session->tokens[static_cast<size_t>(p + 1)],
-            generation.config.sampling.prompt_logprobs));
+        const int32_t next_token = session->tokens[static_cast<size_t>(p + 1)];
+        const std::optional<RowLogprobs>& summary = output->outputs[next_row].logprobs;
+        generation.prompt_logprobs.push_back(
+            summary.has_value() ? logprobs_from_summary(*summary, next_token, summary->scored_logit)
+                                : token_logprobs(logits_row(*output, next_row), next_token,
+                                                 generation.config.sampling.prompt_logprobs));
         ++generation.next_prompt_logprob;
       }
       ++next_row;
@@ -211,15 +226,20 @@ std::span<const TokenLogprobs> Engine::take_prompt_logprobs(ActiveGeneration& ge
   return generation.prompt_logprobs;
 }
 
-bool Engine::step_needs_logits(const StepSchedule& plan) {
-  if (!executor_.computes_greedy_tokens()) return true;
+bool Engine::step_needs_logits(const StepSchedule& plan, bool prompt_rows) {
+  const bool summaries = executor_.computes_logprobs();
+  if (!executor_.computes_greedy_tokens() || (prompt_rows && !summaries)) return true;
   for (const ScheduledSlice& slice : plan.slices) {
     if (!slice.wants_output) continue;
     const EngineSession* session = find_by_id(slice.session);
-    if (session != nullptr && session->generation && !session->generation->sampler.takes_argmax())
-      return true;
+    if (session == nullptr || !session->generation) continue;
+    const ActiveGeneration& generation = *session->generation;
+    if (!generation.sampler.takes_argmax()) return true;
+    if (generation.config.sampling.logprobs >= 0 && !summaries) return true;
   }
-  return false;  // every row takes its greedy token: [rows, vocab] floats stay on the device
+  // Every row takes its greedy token and its log-probabilities from the executor's summary:
+  // [rows, vocab] floats stay on the device.
+  return false;
 }
 
 void Engine::fail_step(const StepSchedule& plan, const Status& status) {
@@ -269,7 +289,16 @@ void Engine::complete_task(EngineSession& session, const ScheduledSlice& slice,
     deliver(session, *token, nullptr);
     return;
   }
-  const TokenLogprobs logprobs = token_logprobs(logits_row(out, row), *token, num_logprobs);
+  const std::optional<RowLogprobs>& summary = out.outputs[row].logprobs;
+  if (!summary.has_value()) {
+    const TokenLogprobs logprobs = token_logprobs(logits_row(out, row), *token, num_logprobs);
+    deliver(session, *token, &logprobs);
+    return;
+  }
+  // The argmax's logit is the row's largest; any other token was sampled from the row itself.
+  const float token_logit =
+      *token == greedy ? summary->max_logit : logits_row(out, row)[static_cast<size_t>(*token)];
+  const TokenLogprobs logprobs = logprobs_from_summary(*summary, *token, token_logit);
   deliver(session, *token, &logprobs);
 }
 

@@ -68,6 +68,11 @@ class Executor {
   // row, kNoToken when nothing is finite): a caller whose rows all take the argmax may then ask
   // for no logits (the CUDA executor skips copying [rows, vocab] floats to the host).
   virtual bool computes_greedy_tokens() const { return false; }
+
+  // True when execute() fills OutputRow::logprobs for every output row whose input asked
+  // (StepInput::num_top_logprobs >= 0), with or without return_logits: a caller then needs the
+  // rows themselves only to sample them (the CUDA executor summarizes them on the device).
+  virtual bool computes_logprobs() const { return false; }
 };
 
 }  // namespace cellm

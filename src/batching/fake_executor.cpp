@@ -6,6 +6,7 @@
 
 #include "batching/sampler.h"
 #include "batching/step_plan.h"
+#include "batching/token_logprobs.h"
 #include "core/check.h"
 #include "core/hash.h"
 
@@ -113,13 +114,18 @@ StatusOr<BatchOutput> FakeExecutor::execute(const BatchInput& batch, bool return
   for (size_t k = 0; k < step.kept_rows.size(); ++k) {
     std::vector<float> logits =
         fake_logits(context_of(step, step.kept_rows[k].token_index), config_.vocab_size);
-    if (config_.greedy_tokens) {
-      out.outputs[k].greedy_token = argmax_finite(logits);  // what the CUDA executor computes
-    }
-    if (config_.nan_logits || config_.no_finite_logits) {
+    const auto poison = [&] {
       std::fill(logits.begin(), logits.end(), std::numeric_limits<float>::quiet_NaN());
+    };
+    if (config_.no_finite_logits) poison();
+    // What the CUDA executor computes beside the rows, from the rows it computed.
+    if (config_.greedy_tokens) out.outputs[k].greedy_token = argmax_finite(logits);
+    const StepInput& input = batch.inputs[static_cast<size_t>(out.outputs[k].input_index)];
+    if (config_.logprobs && input.num_top_logprobs >= 0) {
+      out.outputs[k].logprobs =
+          summarize_logprobs(logits, input.scored_token, input.num_top_logprobs);
     }
-    if (config_.greedy_tokens && config_.no_finite_logits) out.outputs[k].greedy_token = kNoToken;
+    if (config_.nan_logits) poison();
     if (return_logits) logits_.insert(logits_.end(), logits.begin(), logits.end());
   }
   if (return_logits) {

@@ -40,6 +40,9 @@ struct FakeExecutorConfig {
   // Rows of NaN and no greedy token (kNoToken), as the CUDA executor reports a row with nothing
   // finite.
   bool no_finite_logits = false;
+  // Fill OutputRow::logprobs where an input asks (summarize_logprobs of the row), as the CUDA
+  // executor does on the device.
+  bool logprobs = false;
 };
 
 // The toy model's logits for the token after `context` ([vocab], in [0, 1)).
@@ -55,6 +58,7 @@ class FakeExecutor : public TableExecutor {
   ExecutorLimits limits() const override;
   StatusOr<BatchOutput> execute(const BatchInput& batch, bool return_logits) override;
   bool computes_greedy_tokens() const override { return config_.greedy_tokens; }
+  bool computes_logprobs() const override { return config_.logprobs; }
   // The session verbs are TableExecutor's, counted here.
   std::optional<SessionId> open_session() override;
   Status close_session(SessionId id) override;

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "batching/batch.h"
 #include "core/status.h"
 
 namespace cellm {
@@ -43,7 +44,7 @@ struct SamplingParams {
   int32_t prompt_logprobs = -1;
 };
 
-inline constexpr int32_t kMaxLogprobs = 20;
+inline constexpr int32_t kMaxLogprobs = kMaxTopLogprobs;
 
 struct GenConfig {
   int32_t max_new_tokens = 128;  // >= 0; 0 only runs the prompt (NewTokenLimit, no token)

@@ -24,8 +24,10 @@ BatchOutput PackedStep::make_output() const {
   BatchOutput output;
   output.outputs.reserve(kept_rows.size());
   for (size_t k = 0; k < kept_rows.size(); ++k) {
-    output.outputs.push_back(
-        {kept_rows[k].session, kept_rows[k].input_index, static_cast<int32_t>(k), kNoToken});
+    OutputRow& row = output.outputs.emplace_back();
+    row.session = kept_rows[k].session;
+    row.input_index = kept_rows[k].input_index;
+    row.row = static_cast<int32_t>(k);
   }
   return output;
 }

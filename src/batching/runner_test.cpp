@@ -348,51 +348,103 @@ void expect_logprobs(const Tokens& context, int32_t token, size_t num_top,
 }
 
 TEST(RunnerTest, LogprobsComeWithEveryTokenFromTheRawRowAndChangeNoToken) {
-  FakeExecutorConfig executor;
-  executor.greedy_tokens = true;  // plain greedy would not read rows: logprobs must
-  Rig rig(executor);
-  const Tokens prompt = {4, 9, 2, 6};
-  for (const float temperature : {0.0f, 0.9f}) {
-    SCOPED_TRACE("temperature " + std::to_string(temperature));
-    GenConfig plain = greedy(12);
-    plain.sampling.temperature = temperature;
-    plain.seed = 77;
-    Session reference_session = rig.runner.open_session();
-    GenerationHandle reference = reference_session.generate_async(prompt, plain);
-    reference.wait();
+  // From the rows on the host, or from the executor's summaries of them (the CUDA executor's
+  // way): the same values either way.
+  for (const bool summarizing : {false, true}) {
+    FakeExecutorConfig executor;
+    executor.greedy_tokens = true;  // plain greedy would not read rows: logprobs must
+    executor.logprobs = summarizing;
+    Rig rig(executor);
+    const Tokens prompt = {4, 9, 2, 6};
+    for (const float temperature : {0.0f, 0.9f}) {
+      SCOPED_TRACE("temperature " + std::to_string(temperature) +
+                   (summarizing ? ", summarized by the executor" : ", from the rows"));
+      GenConfig plain = greedy(12);
+      plain.sampling.temperature = temperature;
+      plain.seed = 77;
+      Session reference_session = rig.runner.open_session();
+      GenerationHandle reference = reference_session.generate_async(prompt, plain);
+      reference.wait();
 
-    GenConfig asking = plain;
-    asking.sampling.logprobs = 3;
-    Session session = rig.runner.open_session();
-    Tokens delivered;
-    std::vector<TokenLogprobs> all;
-    size_t mismatched_updates = 0;
-    GenerationHandle handle =
-        session.generate_async(prompt, asking, [&](const GenerationUpdate& update) {
-          mismatched_updates += update.logprobs.size() != update.tokens.size();
-          delivered.insert(delivered.end(), update.tokens.begin(), update.tokens.end());
-          all.insert(all.end(), update.logprobs.begin(), update.logprobs.end());
-        });
-    handle.wait();
-    EXPECT_EQ(handle.tokens(), reference.tokens()) << "asking for logprobs changed the tokens";
-    EXPECT_EQ(mismatched_updates, 0u);
-    ASSERT_EQ(all.size(), delivered.size());
-    Tokens context = prompt;
-    for (size_t i = 0; i < all.size(); ++i) {
-      expect_logprobs(context, delivered[i], 3, all[i]);
-      if (temperature == 0.0f) {
-        EXPECT_EQ(all[i].top[0].first, delivered[i]);
+      GenConfig asking = plain;
+      asking.sampling.logprobs = 3;
+      Session session = rig.runner.open_session();
+      Tokens delivered;
+      std::vector<TokenLogprobs> all;
+      size_t mismatched_updates = 0;
+      const int64_t logits_steps_before = rig.executor.counts().num_logits_steps;
+      GenerationHandle handle =
+          session.generate_async(prompt, asking, [&](const GenerationUpdate& update) {
+            mismatched_updates += update.logprobs.size() != update.tokens.size();
+            delivered.insert(delivered.end(), update.tokens.begin(), update.tokens.end());
+            all.insert(all.end(), update.logprobs.begin(), update.logprobs.end());
+          });
+      handle.wait();
+      EXPECT_EQ(handle.tokens(), reference.tokens()) << "asking for logprobs changed the tokens";
+      EXPECT_EQ(mismatched_updates, 0u);
+      if (summarizing && temperature == 0.0f) {
+        EXPECT_EQ(rig.executor.counts().num_logits_steps, logits_steps_before)
+            << "greedy rows with summaries need no logits on the host";
       }
-      context.push_back(delivered[i]);
+      ASSERT_EQ(all.size(), delivered.size());
+      Tokens context = prompt;
+      for (size_t i = 0; i < all.size(); ++i) {
+        expect_logprobs(context, delivered[i], 3, all[i]);
+        if (temperature == 0.0f) {
+          EXPECT_EQ(all[i].top[0].first, delivered[i]);
+        }
+        context.push_back(delivered[i]);
+      }
     }
+    GenConfig too_many = greedy(1);
+    too_many.sampling.logprobs = kMaxLogprobs + 1;
+    Session session = rig.runner.open_session();
+    GenerationHandle refused = session.generate_async(prompt, too_many);
+    refused.wait();
+    EXPECT_EQ(refused.finish_reason(), FinishReason::kFailed);
+    EXPECT_NE(refused.error_message().find("logprobs"), std::string::npos)
+        << refused.error_message();
   }
-  GenConfig too_many = greedy(1);
-  too_many.sampling.logprobs = kMaxLogprobs + 1;
+}
+
+TEST(RunnerTest, GreedyLogprobsFromSummariesNeverReadTheRows) {
+  // The executor returns rows of NaN but right greedy tokens and summaries: an engine that read
+  // a row for a log-probability would deliver NaN.
+  FakeExecutorConfig executor;
+  executor.greedy_tokens = true;
+  executor.logprobs = true;
+  executor.nan_logits = true;
+  executor.max_step_tokens = 8;
+  executor.min_prefill_chunk = 1;
+  Rig rig(executor);
+  const Tokens prompt = ramp(13, 2);
+  GenConfig config = greedy(6);
+  config.sampling.logprobs = 2;
+  config.sampling.prompt_logprobs = 4;
   Session session = rig.runner.open_session();
-  GenerationHandle refused = session.generate_async(prompt, too_many);
-  refused.wait();
-  EXPECT_EQ(refused.finish_reason(), FinishReason::kFailed);
-  EXPECT_NE(refused.error_message().find("logprobs"), std::string::npos) << refused.error_message();
+  std::vector<TokenLogprobs> generated;
+  std::vector<TokenLogprobs> prompt_entries;
+  GenerationHandle handle =
+      session.generate_async(prompt, config, [&](const GenerationUpdate& update) {
+        generated.insert(generated.end(), update.logprobs.begin(), update.logprobs.end());
+        prompt_entries.insert(prompt_entries.end(), update.prompt_logprobs.begin(),
+                              update.prompt_logprobs.end());
+      });
+  handle.wait();
+  ASSERT_EQ(handle.finish_reason(), FinishReason::kNewTokenLimit) << handle.error_message();
+  EXPECT_EQ(handle.tokens(), fake_greedy(prompt, 6, kVocab));
+  EXPECT_EQ(rig.executor.counts().num_logits_steps, 0);
+  Tokens context = prompt;
+  ASSERT_EQ(generated.size(), 6u);
+  for (size_t i = 0; i < generated.size(); ++i) {
+    expect_logprobs(context, handle.tokens()[i], 2, generated[i]);
+    context.push_back(handle.tokens()[i]);
+  }
+  ASSERT_EQ(prompt_entries.size(), prompt.size() - 1);
+  for (size_t p = 1; p < prompt.size(); ++p) {
+    expect_logprobs(Tokens(prompt.begin(), prompt.begin() + static_cast<std::ptrdiff_t>(p)),
+                    prompt[p], 4, prompt_entries[p - 1]);
+  }
 }
 
 // Collects what a generation's updates carry.

@@ -60,8 +60,9 @@ Sampler::Sampler(const SamplingParams& params, uint64_t seed)
     : params_(params),
       seed_(seed),
       rewrites_scores_(!params.logit_bias.empty() || has_penalties(params)) {
-  // Log-probabilities need the row on the host.
-  takes_argmax_ = params_.temperature <= 0.0f && !rewrites_scores_ && params_.logprobs < 0;
+  // Log-probabilities are the engine's business: it reads them from the row or from the
+  // executor's summary of it (batch.h's RowLogprobs).
+  takes_argmax_ = params_.temperature <= 0.0f && !rewrites_scores_;
 }
 
 void Sampler::apply_penalties(std::span<const int32_t> context) {

@@ -50,9 +50,8 @@ class Sampler {
   // bias banned every token).
   StatusOr<int32_t> sample(std::span<const float> logits, std::span<const int32_t> context);
 
-  // True when sample() returns the raw row's argmax_finite (greedy, no bias, no penalties) and
-  // nothing else needs the row (no log-probabilities): a caller that already holds the argmax
-  // (OutputRow::greedy_token) may use it instead.
+  // True when sample() returns the raw row's argmax_finite (greedy, no bias, no penalties): a
+  // caller that already holds the argmax (OutputRow::greedy_token) may use it instead.
   bool takes_argmax() const { return takes_argmax_; }
 
   const SamplingParams& params() const { return params_; }

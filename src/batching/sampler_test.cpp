@@ -187,6 +187,9 @@ TEST(SamplerTest, OnlyPlainGreedyTakesTheArgmax) {
   penalized.frequency_penalty = 0.5f;
   EXPECT_FALSE(Sampler(penalized, 1).takes_argmax());
   EXPECT_FALSE(Sampler(with_temperature(0.7f), 1).takes_argmax());
+  SamplingParams with_logprobs;  // the engine reads them apart from the sampler
+  with_logprobs.logprobs = 5;
+  EXPECT_TRUE(Sampler(with_logprobs, 1).takes_argmax());
 }
 
 // The chain written the plain way (the whole vocabulary sorted best first): what the sampler's

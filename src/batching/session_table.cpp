@@ -145,6 +145,14 @@ StatusOr<PackedStep> SessionTable::pack(const BatchInput& batch) {
                                 std::to_string(config_.vocab_size) + ")");
       }
     }
+    if (input.num_top_logprobs < -1 || input.num_top_logprobs > kMaxTopLogprobs ||
+        input.scored_token < kNoToken || input.scored_token >= config_.vocab_size) {
+      return invalid_argument(input_name(i, input.session) + ": log-probabilities of " +
+                              std::to_string(input.num_top_logprobs) +
+                              " top tokens (-1 or at most " + std::to_string(kMaxTopLogprobs) +
+                              ") or scored token " + std::to_string(input.scored_token) +
+                              " outside the vocabulary");
+    }
     const int64_t first = static_cast<int64_t>(input.start_pos) + input.begin;
     const int64_t last = static_cast<int64_t>(input.start_pos) + input.end;  // one past
     auto [walk_it, is_first] = walk_of.emplace(input.session, walks.size());

@@ -64,7 +64,8 @@ class SessionTable {
   // Validates the whole batch, then applies its rewinds (held until the step commits) and returns
   // it packed. Errors, each leaving table and cache untouched and naming the input: NotFound
   // (unknown session); InvalidArgument (negative start, slice empty or outside its payload, token
-  // outside the vocabulary, an input starting past its session's length — a gap — or, for a
+  // outside the vocabulary, log-probabilities asked outside [-1, kMaxTopLogprobs] or of a scored
+  // token outside the vocabulary, an input starting past its session's length — a gap — or, for a
   // session's later input, not exactly where its previous input ended — gap or overlap);
   // OutOfRange (a session would pass max_session_tokens); ResourceExhausted (the pool has fewer
   // free cells than the batch has tokens — the scheduler may preempt). The cells a batch's own

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <utility>
 #include <vector>
 
 #include "batching/step_plan.h"
@@ -206,6 +207,21 @@ TEST_F(SessionTableTest, ATokenOutsideTheVocabularyIsRefused) {
   const Tokens bad_low = {-3};
   expect_refused({{whole(a_, 6, bad_high, true)}}, StatusCode::kInvalidArgument, "vocabulary");
   expect_refused({{whole(b_, 3, bad_low, true)}}, StatusCode::kInvalidArgument, "vocabulary");
+}
+
+TEST_F(SessionTableTest, LogprobsAskedBeyondTheLimitOrOfAnUnknownTokenAreRefused) {
+  const Tokens one = {1};
+  for (const auto& [num_top, scored] : std::vector<std::pair<int32_t, int32_t>>{
+           {kMaxTopLogprobs + 1, kNoToken}, {-2, kNoToken}, {3, 100}, {3, -2}}) {
+    StepInput asking = whole(a_, 6, one, true);
+    asking.num_top_logprobs = num_top;
+    asking.scored_token = scored;
+    expect_refused({{asking}}, StatusCode::kInvalidArgument, "log-probabilities");
+  }
+  StepInput fine = whole(a_, 6, one, true);
+  fine.num_top_logprobs = kMaxTopLogprobs;
+  fine.scored_token = 0;
+  EXPECT_TRUE(table_.pack({{fine}}).ok());
 }
 
 TEST_F(SessionTableTest, PassingMaxSessionTokensIsRefused) {

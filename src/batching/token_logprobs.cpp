@@ -72,23 +72,18 @@ double sum_exp_finite(std::span<const float> row, float top) {
 
 }  // namespace
 
-TokenLogprobs token_logprobs(std::span<const float> logits, int32_t token, int32_t num_top) {
-  CELLM_CHECK(token >= 0 && static_cast<size_t>(token) < logits.size())
-      << "token " << token << " outside a logits row of " << logits.size();
+RowLogprobs summarize_logprobs(std::span<const float> logits, int32_t scored_token,
+                               int32_t num_top) {
+  CELLM_CHECK(scored_token >= kNoToken &&
+              static_cast<int64_t>(scored_token) < static_cast<int64_t>(logits.size()))
+      << "scored token " << scored_token << " outside a logits row of " << logits.size();
   CELLM_CHECK_GE(num_top, 0) << "a negative number of top log-probabilities";
   constexpr float kNone = -std::numeric_limits<float>::infinity();
-  const float top = max_finite(logits);
-  TokenLogprobs out;
-  out.token = token;
-  if (top == kNone) {
-    out.logprob = kNone;
-    return out;
-  }
-  const double log_sum = std::log(sum_exp_finite(logits, top));
-  const auto logprob_of = [&](float v) {
-    return std::isfinite(v) ? static_cast<float>(static_cast<double>(v) - top - log_sum) : kNone;
-  };
-  out.logprob = logprob_of(logits[static_cast<size_t>(token)]);
+  RowLogprobs out;
+  if (scored_token != kNoToken) out.scored_logit = logits[static_cast<size_t>(scored_token)];
+  out.max_logit = max_finite(logits);
+  if (out.max_logit == kNone) return out;
+  out.log_sum_exp = std::log(sum_exp_finite(logits, out.max_logit));
 
   // The best num_top finite logits by one pass over the row, a sorted list of at most num_top;
   // once it is full, only a value above its last can enter (an equal one has a higher id).
@@ -107,8 +102,30 @@ TokenLogprobs token_logprobs(std::span<const float> logits, int32_t token, int32
     if (best.size() > static_cast<size_t>(num_top)) best.pop_back();
     if (best.size() == static_cast<size_t>(num_top)) threshold = best.back().second;
   }
-  for (auto& [id, value] : best) value = logprob_of(value);
   return out;
+}
+
+TokenLogprobs logprobs_from_summary(const RowLogprobs& summary, int32_t token, float token_logit) {
+  constexpr float kNone = -std::numeric_limits<float>::infinity();
+  const auto logprob_of = [&](float v) {
+    return std::isfinite(v) && summary.max_logit != kNone
+               ? static_cast<float>(static_cast<double>(v) - summary.max_logit -
+                                    summary.log_sum_exp)
+               : kNone;
+  };
+  TokenLogprobs out;
+  out.token = token;
+  out.logprob = logprob_of(token_logit);
+  out.top.reserve(summary.top.size());
+  for (const auto& [id, logit] : summary.top) out.top.emplace_back(id, logprob_of(logit));
+  return out;
+}
+
+TokenLogprobs token_logprobs(std::span<const float> logits, int32_t token, int32_t num_top) {
+  CELLM_CHECK(token >= 0 && static_cast<size_t>(token) < logits.size())
+      << "token " << token << " outside a logits row of " << logits.size();
+  return logprobs_from_summary(summarize_logprobs(logits, kNoToken, num_top), token,
+                               logits[static_cast<size_t>(token)]);
 }
 
 }  // namespace cellm

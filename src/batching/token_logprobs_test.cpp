@@ -102,5 +102,40 @@ TEST(TokenLogprobsTest, ARowWithNoFiniteLogitGivesMinusInfinityAndNoTop) {
   EXPECT_TRUE(lp.top.empty());
 }
 
+TEST(TokenLogprobsTest, ASummaryKeepsTheScoredLogitTheNormalizerAndTheTopLogits) {
+  const std::vector<float> row = {1.0f, 3.0f, -kInf, 3.0f, NAN, 2.0f, kInf};
+  const RowLogprobs summary = summarize_logprobs(row, 5, 3);
+  EXPECT_EQ(summary.max_logit, 3.0f);
+  EXPECT_NEAR(summary.log_sum_exp, std::log(std::exp(-2.0) + 2.0 + std::exp(-1.0)), 1e-7);
+  EXPECT_EQ(summary.scored_logit, 2.0f);
+  ASSERT_EQ(summary.top.size(), 3u);
+  EXPECT_EQ(summary.top[0], (std::pair<int32_t, float>{1, 3.0f}));
+  EXPECT_EQ(summary.top[1], (std::pair<int32_t, float>{3, 3.0f}));
+  EXPECT_EQ(summary.top[2], (std::pair<int32_t, float>{5, 2.0f}));
+  EXPECT_TRUE(std::isnan(summarize_logprobs(row, kNoToken, 0).scored_logit));
+  EXPECT_EQ(summarize_logprobs(row, 2, 0).scored_logit, -kInf);
+
+  const RowLogprobs nothing = summarize_logprobs(std::vector<float>{NAN, -kInf}, 0, 2);
+  EXPECT_EQ(nothing.max_logit, -kInf);
+  EXPECT_TRUE(nothing.top.empty());
+  EXPECT_EQ(logprobs_from_summary(nothing, 0, nothing.scored_logit).logprob, -kInf);
+}
+
+TEST(TokenLogprobsTest, LogprobsFromASummaryEqualThoseFromTheRow) {
+  std::mt19937 rng(14);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> row(30000);
+  for (float& v : row) v = normal(rng);
+  row[123] = -kInf;
+  for (const int32_t token : {0, 123, 29999}) {
+    const TokenLogprobs direct = token_logprobs(row, token, 5);
+    const RowLogprobs summary = summarize_logprobs(row, token, 5);
+    const TokenLogprobs via = logprobs_from_summary(summary, token, summary.scored_logit);
+    EXPECT_EQ(via.token, direct.token);
+    EXPECT_EQ(via.logprob, direct.logprob) << "token " << token;
+    EXPECT_EQ(via.top, direct.top);
+  }
+}
+
 }  // namespace
 }  // namespace cellm

@@ -204,10 +204,12 @@ TEST_F(CudaBatchingTest, PrefixReuseThroughTheRunnerKeepsTheReferenceTokens) {
   EXPECT_EQ(runner.metrics().num_prefix_hits, 2);
 }
 
-// Log-probabilities through the Runner on CUDA: with the device computing each row's argmax, a
-// generation asking for them still gets its rows on the host, and they are the log-softmax of
-// the reference logits, for two sessions batched together; and prompt log-probabilities (every
-// prompt position's row kept) equal them too.
+// Log-probabilities through the Runner on CUDA: the device computes each row's argmax and
+// summarizes the rows that ask (kernels/row_logprobs.cuh), so greedy generations asking for them
+// copy no rows to the host; they are the log-softmax of the reference logits, for two sessions
+// batched together; prompt log-probabilities (every prompt position's row kept and summarized)
+// equal them too; and a sampled generation (its rows on the host for the sampler) takes its
+// token's logit from the row and the rest from the summary, consistently.
 TEST_F(CudaBatchingTest, LogprobsThroughTheRunnerAreTheLogSoftmaxOfTheReferenceLogits) {
   const ProgramSpec spec = testing::with_plan(model_->spec(), 64, 9, {1, 2, 4, 8});
   auto executor = testing::make_cuda(*model_, spec);
@@ -294,6 +296,43 @@ TEST_F(CudaBatchingTest, LogprobsThroughTheRunnerAreTheLogSoftmaxOfTheReferenceL
   }
   std::printf("prompt logprobs vs the reference's log-softmax: worst diff %.3g\n", worst_prompt);
   EXPECT_LE(worst_prompt, 1e-3);
+
+  // Sampled: the token's log-probability is its entry's in the top list whenever it is there
+  // (the same logit, from the row or from the summary), the top list is ordered and its mass at
+  // most 1.
+  GenConfig sampled;
+  sampled.max_new_tokens = 32;
+  sampled.sampling.temperature = 1.5f;
+  sampled.seed = 5;
+  sampled.sampling.logprobs = kMaxLogprobs;
+  std::vector<TokenLogprobs> sampled_entries;
+  Session sampling = runner.open_session();
+  GenerationHandle sampled_handle = sampling.generate_async(
+      reference_prompt(1), sampled, [&sampled_entries](const GenerationUpdate& update) {
+        sampled_entries.insert(sampled_entries.end(), update.logprobs.begin(),
+                               update.logprobs.end());
+      });
+  sampled_handle.wait();
+  ASSERT_EQ(sampled_entries.size(), 32u) << sampled_handle.error_message();
+  int32_t found_in_top = 0;
+  for (const TokenLogprobs& entry : sampled_entries) {
+    ASSERT_EQ(entry.top.size(), static_cast<size_t>(kMaxLogprobs));
+    double mass = 0.0;
+    for (size_t k = 0; k < entry.top.size(); ++k) {
+      mass += std::exp(static_cast<double>(entry.top[k].second));
+      if (k > 0) {
+        EXPECT_LE(entry.top[k].second, entry.top[k - 1].second);
+      }
+      if (entry.top[k].first == entry.token) {
+        EXPECT_EQ(entry.logprob, entry.top[k].second);
+        ++found_in_top;
+      }
+    }
+    EXPECT_LE(mass, 1.0 + 1e-5);
+    EXPECT_LE(entry.logprob, entry.top[0].second);
+    EXPECT_LT(entry.logprob, 0.0f);
+  }
+  EXPECT_GT(found_in_top, 0) << "no sampled token among the 20 best: the check compared nothing";
 }
 
 TEST_F(CudaBatchingTest, PoolGrowthMidRunChangesNothing) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <memory>
 #include <optional>
 
@@ -14,6 +15,8 @@
 #include "backends/cuda/device_memory.h"
 #include "backends/cuda/hardware_limits.h"
 #include "backends/cuda/model_geometry.h"
+#include "batching/token_logprobs.h"
+#include "core/check.h"
 #include "program/program.h"
 
 namespace cellm {
@@ -151,8 +154,12 @@ class Bench {
   }
 
   // Times decode steps of the first `n` sessions of `sessions` (each one new token).
+  // With `num_top_logprobs` >= 0 every row also asks for its log-probabilities: summarized by
+  // the executor (OutputRow::logprobs), or with `host_logprobs` computed from each row on this
+  // thread (token_logprobs), as for an executor that summarizes none.
   StatusOr<StepTimes> time_decode(const std::vector<SessionId>& sessions, int32_t n,
-                                  bool return_logits) {
+                                  bool return_logits, int32_t num_top_logprobs = -1,
+                                  bool host_logprobs = false) {
     std::vector<int32_t> next(static_cast<size_t>(n));
     std::vector<int32_t> pos(static_cast<size_t>(n));
     for (int32_t i = 0; i < n; ++i) {
@@ -171,6 +178,7 @@ class Bench {
             input.tokens = std::span<const int32_t>(&next[static_cast<size_t>(i)], 1);
             input.end = 1;
             input.wants_output = true;
+            if (!host_logprobs) input.num_top_logprobs = num_top_logprobs;
             batch.inputs.push_back(input);
           }
           return batch;
@@ -180,8 +188,22 @@ class Bench {
           // decodes a greedy session; a random one otherwise.
           for (int32_t i = 0; i < n; ++i) {
             ++pos[static_cast<size_t>(i)];
-            const int32_t greedy = output.outputs[static_cast<size_t>(i)].greedy_token;
-            next[static_cast<size_t>(i)] = greedy != kNoToken ? greedy : tokens_.next();
+            const OutputRow& row = output.outputs[static_cast<size_t>(i)];
+            next[static_cast<size_t>(i)] =
+                row.greedy_token != kNoToken ? row.greedy_token : tokens_.next();
+            if (num_top_logprobs < 0) continue;
+            const int32_t token = next[static_cast<size_t>(i)];
+            const auto vocab = static_cast<size_t>(output.vocab_size);
+            CELLM_CHECK(host_logprobs || row.logprobs.has_value()) << "a row not summarized";
+            const TokenLogprobs logprobs =
+                host_logprobs
+                    ? token_logprobs(output.logits.subspan(static_cast<size_t>(i) * vocab, vocab),
+                                     token, num_top_logprobs)
+                    : logprobs_from_summary(*row.logprobs, token,
+                                            token == row.greedy_token
+                                                ? row.logprobs->max_logit
+                                                : std::numeric_limits<float>::quiet_NaN());
+            logprob_sum_ += logprobs.logprob;  // used, so that nothing is optimized away
           }
         });
   }
@@ -216,6 +238,7 @@ class Bench {
   TokenSource tokens_;
   uint64_t lm_macs_ = 0;
   uint64_t layer_macs_ = 0;
+  double logprob_sum_ = 0.0;
 };
 
 }  // namespace
@@ -240,7 +263,8 @@ StatusOr<CudaBenchReport> run_cuda_bench(const CudaBenchOptions& options,
           ? 1
           : *std::max_element(options.session_counts.begin(), options.session_counts.end());
   const int32_t decode_positions =
-      (static_cast<int32_t>(options.session_counts.size()) * (options.compare_eager ? 2 : 1) + 3) *
+      (static_cast<int32_t>(options.session_counts.size()) * (options.compare_eager ? 2 : 1) + 3 +
+       (options.compare_logprobs >= 0 ? 2 : 0)) *
           (options.warmup_steps + options.decode_steps) +
       16;
 
@@ -358,6 +382,19 @@ StatusOr<CudaBenchReport> run_cuda_bench(const CudaBenchOptions& options,
       CELLM_RETURN_IF_ERROR(t.status());
       bench.add_result(fmt::format("decode {} sessions, device argmax only", n), "tok/s",
                        n * 1e3 / t->ms, *t, n, n, (n + w - 1) / w);
+    }
+    if (options.compare_logprobs >= 0) {
+      const int32_t n = counts.back();
+      const int32_t top = options.compare_logprobs;
+      for (const bool host : {false, true}) {
+        say(fmt::format("decode with {} sessions, log-probabilities ({} top) {}", n, top,
+                        host ? "from the rows on the host" : "summarized on the device"));
+        const StatusOr<StepTimes> t = bench.time_decode(sessions, n, host, top, host);
+        CELLM_RETURN_IF_ERROR(t.status());
+        bench.add_result(fmt::format("decode {} sessions, logprobs {} on the {}", n, top,
+                                     host ? "host" : "device"),
+                         "tok/s", n * 1e3 / t->ms, *t, n, n, (n + w - 1) / w);
+      }
     }
     for (const SessionId s : sessions) CELLM_RETURN_IF_ERROR(executor->close_session(s));
   }

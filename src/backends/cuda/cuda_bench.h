@@ -45,6 +45,10 @@ struct CudaBenchOptions {
   bool compare_eager = false;  // also time decodes with graphs off
   // Also time the widest decode with the greedy tokens alone (no logits copied to the host).
   bool compare_device_argmax = false;
+  // >= 0: also time the widest decode with every row's log-probabilities and this many top
+  // tokens (at most 20), greedy tokens fed back: summarized on the device with no logits copied,
+  // then from every row copied to the host (token_logprobs on the host thread).
+  int32_t compare_logprobs = -1;
   bool resident_bf16 = false;         // bf16 copies of quantized matrices for wide products
   bool resident_bf16_if_room = true;  // or where they fit (CudaExecutorOptions's default)
   bool int8_activations = true;       // CudaExecutorOptions::int8_activations

@@ -274,11 +274,16 @@ StatusOr<BatchOutput> CudaExecutor::execute(const BatchInput& batch, bool return
     }
     *buffer = std::move(grown).value();
   }
+  const StatusOr<bool> summarize = prepare_logprobs(batch, output);
+  if (!summarize.ok()) {
+    abort_step(step);
+    return summarize.status();
+  }
   const std::vector<SliceCall> calls = plan_slices(step.num_tokens, spec_.max_step_tokens,
                                                    spec_.min_prefill_chunk, spec_.decode_widths);
   Status status = ok_status();
   for (const SliceCall& call : calls) {
-    status = run_call(step, call, copy_logits);
+    status = run_call(step, call, copy_logits, *summarize);
     if (!status.ok()) {
       status = status.with_context(std::string(slice_method_name(call.method)) + " call at token " +
                                    std::to_string(call.begin));
@@ -322,6 +327,7 @@ StatusOr<BatchOutput> CudaExecutor::execute(const BatchInput& batch, bool return
       output.outputs[i].greedy_token = token < 0 ? kNoToken : token;  // -1: nothing finite
     }
   }
+  if (*summarize) take_logprobs(batch, output);
   if (return_logits) {  // a view of the pinned rows: no copy
     output.vocab_size = config_.vocab_size;
     output.logits = last_logits_;
@@ -347,7 +353,8 @@ void CudaExecutor::count_step(const std::vector<SliceCall>& calls) {
 }
 
 Status CudaExecutor::run_call(const PackedStep& step, const SliceCall& call, bool copy_logits,
-                              int32_t* host_tokens, const int32_t* token_source, bool timed) {
+                              bool summarize, int32_t* host_tokens, const int32_t* token_source,
+                              bool timed) {
   const int32_t begin = call.begin;
   const int32_t num_tokens = call.num_tokens;
   CELLM_RETURN_IF_ERROR(place_call(step, call, &cell_step_));
@@ -383,6 +390,10 @@ Status CudaExecutor::run_call(const PackedStep& step, const SliceCall& call, boo
     CELLM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst + rows.first_kept, forward_->argmax_tokens(),
                                                rows.local_rows.size() * sizeof(int32_t),
                                                cudaMemcpyDeviceToHost, stream_.get()));
+  }
+  if (!rows.local_rows.empty() && summarize) {
+    CELLM_RETURN_IF_ERROR(
+        summarize_rows(rows.first_kept, static_cast<int32_t>(rows.local_rows.size())));
   }
   if (!rows.local_rows.empty() && copy_logits) {
     const size_t vocab = static_cast<size_t>(config_.vocab_size);

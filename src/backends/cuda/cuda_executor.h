@@ -90,8 +90,11 @@ class CudaExecutor final : public TableExecutor {
   // pinned host memory, valid until the next execute(); so does last_logits(). With
   // options.device_argmax, OutputRow::greedy_token is each row's argmax, and a step that asks for
   // no logits copies none (unless set_copy_logits(true)); without it, rows are always copied.
+  // Rows whose input asks (StepInput::num_top_logprobs >= 0) are summarized on the device
+  // (kernels/row_logprobs.cuh) into OutputRow::logprobs; only the summaries are copied.
   StatusOr<BatchOutput> execute(const BatchInput& batch, bool return_logits) override;
   bool computes_greedy_tokens() const override { return options_.device_argmax; }
+  bool computes_logprobs() const override { return true; }
 
   // TableExecutor's session verbs, each dropping a step run ahead first (options.run_ahead);
   // cache_usage() and session_length() answer as if it were dropped, without dropping it.
@@ -127,13 +130,23 @@ class CudaExecutor final : public TableExecutor {
   Status capture_graphs();
   // One call of the plan: declare + place its real tokens, grow the pool, upload, run the
   // forward (graph or eager), copy the kept rows' logits to pinned memory at `first_kept` and,
-  // with device_argmax, their argmax tokens to `host_tokens` (host_tokens_ when null).
+  // with device_argmax, their argmax tokens to `host_tokens` (host_tokens_ when null). With
+  // `summarize`, the kept rows that ask are summarized for log-probabilities (the asks already
+  // on the device: prepare_logprobs) and the summaries copied to host_logprob_rows_.
   // `token_source` (device, or null): the call's tokens are copied from there after the upload
   // (a step run ahead reads the previous step's argmax). `timed`: the step's first call records
   // step_begin_ (options.time_steps).
-  Status run_call(const PackedStep& step, const SliceCall& call, bool copy_logits,
+  Status run_call(const PackedStep& step, const SliceCall& call, bool copy_logits, bool summarize,
                   int32_t* host_tokens = nullptr, const int32_t* token_source = nullptr,
                   bool timed = true);
+  // Log-probability summaries (cuda_executor_logprobs.cpp). Whether any output row of the step
+  // asks; if so, grows the buffers and enqueues the upload of every row's ask.
+  StatusOr<bool> prepare_logprobs(const BatchInput& batch, const BatchOutput& output);
+  // Enqueues the summaries of the call's kept rows [first_kept, first_kept + num_kept) from the
+  // forward's logits, and their copy to host_logprob_rows_.
+  Status summarize_rows(int32_t first_kept, int32_t num_kept);
+  // After the step synchronized: OutputRow::logprobs of every row that asked.
+  void take_logprobs(const BatchInput& batch, BatchOutput& output) const;
 
   // Run ahead (cuda_executor_ahead.cpp). Whether `batch` is one session's one-token step whose
   // token is the previous one-session step's argmax at the position after it, asking for no
@@ -172,6 +185,14 @@ class CudaExecutor final : public TableExecutor {
   std::map<std::pair<int32_t, int32_t>, cudaGraphExec_t> graphs_;
   PinnedBuffer host_logits_;  // [outputs of a step, vocab] f32; grown with the widest step
   PinnedBuffer host_tokens_;  // [outputs of a step] int32: device argmax (options.device_argmax)
+  // Log-probability summaries, grown with the step asking for the most rows: each output row's
+  // ask ([2, outputs] int32: num_top, then the scored token) and its summary
+  // ([outputs] kernels::RowLogprobsSummary), on the host (pinned) and on the device.
+  PinnedBuffer host_logprob_asks_;
+  PinnedBuffer host_logprob_rows_;
+  DeviceBuffer logprob_asks_;
+  DeviceBuffer logprob_rows_;
+  int32_t logprob_stride_ = 0;  // outputs of the step: where the scored tokens start in the asks
   std::span<const float> last_logits_;
   CellStep cell_step_;    // reused by every call
   CudaEvent step_begin_;  // options.time_steps: before the first call's upload

@@ -1,0 +1,140 @@
+// Parity of the row_logprobs kernel with the host's summarize_logprobs (its oracle) on random
+// rows, planted ties, non-finite logits and rows with fewer finite logits than asked.
+#include "backends/cuda/kernels/row_logprobs.cuh"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/kernels/kernel_test_support.h"
+#include "batching/token_logprobs.h"
+
+namespace cellm::kernels {
+namespace {
+
+using testing::DeviceArray;
+using testing::random_floats;
+
+constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+struct RowCase {
+  int32_t num_top;
+  int32_t scored;
+};
+
+// Runs the kernel on `rows` rows of `vocab` logits (row stride `stride`) and compares every
+// summary with summarize_logprobs of the same row; rows with num_top -1 must stay untouched.
+void expect_host_summaries(const std::vector<float>& logits, int64_t vocab, int64_t stride,
+                           const std::vector<RowCase>& cases) {
+  const auto rows = static_cast<int32_t>(cases.size());
+  std::vector<int32_t> num_top;
+  std::vector<int32_t> scored;
+  for (const RowCase& c : cases) {
+    num_top.push_back(c.num_top);
+    scored.push_back(c.scored);
+  }
+  DeviceArray<float> logits_dev(logits);
+  DeviceArray<int32_t> num_top_dev(num_top);
+  DeviceArray<int32_t> scored_dev(scored);
+  DeviceArray<RowLogprobsSummary> out(static_cast<size_t>(rows));
+  ASSERT_EQ(cudaMemset(out.get(), 0xff, out.size() * sizeof(RowLogprobsSummary)), cudaSuccess);
+  RowLogprobsParams p;
+  p.num_rows = rows;
+  p.vocab = vocab;
+  p.logits = logits_dev.get();
+  p.stride = stride;
+  p.num_top = num_top_dev.get();
+  p.scored = scored_dev.get();
+  p.out = out.get();
+  ASSERT_TRUE(launch_row_logprobs(p, nullptr).ok());
+  const std::vector<RowLogprobsSummary> got = out.download();
+
+  for (int32_t r = 0; r < rows; ++r) {
+    SCOPED_TRACE("row " + std::to_string(r));
+    if (cases[r].num_top < 0) {
+      RowLogprobsSummary untouched;
+      std::memset(&untouched, 0xff, sizeof(untouched));
+      EXPECT_EQ(std::memcmp(&got[r], &untouched, sizeof(untouched)), 0) << "a skipped row written";
+      continue;
+    }
+    const std::span<const float> row(logits.data() + r * stride, static_cast<size_t>(vocab));
+    const RowLogprobs want = summarize_logprobs(row, cases[r].scored, cases[r].num_top);
+    EXPECT_EQ(got[r].max_logit, want.max_logit);
+    EXPECT_NEAR(got[r].log_sum_exp, want.log_sum_exp, 2e-6 * std::fabs(want.log_sum_exp) + 1e-7);
+    if (std::isnan(want.scored_logit)) {
+      EXPECT_TRUE(std::isnan(got[r].scored_logit));
+    } else {
+      EXPECT_EQ(got[r].scored_logit, want.scored_logit);
+    }
+    ASSERT_EQ(got[r].num_top, static_cast<int32_t>(want.top.size()));
+    for (int32_t k = 0; k < got[r].num_top; ++k) {
+      EXPECT_EQ(got[r].top_ids[k], want.top[k].first) << "rank " << k;
+      EXPECT_EQ(got[r].top_logits[k], want.top[k].second) << "rank " << k;
+    }
+  }
+}
+
+TEST(RowLogprobsKernelTest, SummariesMatchTheHostOnA128KVocabulary) {
+  CELLM_REQUIRE_DEVICE();
+  const int64_t vocab = 128256;
+  const std::vector<RowCase> cases = {{5, 17},  {20, kNoToken}, {-1, 3}, {0, 128255},
+                                      {1, 0},   {20, 99},       {20, 7}, {3, 70000},
+                                      {20, 11}, {12, 4000}};
+  std::vector<float> logits = random_floats(static_cast<size_t>(cases.size() * vocab), 91, 8.0f);
+  const auto at = [&](int r, int64_t i) -> float& { return logits[r * vocab + i]; };
+  // Row 5: ties across threads and tiles at the top (the lower id first).
+  for (const int64_t i : {100000, 70000, 4097, 4096, 255, 1}) at(5, i) = 40.0f;
+  // Row 6: non-finite values everywhere near the top, and the best as the last element.
+  at(6, 7) = kNan;
+  at(6, 8) = kInf;
+  at(6, 9) = -kInf;
+  at(6, 1000) = kInf;
+  at(6, vocab - 1) = 50.0f;
+  // Row 7: nothing finite.
+  std::fill(logits.begin() + 7 * vocab, logits.begin() + 8 * vocab, kNan);
+  at(7, 5) = -kInf;
+  // Row 8: only three finite logits for twenty asked.
+  std::fill(logits.begin() + 8 * vocab, logits.begin() + 9 * vocab, -kInf);
+  at(8, 11) = 1.5f;
+  at(8, 60000) = -2.0f;
+  at(8, 128000) = 1.5f;
+  // Row 9: every logit equal (a normalizer of log(vocab), the top the first twelve ids).
+  std::fill(logits.begin() + 9 * vocab, logits.begin() + 10 * vocab, 0.25f);
+  expect_host_summaries(logits, vocab, vocab, cases);
+}
+
+TEST(RowLogprobsKernelTest, AnOddVocabularyWithPaddedRowsAndAWideSpread) {
+  CELLM_REQUIRE_DEVICE();
+  const int64_t vocab = 32003;
+  const int64_t stride = 32016;
+  const std::vector<RowCase> cases = {{20, 32002}, {4, 0}, {7, kNoToken}};
+  std::vector<float> logits = random_floats(static_cast<size_t>(cases.size() * stride), 92, 1.0f);
+  for (size_t r = 0; r < cases.size(); ++r) {
+    for (int64_t i = 0; i < stride; ++i) {
+      float& v = logits[r * stride + i];
+      v = i < vocab ? v * 150.0f - 140.0f : 1e30f;  // padding past the vocabulary never ranks
+    }
+  }
+  expect_host_summaries(logits, vocab, stride, cases);
+}
+
+TEST(RowLogprobsKernelTest, BadShapesAreRefused) {
+  RowLogprobsParams p;
+  p.num_rows = 1;
+  p.vocab = 10;
+  p.stride = 5;
+  EXPECT_EQ(launch_row_logprobs(p, nullptr).code(), StatusCode::kInvalidArgument);
+  p.stride = 10;  // and null pointers
+  EXPECT_EQ(launch_row_logprobs(p, nullptr).code(), StatusCode::kInvalidArgument);
+  p.num_rows = 0;
+  EXPECT_TRUE(launch_row_logprobs(p, nullptr).ok()) << "no rows: nothing to launch";
+}
+
+}  // namespace
+}  // namespace cellm::kernels
