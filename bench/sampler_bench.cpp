@@ -5,6 +5,7 @@
 // selection, never a sort of the whole vocabulary). One iteration is one step's 256 rows; the
 // GPU's step at 256 sessions takes about 17-23 ms, which the plain greedy figure is measured
 // against (with the CUDA executor the Runner takes the device's argmax instead, reading nothing).
+// Each on one thread, then on one thread per hardware thread (the Runner's sampling pool).
 // Run: sampler_bench [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
 
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "batching/sampler.h"
+#include "core/thread_pool.h"
 
 namespace cellm {
 namespace {
@@ -37,19 +39,25 @@ const std::vector<float>& step_logits() {
   return logits;
 }
 
+// The benchmark's argument: the threads that share the rows, as the Runner's sampling pool does
+// (RunnerOptions::sampling_threads; 0: one per hardware thread).
 void sample_step(benchmark::State& state, const SamplingParams& params) {
   const std::vector<float>& logits = step_logits();
   std::vector<Sampler> samplers;
   for (int32_t r = 0; r < kRows; ++r) samplers.emplace_back(params, 1000 + r);
   const std::vector<int32_t> context(512, 5);
+  ThreadPool pool(static_cast<size_t>(state.range(0)));
+  std::vector<int32_t> tokens(kRows);
   for (auto _ : state) {
-    int64_t sum = 0;
-    for (int32_t r = 0; r < kRows; ++r) {
-      const std::span<const float> row(logits.data() + static_cast<size_t>(r) * kVocab, kVocab);
-      sum += *samplers[r].sample(row, context);
-    }
-    benchmark::DoNotOptimize(sum);
+    pool.parallel_for(kRows, [&](size_t begin, size_t end) {
+      for (size_t r = begin; r < end; ++r) {
+        const std::span<const float> row(logits.data() + r * kVocab, kVocab);
+        tokens[r] = *samplers[r].sample(row, context);
+      }
+    });
+    benchmark::DoNotOptimize(tokens.data());
   }
+  state.counters["threads"] = static_cast<double>(pool.num_threads());
   state.SetItemsProcessed(state.iterations() * kRows);
 }
 
@@ -73,11 +81,11 @@ void BM_TopK40(benchmark::State& state) { sample_step(state, temperature(40, 1.0
 void BM_TopP09(benchmark::State& state) { sample_step(state, temperature(0, 0.9f)); }
 void BM_TopK40TopP09(benchmark::State& state) { sample_step(state, temperature(40, 0.9f)); }
 
-BENCHMARK(BM_Greedy)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_GreedyWithLogitBias)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_TopK40)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_TopP09)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_TopK40TopP09)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Greedy)->Unit(benchmark::kMillisecond)->Arg(1)->Arg(0)->UseRealTime();
+BENCHMARK(BM_GreedyWithLogitBias)->Unit(benchmark::kMillisecond)->Arg(1)->Arg(0)->UseRealTime();
+BENCHMARK(BM_TopK40)->Unit(benchmark::kMillisecond)->Arg(1)->Arg(0)->UseRealTime();
+BENCHMARK(BM_TopP09)->Unit(benchmark::kMillisecond)->Arg(1)->Arg(0)->UseRealTime();
+BENCHMARK(BM_TopK40TopP09)->Unit(benchmark::kMillisecond)->Arg(1)->Arg(0)->UseRealTime();
 
 }  // namespace
 }  // namespace cellm

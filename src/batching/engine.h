@@ -6,7 +6,8 @@
 // execute, sample, deliver). The pending-token rule lives here: `tokens` is the session's whole
 // context on the host, `committed` the prefix the executor holds; a task always runs
 // [committed, tokens.size()). Thread-safety: push/wake/request_shutdown/metrics/now_us from any
-// thread; everything else on the engine thread only.
+// thread; everything else on the engine thread only, except pick_token, which the engine thread
+// runs on its sampling pool for distinct sessions while it waits.
 #pragma once
 
 #include <atomic>
@@ -30,6 +31,7 @@
 #include "batching/sampler.h"
 #include "batching/scheduler.h"
 #include "batching/stop_matcher.h"
+#include "core/thread_pool.h"
 
 namespace cellm::internal {
 
@@ -177,8 +179,19 @@ class Engine {
   static bool wants_prompt_row(const EngineSession& session, int32_t position);
   // The prompt log-probabilities the generation has not delivered yet (marked delivered).
   static std::span<const TokenLogprobs> take_prompt_logprobs(ActiveGeneration& generation);
-  void complete_task(EngineSession& session, const ScheduledSlice& slice, const BatchOutput& out,
-                     size_t row);
+  // A completing task's token and its log-probabilities (when the generation asked for them),
+  // picked from its output row before any is delivered, so that rows the host reads can be
+  // picked on the sampling pool. `token` unset: nothing picked (no row, or cancelled).
+  struct PickedToken {
+    std::optional<StatusOr<int32_t>> token;
+    std::optional<TokenLogprobs> logprobs;
+  };
+  // Whether picking session's token from output row `row` reads the row on the host.
+  static bool pick_reads_row(const EngineSession& session, const BatchOutput& out, size_t row);
+  // Touches only the session's generation (its sampler's scratch): safe on any thread while no
+  // other pick runs for the same session.
+  static PickedToken pick_token(EngineSession& session, const BatchOutput& out, size_t row);
+  void complete_task(EngineSession& session, const ScheduledSlice& slice, PickedToken picked);
   // `logprobs`: the token's log-probabilities when the generation asked for them, else null.
   void deliver(EngineSession& session, int32_t token, const TokenLogprobs* logprobs);
   void submit_next(EngineSession& session, const ActiveGeneration& generation);
@@ -208,6 +221,7 @@ class Engine {
 
   // Engine thread only.
   DecodeFirstScheduler scheduler_;
+  ThreadPool sampling_pool_;  // RunnerOptions::sampling_threads; used by the engine thread only
   std::unordered_map<uint64_t, EngineSession> sessions_;  // by key
   std::unordered_map<SessionId, uint64_t> key_of_;        // executor id -> key
   std::vector<RetainedPrefix> retained_;                  // at most max_retained

@@ -180,7 +180,16 @@ void Engine::run_step() {
   }
   publish_pool();
 
-  // Outputs, then callbacks, in slice order.
+  // Outputs, then callbacks, in slice order: prompt log-probabilities as their rows come, then
+  // every completing task's token picked (on the sampling pool where several rows are read on
+  // the host), then delivered.
+  struct Completion {
+    const ScheduledSlice* slice;
+    EngineSession* session;
+    size_t row;
+    PickedToken picked;
+  };
+  std::vector<Completion> completions;
   size_t next_row = 0;  // output rows follow the inputs that want one, in order
   for (const ScheduledSlice& slice : plan.slices) {
     EngineSession* session = find_by_id(slice.session);
@@ -210,7 +219,35 @@ void Engine::run_step() {
     }
     if (!slice.completes_task) continue;
     if (session == nullptr || !session->generation) continue;
-    complete_task(*session, slice, *output, row);
+    completions.push_back({&slice, session, row, {}});
+  }
+
+  // Rows the host reads are picked in parallel; the others (the executor's argmax, its
+  // summaries) on this thread. Picking touches only each row's own generation.
+  std::vector<size_t> reading;
+  for (size_t i = 0; i < completions.size(); ++i) {
+    Completion& c = completions[i];
+    if (!c.slice->wants_output ||
+        c.session->generation->state->cancel_requested.load(std::memory_order_acquire)) {
+      continue;  // nothing to pick: complete_task finishes it
+    }
+    if (pick_reads_row(*c.session, *output, c.row)) {
+      reading.push_back(i);
+    } else {
+      c.picked = pick_token(*c.session, *output, c.row);
+    }
+  }
+  sampling_pool_.parallel_for(reading.size(), [&](size_t begin, size_t end) {
+    for (size_t k = begin; k < end; ++k) {
+      Completion& c = completions[reading[k]];
+      c.picked = pick_token(*c.session, *output, c.row);
+    }
+  });
+  for (Completion& c : completions) {
+    // Found again: delivering an earlier one ran callbacks and may have finished generations.
+    EngineSession* session = find_by_id(c.slice->session);
+    if (session == nullptr || !session->generation) continue;
+    complete_task(*session, *c.slice, std::move(c.picked));
   }
 }
 
@@ -254,24 +291,24 @@ void Engine::fail_step(const StepSchedule& plan, const Status& status) {
   }
 }
 
-void Engine::complete_task(EngineSession& session, const ScheduledSlice& slice,
-                           const BatchOutput& out, size_t row) {
+bool Engine::pick_reads_row(const EngineSession& session, const BatchOutput& out, size_t row) {
+  const ActiveGeneration& generation = *session.generation;
+  const OutputRow& output = out.outputs[row];
+  const bool samples_row = output.greedy_token == kNoToken || !generation.sampler.takes_argmax();
+  const bool scores_row = generation.config.sampling.logprobs >= 0 && !output.logprobs.has_value();
+  return (samples_row && !out.logits.empty()) || scores_row;
+}
+
+Engine::PickedToken Engine::pick_token(EngineSession& session, const BatchOutput& out, size_t row) {
   ActiveGeneration& generation = *session.generation;
-  if (!slice.wants_output) {  // max_new_tokens 0: the prompt ran, nothing to sample
-    finish(session, FinishReason::kNewTokenLimit, "");
-    return;
-  }
-  if (generation.state->cancel_requested.load(std::memory_order_acquire)) {
-    finish(session, FinishReason::kCancelled, "");  // the sampled token is never delivered
-    return;
-  }
   CELLM_CHECK(row < out.outputs.size() && out.outputs[row].session == session.id)
       << "output row " << row << " does not belong to session " << session.id;
   // Plain greedy takes the executor's argmax when it computed one (the CUDA executor does it on
-  // the device): reading 256 rows of a 128K vocabulary on this thread would cost as much as the
+  // the device): reading 256 rows of a 128K vocabulary on the host would cost as much as the
   // step. Otherwise the sampler reads the row in place (a view valid until the next execute()).
   const int32_t greedy = out.outputs[row].greedy_token;
-  StatusOr<int32_t> token = greedy;
+  PickedToken picked;
+  StatusOr<int32_t>& token = picked.token.emplace(greedy);
   if (greedy == kNoToken && generation.sampler.takes_argmax() && out.logits.empty()) {
     // The executor found no finite logit and, every row being greedy, returned none to sample.
     token =
@@ -280,26 +317,37 @@ void Engine::complete_task(EngineSession& session, const ScheduledSlice& slice,
   } else if (greedy == kNoToken || !generation.sampler.takes_argmax()) {
     token = generation.sampler.sample(logits_row(out, row), session.tokens);
   }
-  if (!token.ok()) {
-    finish(session, FinishReason::kFailed, "sampling failed: " + token.status().to_string());
-    return;
-  }
   const int32_t num_logprobs = generation.config.sampling.logprobs;
-  if (num_logprobs < 0) {
-    deliver(session, *token, nullptr);
-    return;
-  }
+  if (!token.ok() || num_logprobs < 0) return picked;
   const std::optional<RowLogprobs>& summary = out.outputs[row].logprobs;
   if (!summary.has_value()) {
-    const TokenLogprobs logprobs = token_logprobs(logits_row(out, row), *token, num_logprobs);
-    deliver(session, *token, &logprobs);
-    return;
+    picked.logprobs = token_logprobs(logits_row(out, row), *token, num_logprobs);
+    return picked;
   }
   // The argmax's logit is the row's largest; any other token was sampled from the row itself.
   const float token_logit =
       *token == greedy ? summary->max_logit : logits_row(out, row)[static_cast<size_t>(*token)];
-  const TokenLogprobs logprobs = logprobs_from_summary(*summary, *token, token_logit);
-  deliver(session, *token, &logprobs);
+  picked.logprobs = logprobs_from_summary(*summary, *token, token_logit);
+  return picked;
+}
+
+void Engine::complete_task(EngineSession& session, const ScheduledSlice& slice,
+                           PickedToken picked) {
+  if (!slice.wants_output) {  // max_new_tokens 0: the prompt ran, nothing to sample
+    finish(session, FinishReason::kNewTokenLimit, "");
+    return;
+  }
+  if (session.generation->state->cancel_requested.load(std::memory_order_acquire) ||
+      !picked.token.has_value()) {
+    finish(session, FinishReason::kCancelled, "");  // the sampled token is never delivered
+    return;
+  }
+  const StatusOr<int32_t>& token = *picked.token;
+  if (!token.ok()) {
+    finish(session, FinishReason::kFailed, "sampling failed: " + token.status().to_string());
+    return;
+  }
+  deliver(session, *token, picked.logprobs.has_value() ? &*picked.logprobs : nullptr);
 }
 
 void Engine::deliver(EngineSession& session, int32_t token, const TokenLogprobs* logprobs) {

@@ -4,9 +4,10 @@
 // Callers on any thread open sessions and start generations; each call is a command in one FIFO.
 // The engine thread loops: drain the commands (open, close, clone, start), reap cancelled
 // generations, let the DecodeFirstScheduler plan one step, run it with Executor::execute, sample
-// each output row with its session's Sampler, then run the callbacks in order. The host keeps
-// every session's tokens, so a session's context is always its earlier context + each prompt +
-// exactly the delivered tokens, whatever ends a generation (cancel, stop token, stop string,
+// each output row with its session's Sampler (rows the host reads on a pool of threads,
+// RunnerOptions::sampling_threads), then run the callbacks in order, on the engine thread. The host
+// keeps every session's tokens, so a session's context is always its earlier context + each prompt
+// + exactly the delivered tokens, whatever ends a generation (cancel, stop token, stop string,
 // token limit, preemption, failure): prompt tokens not yet run and the last delivered token stay
 // pending and are fed with the next generation. An executor failure fails that step's
 // generations, with the message, and leaves their sessions unusable; the others go on. Shutdown
@@ -61,6 +62,11 @@ struct RunnerOptions {
   // refused.
   TextStreamFactory text_streams;
   PrefixReuseOptions prefix_reuse;
+  // Threads that pick a step's tokens from the rows the host reads (samplers at a temperature,
+  // bias or penalties; log-probabilities no executor summarized), the engine thread included:
+  // at 256 sessions and a 128K vocabulary one thread spends 0.3-3 ms a row. 0: one per hardware
+  // thread, at most 16; 1: the engine thread alone. The tokens do not depend on it.
+  int32_t sampling_threads = 0;
 };
 
 class Session {

@@ -230,7 +230,7 @@ INSTANTIATE_TEST_SUITE_P(Configs, RunnerBatchingTest,
                                            BatchCase{64, 5, {1}, 600},
                                            BatchCase{16, 1, {1, 2, 4}, 400}));
 
-TEST(RunnerTest, SeededSamplingIsTheSameAloneAndBatchedWithFifteenOthers) {
+TEST(RunnerTest, SeededSamplingIsTheSameAloneAndBatchedWithFifteenOthersPickedOnFourThreads) {
   std::vector<Tokens> prompts;
   std::mt19937 rng(5);
   for (int i = 0; i < 16; ++i) {
@@ -249,14 +249,19 @@ TEST(RunnerTest, SeededSamplingIsTheSameAloneAndBatchedWithFifteenOthers) {
   executor.max_step_tokens = 16;
   executor.min_prefill_chunk = 1;
   std::vector<Tokens> alone(16);
+  RunnerOptions one_thread;
+  one_thread.sampling_threads = 1;
   for (int i = 0; i < 16; ++i) {
-    Rig rig(executor);
+    Rig rig(executor, std::nullopt, one_thread);
     Session session = rig.runner.open_session();
     GenerationHandle handle = session.generate_async(prompts[i], config_for(i));
     handle.wait();
     alone[i] = handle.tokens();
   }
-  Rig rig(executor);
+  // Batched, the rows of a step are sampled on four threads (RunnerOptions::sampling_threads).
+  RunnerOptions four_threads;
+  four_threads.sampling_threads = 4;
+  Rig rig(executor, std::nullopt, four_threads);
   std::vector<Session> sessions;
   std::vector<GenerationHandle> handles;
   for (int i = 0; i < 16; ++i) {

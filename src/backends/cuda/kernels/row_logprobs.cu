@@ -2,11 +2,11 @@
 //
 // Each thread walks its strided share of the row keeping an online softmax normalizer (its
 // largest finite logit m and Σ exp(v − m), rescaled when m grows) and its own best kMaxRowTop
-// finite (logit, id) pairs, sorted, in registers (a value enters only past the thread's last, so
-// after the first few hundred values insertions are rare). The block then combines the
-// normalizers in double and merges the threads' lists through shared memory by repeatedly taking
-// the best head. Loads are issued kLoads at a time per thread so that enough of the row is in
-// flight for one SM to read it at a useful rate.
+// finite (logit, id) pairs, sorted, in its column of shared memory (a value enters only past the
+// thread's last, a register, so after the first few hundred values insertions are rare and the
+// hot loop is a compare and an exp). The block then combines the normalizers in double and
+// merges the threads' lists by repeatedly taking the best head. Loads are issued kLoads at a time
+// per thread so that enough of the row is in flight for one SM to read it at a useful rate.
 #include <string>
 
 #include "backends/cuda/kernels/kernel_common.cuh"
@@ -27,47 +27,33 @@ __device__ __forceinline__ bool beats(float a, int32_t ia, float b, int32_t ib) 
   return a > b || (a == b && ia < ib);
 }
 
-// A thread's best kMaxRowTop pairs, best first; empty slots have id -1.
-struct TopList {
-  float value[kMaxRowTop];
-  int32_t id[kMaxRowTop];
-
-  __device__ __forceinline__ void clear() {
-#pragma unroll
-    for (int k = 0; k < kMaxRowTop; ++k) {
-      value[k] = 0.0f;
-      id[k] = -1;
-    }
-  }
-
-  // Ids arrive in increasing order per thread, so an equal value never beats one already held:
-  // `beats` against the last slot is the whole entry test.
-  __device__ __forceinline__ void offer(float v, int32_t i) {
-    if (!beats(v, i, value[kMaxRowTop - 1], id[kMaxRowTop - 1])) return;
-    value[kMaxRowTop - 1] = v;
-    id[kMaxRowTop - 1] = i;
-#pragma unroll
-    for (int k = kMaxRowTop - 1; k > 0; --k) {  // one bubble pass: the list stays sorted
-      if (beats(value[k], id[k], value[k - 1], id[k - 1])) {
-        const float tv = value[k];
-        const int32_t ti = id[k];
-        value[k] = value[k - 1];
-        id[k] = id[k - 1];
-        value[k - 1] = tv;
-        id[k - 1] = ti;
-      }
-    }
-  }
-};
-
-// The online normalizer: m the largest finite value seen, s = Σ exp(v − m).
+// The online normalizer: m the largest finite value seen, s = Σ exp(v − m). __expf (ex2.approx:
+// ≈ 2^-22 relative for arguments <= 0) keeps the pass short; the sum is of terms <= 1.
 __device__ __forceinline__ void add_to_normalizer(float v, float* m, float* s) {
   if (v > *m) {
-    *s = *s * expf(*m - v) + 1.0f;  // expf(-inf) = 0 for the first value
+    *s = *s * __expf(*m - v) + 1.0f;  // exp(-inf) = 0 for the first value
     *m = v;
   } else {
-    *s += expf(v - *m);
+    *s += __expf(v - *m);
   }
+}
+
+// Thread tid's best kMaxRowTop (value, id) pairs live in column tid of `value` / `id` (shared
+// memory: a column per thread, so no bank conflicts), best first; empty slots hold -infinity and
+// id -1. Ids arrive in increasing order per thread, so an equal value never enters: a finite v
+// enters exactly when it is above the last slot's value, which the caller keeps in a register.
+// Returns the new last value. Rare after the first values of a row: one copy of this code.
+__device__ __noinline__ float insert_into_list(float v, int32_t i, float (*value)[kThreads],
+                                               int32_t (*id)[kThreads], int tid) {
+  int k = kMaxRowTop - 1;
+  while (k > 0 && v > value[k - 1][tid]) {
+    value[k][tid] = value[k - 1][tid];
+    id[k][tid] = id[k - 1][tid];
+    --k;
+  }
+  value[k][tid] = v;
+  id[k][tid] = i;
+  return value[kMaxRowTop - 1][tid];
 }
 
 __global__ void __launch_bounds__(kThreads) row_logprobs_kernel(const RowLogprobsParams p) {
@@ -78,10 +64,17 @@ __global__ void __launch_bounds__(kThreads) row_logprobs_kernel(const RowLogprob
   const float* row = p.logits + static_cast<int64_t>(r) * p.stride;
   const int tid = static_cast<int>(threadIdx.x);
 
+  // The thread's list, in shared memory from the start (the merge below reads it there).
+  __shared__ float list_value[kMaxRowTop][kThreads];
+  __shared__ int32_t list_id[kMaxRowTop][kThreads];
+  for (int k = 0; k < kMaxRowTop; ++k) {
+    list_value[k][tid] = -INFINITY;
+    list_id[k][tid] = -1;
+  }
+  float last = num_top > 0 ? -INFINITY : INFINITY;  // INFINITY: nothing ever enters
+
   float m = -INFINITY;
   float s = 0.0f;
-  TopList list;
-  list.clear();
   constexpr int64_t kTile = static_cast<int64_t>(kThreads) * kLoads;
   for (int64_t base = 0; base < p.vocab; base += kTile) {
     float v[kLoads];
@@ -94,7 +87,10 @@ __global__ void __launch_bounds__(kThreads) row_logprobs_kernel(const RowLogprob
     for (int j = 0; j < kLoads; ++j) {
       if (!isfinite(v[j])) continue;
       add_to_normalizer(v[j], &m, &s);
-      if (num_top > 0) list.offer(v[j], static_cast<int32_t>(base + j * kThreads + tid));
+      if (v[j] > last) {
+        last = insert_into_list(v[j], static_cast<int32_t>(base + j * kThreads + tid), list_value,
+                                list_id, tid);
+      }
     }
   }
 
@@ -122,22 +118,13 @@ __global__ void __launch_bounds__(kThreads) row_logprobs_kernel(const RowLogprob
   }
   if ((tid & 31) == 0) warp_sum[tid >> 5] = sum;
 
-  // The top list: every thread's sorted list in shared memory, then num_top rounds of taking the
-  // best head (each thread's next untaken entry) over the block.
-  __shared__ float list_value[kMaxRowTop][kThreads];
-  __shared__ int32_t list_id[kMaxRowTop][kThreads];
+  // The top list: num_top rounds of taking the best head (each thread's next untaken entry) over
+  // the block.
   __shared__ float head_value[kWarps];
   __shared__ int32_t head_id[kWarps];
   __shared__ int head_owner[kWarps];
   __shared__ int winner;
   RowLogprobsSummary* out = p.out + r;
-  if (num_top > 0) {
-#pragma unroll
-    for (int k = 0; k < kMaxRowTop; ++k) {
-      list_value[k][tid] = list.value[k];
-      list_id[k][tid] = list.id[k];
-    }
-  }
   __syncthreads();
   int taken = 0;  // this thread's entries already placed
   int32_t placed = 0;
