@@ -192,7 +192,8 @@ class CudaExecutor final : public TableExecutor {
   PinnedBuffer host_logprob_rows_;
   DeviceBuffer logprob_asks_;
   DeviceBuffer logprob_rows_;
-  int32_t logprob_stride_ = 0;  // outputs of the step: where the scored tokens start in the asks
+  DeviceBuffer logprob_scratch_;  // the kernel's split partials; zeroed when (re)allocated
+  int32_t logprob_stride_ = 0;    // outputs of the step: where the scored tokens start in the asks
   std::span<const float> last_logits_;
   CellStep cell_step_;    // reused by every call
   CudaEvent step_begin_;  // options.time_steps: before the first call's upload

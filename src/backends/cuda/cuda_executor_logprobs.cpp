@@ -2,6 +2,7 @@
 // summarized on the device by kernels/row_logprobs.cuh after each call's forward, and only the
 // summaries (176 bytes a row, against a row of vocab floats) come back to the host.
 #include <algorithm>
+#include <cstdint>
 #include <utility>
 
 #include "backends/cuda/cuda_check.h"
@@ -31,13 +32,19 @@ StatusOr<bool> CudaExecutor::prepare_logprobs(const BatchInput& batch, const Bat
     if (!grown.ok()) return grown.status().with_context("pinned log-probability summaries");
     *buffer = std::move(grown).value();
   }
+  const size_t scratch_bytes = kernels::row_logprobs_scratch_bytes(static_cast<int32_t>(rows));
   for (auto [buffer, bytes] :
-       {std::pair{&logprob_asks_, ask_bytes}, std::pair{&logprob_rows_, row_bytes}}) {
+       {std::pair{&logprob_asks_, ask_bytes}, std::pair{&logprob_rows_, row_bytes},
+        std::pair{&logprob_scratch_, scratch_bytes}}) {
     if (buffer->num_bytes() >= bytes) continue;
     buffer->reset();
     StatusOr<DeviceBuffer> grown = DeviceBuffer::allocate(bytes);
     if (!grown.ok()) return grown.status().with_context("log-probability summaries");
     *buffer = std::move(grown).value();
+    if (buffer == &logprob_scratch_) {  // the kernel leaves it zeroed after every launch
+      CELLM_CUDA_RETURN_IF_ERROR(
+          cudaMemsetAsync(buffer->as<uint8_t>(), 0, buffer->num_bytes(), stream_.get()));
+    }
   }
   int32_t* asks = host_logprob_asks_.as<int32_t>();  // [2, rows]: num_top, then scored token
   for (size_t i = 0; i < rows; ++i) {
@@ -60,6 +67,9 @@ Status CudaExecutor::summarize_rows(int32_t first_kept, int32_t num_kept) {
   p.num_top = logprob_asks_.as<int32_t>() + first_kept;
   p.scored = logprob_asks_.as<int32_t>() + logprob_stride_ + first_kept;
   p.out = logprob_rows_.as<kernels::RowLogprobsSummary>() + first_kept;
+  // Each call's launch uses the scratch from its start: the one before left it zeroed.
+  p.scratch = logprob_scratch_.as<void>();
+  p.scratch_bytes = logprob_scratch_.num_bytes();
   CELLM_RETURN_IF_ERROR(kernels::launch_row_logprobs(p, stream_.get()));
   CELLM_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(host_logprob_rows_.as<kernels::RowLogprobsSummary>() + first_kept, p.out,

@@ -7,6 +7,7 @@
 #include "backends/cuda/kernels/kernel_common.cuh"
 #include "backends/cuda/kernels/launch_status.h"
 #include "backends/cuda/kernels/pdl.cuh"
+#include "backends/cuda/kernels/row_split.h"
 
 namespace cellm::kernels {
 namespace {
@@ -147,17 +148,15 @@ size_t argmax_scratch_bytes(int32_t num_rows) {
 Status launch_argmax(const ArgmaxParams& p, cudaStream_t stream) {
   if (p.num_rows < 0 || p.vocab <= 0 || p.stride < p.vocab ||
       (p.num_rows > 0 && (p.logits == nullptr || p.out == nullptr)) ||
-      (p.scratch != nullptr &&
-       (p.scratch_bytes < argmax_scratch_bytes(p.num_rows) ||
-        reinterpret_cast<uintptr_t>(p.scratch) % 16 != 0 || p.num_rows > 65535))) {
+      !row_split_scratch_fits(p.scratch, p.scratch_bytes, argmax_scratch_bytes(p.num_rows),
+                              p.num_rows)) {
     return invalid_argument("argmax: " + std::to_string(p.num_rows) + " rows of " +
                             std::to_string(p.vocab) + " logits, stride " +
                             std::to_string(p.stride) +
                             ", a null pointer, or scratch too small or unaligned");
   }
   if (p.num_rows == 0) return ok_status();
-  const int64_t splits =
-      p.scratch == nullptr ? 1 : std::min<int64_t>(kMaxSplits, p.vocab / kMinSplitElements);
+  const int64_t splits = row_splits(p.scratch, p.vocab, kMaxSplits, kMinSplitElements);
   if (splits <= 1) {
     return pdl_launch_status(launch_pdl(argmax_kernel, dim3(static_cast<unsigned>(p.num_rows)),
                                         dim3(kThreads), 0, stream, p),

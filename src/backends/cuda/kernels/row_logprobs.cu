@@ -9,12 +9,17 @@
 // thread insert far more often: a warp waits for whichever lane inserts, and on a random row
 // some lane does at almost every value — 0.4-0.5 ms a 128K row on the H200, measured.) The block
 // then combines the normalizers in double and the first warp merges the warps' lists. Loads are
-// issued kLoads at a time per thread so that enough of the row is in flight for one SM.
+// issued kLoads at a time per thread so that enough of the row is in flight for one SM. Split
+// (with scratch), each block does this over a segment and leaves a Partial; the last block of
+// the row merges them the same way, a lane per segment.
+#include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "backends/cuda/kernels/kernel_common.cuh"
 #include "backends/cuda/kernels/launch_status.h"
 #include "backends/cuda/kernels/row_logprobs.cuh"
+#include "backends/cuda/kernels/row_split.h"
 
 namespace cellm::kernels {
 namespace {
@@ -81,77 +86,44 @@ struct WarpList {
   }
 };
 
-__global__ void __launch_bounds__(kThreads) row_logprobs_kernel(const RowLogprobsParams p) {
-  const int32_t r = static_cast<int32_t>(blockIdx.x);
-  const int32_t asked = p.num_top[r];
-  if (asked < 0) return;  // the whole block: the row asked for nothing
-  const int32_t num_top = asked > kMaxRowTop ? kMaxRowTop : asked;
-  const float* row = p.logits + static_cast<int64_t>(r) * p.stride;
-  const int tid = static_cast<int>(threadIdx.x);
-  const int lane = tid & 31;
-  const int warp = tid >> 5;
+constexpr int kMaxSplits = 16;
+constexpr int64_t kMinSplitElements = 8192;  // fewer per block: not worth a split
 
-  float m = -INFINITY;
-  float s = 0.0f;
-  WarpList list;
-  constexpr int64_t kTile = static_cast<int64_t>(kThreads) * kLoads;
-  for (int64_t base = 0; base < p.vocab; base += kTile) {
-    float v[kLoads];
-#pragma unroll
-    for (int j = 0; j < kLoads; ++j) {
-      const int64_t i = base + j * kThreads + tid;
-      v[j] = i < p.vocab ? __ldcs(row + i) : NAN;
-    }
-#pragma unroll
-    for (int j = 0; j < kLoads; ++j) {
-      const bool finite = isfinite(v[j]);
-      if (finite) add_to_normalizer(v[j], &m, &s);
-      if (num_top > 0) {  // uniform over the block
-        list.insert(finite, v[j], static_cast<int32_t>(base + j * kThreads + tid), lane);
-      }
-    }
-  }
+// One block's result over its part of a row: the normalizer relative to its own largest logit
+// and its best pairs (the first num_top), as the split blocks leave them in the scratch.
+struct Partial {
+  double sum;  // Σ exp(v − max) over the part's finite v; 0 when none
+  float max;   // -infinity when none
+  int32_t num;
+  float value[kMaxRowTop];
+  int32_t id[kMaxRowTop];
+};
 
-  // The normalizer: the block's largest m, then Σ s · exp(m − max) in double.
-  __shared__ float warp_max[kWarps];
-  __shared__ double warp_sum[kWarps];
-  __shared__ float row_max;
-  float block_m = m;
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    block_m = fmaxf(block_m, __shfl_xor_sync(kFull, block_m, offset));
-  }
-  if (lane == 0) warp_max[warp] = block_m;
-  __syncthreads();
-  if (tid == 0) {
-    float top = warp_max[0];
-    for (int w = 1; w < kWarps; ++w) top = fmaxf(top, warp_max[w]);
-    row_max = top;
-  }
-  __syncthreads();
-  const float max_logit = row_max;
-  double sum =
-      m == -INFINITY ? 0.0 : static_cast<double>(s) * exp(static_cast<double>(m - max_logit));
-  for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(kFull, sum, offset);
-  if (lane == 0) warp_sum[warp] = sum;
+struct SplitScratch {
+  unsigned int* counters;  // [num_rows] blocks of the row done so far
+  Partial* partials;       // [num_rows, kMaxSplits]
+};
 
-  // The warps' lists, then the first warp takes the best of their heads num_top times: lane w < 8
-  // walks warp w's list.
-  __shared__ float list_value[kWarps][32];
-  __shared__ int32_t list_id[kWarps][32];
-  list_value[warp][lane] = list.value;
-  list_id[warp][lane] = lane < kMaxRowTop ? list.id : -1;
-  __syncthreads();
-  RowLogprobsSummary* out = p.out + r;
-  if (warp != 0) return;
-  int taken = 0;  // lane w: entries of warp w's list already placed
+__device__ SplitScratch split_scratch(void* scratch, int32_t num_rows) {
+  auto* bytes = static_cast<uint8_t*>(scratch);
+  const size_t counter_bytes = (static_cast<size_t>(num_rows) * 4 + 15) / 16 * 16;
+  return {reinterpret_cast<unsigned int*>(bytes),
+          reinterpret_cast<Partial*>(bytes + counter_bytes)};
+}
+
+// The first warp takes the best of `num_lists` sorted lists' heads num_top times into
+// (values, ids); `get(list, k)` reads entry k of a list as a (value, id) pair (id -1: none). Lane
+// w walks list w. Returns how many it placed (fewer when the lists run out). Warp 0 only.
+template <class Get>
+__device__ int32_t merge_lists(int num_lists, int32_t num_top, Get get, float* values,
+                               int32_t* ids) {
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  int taken = 0;
   int32_t placed = 0;
   for (int32_t k = 0; k < num_top; ++k) {
     float best = 0.0f;
     int32_t best_id = -1;
-    if (lane < kWarps && taken < kMaxRowTop) {
-      best = list_value[lane][taken];
-      best_id = list_id[lane][taken];
-    }
+    if (lane < num_lists && taken < kMaxRowTop) get(lane, taken, &best, &best_id);
     int owner = lane;
     for (int offset = 16; offset > 0; offset >>= 1) {
       const float other = __shfl_xor_sync(kFull, best, offset);
@@ -164,39 +136,202 @@ __global__ void __launch_bounds__(kThreads) row_logprobs_kernel(const RowLogprob
         owner = other_owner;
       }
     }
-    if (best_id < 0) break;  // fewer finite logits than asked (the same in every lane)
+    if (best_id < 0) break;  // the lists ran out (the same in every lane)
     if (lane == 0) {
-      out->top_ids[placed] = best_id;
-      out->top_logits[placed] = best;
+      values[placed] = best;
+      ids[placed] = best_id;
     }
     ++placed;
     if (lane == owner) ++taken;
   }
+  return placed;
+}
+
+// One block over row[begin, end): its Partial, complete in warp 0 (`out` written by lane 0;
+// `out` may be shared or global memory). Every thread of the block calls it.
+__device__ void block_partial(const float* row, int64_t begin, int64_t end, int32_t num_top,
+                              Partial* out) {
+  const int tid = static_cast<int>(threadIdx.x);
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  float m = -INFINITY;
+  float s = 0.0f;
+  WarpList list;
+  constexpr int64_t kTile = static_cast<int64_t>(kThreads) * kLoads;
+  for (int64_t base = begin; base < end; base += kTile) {
+    float v[kLoads];
+#pragma unroll
+    for (int j = 0; j < kLoads; ++j) {
+      const int64_t i = base + j * kThreads + tid;
+      v[j] = i < end ? __ldcs(row + i) : NAN;
+    }
+#pragma unroll
+    for (int j = 0; j < kLoads; ++j) {
+      const bool finite = isfinite(v[j]);
+      if (finite) add_to_normalizer(v[j], &m, &s);
+      if (num_top > 0) {  // uniform over the block
+        list.insert(finite, v[j], static_cast<int32_t>(base + j * kThreads + tid), lane);
+      }
+    }
+  }
+
+  // The block's largest m, then Σ s · exp(m − max) in double.
+  __shared__ float warp_max[kWarps];
+  __shared__ double warp_sum[kWarps];
+  __shared__ float block_max;
+  float top = m;
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    top = fmaxf(top, __shfl_xor_sync(kFull, top, offset));
+  }
+  if (lane == 0) warp_max[warp] = top;
+  __syncthreads();
+  if (tid == 0) {
+    float best = warp_max[0];
+    for (int w = 1; w < kWarps; ++w) best = fmaxf(best, warp_max[w]);
+    block_max = best;
+  }
+  __syncthreads();
+  const float max = block_max;
+  double sum = m == -INFINITY ? 0.0 : static_cast<double>(s) * exp(static_cast<double>(m - max));
+  for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(kFull, sum, offset);
+  if (lane == 0) warp_sum[warp] = sum;
+
+  __shared__ float list_value[kWarps][32];
+  __shared__ int32_t list_id[kWarps][32];
+  list_value[warp][lane] = list.value;
+  list_id[warp][lane] = lane < kMaxRowTop ? list.id : -1;
+  __syncthreads();
+  if (warp != 0) return;
+  const int32_t placed = merge_lists(
+      kWarps, num_top,
+      [&](int w, int k, float* value, int32_t* id) {
+        *value = list_value[w][k];
+        *id = list_id[w][k];
+      },
+      out->value, out->id);
   if (lane == 0) {
     double total = 0.0;
     for (int w = 0; w < kWarps; ++w) total += warp_sum[w];
-    out->max_logit = max_logit;
-    out->log_sum_exp = max_logit == -INFINITY ? 0.0 : log(total);
-    const int32_t scored = p.scored[r];
-    out->scored_logit = scored >= 0 && scored < p.vocab ? row[scored] : NAN;
-    out->num_top = placed;
+    out->sum = total;
+    out->max = max;
+    out->num = placed;
+  }
+}
+
+// Writes the summary of a row from its Partial over the whole row. Lane 0.
+__device__ void write_summary(const Partial& whole, const float* row, int32_t scored, int64_t vocab,
+                              RowLogprobsSummary* out) {
+  out->max_logit = whole.max;
+  out->log_sum_exp = whole.max == -INFINITY ? 0.0 : log(whole.sum);
+  out->scored_logit = scored >= 0 && scored < vocab ? row[scored] : NAN;
+  out->num_top = whole.num;
+  for (int32_t k = 0; k < whole.num; ++k) {
+    out->top_ids[k] = whole.id[k];
+    out->top_logits[k] = whole.value[k];
+  }
+}
+
+__device__ int32_t row_num_top(const RowLogprobsParams& p, int32_t r) {
+  const int32_t asked = p.num_top[r];
+  return asked > kMaxRowTop ? kMaxRowTop : asked;
+}
+
+__global__ void __launch_bounds__(kThreads) row_logprobs_kernel(const RowLogprobsParams p) {
+  const int32_t r = static_cast<int32_t>(blockIdx.x);
+  const int32_t num_top = row_num_top(p, r);
+  if (num_top < 0) return;  // the whole block: the row asked for nothing
+  const float* row = p.logits + static_cast<int64_t>(r) * p.stride;
+  __shared__ Partial whole;
+  block_partial(row, 0, p.vocab, num_top, &whole);
+  if (threadIdx.x == 0) write_summary(whole, row, p.scored[r], p.vocab, p.out + r);
+}
+
+// Grid (splits, rows): block b takes row[b · per_split, (b + 1) · per_split); the last block of a
+// row to finish merges the partials and leaves the row's counter zeroed.
+__global__ void __launch_bounds__(kThreads)
+    row_logprobs_split_kernel(const RowLogprobsParams p, int64_t per_split) {
+  const int32_t r = static_cast<int32_t>(blockIdx.y);
+  const int32_t num_top = row_num_top(p, r);
+  if (num_top < 0) return;
+  const auto splits = static_cast<int>(gridDim.x);
+  const float* row = p.logits + static_cast<int64_t>(r) * p.stride;
+  const int64_t begin = static_cast<int64_t>(blockIdx.x) * per_split;
+  const int64_t end = begin + per_split < p.vocab ? begin + per_split : p.vocab;
+  const SplitScratch scratch = split_scratch(p.scratch, p.num_rows);
+  Partial* partials = scratch.partials + static_cast<int64_t>(r) * kMaxSplits;
+  block_partial(row, begin, end, num_top, partials + blockIdx.x);
+  if (threadIdx.x >= 32) return;  // warp 0 wrote the partial
+  __shared__ bool last;
+  if (threadIdx.x == 0) {
+    __threadfence();  // the partial is visible before the count says so
+    last = atomicAdd(&scratch.counters[r], 1u) == static_cast<unsigned int>(splits - 1);
+  }
+  __syncwarp();
+  if (!last) return;
+  __threadfence();
+  // The last block's first warp: the largest of the parts' maxima, the sums rescaled to it, and
+  // the parts' lists merged (lane j walks part j's).
+  const int lane = static_cast<int>(threadIdx.x);
+  float part_max = -INFINITY;
+  double part_sum = 0.0;
+  if (lane < splits) {
+    part_max = __ldcg(&partials[lane].max);
+    part_sum = __ldcg(&partials[lane].sum);
+  }
+  float max = part_max;
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    max = fmaxf(max, __shfl_xor_sync(kFull, max, offset));
+  }
+  double sum = part_max == -INFINITY ? 0.0 : part_sum * exp(static_cast<double>(part_max - max));
+  for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(kFull, sum, offset);
+  __shared__ Partial whole;
+  const int32_t placed = merge_lists(
+      splits, num_top,
+      [&](int part, int k, float* value, int32_t* id) {
+        if (k < __ldcg(&partials[part].num)) {
+          *value = __ldcg(&partials[part].value[k]);
+          *id = __ldcg(&partials[part].id[k]);
+        }
+      },
+      whole.value, whole.id);
+  if (lane == 0) {
+    whole.sum = sum;
+    whole.max = max;
+    whole.num = placed;
+    write_summary(whole, row, p.scored[r], p.vocab, p.out + r);
+    scratch.counters[r] = 0u;  // ready for the next launch
   }
 }
 
 }  // namespace
 
 Status launch_row_logprobs(const RowLogprobsParams& p, cudaStream_t stream) {
-  if (p.num_rows < 0 || p.num_rows > 2147483647 || p.vocab <= 0 || p.vocab > 2147483647 ||
-      p.stride < p.vocab ||
+  if (p.num_rows < 0 || p.vocab <= 0 || p.vocab > 2147483647 || p.stride < p.vocab ||
       (p.num_rows > 0 &&
-       (p.logits == nullptr || p.num_top == nullptr || p.scored == nullptr || p.out == nullptr))) {
+       (p.logits == nullptr || p.num_top == nullptr || p.scored == nullptr || p.out == nullptr)) ||
+      !row_split_scratch_fits(p.scratch, p.scratch_bytes, row_logprobs_scratch_bytes(p.num_rows),
+                              p.num_rows)) {
     return invalid_argument("row logprobs: " + std::to_string(p.num_rows) + " rows of " +
                             std::to_string(p.vocab) + " logits, stride " +
-                            std::to_string(p.stride) + ", or a null pointer");
+                            std::to_string(p.stride) +
+                            ", a null pointer, or scratch too small or unaligned");
   }
   if (p.num_rows == 0) return ok_status();
-  row_logprobs_kernel<<<static_cast<unsigned>(p.num_rows), kThreads, 0, stream>>>(p);
+  const int64_t splits = row_splits(p.scratch, p.vocab, kMaxSplits, kMinSplitElements);
+  if (splits <= 1) {
+    row_logprobs_kernel<<<static_cast<unsigned>(p.num_rows), kThreads, 0, stream>>>(p);
+    return launch_status("row logprobs");
+  }
+  const int64_t per_split = ceil_div(p.vocab, splits);
+  const dim3 grid(static_cast<unsigned>(ceil_div(p.vocab, per_split)),
+                  static_cast<unsigned>(p.num_rows));
+  row_logprobs_split_kernel<<<grid, kThreads, 0, stream>>>(p, per_split);
   return launch_status("row logprobs");
+}
+
+size_t row_logprobs_scratch_bytes(int32_t num_rows) {
+  const auto rows = static_cast<size_t>(num_rows < 0 ? 0 : num_rows);
+  return (rows * 4 + 15) / 16 * 16 + rows * kMaxSplits * sizeof(Partial);
 }
 
 }  // namespace cellm::kernels

@@ -3,9 +3,10 @@
 // `num_top` finite logits (the lower id first on ties) — so that a row asking for them need not be
 // copied to the host ([vocab] f32 each; 512 KB for a 128K vocabulary). The host's
 // summarize_logprobs (batching/token_logprobs.h) computes the same and is this kernel's oracle.
-// One block per row (≈ 0.13 ms for a 128K row on the H200: one SM's read of it); rows whose
-// num_top is -1 are skipped. Knows nothing of sessions or
-// samplers. Stream-ordered, capturable. Thread-safety: launches on a stream.
+// One block per row, or with scratch several per row (each a segment of it, the last to finish
+// merging their partial results, as the split argmax does): one block takes ≈ 0.13 ms for a 128K
+// row on the H200 (one SM's read of it). Rows whose num_top is -1 are skipped. Knows nothing of
+// sessions or samplers. Stream-ordered, capturable. Thread-safety: launches on a stream.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -36,10 +37,16 @@ struct RowLogprobsParams {
   const int32_t* num_top = nullptr;   // [num_rows]: -1 skips the row (its summary is not written)
   const int32_t* scored = nullptr;    // [num_rows]: a token in [0, vocab), or -1 for none
   RowLogprobsSummary* out = nullptr;  // [num_rows]
+  // Optional: row_logprobs_scratch_bytes(num_rows) bytes, zeroed before the first launch (every
+  // launch leaves it zeroed), 16-byte aligned; null runs one block per row.
+  void* scratch = nullptr;
+  size_t scratch_bytes = 0;
 };
 
-// Checks the shape (not the per-row values: a num_top outside [-1, kMaxRowTop] is clamped to
-// it, a scored token outside the vocabulary reads as none) and launches.
+size_t row_logprobs_scratch_bytes(int32_t num_rows);
+
+// Checks the shape and the scratch (not the per-row values: a num_top outside [-1, kMaxRowTop] is
+// clamped to it, a scored token outside the vocabulary reads as none) and launches.
 Status launch_row_logprobs(const RowLogprobsParams& params, cudaStream_t stream);
 
 }  // namespace cellm::kernels

@@ -28,10 +28,14 @@ struct RowCase {
   int32_t scored;
 };
 
+void expect_summaries_equal(const std::vector<float>& logits, int64_t vocab, int64_t stride,
+                            const std::vector<RowCase>& cases,
+                            const std::vector<RowLogprobsSummary>& got, int run);
+
 // Runs the kernel on `rows` rows of `vocab` logits (row stride `stride`) and compares every
 // summary with summarize_logprobs of the same row; rows with num_top -1 must stay untouched.
 void expect_host_summaries(const std::vector<float>& logits, int64_t vocab, int64_t stride,
-                           const std::vector<RowCase>& cases) {
+                           const std::vector<RowCase>& cases, bool split) {
   const auto rows = static_cast<int32_t>(cases.size());
   std::vector<int32_t> num_top;
   std::vector<int32_t> scored;
@@ -43,7 +47,6 @@ void expect_host_summaries(const std::vector<float>& logits, int64_t vocab, int6
   DeviceArray<int32_t> num_top_dev(num_top);
   DeviceArray<int32_t> scored_dev(scored);
   DeviceArray<RowLogprobsSummary> out(static_cast<size_t>(rows));
-  ASSERT_EQ(cudaMemset(out.get(), 0xff, out.size() * sizeof(RowLogprobsSummary)), cudaSuccess);
   RowLogprobsParams p;
   p.num_rows = rows;
   p.vocab = vocab;
@@ -52,11 +55,27 @@ void expect_host_summaries(const std::vector<float>& logits, int64_t vocab, int6
   p.num_top = num_top_dev.get();
   p.scored = scored_dev.get();
   p.out = out.get();
-  ASSERT_TRUE(launch_row_logprobs(p, nullptr).ok());
-  const std::vector<RowLogprobsSummary> got = out.download();
+  // Split: each row over several blocks merged through the scratch, twice (the first launch must
+  // leave it ready for the next).
+  DeviceArray<uint8_t> scratch(split ? row_logprobs_scratch_bytes(rows) : 0);
+  if (split) {
+    ASSERT_EQ(cudaMemset(scratch.get(), 0, scratch.size()), cudaSuccess);
+    p.scratch = scratch.get();
+    p.scratch_bytes = scratch.size();
+  }
+  for (int run = 0; run < (split ? 2 : 1); ++run) {
+    ASSERT_EQ(cudaMemset(out.get(), 0xff, out.size() * sizeof(RowLogprobsSummary)), cudaSuccess);
+    ASSERT_TRUE(launch_row_logprobs(p, nullptr).ok());
+    expect_summaries_equal(logits, vocab, stride, cases, out.download(), run);
+  }
+}
 
+void expect_summaries_equal(const std::vector<float>& logits, int64_t vocab, int64_t stride,
+                            const std::vector<RowCase>& cases,
+                            const std::vector<RowLogprobsSummary>& got, int run) {
+  const auto rows = static_cast<int32_t>(cases.size());
   for (int32_t r = 0; r < rows; ++r) {
-    SCOPED_TRACE("row " + std::to_string(r));
+    SCOPED_TRACE("row " + std::to_string(r) + ", run " + std::to_string(run));
     if (cases[r].num_top < 0) {
       RowLogprobsSummary untouched;
       std::memset(&untouched, 0xff, sizeof(untouched));
@@ -106,7 +125,10 @@ TEST(RowLogprobsKernelTest, SummariesMatchTheHostOnA128KVocabulary) {
   at(8, 128000) = 1.5f;
   // Row 9: every logit equal (a normalizer of log(vocab), the top the first twelve ids).
   std::fill(logits.begin() + 9 * vocab, logits.begin() + 10 * vocab, 0.25f);
-  expect_host_summaries(logits, vocab, vocab, cases);
+  for (const bool split : {false, true}) {
+    SCOPED_TRACE(split ? "split over blocks" : "a block per row");
+    expect_host_summaries(logits, vocab, vocab, cases, split);
+  }
 }
 
 TEST(RowLogprobsKernelTest, AnOddVocabularyWithPaddedRowsAndAWideSpread) {
@@ -121,7 +143,10 @@ TEST(RowLogprobsKernelTest, AnOddVocabularyWithPaddedRowsAndAWideSpread) {
       v = i < vocab ? v * 150.0f - 140.0f : 1e30f;  // padding past the vocabulary never ranks
     }
   }
-  expect_host_summaries(logits, vocab, stride, cases);
+  for (const bool split : {false, true}) {
+    SCOPED_TRACE(split ? "split over blocks" : "a block per row");
+    expect_host_summaries(logits, vocab, stride, cases, split);
+  }
 }
 
 TEST(RowLogprobsKernelTest, BadShapesAreRefused) {
@@ -132,6 +157,23 @@ TEST(RowLogprobsKernelTest, BadShapesAreRefused) {
   EXPECT_EQ(launch_row_logprobs(p, nullptr).code(), StatusCode::kInvalidArgument);
   p.stride = 10;  // and null pointers
   EXPECT_EQ(launch_row_logprobs(p, nullptr).code(), StatusCode::kInvalidArgument);
+  // Every pointer set, but a scratch too small for the row: refused before anything reads them.
+  alignas(16) static uint8_t small[16];
+  static float logits[10];
+  static int32_t asks[1];
+  static RowLogprobsSummary summary;
+  p.logits = logits;
+  p.num_top = asks;
+  p.scored = asks;
+  p.out = &summary;
+  p.scratch = small;
+  p.scratch_bytes = sizeof(small);
+  EXPECT_EQ(launch_row_logprobs(p, nullptr).code(), StatusCode::kInvalidArgument);
+  p.scratch_bytes = row_logprobs_scratch_bytes(1);
+  p.scratch = small + 4;  // large enough (claimed) but unaligned
+  EXPECT_EQ(launch_row_logprobs(p, nullptr).code(), StatusCode::kInvalidArgument);
+  p.scratch = nullptr;
+  p.scratch_bytes = 0;
   p.num_rows = 0;
   EXPECT_TRUE(launch_row_logprobs(p, nullptr).ok()) << "no rows: nothing to launch";
 }
