@@ -9,14 +9,22 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "backends/cpu/cpu_executor.h"
 #include "cellm_cli.h"
+#include "cpu_executor_testing.h"
+#include "program/program.h"
 #include "test_models.h"
+#include "tokenizer/tokenizer.h"
 
 namespace cellm {
 namespace {
@@ -99,6 +107,71 @@ TEST(RuntimeCliTest, RunWritesAReportInPromptOrderWithPreemptionsCounted) {
   EXPECT_EQ(out.at("engine").at("generated_tokens"), 6 * 64);
   EXPECT_EQ(out.at("config").at("max_cells"), 300);
   EXPECT_EQ(out.at("config").at("max_sessions"), 6);
+}
+
+// `cellm perplexity` against the log-softmax (in long double) of the CPU executor's own rows, one
+// input per position of each chunk — not the Runner's prompt log-probabilities the command uses.
+TEST(RuntimeCliTest, PerplexityIsTheMeanLogSoftmaxOfEveryChunkTokenFromTheExecutorsRows) {
+  const std::string text = reference().at("cases").at(0).at("text");
+  const std::string model = testing::test_model_path("stories260K.gguf");
+  const Result r =
+      run_cellm({"perplexity", "--model", model, "--text", text, "--context", "16", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json out = nlohmann::json::parse(r.out);
+
+  const Program& program = testing::stories260k();
+  StatusOr<std::vector<int32_t>> tokens =
+      program.tokenizer().encode(text, EncodeOptions{.add_special = false});
+  ASSERT_TRUE(tokens.ok());
+  const int32_t bos = program.tokenizer().bos_id();
+  ASSERT_NE(bos, kNoToken) << "stories260K adds BOS: every chunk token is scored";
+  std::unique_ptr<CpuExecutor> executor =
+      testing::make_executor(program, program.spec(), CpuExecutorOptions{});
+  ASSERT_NE(executor, nullptr);
+  const int32_t vocab = executor->limits().vocab_size;
+  long double sum = 0;
+  int64_t count = 0;
+  int32_t num_chunks = 0;
+  for (size_t begin = 0; begin < tokens->size(); begin += 16, ++num_chunks) {
+    std::vector<int32_t> prompt = {bos};
+    prompt.insert(
+        prompt.end(), tokens->begin() + static_cast<std::ptrdiff_t>(begin),
+        tokens->begin() + static_cast<std::ptrdiff_t>(std::min(tokens->size(), begin + 16)));
+    const std::optional<SessionId> session = executor->open_session();
+    ASSERT_TRUE(session.has_value());
+    BatchInput batch;
+    for (int32_t p = 0; p + 1 < static_cast<int32_t>(prompt.size()); ++p) {
+      batch.inputs.push_back({*session, 0, prompt, p, p + 1, true});
+    }
+    StatusOr<BatchOutput> rows = executor->execute(batch, true);
+    ASSERT_TRUE(rows.ok()) << rows.status().to_string();
+    for (size_t p = 0; p + 1 < prompt.size(); ++p) {
+      const float* row = rows->logits.data() + p * static_cast<size_t>(vocab);
+      const long double top = *std::max_element(row, row + vocab);
+      long double z = 0;
+      for (int32_t v = 0; v < vocab; ++v) z += std::exp(static_cast<long double>(row[v]) - top);
+      sum += static_cast<long double>(row[prompt[p + 1]]) - top - std::log(z);
+      ++count;
+    }
+    ASSERT_TRUE(executor->close_session(*session).ok());
+  }
+  EXPECT_EQ(out.at("tokens_scored"), count);
+  EXPECT_EQ(out.at("chunks"), num_chunks);
+  const double expected = std::exp(static_cast<double>(-sum / count));
+  EXPECT_NEAR(out.at("perplexity").get<double>(), expected, 1e-5 * expected);
+  EXPECT_GT(expected, 1.0);
+
+  // Bad input: a missing file, no text to score, a context beyond a session.
+  for (const auto& [args, words] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"perplexity", "--model", model, "--file", "/no/such/file"}, "/no/such/file"},
+           {{"perplexity", "--model", model, "--text", ""}, "no token to score"},
+           {{"perplexity", "--model", model, "--text", "hi", "--context", "100000"}, "--context"},
+           {{"perplexity", "--model", model, "--text", "a", "--file", "b"}, "exactly one"}}) {
+    const Result bad = run_cellm(args);
+    EXPECT_NE(bad.exit_code, 0) << args.back();
+    EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
+    EXPECT_NE(bad.err.find(words), std::string::npos) << bad.err;
+  }
 }
 
 TEST(RuntimeCliTest, BadArgumentsGiveOneClearLineAndExitStatusTwo) {

@@ -60,6 +60,11 @@ StatusOr<std::vector<int32_t>> TextCodec::encode_prompt(std::string_view text) c
   return state_->tokenizer.encode(text, EncodeOptions{.add_special = true, .parse_special = false});
 }
 
+StatusOr<std::vector<int32_t>> TextCodec::encode_text(std::string_view text) const {
+  return state_->tokenizer.encode(text,
+                                  EncodeOptions{.add_special = false, .parse_special = false});
+}
+
 StatusOr<std::vector<int32_t>> TextCodec::encode_chat(std::string_view user_message) const {
   if (!state_->chat) return state_->chat_status;
   const ChatMessage messages[1] = {{"user", std::string(user_message)}};
@@ -91,6 +96,8 @@ std::vector<int32_t> TextCodec::stop_token_ids() const {
 }
 
 bool TextCodec::adds_bos() const { return state_->tokenizer.vocab().add_bos; }
+
+int32_t TextCodec::bos_token() const { return state_->tokenizer.bos_id(); }
 
 TextStreamFactory TextCodec::text_streams() const {
   return [state = state_](std::span<const int32_t>) -> std::unique_ptr<TextStream> {

@@ -5,8 +5,8 @@
 //
 // Built from a loaded Program, whose tokenizer Program::load already checked against the LM head.
 // This header names no tokenizer type (pimpl), so the commands' files see only the Runner's.
-// Who calls it: the run, generate and serve commands. Thread-safety: immutable after creation; the
-// factory may be called from the engine thread.
+// Who calls it: the run, generate, perplexity and serve commands. Thread-safety: immutable after
+// creation; the factory may be called from the engine thread.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +36,8 @@ class TextCodec {
 
   // Plain text: BOS first when the vocabulary adds one; special-token text stays plain text.
   StatusOr<std::vector<int32_t>> encode_prompt(std::string_view text) const;
+  // The same without BOS (a text to cut into pieces, as `cellm perplexity` does).
+  StatusOr<std::vector<int32_t>> encode_text(std::string_view text) const;
   // One user message rendered with the model's chat template (recognized from the file),
   // followed by the assistant's turn opening; the template's markers become their tokens, the
   // message stays plain text (tokenizer/chat_prompt.h).
@@ -51,6 +53,7 @@ class TextCodec {
   // EOS, end-of-turn and similar tokens: the Runner's default stop tokens.
   std::vector<int32_t> stop_token_ids() const;
   bool adds_bos() const;
+  int32_t bos_token() const;  // kNoToken when the vocabulary has none
   TextStreamFactory text_streams() const;
   // The Runner's options for this model's text: stop_token_ids() and text_streams() (the rest
   // at their defaults, for the caller to set).

@@ -16,6 +16,7 @@ void add_inspect_command(CLI::App& app, CommandResult& result);
 void add_generate_command(CLI::App& app, CommandResult& result);
 void add_tokenize_commands(CLI::App& app, CommandResult& result);  // tokenize, detokenize
 void add_run_command(CLI::App& app, CommandResult& result);
+void add_perplexity_command(CLI::App& app, CommandResult& result);
 void add_export_command(CLI::App& app, CommandResult& result);
 void add_bench_command(CLI::App& app, CommandResult& result);
 void add_serve_command(CLI::App& app, CommandResult& result);  // HTTP, with cpp-httplib

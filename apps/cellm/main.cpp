@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   cellm::app::add_generate_command(app, result);
   cellm::app::add_tokenize_commands(app, result);
   cellm::app::add_run_command(app, result);
+  cellm::app::add_perplexity_command(app, result);
   cellm::app::add_export_command(app, result);
   cellm::app::add_bench_command(app, result);
   cellm::app::add_serve_command(app, result);

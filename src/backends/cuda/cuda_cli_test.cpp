@@ -1,12 +1,14 @@
-// `cellm run` and `cellm generate` on the GPU, through the binary (tests/support/cellm_cli.h), on
-// stories260K: `--backend cuda` generates the reference greedy tokens (the Runner sampling from
-// the CUDA executor's pinned logits views and taking the device's argmax for greedy sessions),
-// and `--backend auto` picks CUDA when a device is visible and says so in the summary and the
-// report's config. Needs a GPU (label cuda). Thread-safety: test code, one thread.
+// `cellm run`, `cellm generate` and `cellm perplexity` on the GPU, through the binary
+// (tests/support/cellm_cli.h), on stories260K: `--backend cuda` generates the reference greedy
+// tokens (the Runner sampling from the CUDA executor's pinned logits views and taking the device's
+// argmax for greedy sessions), and `--backend auto` picks CUDA when a device is visible and says so
+// in the summary and the report's config. Needs a GPU (label cuda). Thread-safety: test code, one
+// thread.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -49,6 +51,28 @@ TEST_F(CudaCliTest, GenerateOnCudaMatchesTheReferenceGreedyTokens) {
     EXPECT_EQ(out.at("generated_tokens"), c.at("generated_tokens")) << "exact " << exact;
     EXPECT_EQ(out.at("text"), c.at("text"));
   }
+}
+
+// `cellm perplexity` on CUDA (prompt rows summarized on the device) against the CPU's, on every
+// reference case's text at once, in chunks of 24 tokens.
+TEST_F(CudaCliTest, PerplexityOnCudaIsTheCpus) {
+  std::string text;
+  for (const nlohmann::json& c : reference().at("cases")) text += c.at("text").get<std::string>();
+  nlohmann::json got[2];
+  for (int b = 0; b < 2; ++b) {
+    const testing::CliResult r = testing::run_cellm(
+        {"perplexity", "--model", testing::test_model_path("stories260K.gguf"), "--text", text,
+         "--context", "24", "--json", "--backend", b == 0 ? "cpu" : "cuda"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    got[b] = nlohmann::json::parse(r.out);
+  }
+  EXPECT_EQ(got[1].at("backend"), "cuda");
+  EXPECT_EQ(got[1].at("tokens_scored"), got[0].at("tokens_scored"));
+  EXPECT_GT(got[0].at("chunks").get<int>(), 8);
+  const double cpu = got[0].at("perplexity").get<double>();
+  const double cuda = got[1].at("perplexity").get<double>();
+  std::printf("perplexity: cpu %.6f, cuda %.6f\n", cpu, cuda);
+  EXPECT_NEAR(cuda, cpu, 1e-4 * cpu);
 }
 
 TEST_F(CudaCliTest, RunWithAutoPicksCudaAndEveryPromptGetsItsReferenceTokens) {
