@@ -21,7 +21,10 @@ namespace {
 
 struct GenerateOptions {
   std::string model;
-  std::optional<std::string> prompt;
+  // A plain string with its option's count, as `cellm perplexity` keeps its --text (a
+  // std::optional<std::string> option read an empty --text on the device machine's CLI11).
+  std::string prompt;
+  CLI::Option* prompt_option = nullptr;
   std::string prompt_tokens;
   SamplingFlags sampling;
   bool chat = false;
@@ -35,15 +38,16 @@ int fail(const Status& status, int exit_code) {
 }
 
 int generate_command(const GenerateOptions& o) {
-  if (o.prompt.has_value() == !o.prompt_tokens.empty()) {
+  const bool has_prompt = o.prompt_option->count() > 0;
+  if (has_prompt == !o.prompt_tokens.empty()) {
     return fail(invalid_argument("give exactly one of --prompt and --prompt-tokens"), 2);
   }
-  if (o.chat && !o.prompt) return fail(invalid_argument("--chat needs --prompt"), 2);
+  if (o.chat && !has_prompt) return fail(invalid_argument("--chat needs --prompt"), 2);
   StatusOr<GenConfig> config = gen_config_from_flags(o.sampling);
   if (!config.ok()) return fail(config.status(), 2);
   if (const Status flags = check_engine_flags(o.engine); !flags.ok()) return fail(flags, 2);
   std::vector<int32_t> prompt_tokens;
-  if (!o.prompt) {
+  if (!has_prompt) {
     StatusOr<std::vector<int32_t>> ids = parse_int_list(o.prompt_tokens, "--prompt-tokens");
     if (!ids.ok()) return fail(ids.status(), 2);
     prompt_tokens = std::move(ids).value();
@@ -62,9 +66,9 @@ int generate_command(const GenerateOptions& o) {
                   2);
     }
   }
-  if (o.prompt) {
+  if (has_prompt) {
     StatusOr<std::vector<int32_t>> ids =
-        o.chat ? codec.encode_chat(*o.prompt) : codec.encode_prompt(*o.prompt);
+        o.chat ? codec.encode_chat(o.prompt) : codec.encode_prompt(o.prompt);
     if (!ids.ok()) return fail(ids.status(), 1);
     prompt_tokens = std::move(ids).value();
   }
@@ -101,7 +105,8 @@ void add_generate_command(CLI::App& app, CommandResult& result) {
   auto o = std::make_shared<GenerateOptions>();
   CLI::App* c = app.add_subcommand("generate", "Generate text from one prompt (one session)");
   c->add_option("--model", o->model, "Program or GGUF model file")->required();
-  c->add_option("--prompt", o->prompt, "Prompt text (BOS added when the model adds one)");
+  o->prompt_option =
+      c->add_option("--prompt", o->prompt, "Prompt text (BOS added when the model adds one)");
   c->add_option("--prompt-tokens", o->prompt_tokens, "Prompt token ids, e.g. 1,45,23 (as given)");
   c->add_option("-n,--max-new-tokens", o->sampling.max_new_tokens, "Tokens to generate (128)");
   add_sampling_flags(*c, o->sampling);

@@ -16,7 +16,6 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -31,8 +30,12 @@ namespace {
 
 struct PerplexityOptions {
   std::string model;
-  std::optional<std::string> file;
-  std::optional<std::string> text;
+  // Plain strings with their options' counts: as std::optional<std::string>, --text was read as
+  // empty on the device machine (its CLI11, not Debian's 2.1.2, which reads it whole).
+  std::string file;
+  std::string text;
+  CLI::Option* file_option = nullptr;
+  CLI::Option* text_option = nullptr;
   int32_t context = 512;
   int32_t max_chunks = 0;  // 0: every chunk
   bool json = false;
@@ -87,17 +90,17 @@ Status score_chunks(Runner& runner, std::vector<Chunk>& chunks, int32_t max_at_o
 }
 
 StatusOr<std::string> read_text(const PerplexityOptions& o) {
-  if (o.text) return *o.text;
-  std::ifstream in(*o.file, std::ios::binary);
-  if (!in.is_open()) return not_found("cannot read --file " + *o.file);
+  if (o.text_option->count() > 0) return o.text;
+  std::ifstream in(o.file, std::ios::binary);
+  if (!in.is_open()) return not_found("cannot read --file " + o.file);
   std::ostringstream text;
   text << in.rdbuf();
-  if (in.bad()) return data_loss("error reading --file " + *o.file);
+  if (in.bad()) return data_loss("error reading --file " + o.file);
   return text.str();
 }
 
 int perplexity_command(const PerplexityOptions& o) {
-  if (o.file.has_value() == o.text.has_value()) {
+  if ((o.file_option->count() > 0) == (o.text_option->count() > 0)) {
     return fail(invalid_argument("give exactly one of --file and --text"), 2);
   }
   if (const Status flags = check_engine_flags(o.engine); !flags.ok()) return fail(flags, 2);
@@ -177,8 +180,8 @@ void add_perplexity_command(CLI::App& app, CommandResult& result) {
   auto o = std::make_shared<PerplexityOptions>();
   CLI::App* c = app.add_subcommand("perplexity", "The model's perplexity on a text");
   c->add_option("--model", o->model, "Program or GGUF model file")->required();
-  c->add_option("--file", o->file, "The text, from a file");
-  c->add_option("--text", o->text, "The text itself");
+  o->file_option = c->add_option("--file", o->file, "The text, from a file");
+  o->text_option = c->add_option("--text", o->text, "The text itself");
   c->add_option("--context", o->context, "Tokens per chunk (512)")->check(CLI::Range(2, 1 << 30));
   c->add_option("--max-chunks", o->max_chunks, "Score only the first K chunks (0: all)")
       ->check(CLI::NonNegativeNumber);
