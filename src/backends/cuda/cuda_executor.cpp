@@ -265,14 +265,10 @@ StatusOr<BatchOutput> CudaExecutor::execute(const BatchInput& batch, bool return
   // No copy is in flight between steps (the previous execute() synchronized): grow freely.
   for (auto [buffer, bytes] :
        {std::pair{&host_logits_, logits_bytes}, std::pair{&host_tokens_, tokens_bytes}}) {
-    if (buffer->num_bytes() >= bytes) continue;
-    buffer->reset();
-    StatusOr<PinnedBuffer> grown = PinnedBuffer::allocate(bytes);
-    if (!grown.ok()) {
+    if (const Status grown = buffer->grow_to(bytes); !grown.ok()) {
       abort_step(step);
-      return grown.status().with_context("pinned step outputs");
+      return grown.with_context("pinned step outputs");
     }
-    *buffer = std::move(grown).value();
   }
   const StatusOr<bool> summarize = prepare_logprobs(batch, output);
   if (!summarize.ok()) {

@@ -26,25 +26,18 @@ StatusOr<bool> CudaExecutor::prepare_logprobs(const BatchInput& batch, const Bat
   // No copy or kernel of an earlier step is in flight (its execute() synchronized): grow freely.
   for (auto [buffer, bytes] :
        {std::pair{&host_logprob_asks_, ask_bytes}, std::pair{&host_logprob_rows_, row_bytes}}) {
-    if (buffer->num_bytes() >= bytes) continue;
-    buffer->reset();
-    StatusOr<PinnedBuffer> grown = PinnedBuffer::allocate(bytes);
-    if (!grown.ok()) return grown.status().with_context("pinned log-probability summaries");
-    *buffer = std::move(grown).value();
+    CELLM_RETURN_IF_ERROR(buffer->grow_to(bytes).with_context("pinned log-probability summaries"));
   }
   const size_t scratch_bytes = kernels::row_logprobs_scratch_bytes(static_cast<int32_t>(rows));
+  const bool new_scratch = logprob_scratch_.num_bytes() < scratch_bytes;
   for (auto [buffer, bytes] :
        {std::pair{&logprob_asks_, ask_bytes}, std::pair{&logprob_rows_, row_bytes},
         std::pair{&logprob_scratch_, scratch_bytes}}) {
-    if (buffer->num_bytes() >= bytes) continue;
-    buffer->reset();
-    StatusOr<DeviceBuffer> grown = DeviceBuffer::allocate(bytes);
-    if (!grown.ok()) return grown.status().with_context("log-probability summaries");
-    *buffer = std::move(grown).value();
-    if (buffer == &logprob_scratch_) {  // the kernel leaves it zeroed after every launch
-      CELLM_CUDA_RETURN_IF_ERROR(
-          cudaMemsetAsync(buffer->as<uint8_t>(), 0, buffer->num_bytes(), stream_.get()));
-    }
+    CELLM_RETURN_IF_ERROR(buffer->grow_to(bytes).with_context("log-probability summaries"));
+  }
+  if (new_scratch) {  // the kernel leaves it zeroed after every launch
+    CELLM_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(logprob_scratch_.as<uint8_t>(), 0,
+                                               logprob_scratch_.num_bytes(), stream_.get()));
   }
   int32_t* asks = host_logprob_asks_.as<int32_t>();  // [2, rows]: num_top, then scored token
   for (size_t i = 0; i < rows; ++i) {

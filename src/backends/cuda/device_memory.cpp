@@ -40,6 +40,16 @@ void CudaAllocation<Kind>::reset() {
   num_bytes_ = 0;
 }
 
+template <class Kind>
+Status CudaAllocation<Kind>::grow_to(size_t num_bytes) {
+  if (num_bytes_ >= num_bytes) return ok_status();
+  reset();
+  StatusOr<CudaAllocation> grown = allocate(num_bytes);
+  if (!grown.ok()) return grown.status();
+  *this = std::move(grown).value();
+  return ok_status();
+}
+
 template class CudaAllocation<DeviceMemoryKind>;
 template class CudaAllocation<PinnedMemoryKind>;
 

@@ -50,6 +50,9 @@ class CudaAllocation {
   ~CudaAllocation() { reset(); }
 
   void reset();
+  // At least `num_bytes`: unchanged when already that large, else released and allocated anew
+  // (contents lost; on failure the buffer is left empty). Nothing may be using it.
+  Status grow_to(size_t num_bytes);
   void* data() const { return data_; }
   template <typename T>
   T* as() const {
