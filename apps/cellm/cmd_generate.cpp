@@ -21,9 +21,7 @@ namespace {
 
 struct GenerateOptions {
   std::string model;
-  // A plain string with its option's count, as `cellm perplexity` keeps its --text (a
-  // std::optional<std::string> option read an empty --text on the device machine's CLI11).
-  std::string prompt;
+  std::string prompt;  // given when prompt_option's count is 1
   CLI::Option* prompt_option = nullptr;
   std::string prompt_tokens;
   SamplingFlags sampling;

@@ -30,10 +30,8 @@ namespace {
 
 struct PerplexityOptions {
   std::string model;
-  // Plain strings with their options' counts: as std::optional<std::string>, --text was read as
-  // empty on the device machine (its CLI11, not Debian's 2.1.2, which reads it whole).
-  std::string file;
-  std::string text;
+  std::string file;  // given when file_option's count is 1
+  std::string text;  // given when text_option's count is 1
   CLI::Option* file_option = nullptr;
   CLI::Option* text_option = nullptr;
   int32_t context = 512;

@@ -56,8 +56,11 @@ TEST_F(CudaCliTest, GenerateOnCudaMatchesTheReferenceGreedyTokens) {
 // `cellm perplexity` on CUDA (prompt rows summarized on the device) against the CPU's, on every
 // reference case's text at once, in chunks of 24 tokens.
 TEST_F(CudaCliTest, PerplexityOnCudaIsTheCpus) {
+  // The reference held in a local: a range-for over reference().at("cases") would iterate a
+  // destroyed temporary (C++20 extends only the outermost temporary's life).
+  const nlohmann::json cases = reference().at("cases");
   std::string text;
-  for (const nlohmann::json& c : reference().at("cases")) text += c.at("text").get<std::string>();
+  for (const nlohmann::json& c : cases) text += c.at("text").get<std::string>();
   nlohmann::json got[2];
   for (int b = 0; b < 2; ++b) {
     const testing::CliResult r = testing::run_cellm(
