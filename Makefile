@@ -34,12 +34,12 @@ test: build
 
 asan-ubsan: deps
 	cmake --preset asan-ubsan >/dev/null
-	cmake --build --preset asan-ubsan -j $(JOBS)
+	cmake --build --preset asan-ubsan -j $(JOBS) --target cellm_tests_unit
 	CELLM_TEST_MODELS=$(abspath $(MODELS)) ctest --preset asan-ubsan -j $(JOBS) -L unit
 
 tsan: deps
 	cmake --preset tsan >/dev/null
-	cmake --build --preset tsan -j $(JOBS)
+	cmake --build --preset tsan -j $(JOBS) --target cellm_tests_threads
 	CELLM_TEST_MODELS=$(abspath $(MODELS)) ctest --preset tsan -j $(JOBS) -L threads
 
 # Builds the libFuzzer targets, writes seed corpora under build/fuzz/corpus (gguf_fuzz_seeds from

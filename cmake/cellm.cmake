@@ -49,6 +49,27 @@ function(cellm_add_library name)
   target_link_libraries(cellm_${name} PUBLIC ${_deps} ${ARG_EXTERNAL})
 endfunction()
 
+# Test binaries by label: cellm_label_targets(LABELS ... TARGETS ...) records what a label's tests
+# run; cellm_add_label_targets(), called once at the end, makes a `cellm_tests_<label>` target
+# that builds them, so a job that runs one label (the sanitizer jobs) builds only those.
+function(cellm_label_targets)
+  cmake_parse_arguments(ARG "" "" "LABELS;TARGETS" ${ARGN})
+  foreach(label IN LISTS ARG_LABELS)
+    set_property(GLOBAL APPEND PROPERTY CELLM_TEST_LABELS ${label})
+    set_property(GLOBAL APPEND PROPERTY CELLM_LABEL_TARGETS_${label} ${ARG_TARGETS})
+  endforeach()
+endfunction()
+
+function(cellm_add_label_targets)
+  get_property(labels GLOBAL PROPERTY CELLM_TEST_LABELS)
+  list(REMOVE_DUPLICATES labels)
+  foreach(label IN LISTS labels)
+    get_property(targets GLOBAL PROPERTY CELLM_LABEL_TARGETS_${label})
+    add_custom_target(cellm_tests_${label})
+    add_dependencies(cellm_tests_${label} ${targets})
+  endforeach()
+endfunction()
+
 # cellm_add_test(NAME SOURCES ... LIBS ... [LABELS ...] [TIMEOUT s])
 # One gtest binary registered as one ctest (gtest filters stay available by hand).
 function(cellm_add_test name)
@@ -56,6 +77,7 @@ function(cellm_add_test name)
   add_executable(${name} ${ARG_SOURCES})
   target_compile_options(${name} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${CELLM_WARNINGS}>)
   target_link_libraries(${name} PRIVATE ${ARG_LIBS} cellm_test_support GTest::gtest GTest::gmock)
+  cellm_label_targets(LABELS ${ARG_LABELS} TARGETS ${name})
   add_test(NAME ${name} COMMAND ${name})
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 600)

@@ -24,3 +24,4 @@ add_test(NAME cellm_inspect_truncated
           -DMODELS_DEFAULT=${CELLM_TEST_MODELS} -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/inspect_test
           -P ${CMAKE_CURRENT_SOURCE_DIR}/gguf_inspect_truncated_test.cmake)
 set_tests_properties(cellm_inspect_truncated PROPERTIES LABELS unit TIMEOUT 60)
+cellm_label_targets(LABELS unit TARGETS cellm gguf_truncate_copy)
