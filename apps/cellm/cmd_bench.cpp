@@ -72,6 +72,7 @@ void add_bench_command(CLI::App& app, CommandResult& result) {
     bool compare_eager = false;
     bool compare_device_argmax = false;
     int32_t compare_logprobs = -1;
+    bool compare_sampling = false;
     bool resident_bf16 = false;
     bool no_resident_bf16 = false;
     bool exact_activations = false;
@@ -118,6 +119,9 @@ void add_bench_command(CLI::App& app, CommandResult& result) {
                    "Also time the widest decode with every row's log-probabilities and this many "
                    "top tokens: summarized on the device, then from rows copied to the host")
       ->check(CLI::Range(0, 20));
+  command->add_flag("--compare-sampling", flags->compare_sampling,
+                    "Also time the widest decode with every row sampled (T 0.8, top-k 20, top-p "
+                    "0.95): from candidates listed on the device, then from the rows on the host");
   command->add_flag("--resident-bf16", flags->resident_bf16,
                     "Keep bf16 copies of quantized matrices for wide products (default: where "
                     "they fit beside the KV pool)");
@@ -149,6 +153,7 @@ void add_bench_command(CLI::App& app, CommandResult& result) {
     options.compare_eager = flags->compare_eager;
     options.compare_device_argmax = flags->compare_device_argmax;
     options.compare_logprobs = flags->compare_logprobs;
+    options.compare_sampling = flags->compare_sampling;
     options.resident_bf16 = flags->resident_bf16;
     options.resident_bf16_if_room = !flags->no_resident_bf16;
     options.int8_activations = !flags->exact_activations;

@@ -29,6 +29,9 @@ using SessionId = uint64_t;
 // The most top tokens a row's log-probabilities may ask for (StepInput::num_top_logprobs).
 inline constexpr int32_t kMaxTopLogprobs = 20;
 
+// The best tokens of a row an executor lists for sampling (StepInput::candidates_temperature).
+inline constexpr int32_t kSamplingCandidates = 32;
+
 struct StepInput {
   SessionId session = 0;
   int32_t start_pos = 0;            // position of tokens[0] in the session; >= 0
@@ -43,6 +46,10 @@ struct StepInput {
   // A token whose logit the summary reports too (RowLogprobs::scored_logit; a prompt's next token
   // for prompt log-probabilities); kNoToken: none.
   int32_t scored_token = kNoToken;
+  // With wants_output, an executor that computes_candidates() lists the kept row's best tokens
+  // and its softmax normalizer at this temperature (OutputRow::candidates) when it is > 0, so
+  // that a sampler may draw without reading the row (Sampler::sample_from_candidates). 0: none.
+  float candidates_temperature = 0.0f;
 };
 
 struct BatchInput {
@@ -65,6 +72,20 @@ struct RowLogprobs {
   std::vector<std::pair<int32_t, float>> top;
 };
 
+// What sampling at one temperature T needs of a logits row when the draw stays among its best
+// tokens (StepInput::candidates_temperature): the row's kSamplingCandidates best finite logits
+// and the normalizer over all of them. Plain values; sampling_candidates (sampler.h) is the
+// host's definition.
+struct RowCandidates {
+  float max_logit = -std::numeric_limits<float>::infinity();  // -infinity: no finite logit
+  float temperature = 0.0f;                                   // the T asked for
+  // Σ exp(v / T − max_logit / T) over the finite logits v, each term in double.
+  double total = 0.0;
+  // The best min(kSamplingCandidates, finite logits) as (token, logit), best first, the lower id
+  // first on ties: every finite logit of the row when it holds fewer than kSamplingCandidates.
+  std::vector<std::pair<int32_t, float>> top;
+};
+
 struct OutputRow {
   SessionId session = 0;
   int32_t input_index = 0;   // the BatchInput input that asked for it
@@ -79,6 +100,9 @@ struct OutputRow {
   // The row's log-probability summary, when its input asked for one and the executor computes
   // them (Executor::computes_logprobs()).
   std::optional<RowLogprobs> logprobs;
+  // The row's sampling candidates, when its input asked for them and the executor computes them
+  // (Executor::computes_candidates()).
+  std::optional<RowCandidates> candidates;
 };
 
 struct BatchOutput {

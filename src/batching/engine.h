@@ -186,6 +186,10 @@ class Engine {
     std::optional<StatusOr<int32_t>> token;
     std::optional<TokenLogprobs> logprobs;
   };
+  // The token (and its log-probabilities) from the row's sampling candidates, when they decide
+  // it without the row; nullopt otherwise.
+  static std::optional<PickedToken> pick_from_candidates(const EngineSession& session,
+                                                         const BatchOutput& out, size_t row);
   // Whether picking session's token from output row `row` reads the row on the host.
   static bool pick_reads_row(const EngineSession& session, const BatchOutput& out, size_t row);
   // Touches only the session's generation (its sampler's scratch): safe on any thread while no

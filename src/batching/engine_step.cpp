@@ -126,6 +126,9 @@ void Engine::run_step() {
       const SamplingParams& sampling = session.generation->config.sampling;
       if (last && slice.wants_output) {
         input.num_top_logprobs = sampling.logprobs;
+        if (executor_.computes_candidates() && session.generation->sampler.takes_candidates()) {
+          input.candidates_temperature = sampling.temperature;
+        }
       } else if (prompt_row) {
         input.num_top_logprobs = sampling.prompt_logprobs;
         input.scored_token = session.tokens[static_cast<size_t>(p + 1)];
@@ -223,7 +226,8 @@ void Engine::run_step() {
   }
 
   // Rows the host reads are picked in parallel; the others (the executor's argmax, its
-  // summaries) on this thread. Picking touches only each row's own generation.
+  // summaries, sampling candidates that decide the draw) on this thread. Picking touches only
+  // each row's own generation.
   std::vector<size_t> reading;
   for (size_t i = 0; i < completions.size(); ++i) {
     Completion& c = completions[i];
@@ -231,7 +235,9 @@ void Engine::run_step() {
         c.session->generation->state->cancel_requested.load(std::memory_order_acquire)) {
       continue;  // nothing to pick: complete_task finishes it
     }
-    if (pick_reads_row(*c.session, *output, c.row)) {
+    if (std::optional<PickedToken> picked = pick_from_candidates(*c.session, *output, c.row)) {
+      c.picked = std::move(*picked);
+    } else if (pick_reads_row(*c.session, *output, c.row)) {
       reading.push_back(i);
     } else {
       c.picked = pick_token(*c.session, *output, c.row);
@@ -289,6 +295,30 @@ void Engine::fail_step(const StepSchedule& plan, const Status& status) {
     scheduler_.cancel(session.id);  // a partial prompt task is still there
     finish(session, FinishReason::kFailed, message);
   }
+}
+
+std::optional<Engine::PickedToken> Engine::pick_from_candidates(const EngineSession& session,
+                                                                const BatchOutput& out,
+                                                                size_t row) {
+  const ActiveGeneration& generation = *session.generation;
+  const OutputRow& output = out.outputs[row];
+  if (!output.candidates.has_value() || !generation.sampler.takes_candidates()) return std::nullopt;
+  const int32_t num_logprobs = generation.config.sampling.logprobs;
+  if (num_logprobs >= 0 && !output.logprobs.has_value()) return std::nullopt;  // needs the row
+  const std::optional<int32_t> token = generation.sampler.sample_from_candidates(
+      *output.candidates, static_cast<int64_t>(session.tokens.size()));
+  if (!token.has_value()) return std::nullopt;
+  PickedToken picked;
+  picked.token.emplace(*token);
+  if (num_logprobs >= 0) {
+    // A decided token is one of the candidates: its logit is listed.
+    const auto& top = output.candidates->top;
+    const auto listed = std::find_if(top.begin(), top.end(),
+                                     [&](const auto& entry) { return entry.first == *token; });
+    CELLM_CHECK(listed != top.end()) << "a token drawn from candidates is not among them";
+    picked.logprobs = logprobs_from_summary(*output.logprobs, *token, listed->second);
+  }
+  return picked;
 }
 
 bool Engine::pick_reads_row(const EngineSession& session, const BatchOutput& out, size_t row) {

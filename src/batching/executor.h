@@ -73,6 +73,11 @@ class Executor {
   // (StepInput::num_top_logprobs >= 0), with or without return_logits: a caller then needs the
   // rows themselves only to sample them (the CUDA executor summarizes them on the device).
   virtual bool computes_logprobs() const { return false; }
+
+  // True when execute() fills OutputRow::candidates for every output row whose input asked
+  // (StepInput::candidates_temperature > 0), with or without return_logits (the CUDA executor
+  // lists them on the device): most sampled rows then draw without the host reading the row.
+  virtual bool computes_candidates() const { return false; }
 };
 
 }  // namespace cellm

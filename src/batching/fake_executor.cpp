@@ -125,6 +125,9 @@ StatusOr<BatchOutput> FakeExecutor::execute(const BatchInput& batch, bool return
       out.outputs[k].logprobs =
           summarize_logprobs(logits, input.scored_token, input.num_top_logprobs);
     }
+    if (config_.candidates && input.candidates_temperature > 0.0f) {
+      out.outputs[k].candidates = sampling_candidates(logits, input.candidates_temperature);
+    }
     if (config_.nan_logits) poison();
     if (return_logits) logits_.insert(logits_.end(), logits.begin(), logits.end());
   }

@@ -43,6 +43,9 @@ struct FakeExecutorConfig {
   // Fill OutputRow::logprobs where an input asks (summarize_logprobs of the row), as the CUDA
   // executor does on the device.
   bool logprobs = false;
+  // Fill OutputRow::candidates where an input asks (sampling_candidates of the row), as the CUDA
+  // executor does on the device.
+  bool candidates = false;
 };
 
 // The toy model's logits for the token after `context` ([vocab], in [0, 1)).
@@ -59,6 +62,7 @@ class FakeExecutor : public TableExecutor {
   StatusOr<BatchOutput> execute(const BatchInput& batch, bool return_logits) override;
   bool computes_greedy_tokens() const override { return config_.greedy_tokens; }
   bool computes_logprobs() const override { return config_.logprobs; }
+  bool computes_candidates() const override { return config_.candidates; }
   // The session verbs are TableExecutor's, counted here.
   std::optional<SessionId> open_session() override;
   Status close_session(SessionId id) override;

@@ -13,6 +13,15 @@
 // argmax: takes_argmax()); bias and penalties copy the row once. Sampling never sorts the whole
 // vocabulary: top-k selects k tokens, and the nucleus and the draw sort only the prefix of
 // candidates (best first) they reach, extended by partial selection as needed.
+//
+// A row an executor lists as candidates (batch.h's RowCandidates: its best kSamplingCandidates
+// tokens and the normalizer at the sampler's temperature) is sampled from them when the chain's
+// outcome lies among them — top-k within the list, a nucleus or min-p cut inside it, or a draw
+// that lands there — with the same arithmetic in the same order, so the token is the one
+// sample() picks from the whole row. (With no top-k, the normalizer is the executor's sum: the
+// CUDA executor's differs from the host's by rounding only, so the two agree unless the draw
+// falls within that rounding of a boundary.) Otherwise sample_from_candidates says so and the
+// caller samples the row.
 // Knows no sessions, tensors or threads. Who calls it: the Runner, once per output row.
 // Thread-safety: a Sampler is used by one thread at a time (it keeps scratch buffers);
 // sampling_uniform, argmax_finite and max_finite are pure.
@@ -20,9 +29,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
+#include "batching/batch.h"
 #include "batching/gen_config.h"
 #include "core/status.h"
 #include "core/token_id.h"
@@ -39,6 +50,11 @@ int32_t argmax_finite(std::span<const float> row);
 // The largest finite value of `row`; -infinity when none is finite.
 float max_finite(std::span<const float> row);
 
+// The host's definition of a row's sampling candidates at `temperature` (> 0): what an executor
+// that computes_candidates() returns, the normalizer summed in vocabulary order as sample() sums
+// it.
+RowCandidates sampling_candidates(std::span<const float> row, float temperature);
+
 class Sampler {
  public:
   // params must pass validate_gen_config; its token ids must lie in the vocabulary (the Runner
@@ -53,6 +69,16 @@ class Sampler {
   // True when sample() returns the raw row's argmax_finite (greedy, no bias, no penalties): a
   // caller that already holds the argmax (OutputRow::greedy_token) may use it instead.
   bool takes_argmax() const { return takes_argmax_; }
+
+  // True when sample_from_candidates may stand in for sample(): sampling at a temperature, no
+  // bias, no penalties (they rewrite the row).
+  bool takes_candidates() const { return params_.temperature > 0.0f && !rewrites_scores_; }
+
+  // The token sample() picks for `position` (the context's size) from the row `candidates`
+  // lists (at this sampler's temperature), or nullopt when the list does not decide it (the
+  // caller then samples the row). Needs takes_candidates().
+  std::optional<int32_t> sample_from_candidates(const RowCandidates& candidates,
+                                                int64_t position) const;
 
   const SamplingParams& params() const { return params_; }
   uint64_t seed() const { return seed_; }

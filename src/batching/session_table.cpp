@@ -1,5 +1,6 @@
 #include "batching/session_table.h"
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -152,6 +153,11 @@ StatusOr<PackedStep> SessionTable::pack(const BatchInput& batch) {
                               " top tokens (-1 or at most " + std::to_string(kMaxTopLogprobs) +
                               ") or scored token " + std::to_string(input.scored_token) +
                               " outside the vocabulary");
+    }
+    if (!(input.candidates_temperature >= 0.0f && std::isfinite(input.candidates_temperature))) {
+      return invalid_argument(input_name(i, input.session) + ": sampling candidates at temperature " +
+                              std::to_string(input.candidates_temperature) +
+                              " (0 for none, or a finite temperature above 0)");
     }
     const int64_t first = static_cast<int64_t>(input.start_pos) + input.begin;
     const int64_t last = static_cast<int64_t>(input.start_pos) + input.end;  // one past

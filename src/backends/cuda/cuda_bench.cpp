@@ -15,6 +15,7 @@
 #include "backends/cuda/device_memory.h"
 #include "backends/cuda/hardware_limits.h"
 #include "backends/cuda/model_geometry.h"
+#include "batching/sampler.h"
 #include "batching/token_logprobs.h"
 #include "core/check.h"
 #include "program/program.h"
@@ -157,9 +158,18 @@ class Bench {
   // With `num_top_logprobs` >= 0 every row also asks for its log-probabilities: summarized by
   // the executor (OutputRow::logprobs), or with `host_logprobs` computed from each row on this
   // thread (token_logprobs), as for an executor that summarizes none.
+  // With `sampling`, every row is sampled with it on this thread instead: from the row, or with
+  // `from_candidates` from the candidates the executor lists (the row where they do not decide).
   StatusOr<StepTimes> time_decode(const std::vector<SessionId>& sessions, int32_t n,
                                   bool return_logits, int32_t num_top_logprobs = -1,
-                                  bool host_logprobs = false) {
+                                  bool host_logprobs = false,
+                                  const SamplingParams* sampling = nullptr,
+                                  bool from_candidates = false) {
+    std::vector<Sampler> samplers;
+    std::vector<std::vector<int32_t>> contexts(static_cast<size_t>(n));
+    if (sampling != nullptr) {
+      for (int32_t i = 0; i < n; ++i) samplers.emplace_back(*sampling, 11 + i);
+    }
     std::vector<int32_t> next(static_cast<size_t>(n));
     std::vector<int32_t> pos(static_cast<size_t>(n));
     for (int32_t i = 0; i < n; ++i) {
@@ -179,6 +189,7 @@ class Bench {
             input.end = 1;
             input.wants_output = true;
             if (!host_logprobs) input.num_top_logprobs = num_top_logprobs;
+            if (from_candidates) input.candidates_temperature = sampling->temperature;
             batch.inputs.push_back(input);
           }
           return batch;
@@ -191,6 +202,11 @@ class Bench {
             const OutputRow& row = output.outputs[static_cast<size_t>(i)];
             next[static_cast<size_t>(i)] =
                 row.greedy_token != kNoToken ? row.greedy_token : tokens_.next();
+            if (sampling != nullptr) {
+              next[static_cast<size_t>(i)] = sample_row(samplers[static_cast<size_t>(i)],
+                                                        contexts[static_cast<size_t>(i)], output,
+                                                        static_cast<size_t>(i));
+            }
             if (num_top_logprobs < 0) continue;
             const int32_t token = next[static_cast<size_t>(i)];
             const auto vocab = static_cast<size_t>(output.vocab_size);
@@ -206,6 +222,35 @@ class Bench {
             logprob_sum_ += logprobs.logprob;  // used, so that nothing is optimized away
           }
         });
+  }
+
+  // Row `i`'s token from its candidates when they decide it, else from the row; appended to
+  // `context`.
+  int32_t sample_row(Sampler& sampler, std::vector<int32_t>& context, const BatchOutput& output,
+                     size_t i) {
+    const OutputRow& row = output.outputs[i];
+    std::optional<int32_t> token;
+    if (row.candidates.has_value()) {
+      token = sampler.sample_from_candidates(*row.candidates, static_cast<int64_t>(context.size()));
+      ++num_candidate_rows_;
+      num_decided_rows_ += token.has_value();
+    }
+    if (!token.has_value()) {
+      const auto vocab = static_cast<size_t>(output.vocab_size);
+      const StatusOr<int32_t> sampled = sampler.sample(output.logits.subspan(i * vocab, vocab),
+                                                       context);
+      CELLM_CHECK(sampled.ok()) << sampled.status().to_string();
+      token = *sampled;
+    }
+    context.push_back(*token);
+    return *token;
+  }
+
+  // Rows that listed candidates since the last call, and how many of them decided the draw.
+  std::pair<int64_t, int64_t> take_candidate_counts() {
+    const std::pair<int64_t, int64_t> counts = {num_candidate_rows_, num_decided_rows_};
+    num_candidate_rows_ = num_decided_rows_ = 0;
+    return counts;
   }
 
   // Times one execute of a fresh session's `length`-token prompt, keeping its last row.
@@ -239,6 +284,8 @@ class Bench {
   uint64_t lm_macs_ = 0;
   uint64_t layer_macs_ = 0;
   double logprob_sum_ = 0.0;
+  int64_t num_candidate_rows_ = 0;
+  int64_t num_decided_rows_ = 0;
 };
 
 }  // namespace
@@ -393,6 +440,25 @@ StatusOr<CudaBenchReport> run_cuda_bench(const CudaBenchOptions& options,
         CELLM_RETURN_IF_ERROR(t.status());
         bench.add_result(fmt::format("decode {} sessions, logprobs {} on the {}", n, top,
                                      host ? "host" : "device"),
+                         "tok/s", n * 1e3 / t->ms, *t, n, n, (n + w - 1) / w);
+      }
+    }
+    if (options.compare_sampling) {
+      const int32_t n = counts.back();
+      SamplingParams sampling;
+      sampling.temperature = 0.8f;
+      sampling.top_k = 20;
+      sampling.top_p = 0.95f;
+      for (const bool listed : {true, false}) {
+        say(fmt::format("decode with {} sessions, every row sampled on the host thread {}", n,
+                        listed ? "from candidates listed on the device" : "from the rows"));
+        const StatusOr<StepTimes> t =
+            bench.time_decode(sessions, n, true, -1, false, &sampling, listed);
+        CELLM_RETURN_IF_ERROR(t.status());
+        const auto [rows, decided] = bench.take_candidate_counts();
+        if (listed) say(fmt::format("  the candidates decided {} of {} draws", decided, rows));
+        bench.add_result(fmt::format("decode {} sessions, sampled from {}", n,
+                                     listed ? "device candidates" : "the rows"),
                          "tok/s", n * 1e3 / t->ms, *t, n, n, (n + w - 1) / w);
       }
     }

@@ -270,16 +270,21 @@ StatusOr<BatchOutput> CudaExecutor::execute(const BatchInput& batch, bool return
       return grown.with_context("pinned step outputs");
     }
   }
-  const StatusOr<bool> summarize = prepare_logprobs(batch, output);
-  if (!summarize.ok()) {
-    abort_step(step);
-    return summarize.status();
+  RowAsks asks;
+  {
+    const StatusOr<bool> summarize = prepare_logprobs(batch, output);
+    const StatusOr<bool> list = summarize.ok() ? prepare_candidates(batch, output) : false;
+    if (!summarize.ok() || !list.ok()) {
+      abort_step(step);
+      return summarize.ok() ? list.status() : summarize.status();
+    }
+    asks = {*summarize, *list};
   }
   const std::vector<SliceCall> calls = plan_slices(step.num_tokens, spec_.max_step_tokens,
                                                    spec_.min_prefill_chunk, spec_.decode_widths);
   Status status = ok_status();
   for (const SliceCall& call : calls) {
-    status = run_call(step, call, copy_logits, *summarize);
+    status = run_call(step, call, copy_logits, asks);
     if (!status.ok()) {
       status = status.with_context(std::string(slice_method_name(call.method)) + " call at token " +
                                    std::to_string(call.begin));
@@ -323,7 +328,8 @@ StatusOr<BatchOutput> CudaExecutor::execute(const BatchInput& batch, bool return
       output.outputs[i].greedy_token = token < 0 ? kNoToken : token;  // -1: nothing finite
     }
   }
-  if (*summarize) take_logprobs(batch, output);
+  if (asks.logprobs) take_logprobs(batch, output);
+  if (asks.candidates) take_candidates(batch, output);
   if (return_logits) {  // a view of the pinned rows: no copy
     output.vocab_size = config_.vocab_size;
     output.logits = last_logits_;
@@ -349,7 +355,7 @@ void CudaExecutor::count_step(const std::vector<SliceCall>& calls) {
 }
 
 Status CudaExecutor::run_call(const PackedStep& step, const SliceCall& call, bool copy_logits,
-                              bool summarize, int32_t* host_tokens, const int32_t* token_source,
+                              RowAsks asks, int32_t* host_tokens, const int32_t* token_source,
                               bool timed) {
   const int32_t begin = call.begin;
   const int32_t num_tokens = call.num_tokens;
@@ -387,9 +393,12 @@ Status CudaExecutor::run_call(const PackedStep& step, const SliceCall& call, boo
                                                rows.local_rows.size() * sizeof(int32_t),
                                                cudaMemcpyDeviceToHost, stream_.get()));
   }
-  if (!rows.local_rows.empty() && summarize) {
-    CELLM_RETURN_IF_ERROR(
-        summarize_rows(rows.first_kept, static_cast<int32_t>(rows.local_rows.size())));
+  const auto num_kept = static_cast<int32_t>(rows.local_rows.size());
+  if (num_kept > 0 && asks.logprobs) {
+    CELLM_RETURN_IF_ERROR(summarize_rows(rows.first_kept, num_kept));
+  }
+  if (num_kept > 0 && asks.candidates) {
+    CELLM_RETURN_IF_ERROR(list_candidates(rows.first_kept, num_kept));
   }
   if (!rows.local_rows.empty() && copy_logits) {
     const size_t vocab = static_cast<size_t>(config_.vocab_size);

@@ -91,10 +91,13 @@ class CudaExecutor final : public TableExecutor {
   // options.device_argmax, OutputRow::greedy_token is each row's argmax, and a step that asks for
   // no logits copies none (unless set_copy_logits(true)); without it, rows are always copied.
   // Rows whose input asks (StepInput::num_top_logprobs >= 0) are summarized on the device
-  // (kernels/row_logprobs.cuh) into OutputRow::logprobs; only the summaries are copied.
+  // (kernels/row_logprobs.cuh) into OutputRow::logprobs, and rows asking for sampling candidates
+  // (StepInput::candidates_temperature > 0) listed there (kernels/row_candidates.cuh) into
+  // OutputRow::candidates; only the summaries and the lists are copied.
   StatusOr<BatchOutput> execute(const BatchInput& batch, bool return_logits) override;
   bool computes_greedy_tokens() const override { return options_.device_argmax; }
   bool computes_logprobs() const override { return true; }
+  bool computes_candidates() const override { return true; }
 
   // TableExecutor's session verbs, each dropping a step run ahead first (options.run_ahead);
   // cache_usage() and session_length() answer as if it were dropped, without dropping it.
@@ -128,15 +131,21 @@ class CudaExecutor final : public TableExecutor {
   // The CUDA-only checks on top of executor_setup's: the pool's row count fits.
   Status validate();
   Status capture_graphs();
+  // What a step's kept rows ask of the device beyond their logits and argmax.
+  struct RowAsks {
+    bool logprobs = false;    // summaries (prepare_logprobs uploaded the asks)
+    bool candidates = false;  // sampling candidates (prepare_candidates uploaded the asks)
+  };
   // One call of the plan: declare + place its real tokens, grow the pool, upload, run the
   // forward (graph or eager), copy the kept rows' logits to pinned memory at `first_kept` and,
   // with device_argmax, their argmax tokens to `host_tokens` (host_tokens_ when null). With
-  // `summarize`, the kept rows that ask are summarized for log-probabilities (the asks already
-  // on the device: prepare_logprobs) and the summaries copied to host_logprob_rows_.
+  // `asks.logprobs`, the kept rows that ask are summarized for log-probabilities and the
+  // summaries copied to host_logprob_rows_; with `asks.candidates`, the same for sampling
+  // candidates into host_candidate_rows_.
   // `token_source` (device, or null): the call's tokens are copied from there after the upload
   // (a step run ahead reads the previous step's argmax). `timed`: the step's first call records
   // step_begin_ (options.time_steps).
-  Status run_call(const PackedStep& step, const SliceCall& call, bool copy_logits, bool summarize,
+  Status run_call(const PackedStep& step, const SliceCall& call, bool copy_logits, RowAsks asks,
                   int32_t* host_tokens = nullptr, const int32_t* token_source = nullptr,
                   bool timed = true);
   // Log-probability summaries (cuda_executor_logprobs.cpp). Whether any output row of the step
@@ -147,6 +156,10 @@ class CudaExecutor final : public TableExecutor {
   Status summarize_rows(int32_t first_kept, int32_t num_kept);
   // After the step synchronized: OutputRow::logprobs of every row that asked.
   void take_logprobs(const BatchInput& batch, BatchOutput& output) const;
+  // Sampling candidates (cuda_executor_candidates.cpp), the same three steps.
+  StatusOr<bool> prepare_candidates(const BatchInput& batch, const BatchOutput& output);
+  Status list_candidates(int32_t first_kept, int32_t num_kept);
+  void take_candidates(const BatchInput& batch, BatchOutput& output) const;
 
   // Run ahead (cuda_executor_ahead.cpp). Whether `batch` is one session's one-token step whose
   // token is the previous one-session step's argmax at the position after it, asking for no
@@ -194,6 +207,12 @@ class CudaExecutor final : public TableExecutor {
   DeviceBuffer logprob_rows_;
   DeviceBuffer logprob_scratch_;  // the kernel's split partials; zeroed when (re)allocated
   int32_t logprob_stride_ = 0;    // outputs of the step: where the scored tokens start in the asks
+  // Sampling candidates, grown likewise: each output row's temperature ([outputs] f32, 0: none)
+  // and its list ([outputs] kernels::RowCandidatesSummary), pinned and on the device.
+  PinnedBuffer host_candidate_asks_;
+  PinnedBuffer host_candidate_rows_;
+  DeviceBuffer candidate_asks_;
+  DeviceBuffer candidate_rows_;
   std::span<const float> last_logits_;
   CellStep cell_step_;    // reused by every call
   CudaEvent step_begin_;  // options.time_steps: before the first call's upload

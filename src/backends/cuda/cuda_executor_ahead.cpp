@@ -15,8 +15,10 @@ bool CudaExecutor::follows_greedy(const BatchInput& batch, bool return_logits) c
     return false;
   }
   const StepInput& input = batch.inputs[0];
-  // A row summarized for log-probabilities is not what the step run ahead computes.
-  return input.wants_output && input.num_top_logprobs < 0 && input.end - input.begin == 1 &&
+  // A row summarized for log-probabilities or listing candidates is not what the step run ahead
+  // computes.
+  return input.wants_output && input.num_top_logprobs < 0 && input.candidates_temperature <= 0.0f &&
+         input.end - input.begin == 1 &&
          input.session == greedy_tail_.session &&
          input.start_pos + input.begin == greedy_tail_.position &&
          input.tokens[static_cast<size_t>(input.begin)] == greedy_tail_.token &&
@@ -46,7 +48,7 @@ void CudaExecutor::run_ahead(SessionId session, int32_t position) {
                       ? ok_status()
                       : failed_precondition("not one decode call");
   if (status.ok()) {
-    status = run_call(*packed, calls[0], /*copy_logits=*/false, /*summarize=*/false,
+    status = run_call(*packed, calls[0], /*copy_logits=*/false, /*asks=*/{},
                       target.token.as<int32_t>(), forward_->argmax_tokens(), /*timed=*/false);
   }
   if (status.ok()) status = cuda_status(cudaEventRecord(target.done.get(), stream_.get()), "ahead");

@@ -20,6 +20,7 @@
 #include "backends/cuda/kernels/launch_status.h"
 #include "backends/cuda/kernels/row_logprobs.cuh"
 #include "backends/cuda/kernels/row_split.h"
+#include "backends/cuda/kernels/top_list.cuh"
 
 namespace cellm::kernels {
 namespace {
@@ -27,15 +28,8 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kLoads = 16;  // values in flight per thread
-constexpr unsigned kFull = 0xffffffffu;
-static_assert(kMaxRowTop <= 32, "a warp's list has one entry per lane");
-
-// (value, id) pairs: a beats b when it is larger, or equal with a lower id; id -1 loses.
-__device__ __forceinline__ bool beats(float a, int32_t ia, float b, int32_t ib) {
-  if (ia < 0) return false;
-  if (ib < 0) return true;
-  return a > b || (a == b && ia < ib);
-}
+using top_list::kFull;
+using WarpList = top_list::WarpList<kMaxRowTop>;
 
 // The online normalizer: m the largest finite value seen, s = Σ exp(v − m). __expf (ex2.approx:
 // ≈ 2^-22 relative for arguments <= 0) keeps the pass short; the sum is of terms <= 1.
@@ -47,44 +41,6 @@ __device__ __forceinline__ void add_to_normalizer(float v, float* m, float* s) {
     *s += __expf(v - *m);
   }
 }
-
-// A warp's best kMaxRowTop pairs, lane k holding entry k (best first; lanes past the list and
-// empty entries hold id -1), and every lane the last entry's pair.
-struct WarpList {
-  float value = 0.0f;
-  int32_t id = -1;
-  float last_value = 0.0f;
-  int32_t last_id = -1;
-
-  // Inserts the candidates of the lanes whose `wants` is set (v, i: each lane's own), best
-  // placed by the total order whatever the lane order; called by the whole warp.
-  __device__ __forceinline__ void insert(bool wants, float v, int32_t i, int lane) {
-    unsigned pending = __ballot_sync(kFull, wants && beats(v, i, last_value, last_id));
-    while (pending != 0) {
-      const int from = __ffs(pending) - 1;
-      const float cv = __shfl_sync(kFull, v, from);
-      const int32_t ci = __shfl_sync(kFull, i, from);
-      // Entries that beat the candidate stay; it takes the first place after them; the rest move
-      // one lane down (the last falls off).
-      const unsigned stays = __ballot_sync(kFull, lane < kMaxRowTop && beats(value, id, cv, ci));
-      const int place = __popc(stays);
-      const float up_value = __shfl_up_sync(kFull, value, 1);
-      const int32_t up_id = __shfl_up_sync(kFull, id, 1);
-      if (lane == place) {
-        value = cv;
-        id = ci;
-      } else if (lane > place && lane < kMaxRowTop) {
-        value = up_value;
-        id = up_id;
-      }
-      last_value = __shfl_sync(kFull, value, kMaxRowTop - 1);
-      last_id = __shfl_sync(kFull, id, kMaxRowTop - 1);
-      pending &= ~(1u << from);
-      // The others may have fallen below the new last.
-      pending &= __ballot_sync(kFull, beats(v, i, last_value, last_id));
-    }
-  }
-};
 
 constexpr int kMaxSplits = 16;
 constexpr int64_t kMinSplitElements = 8192;  // fewer per block: not worth a split
@@ -111,40 +67,10 @@ __device__ SplitScratch split_scratch(void* scratch, int32_t num_rows) {
           reinterpret_cast<Partial*>(bytes + counter_bytes)};
 }
 
-// The first warp takes the best of `num_lists` sorted lists' heads num_top times into
-// (values, ids); `get(list, k)` reads entry k of a list as a (value, id) pair (id -1: none). Lane
-// w walks list w. Returns how many it placed (fewer when the lists run out). Warp 0 only.
 template <class Get>
 __device__ int32_t merge_lists(int num_lists, int32_t num_top, Get get, float* values,
                                int32_t* ids) {
-  const int lane = static_cast<int>(threadIdx.x & 31);
-  int taken = 0;
-  int32_t placed = 0;
-  for (int32_t k = 0; k < num_top; ++k) {
-    float best = 0.0f;
-    int32_t best_id = -1;
-    if (lane < num_lists && taken < kMaxRowTop) get(lane, taken, &best, &best_id);
-    int owner = lane;
-    for (int offset = 16; offset > 0; offset >>= 1) {
-      const float other = __shfl_xor_sync(kFull, best, offset);
-      const int32_t other_id = __shfl_xor_sync(kFull, best_id, offset);
-      const int other_owner = __shfl_xor_sync(kFull, owner, offset);
-      if (beats(other, other_id, best, best_id) ||
-          (other_id == best_id && other_owner < owner)) {  // the same pair: one owner for all
-        best = other;
-        best_id = other_id;
-        owner = other_owner;
-      }
-    }
-    if (best_id < 0) break;  // the lists ran out (the same in every lane)
-    if (lane == 0) {
-      values[placed] = best;
-      ids[placed] = best_id;
-    }
-    ++placed;
-    if (lane == owner) ++taken;
-  }
-  return placed;
+  return top_list::merge_lists<kMaxRowTop>(num_lists, num_top, get, values, ids);
 }
 
 // One block over row[begin, end): its Partial, complete in warp 0 (`out` written by lane 0;

@@ -1,0 +1,81 @@
+// CudaExecutor's sampling candidates: the rows that ask (StepInput::candidates_temperature > 0)
+// are listed on the device by kernels/row_candidates.cuh after each call's forward — their best
+// kSamplingCandidates tokens and the softmax normalizer at their temperature — and only the lists
+// (280 bytes a row) come back, for the sampler to draw from without reading the row.
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/cuda_executor.h"
+#include "backends/cuda/kernels/row_candidates.cuh"
+
+namespace cellm {
+
+static_assert(kSamplingCandidates == kernels::kMaxCandidates,
+              "the device lists as many candidates as the sampler reads");
+
+StatusOr<bool> CudaExecutor::prepare_candidates(const BatchInput& batch,
+                                                const BatchOutput& output) {
+  const bool any =
+      std::any_of(output.outputs.begin(), output.outputs.end(), [&](const OutputRow& r) {
+        return batch.inputs[static_cast<size_t>(r.input_index)].candidates_temperature > 0.0f;
+      });
+  if (!any) return false;
+  const size_t rows = output.outputs.size();
+  const size_t ask_bytes = rows * sizeof(float);
+  const size_t row_bytes = rows * sizeof(kernels::RowCandidatesSummary);
+  // No copy or kernel of an earlier step is in flight (its execute() synchronized): grow freely.
+  for (auto [buffer, bytes] : {std::pair{&host_candidate_asks_, ask_bytes},
+                               std::pair{&host_candidate_rows_, row_bytes}}) {
+    CELLM_RETURN_IF_ERROR(buffer->grow_to(bytes).with_context("pinned sampling candidates"));
+  }
+  for (auto [buffer, bytes] :
+       {std::pair{&candidate_asks_, ask_bytes}, std::pair{&candidate_rows_, row_bytes}}) {
+    CELLM_RETURN_IF_ERROR(buffer->grow_to(bytes).with_context("sampling candidates"));
+  }
+  float* asks = host_candidate_asks_.as<float>();  // [rows]: the temperature, 0 for none
+  for (size_t i = 0; i < rows; ++i) {
+    asks[i] = batch.inputs[static_cast<size_t>(output.outputs[i].input_index)]
+                  .candidates_temperature;
+  }
+  CELLM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(candidate_asks_.as<float>(), asks, ask_bytes,
+                                             cudaMemcpyHostToDevice, stream_.get()));
+  return true;
+}
+
+Status CudaExecutor::list_candidates(int32_t first_kept, int32_t num_kept) {
+  kernels::RowCandidatesParams p;
+  p.num_rows = num_kept;
+  p.vocab = config_.vocab_size;
+  p.logits = forward_->logits();  // [num_kept, vocab]: the call's kept rows
+  p.stride = config_.vocab_size;
+  p.temperature = candidate_asks_.as<float>() + first_kept;
+  p.out = candidate_rows_.as<kernels::RowCandidatesSummary>() + first_kept;
+  CELLM_RETURN_IF_ERROR(kernels::launch_row_candidates(p, stream_.get()));
+  CELLM_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(host_candidate_rows_.as<kernels::RowCandidatesSummary>() + first_kept, p.out,
+                      static_cast<size_t>(num_kept) * sizeof(kernels::RowCandidatesSummary),
+                      cudaMemcpyDeviceToHost, stream_.get()));
+  return ok_status();
+}
+
+void CudaExecutor::take_candidates(const BatchInput& batch, BatchOutput& output) const {
+  const auto* lists = host_candidate_rows_.as<const kernels::RowCandidatesSummary>();
+  for (size_t i = 0; i < output.outputs.size(); ++i) {
+    OutputRow& row = output.outputs[i];
+    if (!(batch.inputs[static_cast<size_t>(row.input_index)].candidates_temperature > 0.0f)) {
+      continue;
+    }
+    const kernels::RowCandidatesSummary& s = lists[i];
+    RowCandidates& out = row.candidates.emplace();
+    out.max_logit = s.max_logit;
+    out.temperature = s.temperature;
+    out.total = s.total;
+    const int32_t num = std::clamp(s.num, 0, kernels::kMaxCandidates);
+    out.top.reserve(static_cast<size_t>(num));
+    for (int32_t k = 0; k < num; ++k) out.top.emplace_back(s.ids[k], s.logits[k]);
+  }
+}
+
+}  // namespace cellm

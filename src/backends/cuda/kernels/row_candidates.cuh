@@ -1,0 +1,43 @@
+// row_candidates: what sampling at a temperature needs of a logits row when the draw stays among
+// its best tokens — the row's kMaxCandidates best finite logits (the lower id first on ties) and
+// Σ exp(v/T − max/T) over its finite logits, each term in double as the host's sampler computes
+// it — so that a sampled row need not be read on the host (batching/sampler.h's
+// sample_from_candidates; its sampling_candidates is this kernel's oracle). One block per row:
+// one pass selects, a second (from L2) sums. Rows whose temperature is not above 0 are skipped.
+// Knows nothing of sessions or samplers. Stream-ordered, capturable. Thread-safety: launches on
+// a stream.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/status.h"
+
+namespace cellm::kernels {
+
+inline constexpr int32_t kMaxCandidates = 32;  // the candidates a row lists
+
+// One row's candidates (plain values; the layout the device writes and the host reads).
+struct RowCandidatesSummary {
+  double total;       // Σ exp(v/T − max/T) over the finite v; 0 when none is finite
+  float max_logit;    // -infinity when no logit is finite
+  float temperature;  // the row's T
+  int32_t num;        // entries filled: min(kMaxCandidates, finite logits)
+  int32_t ids[kMaxCandidates];
+  float logits[kMaxCandidates];
+};
+
+struct RowCandidatesParams {
+  int32_t num_rows = 0;
+  int64_t vocab = 0;
+  const float* logits = nullptr;  // [num_rows, stride] f32
+  int64_t stride = 0;
+  const float* temperature = nullptr;   // [num_rows]: <= 0 (or NaN) skips the row
+  RowCandidatesSummary* out = nullptr;  // [num_rows]; a skipped row's is not written
+};
+
+// Checks the shape (not the per-row values) and launches.
+Status launch_row_candidates(const RowCandidatesParams& params, cudaStream_t stream);
+
+}  // namespace cellm::kernels

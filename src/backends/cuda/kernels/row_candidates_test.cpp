@@ -1,0 +1,155 @@
+// Parity of the row_candidates kernel with the host's sampling_candidates (its oracle) on random
+// rows at several temperatures, planted ties, non-finite logits, rows with fewer finite logits
+// than the list holds and padded rows; and the sampler's draws from the device's candidates
+// against its draws from the rows.
+#include "backends/cuda/kernels/row_candidates.cuh"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/kernels/kernel_test_support.h"
+#include "batching/sampler.h"
+
+namespace cellm::kernels {
+namespace {
+
+using testing::DeviceArray;
+using testing::random_floats;
+
+constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+static_assert(kMaxCandidates == kSamplingCandidates, "the device lists what the sampler reads");
+
+std::vector<RowCandidatesSummary> run_kernel(const std::vector<float>& logits, int64_t vocab,
+                                             int64_t stride,
+                                             const std::vector<float>& temperatures) {
+  const auto rows = static_cast<int32_t>(temperatures.size());
+  DeviceArray<float> logits_dev(logits);
+  DeviceArray<float> temperature_dev(temperatures);
+  DeviceArray<RowCandidatesSummary> out(static_cast<size_t>(rows));
+  EXPECT_EQ(cudaMemset(out.get(), 0xff, out.size() * sizeof(RowCandidatesSummary)), cudaSuccess);
+  RowCandidatesParams p;
+  p.num_rows = rows;
+  p.vocab = vocab;
+  p.logits = logits_dev.get();
+  p.stride = stride;
+  p.temperature = temperature_dev.get();
+  p.out = out.get();
+  EXPECT_TRUE(launch_row_candidates(p, nullptr).ok());
+  return out.download();
+}
+
+RowCandidates as_host(const RowCandidatesSummary& s) {
+  RowCandidates c;
+  c.max_logit = s.max_logit;
+  c.temperature = s.temperature;
+  c.total = s.total;
+  for (int32_t k = 0; k < s.num; ++k) c.top.emplace_back(s.ids[k], s.logits[k]);
+  return c;
+}
+
+// Every row's summary against sampling_candidates of the same row; rows at temperature <= 0
+// must stay untouched. Then a sampler at each row's temperature draws from both at many
+// positions: a draw the device's candidates decide is the one the row gives.
+void expect_host_candidates(const std::vector<float>& logits, int64_t vocab, int64_t stride,
+                            const std::vector<float>& temperatures) {
+  const std::vector<RowCandidatesSummary> got = run_kernel(logits, vocab, stride, temperatures);
+  for (size_t r = 0; r < temperatures.size(); ++r) {
+    SCOPED_TRACE("row " + std::to_string(r));
+    if (!(temperatures[r] > 0.0f)) {
+      RowCandidatesSummary untouched;
+      std::memset(&untouched, 0xff, sizeof(untouched));
+      EXPECT_EQ(std::memcmp(&got[r], &untouched, sizeof(untouched)), 0) << "a skipped row written";
+      continue;
+    }
+    const std::span<const float> row(logits.data() + r * stride, static_cast<size_t>(vocab));
+    const RowCandidates want = sampling_candidates(row, temperatures[r]);
+    const RowCandidates have = as_host(got[r]);
+    EXPECT_EQ(have.max_logit, want.max_logit);
+    EXPECT_EQ(have.temperature, want.temperature);
+    EXPECT_NEAR(have.total, want.total, 1e-13 * want.total) << "the double sum, another order";
+    EXPECT_EQ(have.top, want.top);
+    if (want.top.empty()) continue;
+    SamplingParams params;
+    params.temperature = temperatures[r];
+    params.top_p = 0.95f;
+    Sampler sampler(params, 77 + r);
+    for (int position = 0; position < 16; ++position) {
+      const std::optional<int32_t> decided = sampler.sample_from_candidates(have, position);
+      if (!decided.has_value()) continue;
+      const StatusOr<int32_t> sampled =
+          sampler.sample(row, std::vector<int32_t>(static_cast<size_t>(position), 0));
+      ASSERT_TRUE(sampled.ok());
+      EXPECT_EQ(*decided, *sampled) << "position " << position;
+    }
+  }
+}
+
+TEST(RowCandidatesKernelTest, CandidatesMatchTheHostOnA128KVocabulary) {
+  CELLM_REQUIRE_DEVICE();
+  const int64_t vocab = 128256;
+  const std::vector<float> temperatures = {1.0f, 0.7f, 0.0f, 1.5f, 0.3f, 1.0f,
+                                           0.9f, 1.0f, 2.0f, 1.0f, -1.0f, 0.05f};
+  const auto rows = static_cast<int64_t>(temperatures.size());
+  std::vector<float> logits = random_floats(static_cast<size_t>(rows * vocab), 93, 8.0f);
+  const auto at = [&](int r, int64_t i) -> float& { return logits[r * vocab + i]; };
+  // Row 5: ties across threads and tiles at the top (the lower id first), 40 of them.
+  for (int64_t k = 0; k < 40; ++k) at(5, (k * 3203) % vocab) = 40.0f;
+  // Row 6: non-finite values near the top, the best as the last element.
+  at(6, 7) = kNan;
+  at(6, 8) = kInf;
+  at(6, 9) = -kInf;
+  at(6, 1000) = kInf;
+  at(6, vocab - 1) = 50.0f;
+  // Row 7: nothing finite.
+  std::fill(logits.begin() + 7 * vocab, logits.begin() + 8 * vocab, kNan);
+  at(7, 5) = -kInf;
+  // Row 8: only three finite logits.
+  std::fill(logits.begin() + 8 * vocab, logits.begin() + 9 * vocab, -kInf);
+  at(8, 11) = 1.5f;
+  at(8, 60000) = -2.0f;
+  at(8, 128000) = 1.5f;
+  // Row 9: every logit equal.
+  std::fill(logits.begin() + 9 * vocab, logits.begin() + 10 * vocab, 0.25f);
+  // Row 11: a peaked row at a low temperature (terms that underflow).
+  at(11, 4242) = 30.0f;
+  expect_host_candidates(logits, vocab, vocab, temperatures);
+}
+
+TEST(RowCandidatesKernelTest, AnOddVocabularyWithPaddedRowsAndAWideSpread) {
+  CELLM_REQUIRE_DEVICE();
+  const int64_t vocab = 32003;
+  const int64_t stride = 32016;
+  const std::vector<float> temperatures = {1.0f, 0.8f, 3.0f};
+  std::vector<float> logits =
+      random_floats(static_cast<size_t>(temperatures.size() * stride), 94, 1.0f);
+  for (size_t r = 0; r < temperatures.size(); ++r) {
+    for (int64_t i = 0; i < stride; ++i) {
+      float& v = logits[r * stride + i];
+      v = i < vocab ? v * 150.0f - 140.0f : 1e30f;  // padding past the vocabulary never ranks
+    }
+  }
+  expect_host_candidates(logits, vocab, stride, temperatures);
+}
+
+TEST(RowCandidatesKernelTest, BadShapesAreRefused) {
+  RowCandidatesParams p;
+  p.num_rows = 1;
+  p.vocab = 10;
+  p.stride = 5;
+  EXPECT_EQ(launch_row_candidates(p, nullptr).code(), StatusCode::kInvalidArgument);
+  p.stride = 10;  // and null pointers
+  EXPECT_EQ(launch_row_candidates(p, nullptr).code(), StatusCode::kInvalidArgument);
+  p.num_rows = 0;
+  EXPECT_TRUE(launch_row_candidates(p, nullptr).ok()) << "no rows: nothing to launch";
+}
+
+}  // namespace
+}  // namespace cellm::kernels

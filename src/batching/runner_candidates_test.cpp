@@ -1,0 +1,129 @@
+// The Runner with an executor that lists sampling candidates (FakeExecutorConfig::candidates, as
+// the CUDA executor does on the device): sampled generations get the tokens and log-probabilities
+// that sampling the rows gives, and a row the candidates decide is never read on the host.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "batching/runner.h"
+#include "batching/runner_test_util.h"
+
+namespace cellm::testing {
+namespace {
+
+GenConfig sampled(int32_t max_new_tokens, float temperature, int32_t top_k, float top_p,
+                  float min_p, uint64_t seed) {
+  GenConfig config;
+  config.max_new_tokens = max_new_tokens;
+  config.sampling.temperature = temperature;
+  config.sampling.top_k = top_k;
+  config.sampling.top_p = top_p;
+  config.sampling.min_p = min_p;
+  config.seed = seed;
+  return config;
+}
+
+struct Outcome {
+  Tokens tokens;
+  std::vector<TokenLogprobs> logprobs;
+  FinishReason reason = FinishReason::kFailed;
+  std::string error;
+};
+
+// Runs every config at once, one session each, on a fresh executor made from `executor`.
+std::vector<Outcome> run_all(const FakeExecutorConfig& executor, const Tokens& prompt,
+                             const std::vector<GenConfig>& configs) {
+  Rig rig(executor);
+  std::vector<Session> sessions;
+  std::vector<GenerationHandle> handles;
+  std::vector<Outcome> outcomes(configs.size());
+  for (size_t i = 0; i < configs.size(); ++i) {
+    sessions.push_back(rig.runner.open_session());
+    Outcome& outcome = outcomes[i];
+    handles.push_back(sessions.back().generate_async(
+        prompt, configs[i], [&outcome](const GenerationUpdate& update) {
+          outcome.logprobs.insert(outcome.logprobs.end(), update.logprobs.begin(),
+                                  update.logprobs.end());
+        }));
+  }
+  for (size_t i = 0; i < handles.size(); ++i) {
+    handles[i].wait();
+    outcomes[i].tokens = handles[i].tokens();
+    outcomes[i].reason = handles[i].finish_reason();
+    outcomes[i].error = handles[i].error_message();
+  }
+  return outcomes;
+}
+
+TEST(RunnerCandidatesTest, SampledTokensAreTheOnesTheRowsGiveWhetherTheCandidatesDecideOrNot) {
+  // Cuts inside the 32 candidates (decided there), none or past them (the whole vocabulary of 32
+  // is listed but a draw may still need the row), at several temperatures, all in one batch.
+  std::vector<GenConfig> configs;
+  uint64_t seed = 100;
+  for (const float temperature : {0.5f, 1.0f, 2.0f}) {
+    for (const int32_t top_k : {0, 3, 40}) {
+      for (const float top_p : {1.0f, 0.7f}) {
+        for (const float min_p : {0.0f, 0.1f}) {
+          configs.push_back(sampled(10, temperature, top_k, top_p, min_p, ++seed));
+        }
+      }
+    }
+  }
+  FakeExecutorConfig plain;
+  plain.greedy_tokens = true;
+  FakeExecutorConfig listing = plain;
+  listing.candidates = true;
+  const Tokens prompt = ramp(9, 3);
+  const std::vector<Outcome> want = run_all(plain, prompt, configs);
+  const std::vector<Outcome> got = run_all(listing, prompt, configs);
+  int differs_from_greedy = 0;
+  const Tokens greedy_tokens = fake_greedy(prompt, 10, kVocab);
+  for (size_t i = 0; i < configs.size(); ++i) {
+    ASSERT_EQ(got[i].reason, FinishReason::kNewTokenLimit) << got[i].error;
+    EXPECT_EQ(got[i].tokens, want[i].tokens) << "config " << i;
+    differs_from_greedy += got[i].tokens != greedy_tokens;
+  }
+  EXPECT_GT(differs_from_greedy, static_cast<int>(configs.size()) / 2) << "the configs sample";
+}
+
+TEST(RunnerCandidatesTest, RowsTheCandidatesDecideAreNeverReadWithTheirLogprobs) {
+  // Rows of NaN but right candidates and summaries: an engine that read a row to sample it or to
+  // score its token would fail the generation or deliver NaN. A vocabulary of 16: every row is
+  // listed whole, so the candidates decide every draw.
+  FakeExecutorConfig plain;
+  plain.vocab_size = 16;
+  plain.greedy_tokens = true;
+  FakeExecutorConfig listing = plain;
+  listing.candidates = true;
+  listing.logprobs = true;
+  listing.nan_logits = true;
+  Tokens prompt = ramp(11, 1);
+  for (int32_t& token : prompt) token %= 16;
+  std::vector<GenConfig> configs = {sampled(12, 0.9f, 0, 1.0f, 0.0f, 5),
+                                    sampled(12, 1.3f, 4, 0.8f, 0.05f, 6)};
+  for (GenConfig& config : configs) config.sampling.logprobs = 3;
+  const std::vector<Outcome> want = run_all(plain, prompt, configs);
+  const std::vector<Outcome> got = run_all(listing, prompt, configs);
+  for (size_t i = 0; i < configs.size(); ++i) {
+    ASSERT_EQ(got[i].reason, FinishReason::kNewTokenLimit) << got[i].error;
+    EXPECT_EQ(got[i].tokens, want[i].tokens);
+    ASSERT_EQ(got[i].logprobs.size(), want[i].logprobs.size());
+    for (size_t k = 0; k < got[i].logprobs.size(); ++k) {
+      const TokenLogprobs& g = got[i].logprobs[k];
+      const TokenLogprobs& w = want[i].logprobs[k];
+      EXPECT_EQ(g.token, w.token);
+      EXPECT_FALSE(std::isnan(g.logprob));
+      EXPECT_NEAR(g.logprob, w.logprob, 1e-6);
+      ASSERT_EQ(g.top.size(), w.top.size());
+      for (size_t j = 0; j < g.top.size(); ++j) {
+        EXPECT_EQ(g.top[j].first, w.top[j].first);
+        EXPECT_NEAR(g.top[j].second, w.top[j].second, 1e-6);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cellm::testing
