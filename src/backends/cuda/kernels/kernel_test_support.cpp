@@ -3,15 +3,38 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <sstream>
 
 #include "backends/cuda/kernels/quantize_activations.cuh"
+#include "core/check.h"
 #include "core/float16.h"
 #include "gguf/dequantize.h"
 #include "gguf/quantize.h"
 
 namespace cellm::kernels::testing {
+
+void plant_edge_rows(std::vector<float>& logits, int64_t vocab, int64_t first) {
+  CELLM_CHECK(vocab > 128000 && static_cast<int64_t>(logits.size()) >= (first + 4) * vocab)
+      << "edge rows need four rows of a vocabulary above 128000";
+  constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const auto row = [&](int64_t r) { return logits.begin() + (first + r) * vocab; };
+  const auto at = [&](int64_t r, int64_t i) -> float& { return logits[(first + r) * vocab + i]; };
+  at(0, 7) = kNan;
+  at(0, 8) = kInf;
+  at(0, 9) = -kInf;
+  at(0, 1000) = kInf;
+  at(0, vocab - 1) = 50.0f;
+  std::fill(row(1), row(2), kNan);
+  at(1, 5) = -kInf;
+  std::fill(row(2), row(3), -kInf);
+  at(2, 11) = 1.5f;
+  at(2, 60000) = -2.0f;
+  at(2, 128000) = 1.5f;
+  std::fill(row(3), row(4), 0.25f);
+}
 
 std::vector<float> random_floats(size_t n, uint32_t seed, float scale) {
   std::mt19937 rng(seed);

@@ -38,6 +38,11 @@ std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f);
 // Uniform integers in [lo, hi].
 std::vector<int32_t> random_ints(size_t n, uint32_t seed, int32_t lo, int32_t hi);
 
+// Four rows of logits ([rows, vocab], vocab > 128000) from row `first` on, each an edge case of a
+// selection over a row: non-finite values near the top and the best as the last element (50);
+// nothing finite; three finite logits (1.5 at ids 11 and 128000, -2 at 60000); every logit 0.25.
+void plant_edge_rows(std::vector<float>& logits, int64_t vocab, int64_t first);
+
 // `num_rows` GGUF rows of `num_cols` elements of `type` with random valid content: Q8_0 and Q4_0
 // quantized from random floats, Q4_K and Q6_K random quants under sane f16 scales.
 std::vector<uint8_t> random_gguf_rows(TensorType type, int64_t num_rows, int64_t num_cols,

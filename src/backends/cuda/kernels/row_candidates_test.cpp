@@ -22,9 +22,6 @@ namespace {
 using testing::DeviceArray;
 using testing::random_floats;
 
-constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
-constexpr float kInf = std::numeric_limits<float>::infinity();
-
 static_assert(kMaxCandidates == kSamplingCandidates, "the device lists what the sampler reads");
 
 std::vector<RowCandidatesSummary> run_kernel(const std::vector<float>& logits, int64_t vocab,
@@ -104,22 +101,9 @@ TEST(RowCandidatesKernelTest, CandidatesMatchTheHostOnA128KVocabulary) {
   const auto at = [&](int r, int64_t i) -> float& { return logits[r * vocab + i]; };
   // Row 5: ties across threads and tiles at the top (the lower id first), 40 of them.
   for (int64_t k = 0; k < 40; ++k) at(5, (k * 3203) % vocab) = 40.0f;
-  // Row 6: non-finite values near the top, the best as the last element.
-  at(6, 7) = kNan;
-  at(6, 8) = kInf;
-  at(6, 9) = -kInf;
-  at(6, 1000) = kInf;
-  at(6, vocab - 1) = 50.0f;
-  // Row 7: nothing finite.
-  std::fill(logits.begin() + 7 * vocab, logits.begin() + 8 * vocab, kNan);
-  at(7, 5) = -kInf;
-  // Row 8: only three finite logits.
-  std::fill(logits.begin() + 8 * vocab, logits.begin() + 9 * vocab, -kInf);
-  at(8, 11) = 1.5f;
-  at(8, 60000) = -2.0f;
-  at(8, 128000) = 1.5f;
-  // Row 9: every logit equal.
-  std::fill(logits.begin() + 9 * vocab, logits.begin() + 10 * vocab, 0.25f);
+  // Rows 6-9: non-finite values near the top with the best last; nothing finite; three finite
+  // logits (fewer than asked); every logit equal.
+  testing::plant_edge_rows(logits, vocab, 6);
   // Row 11: a peaked row at a low temperature (terms that underflow).
   at(11, 4242) = 30.0f;
   expect_host_candidates(logits, vocab, vocab, temperatures);

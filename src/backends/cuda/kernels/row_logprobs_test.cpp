@@ -20,9 +20,6 @@ namespace {
 using testing::DeviceArray;
 using testing::random_floats;
 
-constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
-constexpr float kInf = std::numeric_limits<float>::infinity();
-
 struct RowCase {
   int32_t num_top;
   int32_t scored;
@@ -109,22 +106,9 @@ TEST(RowLogprobsKernelTest, SummariesMatchTheHostOnA128KVocabulary) {
   const auto at = [&](int r, int64_t i) -> float& { return logits[r * vocab + i]; };
   // Row 5: ties across threads and tiles at the top (the lower id first).
   for (const int64_t i : {100000, 70000, 4097, 4096, 255, 1}) at(5, i) = 40.0f;
-  // Row 6: non-finite values everywhere near the top, and the best as the last element.
-  at(6, 7) = kNan;
-  at(6, 8) = kInf;
-  at(6, 9) = -kInf;
-  at(6, 1000) = kInf;
-  at(6, vocab - 1) = 50.0f;
-  // Row 7: nothing finite.
-  std::fill(logits.begin() + 7 * vocab, logits.begin() + 8 * vocab, kNan);
-  at(7, 5) = -kInf;
-  // Row 8: only three finite logits for twenty asked.
-  std::fill(logits.begin() + 8 * vocab, logits.begin() + 9 * vocab, -kInf);
-  at(8, 11) = 1.5f;
-  at(8, 60000) = -2.0f;
-  at(8, 128000) = 1.5f;
-  // Row 9: every logit equal (a normalizer of log(vocab), the top the first twelve ids).
-  std::fill(logits.begin() + 9 * vocab, logits.begin() + 10 * vocab, 0.25f);
+  // Rows 6-9: non-finite values near the top with the best last; nothing finite; three finite
+  // logits (fewer than asked); every logit equal.
+  testing::plant_edge_rows(logits, vocab, 6);
   for (const bool split : {false, true}) {
     SCOPED_TRACE(split ? "split over blocks" : "a block per row");
     expect_host_summaries(logits, vocab, vocab, cases, split);
