@@ -277,11 +277,13 @@ bool Engine::step_needs_logits(const StepSchedule& plan, bool prompt_rows) {
     const EngineSession* session = find_by_id(slice.session);
     if (session == nullptr || !session->generation) continue;
     const ActiveGeneration& generation = *session->generation;
-    if (!generation.sampler.takes_argmax()) return true;
+    const Sampler& sampler = generation.sampler;
+    const bool listed = executor_.computes_candidates() && sampler.candidates_always_decide();
+    if (!sampler.takes_argmax() && !listed) return true;
     if (generation.config.sampling.logprobs >= 0 && !summaries) return true;
   }
-  // Every row takes its greedy token and its log-probabilities from the executor's summary:
-  // [rows, vocab] floats stay on the device.
+  // Every row takes its greedy token or its draw from the executor's argmax or candidates, and
+  // its log-probabilities from the executor's summary: [rows, vocab] floats stay on the device.
   return false;
 }
 
@@ -305,10 +307,16 @@ std::optional<Engine::PickedToken> Engine::pick_from_candidates(const EngineSess
   if (!output.candidates.has_value() || !generation.sampler.takes_candidates()) return std::nullopt;
   const int32_t num_logprobs = generation.config.sampling.logprobs;
   if (num_logprobs >= 0 && !output.logprobs.has_value()) return std::nullopt;  // needs the row
+  PickedToken picked;
+  if (output.candidates->top.empty()) {  // the step may have copied no row to say it from
+    picked.token.emplace(
+        failed_precondition("no token has a finite score at position " +
+                            std::to_string(session.tokens.size()) + " (NaN or infinite logits)"));
+    return picked;
+  }
   const std::optional<int32_t> token = generation.sampler.sample_from_candidates(
       *output.candidates, static_cast<int64_t>(session.tokens.size()));
   if (!token.has_value()) return std::nullopt;
-  PickedToken picked;
   picked.token.emplace(*token);
   if (num_logprobs >= 0) {
     // A decided token is one of the candidates: its logit is listed.

@@ -125,5 +125,55 @@ TEST(RunnerCandidatesTest, RowsTheCandidatesDecideAreNeverReadWithTheirLogprobs)
   }
 }
 
+TEST(RunnerCandidatesTest, TopKInsideTheListCopiesNoRowsToTheHost) {
+  // A top-k of at most 31 is always decided by the 32 candidates: such steps ask for no logits,
+  // whatever else the sampler does (top-p, min-p, log-probabilities summarized).
+  FakeExecutorConfig plain;
+  plain.greedy_tokens = true;
+  FakeExecutorConfig listing = plain;
+  listing.candidates = true;
+  listing.logprobs = true;
+  std::vector<GenConfig> configs = {sampled(9, 0.9f, 5, 1.0f, 0.0f, 1),
+                                    sampled(9, 1.5f, 31, 0.8f, 0.1f, 2), greedy(9)};
+  configs[1].sampling.logprobs = 2;
+  const Tokens prompt = ramp(7, 2);
+  const std::vector<Outcome> want = run_all(plain, prompt, configs);
+  Rig rig(listing);
+  std::vector<Session> sessions;
+  std::vector<GenerationHandle> handles;
+  for (const GenConfig& config : configs) {
+    sessions.push_back(rig.runner.open_session());
+    handles.push_back(sessions.back().generate_async(prompt, config));
+  }
+  for (size_t i = 0; i < handles.size(); ++i) {
+    handles[i].wait();
+    ASSERT_EQ(handles[i].finish_reason(), FinishReason::kNewTokenLimit)
+        << handles[i].error_message();
+    EXPECT_EQ(handles[i].tokens(), want[i].tokens);
+  }
+  EXPECT_EQ(rig.executor.counts().num_logits_steps, 0);
+  // A top-k of 32 may need the row: those steps copy it.
+  GenConfig wide = sampled(3, 1.0f, 32, 1.0f, 0.0f, 3);
+  Session session = rig.runner.open_session();
+  GenerationHandle handle = session.generate_async(prompt, wide);
+  handle.wait();
+  EXPECT_GT(rig.executor.counts().num_logits_steps, 0);
+}
+
+TEST(RunnerCandidatesTest, ARowWithNothingFiniteFailsItsGenerationWithoutTheRow) {
+  FakeExecutorConfig executor;
+  executor.greedy_tokens = true;
+  executor.candidates = true;
+  executor.no_finite_logits = true;
+  Rig rig(executor);
+  Session session = rig.runner.open_session();
+  GenerationHandle handle = session.generate_async(ramp(5), sampled(4, 1.0f, 8, 1.0f, 0.0f, 4));
+  handle.wait();
+  EXPECT_EQ(handle.finish_reason(), FinishReason::kFailed);
+  EXPECT_NE(handle.error_message().find("no token has a finite score"), std::string::npos)
+      << handle.error_message();
+  EXPECT_EQ(rig.executor.counts().num_logits_steps, 0);
+}
+
 }  // namespace
 }  // namespace cellm::testing

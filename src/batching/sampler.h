@@ -74,6 +74,13 @@ class Sampler {
   // bias, no penalties (they rewrite the row).
   bool takes_candidates() const { return params_.temperature > 0.0f && !rewrites_scores_; }
 
+  // True when the candidates always decide (a top-k cut inside the list): unless the row has no
+  // finite logit, sample_from_candidates never leaves the draw to the row, so the row need not
+  // travel to the host.
+  bool candidates_always_decide() const {
+    return takes_candidates() && params_.top_k > 0 && params_.top_k < kSamplingCandidates;
+  }
+
   // The token sample() picks for `position` (the context's size) from the row `candidates`
   // lists (at this sampler's temperature), or nullopt when the list does not decide it (the
   // caller then samples the row). Needs takes_candidates().

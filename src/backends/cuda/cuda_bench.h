@@ -50,7 +50,8 @@ struct CudaBenchOptions {
   // then from every row copied to the host (token_logprobs on the host thread).
   int32_t compare_logprobs = -1;
   // Also time the widest decode with every row sampled (temperature 0.8, top-k 20, top-p 0.95)
-  // on the host thread: from the sampling candidates listed on the device, then from the rows.
+  // on the host thread: from the sampling candidates listed on the device (no rows copied, as
+  // the engine does for a top-k the candidates always decide), then from the rows.
   bool compare_sampling = false;
   bool resident_bf16 = false;         // bf16 copies of quantized matrices for wide products
   bool resident_bf16_if_room = true;  // or where they fit (CudaExecutorOptions's default)
