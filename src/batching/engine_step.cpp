@@ -309,9 +309,9 @@ std::optional<Engine::PickedToken> Engine::pick_from_candidates(const EngineSess
   if (num_logprobs >= 0 && !output.logprobs.has_value()) return std::nullopt;  // needs the row
   PickedToken picked;
   if (output.candidates->top.empty()) {  // the step may have copied no row to say it from
-    picked.token.emplace(
-        failed_precondition("no token has a finite score at position " +
-                            std::to_string(session.tokens.size()) + " (NaN or infinite logits)"));
+    picked.token.emplace(failed_precondition("no token has a finite score at position " +
+                                             std::to_string(session.tokens.size()) +
+                                             " (NaN or infinite logits)"));
     return picked;
   }
   const std::optional<int32_t> token = generation.sampler.sample_from_candidates(

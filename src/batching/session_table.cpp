@@ -155,7 +155,8 @@ StatusOr<PackedStep> SessionTable::pack(const BatchInput& batch) {
                               " outside the vocabulary");
     }
     if (!(input.candidates_temperature >= 0.0f && std::isfinite(input.candidates_temperature))) {
-      return invalid_argument(input_name(i, input.session) + ": sampling candidates at temperature " +
+      return invalid_argument(input_name(i, input.session) +
+                              ": sampling candidates at temperature " +
                               std::to_string(input.candidates_temperature) +
                               " (0 for none, or a finite temperature above 0)");
     }

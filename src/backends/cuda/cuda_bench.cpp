@@ -203,9 +203,9 @@ class Bench {
             next[static_cast<size_t>(i)] =
                 row.greedy_token != kNoToken ? row.greedy_token : tokens_.next();
             if (sampling != nullptr) {
-              next[static_cast<size_t>(i)] = sample_row(samplers[static_cast<size_t>(i)],
-                                                        contexts[static_cast<size_t>(i)], output,
-                                                        static_cast<size_t>(i));
+              next[static_cast<size_t>(i)] =
+                  sample_row(samplers[static_cast<size_t>(i)], contexts[static_cast<size_t>(i)],
+                             output, static_cast<size_t>(i));
             }
             if (num_top_logprobs < 0) continue;
             const int32_t token = next[static_cast<size_t>(i)];
@@ -238,8 +238,8 @@ class Bench {
     if (!token.has_value()) {
       CELLM_CHECK(!output.logits.empty()) << "the candidates left a draw to a row not copied";
       const auto vocab = static_cast<size_t>(output.vocab_size);
-      const StatusOr<int32_t> sampled = sampler.sample(output.logits.subspan(i * vocab, vocab),
-                                                       context);
+      const StatusOr<int32_t> sampled =
+          sampler.sample(output.logits.subspan(i * vocab, vocab), context);
       CELLM_CHECK(sampled.ok()) << sampled.status().to_string();
       token = *sampled;
     }

@@ -18,8 +18,7 @@ bool CudaExecutor::follows_greedy(const BatchInput& batch, bool return_logits) c
   // A row summarized for log-probabilities or listing candidates is not what the step run ahead
   // computes.
   return input.wants_output && input.num_top_logprobs < 0 && input.candidates_temperature <= 0.0f &&
-         input.end - input.begin == 1 &&
-         input.session == greedy_tail_.session &&
+         input.end - input.begin == 1 && input.session == greedy_tail_.session &&
          input.start_pos + input.begin == greedy_tail_.position &&
          input.tokens[static_cast<size_t>(input.begin)] == greedy_tail_.token &&
          (!ahead_.has_value() || ahead_->position == greedy_tail_.position);

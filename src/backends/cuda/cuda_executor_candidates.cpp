@@ -26,8 +26,8 @@ StatusOr<bool> CudaExecutor::prepare_candidates(const BatchInput& batch,
   const size_t ask_bytes = rows * sizeof(float);
   const size_t row_bytes = rows * sizeof(kernels::RowCandidatesSummary);
   // No copy or kernel of an earlier step is in flight (its execute() synchronized): grow freely.
-  for (auto [buffer, bytes] : {std::pair{&host_candidate_asks_, ask_bytes},
-                               std::pair{&host_candidate_rows_, row_bytes}}) {
+  for (auto [buffer, bytes] :
+       {std::pair{&host_candidate_asks_, ask_bytes}, std::pair{&host_candidate_rows_, row_bytes}}) {
     CELLM_RETURN_IF_ERROR(buffer->grow_to(bytes).with_context("pinned sampling candidates"));
   }
   for (auto [buffer, bytes] :
@@ -36,8 +36,8 @@ StatusOr<bool> CudaExecutor::prepare_candidates(const BatchInput& batch,
   }
   float* asks = host_candidate_asks_.as<float>();  // [rows]: the temperature, 0 for none
   for (size_t i = 0; i < rows; ++i) {
-    asks[i] = batch.inputs[static_cast<size_t>(output.outputs[i].input_index)]
-                  .candidates_temperature;
+    asks[i] =
+        batch.inputs[static_cast<size_t>(output.outputs[i].input_index)].candidates_temperature;
   }
   CELLM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(candidate_asks_.as<float>(), asks, ask_bytes,
                                              cudaMemcpyHostToDevice, stream_.get()));

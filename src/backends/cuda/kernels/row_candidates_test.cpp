@@ -94,7 +94,7 @@ void expect_host_candidates(const std::vector<float>& logits, int64_t vocab, int
 TEST(RowCandidatesKernelTest, CandidatesMatchTheHostOnA128KVocabulary) {
   CELLM_REQUIRE_DEVICE();
   const int64_t vocab = 128256;
-  const std::vector<float> temperatures = {1.0f, 0.7f, 0.0f, 1.5f, 0.3f, 1.0f,
+  const std::vector<float> temperatures = {1.0f, 0.7f, 0.0f, 1.5f, 0.3f,  1.0f,
                                            0.9f, 1.0f, 2.0f, 1.0f, -1.0f, 0.05f};
   const auto rows = static_cast<int64_t>(temperatures.size());
   std::vector<float> logits = random_floats(static_cast<size_t>(rows * vocab), 93, 8.0f);
