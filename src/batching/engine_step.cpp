@@ -20,6 +20,13 @@ std::span<const float> logits_row(const BatchOutput& out, size_t row) {
   return out.logits.subspan(row * vocab, vocab);
 }
 
+// A row with no finite logit that the engine reports without reading it (its argmax or its
+// candidates said so).
+Status no_finite_logit(size_t position) {
+  return failed_precondition("no token has a finite score at position " + std::to_string(position) +
+                             " (NaN or infinite logits)");
+}
+
 }  // namespace
 
 // The pool as the scheduler sees it while planning: frees cells by rewinding sessions to 0 (their
@@ -309,9 +316,7 @@ std::optional<Engine::PickedToken> Engine::pick_from_candidates(const EngineSess
   if (num_logprobs >= 0 && !output.logprobs.has_value()) return std::nullopt;  // needs the row
   PickedToken picked;
   if (output.candidates->top.empty()) {  // the step may have copied no row to say it from
-    picked.token.emplace(failed_precondition("no token has a finite score at position " +
-                                             std::to_string(session.tokens.size()) +
-                                             " (NaN or infinite logits)"));
+    picked.token.emplace(no_finite_logit(session.tokens.size()));
     return picked;
   }
   const std::optional<int32_t> token = generation.sampler.sample_from_candidates(
@@ -349,9 +354,7 @@ Engine::PickedToken Engine::pick_token(EngineSession& session, const BatchOutput
   StatusOr<int32_t>& token = picked.token.emplace(greedy);
   if (greedy == kNoToken && generation.sampler.takes_argmax() && out.logits.empty()) {
     // The executor found no finite logit and, every row being greedy, returned none to sample.
-    token =
-        failed_precondition("no token has a finite score at position " +
-                            std::to_string(session.tokens.size()) + " (NaN or infinite logits)");
+    token = no_finite_logit(session.tokens.size());
   } else if (greedy == kNoToken || !generation.sampler.takes_argmax()) {
     token = generation.sampler.sample(logits_row(out, row), session.tokens);
   }
