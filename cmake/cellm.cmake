@@ -76,6 +76,10 @@ function(cellm_add_test name)
   cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_compile_options(${name} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${CELLM_WARNINGS}>)
+  # A test's own source checks behaviour; the code under test keeps the build's optimization.
+  # At -Og a test source compiles 2-3x faster than at -O2 -g (the dev build's largest part).
+  target_compile_options(${name} PRIVATE
+    $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CONFIG:RelWithDebInfo>>:-Og>)
   target_link_libraries(${name} PRIVATE ${ARG_LIBS} cellm_test_support GTest::gtest GTest::gmock)
   cellm_label_targets(LABELS ${ARG_LABELS} TARGETS ${name})
   add_test(NAME ${name} COMMAND ${name})
