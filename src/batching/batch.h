@@ -57,6 +57,9 @@ struct BatchInput {
   // each other without gap or overlap; the first of a session may start below its length (a
   // rewind) but not above it.
   std::vector<StepInput> inputs;
+  // Asked without return_logits of an executor that fetches_logits(): keep the kept rows until
+  // the next execute() for fetch_logits() (a sampled row its candidates may leave undecided).
+  bool keep_logits = false;
 };
 
 // What log-probabilities need of one logits row, computed by the executor beside the row

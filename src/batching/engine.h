@@ -169,10 +169,17 @@ class Engine {
 
   // engine_step.cpp
   void run_step();
-  // Whether the step's output rows need their logits on the host: some row's sampler reads the
-  // row, the executor computes no greedy tokens, or some row wants log-probabilities (a prompt
-  // row: `prompt_rows`) that the executor does not summarize.
-  bool step_needs_logits(const StepSchedule& plan, bool prompt_rows);
+  // Which of the step's output rows need their logits on the host.
+  enum class RowsNeeded {
+    kNone,  // every row takes its token from the executor's argmax or its candidates
+    kSome,  // some may be read (a sampler reading its row, a draw its candidates may leave
+            // undecided, log-probabilities not summarized): the executor keeps the rows and
+            // the engine fetches those it reads after the step (Executor::fetches_logits())
+    kAll,   // the same with an executor that does not fetch rows, or one that computes no
+            // greedy tokens, or prompt rows (`prompt_rows`) whose log-probabilities it does
+            // not summarize: every row is copied
+  };
+  RowsNeeded step_needs_logits(const StepSchedule& plan, bool prompt_rows);
   void fail_step(const StepSchedule& plan, const Status& status);
   // Whether position `position` of `session` keeps a logits row for a prompt log-probability
   // (of the token after it) this step.
@@ -190,8 +197,11 @@ class Engine {
   // it without the row; nullopt otherwise.
   static std::optional<PickedToken> pick_from_candidates(const EngineSession& session,
                                                          const BatchOutput& out, size_t row);
-  // Whether picking session's token from output row `row` reads the row on the host.
-  static bool pick_reads_row(const EngineSession& session, const BatchOutput& out, size_t row);
+  // Whether picking session's token from output row `row` reads the row on the host; with
+  // `rows_kept` (the executor kept the step's rows for fetch_logits()) a sampled row does even
+  // when the step returned none.
+  static bool pick_reads_row(const EngineSession& session, const BatchOutput& out, size_t row,
+                             bool rows_kept);
   // Touches only the session's generation (its sampler's scratch): safe on any thread while no
   // other pick runs for the same session.
   static PickedToken pick_token(EngineSession& session, const BatchOutput& out, size_t row);

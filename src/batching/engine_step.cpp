@@ -146,7 +146,11 @@ void Engine::run_step() {
     }
   }
   const int64_t start_us = now_us();
-  StatusOr<BatchOutput> output = executor_.execute(batch, step_needs_logits(plan, prompt_rows));
+  const RowsNeeded needed = step_needs_logits(plan, prompt_rows);
+  batch.keep_logits = needed == RowsNeeded::kSome && executor_.fetches_logits();
+  const bool return_logits =
+      needed == RowsNeeded::kAll || (needed == RowsNeeded::kSome && !batch.keep_logits);
+  StatusOr<BatchOutput> output = executor_.execute(batch, return_logits);
   const int64_t end_us = now_us();
   {
     std::lock_guard<std::mutex> lock(metrics_mutex_);
@@ -244,10 +248,29 @@ void Engine::run_step() {
     }
     if (std::optional<PickedToken> picked = pick_from_candidates(*c.session, *output, c.row)) {
       c.picked = std::move(*picked);
-    } else if (pick_reads_row(*c.session, *output, c.row)) {
+    } else if (pick_reads_row(*c.session, *output, c.row, batch.keep_logits)) {
       reading.push_back(i);
     } else {
       c.picked = pick_token(*c.session, *output, c.row);
+    }
+  }
+  if (batch.keep_logits && !reading.empty()) {
+    // Only the rows read here travel to the host: samplers that read their row, draws the
+    // candidates left undecided, log-probabilities not summarized.
+    std::vector<int32_t> rows;
+    rows.reserve(reading.size());
+    for (const size_t i : reading) rows.push_back(static_cast<int32_t>(completions[i].row));
+    StatusOr<std::span<const float>> fetched = executor_.fetch_logits(rows);
+    if (fetched.ok()) {
+      output->vocab_size = limits_.vocab_size;
+      output->logits = *fetched;
+    } else {
+      CELLM_LOG(kError) << "fetching " << rows.size()
+                        << " logits rows failed: " << fetched.status().to_string();
+      for (const size_t i : reading) {
+        completions[i].picked.token.emplace(fetched.status().with_context("fetching its logits"));
+      }
+      reading.clear();
     }
   }
   sampling_pool_.parallel_for(reading.size(), [&](size_t begin, size_t end) {
@@ -276,22 +299,26 @@ std::span<const TokenLogprobs> Engine::take_prompt_logprobs(ActiveGeneration& ge
   return generation.prompt_logprobs;
 }
 
-bool Engine::step_needs_logits(const StepSchedule& plan, bool prompt_rows) {
+Engine::RowsNeeded Engine::step_needs_logits(const StepSchedule& plan, bool prompt_rows) {
   const bool summaries = executor_.computes_logprobs();
-  if (!executor_.computes_greedy_tokens() || (prompt_rows && !summaries)) return true;
+  if (!executor_.computes_greedy_tokens() || (prompt_rows && !summaries)) return RowsNeeded::kAll;
+  // A row the host may read: one whose sampler reads it (bias, penalties, or a draw its
+  // candidates may leave undecided), or whose log-probabilities are not summarized. An executor
+  // that fetches rows keeps them for those few; another copies every row.
+  const RowsNeeded some = executor_.fetches_logits() ? RowsNeeded::kSome : RowsNeeded::kAll;
   for (const ScheduledSlice& slice : plan.slices) {
     if (!slice.wants_output) continue;
     const EngineSession* session = find_by_id(slice.session);
     if (session == nullptr || !session->generation) continue;
     const ActiveGeneration& generation = *session->generation;
     const Sampler& sampler = generation.sampler;
-    const bool listed = executor_.computes_candidates() && sampler.candidates_always_decide();
-    if (!sampler.takes_argmax() && !listed) return true;
-    if (generation.config.sampling.logprobs >= 0 && !summaries) return true;
+    const bool decided = sampler.takes_argmax() ||
+                         (executor_.computes_candidates() && sampler.candidates_always_decide());
+    if (!decided || (generation.config.sampling.logprobs >= 0 && !summaries)) return some;
   }
   // Every row takes its greedy token or its draw from the executor's argmax or candidates, and
   // its log-probabilities from the executor's summary: [rows, vocab] floats stay on the device.
-  return false;
+  return RowsNeeded::kNone;
 }
 
 void Engine::fail_step(const StepSchedule& plan, const Status& status) {
@@ -334,12 +361,14 @@ std::optional<Engine::PickedToken> Engine::pick_from_candidates(const EngineSess
   return picked;
 }
 
-bool Engine::pick_reads_row(const EngineSession& session, const BatchOutput& out, size_t row) {
+bool Engine::pick_reads_row(const EngineSession& session, const BatchOutput& out, size_t row,
+                            bool rows_kept) {
   const ActiveGeneration& generation = *session.generation;
   const OutputRow& output = out.outputs[row];
   const bool samples_row = output.greedy_token == kNoToken || !generation.sampler.takes_argmax();
   const bool scores_row = generation.config.sampling.logprobs >= 0 && !output.logprobs.has_value();
-  return (samples_row && !out.logits.empty()) || scores_row;
+  const bool fetches_row = rows_kept && !generation.sampler.takes_argmax();
+  return (samples_row && (!out.logits.empty() || fetches_row)) || scores_row;
 }
 
 Engine::PickedToken Engine::pick_token(EngineSession& session, const BatchOutput& out, size_t row) {

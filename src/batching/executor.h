@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 
 #include "batching/batch.h"
 #include "core/status.h"
@@ -78,6 +79,21 @@ class Executor {
   // (StepInput::candidates_temperature > 0), with or without return_logits (the CUDA executor
   // lists them on the device): most sampled rows then draw without the host reading the row.
   virtual bool computes_candidates() const { return false; }
+
+  // True when an execute() of a batch with BatchInput::keep_logits and no return_logits keeps
+  // the kept rows (on the device, for the CUDA executor) until the next execute(), so that
+  // fetch_logits() copies only the rows the caller turns out to need: the sampled rows whose
+  // candidates did not decide the draw.
+  virtual bool fetches_logits() const { return false; }
+
+  // After a successful execute() of a batch with keep_logits: the output rows `rows` (indices
+  // into its BatchOutput::outputs, ascending, no repeats) in a view of [outputs, vocab] f32 of
+  // which only those rows are defined (the others may hold anything), valid until the next
+  // execute(). An error when the last execute() kept no rows or failed, or a row is out of range.
+  virtual StatusOr<std::span<const float>> fetch_logits(std::span<const int32_t> rows) {
+    (void)rows;
+    return failed_precondition("this executor keeps no logits rows to fetch");
+  }
 };
 
 }  // namespace cellm

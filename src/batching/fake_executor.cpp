@@ -94,6 +94,9 @@ StatusOr<BatchOutput> FakeExecutor::execute(const BatchInput& batch, bool return
   // The previous step's rows are no longer valid: poison them, so a caller that kept the view
   // across steps reads NaN.
   std::fill(logits_.begin(), logits_.end(), std::numeric_limits<float>::quiet_NaN());
+  kept_valid_ = false;
+  kept_.clear();
+  const bool keep = batch.keep_logits && config_.fetches_logits && !return_logits;
   if (fail_hook) CELLM_RETURN_IF_ERROR(fail_hook(batch));
   CELLM_ASSIGN_OR_RETURN(PackedStep step, table().pack(batch));
   CellStep cells;
@@ -130,7 +133,9 @@ StatusOr<BatchOutput> FakeExecutor::execute(const BatchInput& batch, bool return
     }
     if (config_.nan_logits) poison();
     if (return_logits) logits_.insert(logits_.end(), logits.begin(), logits.end());
+    if (keep) kept_.insert(kept_.end(), logits.begin(), logits.end());
   }
+  kept_valid_ = keep;
   if (return_logits) {
     out.vocab_size = config_.vocab_size;
     out.logits = logits_;
@@ -139,9 +144,37 @@ StatusOr<BatchOutput> FakeExecutor::execute(const BatchInput& batch, bool return
   std::lock_guard<std::mutex> lock(mutex_);
   ++counts_.num_executes;
   if (return_logits) ++counts_.num_logits_steps;
+  if (keep) {
+    ++counts_.num_kept_steps;
+    counts_.num_kept_rows += static_cast<int64_t>(step.kept_rows.size());
+  }
   counts_.num_tokens += step.num_tokens;
   counts_.max_step_tokens_seen = std::max(counts_.max_step_tokens_seen, step.num_tokens);
   return out;
+}
+
+StatusOr<std::span<const float>> FakeExecutor::fetch_logits(std::span<const int32_t> rows) {
+  if (!kept_valid_) return failed_precondition("FakeExecutor: the last step kept no rows");
+  if (config_.fail_fetches)
+    return internal_error("FakeExecutor: fetch_logits fails (fail_fetches)");
+  const auto vocab = static_cast<size_t>(config_.vocab_size);
+  const size_t num_rows = kept_.size() / vocab;
+  for (size_t k = 0; k < rows.size(); ++k) {
+    if (rows[k] < 0 || static_cast<size_t>(rows[k]) >= num_rows ||
+        (k > 0 && rows[k - 1] >= rows[k])) {
+      return invalid_argument("fetch_logits: row " + std::to_string(rows[k]) +
+                              " is not an ascending output row of the " + std::to_string(num_rows));
+    }
+  }
+  logits_.assign(kept_.size(), std::numeric_limits<float>::quiet_NaN());
+  for (const int32_t r : rows) {
+    const auto row = static_cast<size_t>(r);
+    std::copy_n(kept_.begin() + static_cast<ptrdiff_t>(row * vocab), vocab,
+                logits_.begin() + static_cast<ptrdiff_t>(row * vocab));
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  counts_.num_fetched_rows += static_cast<int64_t>(rows.size());
+  return std::span<const float>(logits_);
 }
 
 void FakeExecutor::set_fail_hook(std::function<Status(const BatchInput&)> hook) {

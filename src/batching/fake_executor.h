@@ -46,6 +46,11 @@ struct FakeExecutorConfig {
   // Fill OutputRow::candidates where an input asks (sampling_candidates of the row), as the CUDA
   // executor does on the device.
   bool candidates = false;
+  // Keep a step's rows for fetch_logits() when the batch asks (BatchInput::keep_logits), as the
+  // CUDA executor keeps them on the device.
+  bool fetches_logits = false;
+  // With fetches_logits: fetch_logits() fails (nothing else does).
+  bool fail_fetches = false;
 };
 
 // The toy model's logits for the token after `context` ([vocab], in [0, 1)).
@@ -63,6 +68,9 @@ class FakeExecutor : public TableExecutor {
   bool computes_greedy_tokens() const override { return config_.greedy_tokens; }
   bool computes_logprobs() const override { return config_.logprobs; }
   bool computes_candidates() const override { return config_.candidates; }
+  bool fetches_logits() const override { return config_.fetches_logits; }
+  // The kept rows asked for, the others NaN.
+  StatusOr<std::span<const float>> fetch_logits(std::span<const int32_t> rows) override;
   // The session verbs are TableExecutor's, counted here.
   std::optional<SessionId> open_session() override;
   Status close_session(SessionId id) override;
@@ -77,6 +85,9 @@ class FakeExecutor : public TableExecutor {
   struct Counts {
     int64_t num_executes = 0;
     int64_t num_logits_steps = 0;  // executes asked for logits (return_logits)
+    int64_t num_kept_steps = 0;    // executes that kept their rows for fetch_logits()
+    int64_t num_kept_rows = 0;     // the rows those kept
+    int64_t num_fetched_rows = 0;  // rows fetch_logits() returned
     int64_t num_tokens = 0;
     int32_t max_step_tokens_seen = 0;
     int32_t num_open = 0;                 // open now
@@ -92,6 +103,8 @@ class FakeExecutor : public TableExecutor {
   FakeExecutorConfig config_;
   std::vector<int32_t> cell_tokens_;  // [max_cells] the token last written to each cell
   std::vector<float> logits_;         // [outputs of the last step, vocab]: BatchOutput::logits
+  std::vector<float> kept_;           // [outputs of the last step, vocab]: what fetch_logits reads
+  bool kept_valid_ = false;           // the last execute() succeeded and kept its rows
 
   mutable std::mutex mutex_;  // guards the hooks and counts_
   std::function<Status(const BatchInput&)> fail_hook_;

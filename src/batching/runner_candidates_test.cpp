@@ -1,6 +1,8 @@
 // The Runner with an executor that lists sampling candidates (FakeExecutorConfig::candidates, as
 // the CUDA executor does on the device): sampled generations get the tokens and log-probabilities
-// that sampling the rows gives, and a row the candidates decide is never read on the host.
+// that sampling the rows gives, a row the candidates decide is never read on the host, and with
+// an executor that keeps the rows (FakeExecutorConfig::fetches_logits) only the undecided ones
+// are fetched.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -32,9 +34,11 @@ struct Outcome {
   std::string error;
 };
 
-// Runs every config at once, one session each, on a fresh executor made from `executor`.
+// Runs every config at once, one session each, on a fresh executor made from `executor`; its
+// counts after into `counts` when given.
 std::vector<Outcome> run_all(const FakeExecutorConfig& executor, const Tokens& prompt,
-                             const std::vector<GenConfig>& configs) {
+                             const std::vector<GenConfig>& configs,
+                             FakeExecutor::Counts* counts = nullptr) {
   Rig rig(executor);
   std::vector<Session> sessions;
   std::vector<GenerationHandle> handles;
@@ -54,6 +58,7 @@ std::vector<Outcome> run_all(const FakeExecutorConfig& executor, const Tokens& p
     outcomes[i].reason = handles[i].finish_reason();
     outcomes[i].error = handles[i].error_message();
   }
+  if (counts != nullptr) *counts = rig.executor.counts();
   return outcomes;
 }
 
@@ -158,6 +163,127 @@ TEST(RunnerCandidatesTest, TopKInsideTheListCopiesNoRowsToTheHost) {
   GenerationHandle handle = session.generate_async(prompt, wide);
   handle.wait();
   EXPECT_GT(rig.executor.counts().num_logits_steps, 0);
+}
+
+// Flat rows of a vocabulary of 256 (the toy logits lie in [0, 1)): at these temperatures most
+// draws fall past the 32 candidates, at low ones and with a top-k of 40 fewer, with greedy and a
+// top-k inside the list beside them.
+std::vector<GenConfig> mostly_undecided_configs() {
+  std::vector<GenConfig> configs;
+  uint64_t seed = 300;
+  for (const float temperature : {0.05f, 1.0f, 3.0f}) {
+    for (const int32_t top_k : {0, 40}) {
+      for (const float top_p : {1.0f, 0.6f}) {
+        configs.push_back(sampled(8, temperature, top_k, top_p, 0.0f, ++seed));
+      }
+    }
+  }
+  configs.push_back(sampled(8, 1.0f, 0, 1.0f, 0.02f, ++seed));
+  configs.push_back(sampled(8, 1.0f, 7, 1.0f, 0.0f, ++seed));
+  configs.push_back(greedy(8));
+  return configs;
+}
+
+// Rows the host always reads: a penalty rewrites the row (even under a top-k inside the list).
+GenConfig penalized(uint64_t seed) {
+  GenConfig config = sampled(8, 0.7f, 5, 1.0f, 0.0f, seed);
+  config.sampling.repetition_penalty = 1.3f;
+  return config;
+}
+
+Tokens wide_prompt() {
+  Tokens prompt = ramp(9, 5);
+  for (int32_t& token : prompt) token = token * 7 + 3;  // below 256
+  return prompt;
+}
+
+TEST(RunnerCandidatesTest, OnlyTheRowsTheCandidatesLeaveUndecidedAreFetched) {
+  FakeExecutorConfig plain;
+  plain.vocab_size = 256;
+  plain.greedy_tokens = true;
+  plain.logprobs = true;
+  FakeExecutorConfig fetching = plain;
+  fetching.candidates = true;
+  fetching.fetches_logits = true;
+  std::vector<GenConfig> configs = mostly_undecided_configs();
+  configs[8].sampling.logprobs = 3;  // T 3: a fetched row scores its token from the row
+  configs.push_back(penalized(400));
+  const Tokens prompt = wide_prompt();
+  const std::vector<Outcome> want = run_all(plain, prompt, configs);
+  FakeExecutor::Counts counts;
+  const std::vector<Outcome> got = run_all(fetching, prompt, configs, &counts);
+  for (size_t i = 0; i < configs.size(); ++i) {
+    ASSERT_EQ(got[i].reason, FinishReason::kNewTokenLimit) << got[i].error;
+    EXPECT_EQ(got[i].tokens, want[i].tokens) << "config " << i;
+  }
+  ASSERT_EQ(got[8].logprobs.size(), want[8].logprobs.size());
+  for (size_t k = 0; k < got[8].logprobs.size(); ++k) {
+    EXPECT_EQ(got[8].logprobs[k].token, want[8].logprobs[k].token);
+    EXPECT_FALSE(std::isnan(got[8].logprobs[k].logprob));
+    EXPECT_NEAR(got[8].logprobs[k].logprob, want[8].logprobs[k].logprob, 1e-6);
+  }
+  EXPECT_EQ(counts.num_logits_steps, 0) << "a step copied every row";
+  EXPECT_GT(counts.num_kept_steps, 0);
+  // The unfetched rows are NaN: a token sampled from one would have failed above.
+  EXPECT_GT(counts.num_fetched_rows, 0) << "the flat rows need their rows";
+  EXPECT_LT(counts.num_fetched_rows, counts.num_kept_rows) << "the decided rows were fetched too";
+}
+
+TEST(RunnerCandidatesTest, ARowTheSamplerReadsIsFetchedAloneBesideDecidedOnes) {
+  // A penalized session among greedy and top-k ones: without fetching, every step of theirs
+  // copies every row; with it, only the penalized session's row travels.
+  FakeExecutorConfig plain;
+  plain.vocab_size = 256;
+  plain.greedy_tokens = true;
+  FakeExecutorConfig fetching = plain;
+  fetching.candidates = true;
+  fetching.fetches_logits = true;
+  const std::vector<GenConfig> configs = {greedy(8), sampled(8, 0.9f, 10, 0.9f, 0.0f, 7),
+                                          penalized(8), greedy(8)};
+  const Tokens prompt = wide_prompt();
+  FakeExecutor::Counts plain_counts;
+  const std::vector<Outcome> want = run_all(plain, prompt, configs, &plain_counts);
+  EXPECT_GT(plain_counts.num_logits_steps, 0);
+  FakeExecutor::Counts counts;
+  const std::vector<Outcome> got = run_all(fetching, prompt, configs, &counts);
+  for (size_t i = 0; i < configs.size(); ++i) {
+    ASSERT_EQ(got[i].reason, FinishReason::kNewTokenLimit) << got[i].error;
+    EXPECT_EQ(got[i].tokens, want[i].tokens) << "config " << i;
+  }
+  EXPECT_EQ(counts.num_logits_steps, 0) << "a step copied every row";
+  EXPECT_EQ(counts.num_fetched_rows, 8) << "one row per token of the penalized session";
+}
+
+TEST(RunnerCandidatesTest, AFailedFetchFailsOnlyTheGenerationsThatNeededARow) {
+  FakeExecutorConfig executor;
+  executor.vocab_size = 256;
+  executor.greedy_tokens = true;
+  executor.candidates = true;
+  executor.fetches_logits = true;
+  executor.fail_fetches = true;
+  Rig rig(executor);
+  const Tokens prompt = wide_prompt();
+  const std::vector<GenConfig> configs = {greedy(6), sampled(6, 1.0f, 7, 1.0f, 0.0f, 1),
+                                          sampled(6, 3.0f, 0, 1.0f, 0.0f, 2)};
+  std::vector<Session> sessions;
+  std::vector<GenerationHandle> handles;
+  for (const GenConfig& config : configs) {
+    sessions.push_back(rig.runner.open_session());
+    handles.push_back(sessions.back().generate_async(prompt, config));
+  }
+  for (GenerationHandle& handle : handles) handle.wait();
+  EXPECT_EQ(handles[0].finish_reason(), FinishReason::kNewTokenLimit) << handles[0].error_message();
+  EXPECT_EQ(handles[0].tokens(), fake_greedy(prompt, 6, 256));
+  EXPECT_EQ(handles[1].finish_reason(), FinishReason::kNewTokenLimit) << handles[1].error_message();
+  EXPECT_EQ(handles[1].tokens().size(), 6u);
+  EXPECT_EQ(handles[2].finish_reason(), FinishReason::kFailed);
+  EXPECT_NE(handles[2].error_message().find("fetching its logits"), std::string::npos)
+      << handles[2].error_message();
+  // The engine goes on: a session opened after it still generates.
+  Session after = rig.runner.open_session();
+  GenerationHandle again = after.generate_async(prompt, greedy(3));
+  again.wait();
+  EXPECT_EQ(again.tokens(), fake_greedy(prompt, 3, 256));
 }
 
 TEST(RunnerCandidatesTest, ARowWithNothingFiniteFailsItsGenerationWithoutTheRow) {

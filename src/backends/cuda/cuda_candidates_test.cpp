@@ -1,7 +1,8 @@
 // Sampling candidates on the CUDA executor (StepInput::candidates_temperature): on stories260K,
 // six sessions decode sampled tokens with every row listing candidates at its own temperature
 // (one row none); each list is the host's sampling_candidates of the row the executor returns,
-// and every draw the candidates decide is the draw from that row. Needs a GPU (labels e2e cuda).
+// and every draw the candidates decide is the draw from that row; a step that keeps its rows on
+// the device returns the ones fetched (fetch_logits). Needs a GPU (labels e2e cuda).
 // Thread-safety: test code, one thread.
 #include <gtest/gtest.h>
 
@@ -89,6 +90,84 @@ TEST(CudaCandidatesTest, ListsAreTheHostsAndDecideTheDrawsTheRowsGive) {
   std::printf("stories260K rows: the candidates decided %d draws, left %d to the rows\n", decided,
               undecided);
   EXPECT_GT(decided, 0) << "no draw decided: the comparison compared nothing";
+}
+
+TEST(CudaCandidatesTest, KeptRowsFetchedAreTheRowsTheStepListedAndArgmaxed) {
+  // A step that keeps its rows (BatchInput::keep_logits) copies none; fetch_logits() copies the
+  // rows asked for. Step 0 runs six prompts of 30-55 tokens through calls of at most 64 tokens
+  // (rows of the calls before the last are copied aside on the device), the steps after it one
+  // decode call each (rows fetched from the forward's buffer). A fetched row must be the row the
+  // step listed and argmaxed: its candidates and argmax, computed again on the host from it.
+  ASSERT_NO_FATAL_FAILURE(testing::require_cuda_device());
+  std::unique_ptr<Program> model = testing::open_model("stories260K.gguf");
+  const auto vocab = static_cast<size_t>(model->config().vocab_size);
+  const ProgramSpec spec = testing::with_plan(model->spec(), 64, 9, {1, 2, 4, 8});
+  CudaExecutorOptions options;
+  options.device_argmax = true;
+  auto executor = testing::make_cuda(*model, spec, options);
+  ASSERT_NE(executor, nullptr);
+  ASSERT_TRUE(executor->fetches_logits());
+  const float temperature = 0.8f;
+  constexpr size_t kSessions = 6;
+  std::vector<SessionId> sessions;
+  std::vector<Tokens> context(kSessions);
+  std::vector<int32_t> committed(kSessions, 0);
+  for (size_t i = 0; i < kSessions; ++i) {
+    sessions.push_back(*executor->open_session());
+    context[i].push_back(1);
+    for (size_t t = 1; t < 30 + 5 * i; ++t) {
+      context[i].push_back(static_cast<int32_t>(1 + (37 * t + 101 * i) % (vocab - 1)));
+    }
+  }
+  // Which rows each step fetches: some, all, a run and singles, none, the last alone.
+  const std::vector<std::vector<int32_t>> fetches = {
+      {0, 2, 3, 5}, {0, 1, 2, 3, 4, 5}, {1, 2, 4}, {}, {5}, {0, 1, 5}};
+  const int64_t fetched_before = executor->stats().num_fetched_rows;
+  int64_t num_fetched = 0;
+  for (size_t step = 0; step < fetches.size(); ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    BatchInput batch;
+    batch.keep_logits = true;
+    for (size_t i = 0; i < kSessions; ++i) {
+      StepInput input = testing::step_input(sessions[i], 0, context[i], committed[i],
+                                            static_cast<int32_t>(context[i].size()), true);
+      input.candidates_temperature = temperature;
+      batch.inputs.push_back(input);
+    }
+    StatusOr<BatchOutput> output = executor->execute(batch, /*return_logits=*/false);
+    ASSERT_TRUE(output.ok()) << output.status().to_string();
+    ASSERT_EQ(output->outputs.size(), kSessions);
+    EXPECT_TRUE(output->logits.empty()) << "a step that keeps its rows copied them";
+    const StatusOr<std::span<const float>> rows = executor->fetch_logits(fetches[step]);
+    ASSERT_TRUE(rows.ok()) << rows.status().to_string();
+    ASSERT_EQ(rows->size(), kSessions * vocab);
+    num_fetched += static_cast<int64_t>(fetches[step].size());
+    for (const int32_t r : fetches[step]) {
+      SCOPED_TRACE("row " + std::to_string(r));
+      const std::span<const float> row = rows->subspan(static_cast<size_t>(r) * vocab, vocab);
+      const OutputRow& out = output->outputs[static_cast<size_t>(r)];
+      EXPECT_EQ(argmax_finite(row), out.greedy_token);
+      ASSERT_TRUE(out.candidates.has_value());
+      const RowCandidates want = sampling_candidates(row, temperature);
+      EXPECT_EQ(out.candidates->top, want.top);
+      EXPECT_EQ(out.candidates->max_logit, want.max_logit);
+    }
+    // Asked again in another order, or for a row past the step: refused.
+    EXPECT_FALSE(executor->fetch_logits(std::vector<int32_t>{3, 1}).ok());
+    EXPECT_FALSE(
+        executor->fetch_logits(std::vector<int32_t>{static_cast<int32_t>(kSessions)}).ok());
+    for (size_t i = 0; i < kSessions; ++i) {
+      committed[i] = static_cast<int32_t>(context[i].size());
+      context[i].push_back(output->outputs[i].greedy_token);
+    }
+  }
+  EXPECT_EQ(executor->stats().num_fetched_rows - fetched_before, num_fetched);
+  // A step that did not ask to keep its rows has none to fetch.
+  BatchInput plain;
+  plain.inputs.push_back(testing::step_input(sessions[0], 0, context[0], committed[0],
+                                             static_cast<int32_t>(context[0].size()), true));
+  ASSERT_TRUE(executor->execute(plain, /*return_logits=*/false).ok());
+  EXPECT_FALSE(executor->fetch_logits(std::vector<int32_t>{0}).ok());
 }
 
 }  // namespace

@@ -248,6 +248,7 @@ StatusOr<BatchOutput> CudaExecutor::execute(const BatchInput& batch, bool return
   if (!initialized_) return failed_precondition("CudaExecutor::execute before initialize()");
   // The engine thread may not be the one that initialized: bind it to the device.
   CELLM_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
+  kept_valid_ = false;
   if (ahead_.has_value()) {
     if (follows_greedy(batch, return_logits) && batch.inputs[0].session == ahead_->session) {
       return take_ahead();  // follows_greedy checked the position and the token
@@ -262,6 +263,9 @@ StatusOr<BatchOutput> CudaExecutor::execute(const BatchInput& batch, bool return
   const size_t logits_bytes = copy_logits ? output.outputs.size() * vocab * sizeof(float) : 0;
   const size_t tokens_bytes = options_.device_argmax ? output.outputs.size() * sizeof(int32_t) : 0;
   last_logits_ = {};
+  // Rows copied anyway answer fetch_logits() from pinned memory.
+  const bool keep = batch.keep_logits && !copy_logits;
+  kept_rows_.assign(keep ? output.outputs.size() : 0, nullptr);
   // No copy is in flight between steps (the previous execute() synchronized): grow freely.
   for (auto [buffer, bytes] :
        {std::pair{&host_logits_, logits_bytes}, std::pair{&host_tokens_, tokens_bytes}}) {
@@ -278,10 +282,17 @@ StatusOr<BatchOutput> CudaExecutor::execute(const BatchInput& batch, bool return
       abort_step(step);
       return summarize.ok() ? list.status() : summarize.status();
     }
-    asks = {*summarize, *list};
+    asks = {*summarize, *list, keep};
   }
   const std::vector<SliceCall> calls = plan_slices(step.num_tokens, spec_.max_step_tokens,
                                                    spec_.min_prefill_chunk, spec_.decode_widths);
+  if (keep && calls.size() > 1) {  // rows of the calls before the last are copied aside
+    if (const Status grown = kept_logits_.grow_to(output.outputs.size() * vocab * sizeof(float));
+        !grown.ok()) {
+      abort_step(step);
+      return grown.with_context("device rows kept for fetch_logits");
+    }
+  }
   Status status = ok_status();
   for (const SliceCall& call : calls) {
     status = run_call(step, call, copy_logits, asks);
@@ -337,7 +348,48 @@ StatusOr<BatchOutput> CudaExecutor::execute(const BatchInput& batch, bool return
   if (!ahead_.has_value()) commit_step();  // else its pack() committed this step
   note_greedy(batch, output);
   count_step(calls);
+  kept_valid_ = batch.keep_logits;
+  if (keep) {
+    ++stats_.num_kept_steps;
+    stats_.num_kept_rows += static_cast<int64_t>(kept_rows_.size());
+  }
   return output;
+}
+
+StatusOr<std::span<const float>> CudaExecutor::fetch_logits(std::span<const int32_t> rows) {
+  if (!kept_valid_) {
+    return failed_precondition("CudaExecutor::fetch_logits: the last step kept no rows");
+  }
+  if (!last_logits_.empty()) return last_logits_;  // the step copied every row anyway
+  const size_t num_rows = kept_rows_.size();
+  for (size_t k = 0; k < rows.size(); ++k) {
+    if (rows[k] < 0 || static_cast<size_t>(rows[k]) >= num_rows ||
+        (k > 0 && rows[k - 1] >= rows[k])) {
+      return invalid_argument("CudaExecutor::fetch_logits: row " + std::to_string(rows[k]) +
+                              " is not an ascending output row of the " + std::to_string(num_rows));
+    }
+  }
+  CELLM_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
+  const size_t vocab = static_cast<size_t>(config_.vocab_size);
+  // No copy is in flight (the step synchronized): grow freely.
+  CELLM_RETURN_IF_ERROR(host_logits_.grow_to(num_rows * vocab * sizeof(float)));
+  float* host = host_logits_.as<float>();
+  for (size_t k = 0; k < rows.size();) {
+    const auto first = static_cast<size_t>(rows[k]);
+    size_t end = k + 1;  // a run of rows adjacent in the output and on the device: one copy
+    while (end < rows.size() && static_cast<size_t>(rows[end]) == first + (end - k) &&
+           kept_rows_[first + (end - k)] == kept_rows_[first] + (end - k) * vocab) {
+      ++end;
+    }
+    CELLM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host + first * vocab, kept_rows_[first],
+                                               (end - k) * vocab * sizeof(float),
+                                               cudaMemcpyDeviceToHost, stream_.get()));
+    k = end;
+  }
+  CELLM_RETURN_IF_ERROR(
+      cuda_status(cudaStreamSynchronize(stream_.get()), "CudaExecutor::fetch_logits"));
+  stats_.num_fetched_rows += static_cast<int64_t>(rows.size());
+  return std::span<const float>(host, num_rows * vocab);
 }
 
 void CudaExecutor::count_step(const std::vector<SliceCall>& calls) {
@@ -399,6 +451,20 @@ Status CudaExecutor::run_call(const PackedStep& step, const SliceCall& call, boo
   }
   if (num_kept > 0 && asks.candidates) {
     CELLM_RETURN_IF_ERROR(list_candidates(rows.first_kept, num_kept));
+  }
+  if (num_kept > 0 && asks.keep) {
+    const size_t vocab = static_cast<size_t>(config_.vocab_size);
+    const float* home = forward_->logits();  // the last call's rows stay there until the next step
+    if (begin + num_tokens < step.num_tokens) {
+      float* aside = kept_logits_.as<float>() + static_cast<size_t>(rows.first_kept) * vocab;
+      CELLM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+          aside, forward_->logits(), static_cast<size_t>(num_kept) * vocab * sizeof(float),
+          cudaMemcpyDeviceToDevice, stream_.get()));
+      home = aside;
+    }
+    for (int32_t k = 0; k < num_kept; ++k) {
+      kept_rows_[static_cast<size_t>(rows.first_kept + k)] = home + static_cast<size_t>(k) * vocab;
+    }
   }
   if (!rows.local_rows.empty() && copy_logits) {
     const size_t vocab = static_cast<size_t>(config_.vocab_size);

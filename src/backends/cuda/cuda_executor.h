@@ -61,6 +61,9 @@ struct CudaExecutorStats {
   double last_step_device_ms = 0.0;
   int64_t num_steps_run_ahead = 0;      // steps execute() found already run (options.run_ahead)
   int64_t num_steps_ahead_dropped = 0;  // steps run ahead that no execute() asked for
+  int64_t num_kept_steps = 0;           // steps that kept their rows on the device (keep_logits)
+  int64_t num_kept_rows = 0;            // the rows those kept
+  int64_t num_fetched_rows = 0;         // rows fetch_logits() copied to the host
 };
 
 // Device memory a CudaExecutor of this model and program needs beside its weights: its KV pool at
@@ -93,11 +96,17 @@ class CudaExecutor final : public TableExecutor {
   // Rows whose input asks (StepInput::num_top_logprobs >= 0) are summarized on the device
   // (kernels/row_logprobs.cuh) into OutputRow::logprobs, and rows asking for sampling candidates
   // (StepInput::candidates_temperature > 0) listed there (kernels/row_candidates.cuh) into
-  // OutputRow::candidates; only the summaries and the lists are copied.
+  // OutputRow::candidates; only the summaries and the lists are copied. A batch that asks to
+  // keep its rows (BatchInput::keep_logits) and copies none leaves them on the device: the last
+  // call's in the forward's logits buffer, earlier calls' copied beside it (kept_logits_).
   StatusOr<BatchOutput> execute(const BatchInput& batch, bool return_logits) override;
   bool computes_greedy_tokens() const override { return options_.device_argmax; }
   bool computes_logprobs() const override { return true; }
   bool computes_candidates() const override { return true; }
+  bool fetches_logits() const override { return true; }
+  // The rows asked for, copied into the pinned rows of host_logits_ (runs of rows adjacent on
+  // the device in one copy); every row when the step copied them all anyway.
+  StatusOr<std::span<const float>> fetch_logits(std::span<const int32_t> rows) override;
 
   // TableExecutor's session verbs, each dropping a step run ahead first (options.run_ahead);
   // cache_usage() and session_length() answer as if it were dropped, without dropping it.
@@ -135,13 +144,15 @@ class CudaExecutor final : public TableExecutor {
   struct RowAsks {
     bool logprobs = false;    // summaries (prepare_logprobs uploaded the asks)
     bool candidates = false;  // sampling candidates (prepare_candidates uploaded the asks)
+    bool keep = false;        // their logits stay on the device for fetch_logits()
   };
   // One call of the plan: declare + place its real tokens, grow the pool, upload, run the
   // forward (graph or eager), copy the kept rows' logits to pinned memory at `first_kept` and,
   // with device_argmax, their argmax tokens to `host_tokens` (host_tokens_ when null). With
   // `asks.logprobs`, the kept rows that ask are summarized for log-probabilities and the
   // summaries copied to host_logprob_rows_; with `asks.candidates`, the same for sampling
-  // candidates into host_candidate_rows_.
+  // candidates into host_candidate_rows_; with `asks.keep`, where each kept row's logits stay on
+  // the device into kept_rows_ (a call before the step's last copies them into kept_logits_).
   // `token_source` (device, or null): the call's tokens are copied from there after the upload
   // (a step run ahead reads the previous step's argmax). `timed`: the step's first call records
   // step_begin_ (options.time_steps).
@@ -213,11 +224,18 @@ class CudaExecutor final : public TableExecutor {
   PinnedBuffer host_candidate_rows_;
   DeviceBuffer candidate_asks_;
   DeviceBuffer candidate_rows_;
+  DeviceBuffer candidate_scratch_;  // the kernel's split partials; zeroed when (re)allocated
   std::span<const float> last_logits_;
-  CellStep cell_step_;    // reused by every call
-  CudaEvent step_begin_;  // options.time_steps: before the first call's upload
-  CudaEvent step_end_;    // after the last call's copies
-  CudaEvent step_done_;   // after a step's own calls: what execute() waits for
+  // Rows kept on the device for fetch_logits() (BatchInput::keep_logits): those of a step's
+  // calls before its last ([outputs of a step, vocab] f32, grown with the widest such step), and
+  // where each output row of the last step that kept them is ([outputs], device pointers).
+  DeviceBuffer kept_logits_;
+  std::vector<const float*> kept_rows_;
+  bool kept_valid_ = false;  // the last execute() succeeded and kept its rows (or copied them)
+  CellStep cell_step_;       // reused by every call
+  CudaEvent step_begin_;     // options.time_steps: before the first call's upload
+  CudaEvent step_end_;       // after the last call's copies
+  CudaEvent step_done_;      // after a step's own calls: what execute() waits for
   CudaExecutorStats stats_;
 
   // A one-token greedy decode step enqueued before anyone asked for it (options.run_ahead).

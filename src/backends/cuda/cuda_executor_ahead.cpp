@@ -11,7 +11,7 @@ namespace cellm {
 
 bool CudaExecutor::follows_greedy(const BatchInput& batch, bool return_logits) const {
   if (!options_.run_ahead || !options_.device_argmax || !replay_graphs_ || copy_logits_ ||
-      return_logits || batch.inputs.size() != 1) {
+      return_logits || batch.keep_logits || batch.inputs.size() != 1) {
     return false;
   }
   const StepInput& input = batch.inputs[0];
