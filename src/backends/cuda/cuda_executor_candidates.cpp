@@ -4,6 +4,8 @@
 // (280 bytes a row) come back, for the sampler to draw from without reading the row.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 #include <utility>
 
 #include "backends/cuda/cuda_check.h"
@@ -30,9 +32,16 @@ StatusOr<bool> CudaExecutor::prepare_candidates(const BatchInput& batch,
        {std::pair{&host_candidate_asks_, ask_bytes}, std::pair{&host_candidate_rows_, row_bytes}}) {
     CELLM_RETURN_IF_ERROR(buffer->grow_to(bytes).with_context("pinned sampling candidates"));
   }
+  const size_t scratch_bytes = kernels::row_candidates_scratch_bytes(static_cast<int32_t>(rows));
+  const bool new_scratch = candidate_scratch_.num_bytes() < scratch_bytes;
   for (auto [buffer, bytes] :
-       {std::pair{&candidate_asks_, ask_bytes}, std::pair{&candidate_rows_, row_bytes}}) {
+       {std::pair{&candidate_asks_, ask_bytes}, std::pair{&candidate_rows_, row_bytes},
+        std::pair{&candidate_scratch_, scratch_bytes}}) {
     CELLM_RETURN_IF_ERROR(buffer->grow_to(bytes).with_context("sampling candidates"));
+  }
+  if (new_scratch) {  // the kernel leaves it zeroed after every launch
+    CELLM_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(candidate_scratch_.as<uint8_t>(), 0,
+                                               candidate_scratch_.num_bytes(), stream_.get()));
   }
   float* asks = host_candidate_asks_.as<float>();  // [rows]: the temperature, 0 for none
   for (size_t i = 0; i < rows; ++i) {
@@ -52,6 +61,17 @@ Status CudaExecutor::list_candidates(int32_t first_kept, int32_t num_kept) {
   p.stride = config_.vocab_size;
   p.temperature = candidate_asks_.as<float>() + first_kept;
   p.out = candidate_rows_.as<kernels::RowCandidatesSummary>() + first_kept;
+  // Each call's launch uses the scratch from its start: the one before left it zeroed. Rows are
+  // split over several blocks (one block alone reads a 128K row at one SM's rate) unless
+  // CELLM_CUDA_CANDIDATES_SPLIT=0.
+  static const bool split = [] {
+    const char* value = std::getenv("CELLM_CUDA_CANDIDATES_SPLIT");
+    return value == nullptr || std::string(value) != "0";
+  }();
+  if (split) {
+    p.scratch = candidate_scratch_.as<void>();
+    p.scratch_bytes = candidate_scratch_.num_bytes();
+  }
   CELLM_RETURN_IF_ERROR(kernels::launch_row_candidates(p, stream_.get()));
   CELLM_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(host_candidate_rows_.as<kernels::RowCandidatesSummary>() + first_kept, p.out,

@@ -1,16 +1,23 @@
-// row_candidates: one block per row, two passes over it (row_candidates.cuh).
+// row_candidates: one block per row or per segment of it, three passes over its part
+// (row_candidates.cuh).
 //
-// Pass one keeps each warp's best kMaxCandidates finite (logit, id) pairs (top_list.cuh) and the
-// first warp merges them: the list, and its head the row's largest logit. Pass two, with that
-// maximum known, sums exp(v/T − max/T) in double — the product and the difference rounded apart
-// (no fused multiply-add), as the host computes each term — over each thread's share, then over
-// the block. The row is read with ordinary loads so that pass two finds it in L2.
+// A first pass finds a floor under the part's best kMaxCandidates values (candidate_floor). Pass
+// one keeps each warp's best kMaxCandidates finite (logit, id) pairs at or above it
+// (top_list.cuh) and the first warp merges them: the list, and its head the part's largest logit.
+// Pass two, with that maximum known, sums exp(v/T − max/T) in double — the product and the
+// difference rounded apart (no fused multiply-add), as the host computes each term — over each
+// thread's share, then over the block. The row is read with ordinary loads so that pass two finds
+// it in L2. Split (with scratch), the last block of a row merges the parts' lists and rescales
+// their sums to the row's largest logit (one more rounding per part than the host's terms: within
+// the summation-order difference the sum already has).
 #include <cmath>
 #include <cstdint>
 #include <string>
 
+#include "backends/cuda/kernels/kernel_common.cuh"
 #include "backends/cuda/kernels/launch_status.h"
 #include "backends/cuda/kernels/row_candidates.cuh"
+#include "backends/cuda/kernels/row_split.h"
 #include "backends/cuda/kernels/top_list.cuh"
 
 namespace cellm::kernels {
@@ -19,31 +26,96 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kLoads = 16;  // values in flight per thread
+constexpr int kMaxSplits = 16;
+constexpr int64_t kMinSplitElements = 8192;  // fewer per block: not worth a split
 using top_list::kFull;
 using WarpList = top_list::WarpList<kMaxCandidates>;
 
-__global__ void __launch_bounds__(kThreads) row_candidates_kernel(const RowCandidatesParams p) {
-  const int32_t r = static_cast<int32_t>(blockIdx.x);
-  const float temperature = p.temperature[r];
-  if (!(temperature > 0.0f)) return;  // the whole block: the row asked for nothing
-  const float* row = p.logits + static_cast<int64_t>(r) * p.stride;
+// One block's result over its part of a row: its best pairs and Σ exp(v/T − max/T) with `max`
+// the part's own largest logit (the whole row's when the part is the row).
+struct Partial {
+  double sum;  // 0 when nothing in the part is finite
+  float max;   // -infinity when nothing is finite
+  int32_t num;
+  float value[kMaxCandidates];
+  int32_t id[kMaxCandidates];
+};
+
+struct SplitScratch {
+  unsigned int* counters;  // [num_rows] blocks of the row done so far
+  Partial* partials;       // [num_rows, kMaxSplits]
+};
+
+__device__ SplitScratch split_scratch(void* scratch, int32_t num_rows) {
+  auto* bytes = static_cast<uint8_t*>(scratch);
+  const size_t counter_bytes = (static_cast<size_t>(num_rows) * 4 + 15) / 16 * 16;
+  return {reinterpret_cast<unsigned int*>(bytes),
+          reinterpret_cast<Partial*>(bytes + counter_bytes)};
+}
+
+// The host's term: exp(v · (1/T) − top) with top = max · (1/T), the product and the difference
+// rounded apart.
+__device__ __forceinline__ double scaled(float v, double inv_temperature) {
+  return __dmul_rn(static_cast<double>(v), inv_temperature);
+}
+
+// A floor under the best kMaxCandidates finite values of row[begin, end), so that pass one
+// inserts only values at or above it (a warp's list fills with the first values it meets and
+// then inserts ≈ K · ln(n / K) more, each a chain of shuffles: the selection's cost at one row):
+// each thread's largest finite value, each warp's kPerWarp-th largest of those (kPerWarp values of
+// the warp at or above it), the smallest of the warps' (kWarps · kPerWarp = kMaxCandidates
+// values at or above it). -infinity when the part has fewer finite values. Every thread calls it.
+constexpr int kPerWarp = kMaxCandidates / kWarps;
+static_assert(kPerWarp * kWarps == kMaxCandidates, "the warps' floors cover the list");
+
+__device__ float candidate_floor(const float* row, int64_t begin, int64_t end) {
   const int tid = static_cast<int>(threadIdx.x);
   const int lane = tid & 31;
   const int warp = tid >> 5;
+  float mine = -INFINITY;
+  for (int64_t i = begin + tid; i < end; i += kThreads) {
+    const float v = row[i];
+    if (isfinite(v)) mine = fmaxf(mine, v);
+  }
+  float kth = -INFINITY;
+  for (int k = 0; k < kPerWarp; ++k) {
+    float best = mine;
+    for (int offset = 16; offset > 0; offset >>= 1) {
+      best = fmaxf(best, __shfl_xor_sync(kFull, best, offset));
+    }
+    kth = best;
+    const unsigned holders = __ballot_sync(kFull, mine == best);  // one of them steps aside
+    if (lane == __ffs(holders) - 1) mine = -INFINITY;
+  }
+  __shared__ float warp_floor[kWarps];
+  if (lane == 0) warp_floor[warp] = kth;
+  __syncthreads();
+  float floor = warp_floor[0];
+  for (int w = 1; w < kWarps; ++w) floor = fminf(floor, warp_floor[w]);
+  return floor;
+}
 
-  // Pass one: the warps' lists, then the block's.
+// One block over row[begin, end): pass one selects, pass two sums from L2 relative to the part's
+// largest logit; thread 0 writes `out` (shared or global memory). Every thread calls it.
+__device__ void block_partial(const float* row, int64_t begin, int64_t end, double inv_temperature,
+                              Partial* out) {
+  const int tid = static_cast<int>(threadIdx.x);
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  const float floor = candidate_floor(row, begin, end);
   WarpList list;
   constexpr int64_t kTile = static_cast<int64_t>(kThreads) * kLoads;
-  for (int64_t base = 0; base < p.vocab; base += kTile) {
+  for (int64_t base = begin; base < end; base += kTile) {
     float v[kLoads];
 #pragma unroll
     for (int j = 0; j < kLoads; ++j) {
       const int64_t i = base + j * kThreads + tid;
-      v[j] = i < p.vocab ? row[i] : NAN;
+      v[j] = i < end ? row[i] : NAN;
     }
 #pragma unroll
     for (int j = 0; j < kLoads; ++j) {
-      list.insert(isfinite(v[j]), v[j], static_cast<int32_t>(base + j * kThreads + tid), lane);
+      list.insert(isfinite(v[j]) && v[j] >= floor, v[j],
+                  static_cast<int32_t>(base + j * kThreads + tid), lane);
     }
   }
   __shared__ float list_value[kWarps][32];
@@ -65,25 +137,14 @@ __global__ void __launch_bounds__(kThreads) row_candidates_kernel(const RowCandi
     if (lane == 0) num_best = placed;
   }
   __syncthreads();
-  RowCandidatesSummary* out = p.out + r;
   const int32_t num = num_best;
-  if (num == 0) {  // nothing finite
-    if (tid == 0) {
-      out->total = 0.0;
-      out->max_logit = -INFINITY;
-      out->temperature = temperature;
-      out->num = 0;
-    }
-    return;
-  }
-
-  // Pass two: the normalizer at T, each term as the host's exp(v · (1/T) − max · (1/T)).
-  const double inv_temperature = 1.0 / static_cast<double>(temperature);
-  const double top = __dmul_rn(static_cast<double>(best_value[0]), inv_temperature);
   double sum = 0.0;
-  for (int64_t i = tid; i < p.vocab; i += kThreads) {
-    const float v = row[i];
-    if (isfinite(v)) sum += exp(__dsub_rn(__dmul_rn(static_cast<double>(v), inv_temperature), top));
+  if (num > 0) {  // uniform over the block
+    const double top = scaled(best_value[0], inv_temperature);
+    for (int64_t i = begin + tid; i < end; i += kThreads) {
+      const float v = row[i];
+      if (isfinite(v)) sum += exp(__dsub_rn(scaled(v, inv_temperature), top));
+    }
   }
   for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(kFull, sum, offset);
   __shared__ double warp_sum[kWarps];
@@ -92,14 +153,98 @@ __global__ void __launch_bounds__(kThreads) row_candidates_kernel(const RowCandi
   if (tid == 0) {
     double total = 0.0;
     for (int w = 0; w < kWarps; ++w) total += warp_sum[w];
-    out->total = total;
-    out->max_logit = best_value[0];
-    out->temperature = temperature;
+    out->sum = total;
+    out->max = num > 0 ? best_value[0] : -INFINITY;
     out->num = num;
+    for (int32_t k = 0; k < num; ++k) {
+      out->value[k] = best_value[k];
+      out->id[k] = best_id[k];
+    }
   }
-  if (tid < num) {
-    out->ids[tid] = best_id[tid];
-    out->logits[tid] = best_value[tid];
+}
+
+// The row's summary from its Partial over the whole row. Thread 0.
+__device__ void write_summary(const Partial& whole, float temperature, RowCandidatesSummary* out) {
+  out->total = whole.sum;
+  out->max_logit = whole.max;
+  out->temperature = temperature;
+  out->num = whole.num;
+  for (int32_t k = 0; k < whole.num; ++k) {
+    out->ids[k] = whole.id[k];
+    out->logits[k] = whole.value[k];
+  }
+}
+
+__global__ void __launch_bounds__(kThreads) row_candidates_kernel(const RowCandidatesParams p) {
+  const int32_t r = static_cast<int32_t>(blockIdx.x);
+  const float temperature = p.temperature[r];
+  if (!(temperature > 0.0f)) return;  // the whole block: the row asked for nothing
+  const float* row = p.logits + static_cast<int64_t>(r) * p.stride;
+  __shared__ Partial whole;
+  block_partial(row, 0, p.vocab, 1.0 / static_cast<double>(temperature), &whole);
+  if (threadIdx.x == 0) write_summary(whole, temperature, p.out + r);
+}
+
+// Grid (splits, rows): block b takes row[b · per_split, (b + 1) · per_split); the last block of a
+// row to finish merges the partials — the sums rescaled to the row's largest logit, exp(top_b −
+// top) with each top the host's max · (1/T) — and leaves the row's counter zeroed.
+__global__ void __launch_bounds__(kThreads)
+    row_candidates_split_kernel(const RowCandidatesParams p, int64_t per_split) {
+  const int32_t r = static_cast<int32_t>(blockIdx.y);
+  const float temperature = p.temperature[r];
+  if (!(temperature > 0.0f)) return;
+  const double inv_temperature = 1.0 / static_cast<double>(temperature);
+  const auto splits = static_cast<int>(gridDim.x);
+  const float* row = p.logits + static_cast<int64_t>(r) * p.stride;
+  const int64_t begin = static_cast<int64_t>(blockIdx.x) * per_split;
+  const int64_t end = begin + per_split < p.vocab ? begin + per_split : p.vocab;
+  const SplitScratch scratch = split_scratch(p.scratch, p.num_rows);
+  Partial* partials = scratch.partials + static_cast<int64_t>(r) * kMaxSplits;
+  block_partial(row, begin, end, inv_temperature, partials + blockIdx.x);
+  if (threadIdx.x >= 32) return;  // thread 0 wrote the partial
+  __shared__ bool last;
+  if (threadIdx.x == 0) {
+    __threadfence();  // the partial is visible before the count says so
+    last = atomicAdd(&scratch.counters[r], 1u) == static_cast<unsigned int>(splits - 1);
+  }
+  __syncwarp();
+  if (!last) return;
+  __threadfence();
+  // The last block's first warp: lane j reads part j.
+  const int lane = static_cast<int>(threadIdx.x);
+  float part_max = -INFINITY;
+  double part_sum = 0.0;
+  if (lane < splits) {
+    part_max = __ldcg(&partials[lane].max);
+    part_sum = __ldcg(&partials[lane].sum);
+  }
+  float max = part_max;
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    max = fmaxf(max, __shfl_xor_sync(kFull, max, offset));
+  }
+  double sum = 0.0;
+  if (part_max != -INFINITY) {
+    const double part_top = scaled(part_max, inv_temperature);
+    sum = part_max == max ? part_sum
+                          : part_sum * exp(__dsub_rn(part_top, scaled(max, inv_temperature)));
+  }
+  for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(kFull, sum, offset);
+  __shared__ Partial whole;
+  const int32_t placed = top_list::merge_lists<kMaxCandidates>(
+      splits, kMaxCandidates,
+      [&](int part, int k, float* value, int32_t* id) {
+        if (k < __ldcg(&partials[part].num)) {
+          *value = __ldcg(&partials[part].value[k]);
+          *id = __ldcg(&partials[part].id[k]);
+        }
+      },
+      whole.value, whole.id);
+  if (lane == 0) {
+    whole.sum = max == -INFINITY ? 0.0 : sum;
+    whole.max = max;
+    whole.num = placed;
+    write_summary(whole, temperature, p.out + r);
+    scratch.counters[r] = 0u;  // ready for the next launch
   }
 }
 
@@ -107,14 +252,30 @@ __global__ void __launch_bounds__(kThreads) row_candidates_kernel(const RowCandi
 
 Status launch_row_candidates(const RowCandidatesParams& p, cudaStream_t stream) {
   if (p.num_rows < 0 || p.vocab <= 0 || p.vocab > 2147483647 || p.stride < p.vocab ||
-      (p.num_rows > 0 && (p.logits == nullptr || p.temperature == nullptr || p.out == nullptr))) {
+      (p.num_rows > 0 && (p.logits == nullptr || p.temperature == nullptr || p.out == nullptr)) ||
+      !row_split_scratch_fits(p.scratch, p.scratch_bytes, row_candidates_scratch_bytes(p.num_rows),
+                              p.num_rows)) {
     return invalid_argument("row candidates: " + std::to_string(p.num_rows) + " rows of " +
                             std::to_string(p.vocab) + " logits, stride " +
-                            std::to_string(p.stride) + ", or a null pointer");
+                            std::to_string(p.stride) +
+                            ", a null pointer, or scratch too small or unaligned");
   }
   if (p.num_rows == 0) return ok_status();
-  row_candidates_kernel<<<static_cast<unsigned>(p.num_rows), kThreads, 0, stream>>>(p);
+  const int64_t splits = row_splits(p.scratch, p.vocab, kMaxSplits, kMinSplitElements);
+  if (splits <= 1) {
+    row_candidates_kernel<<<static_cast<unsigned>(p.num_rows), kThreads, 0, stream>>>(p);
+    return launch_status("row candidates");
+  }
+  const int64_t per_split = ceil_div(p.vocab, splits);
+  const dim3 grid(static_cast<unsigned>(ceil_div(p.vocab, per_split)),
+                  static_cast<unsigned>(p.num_rows));
+  row_candidates_split_kernel<<<grid, kThreads, 0, stream>>>(p, per_split);
   return launch_status("row candidates");
+}
+
+size_t row_candidates_scratch_bytes(int32_t num_rows) {
+  const auto rows = static_cast<size_t>(num_rows < 0 ? 0 : num_rows);
+  return (rows * 4 + 15) / 16 * 16 + rows * kMaxSplits * sizeof(Partial);
 }
 
 }  // namespace cellm::kernels

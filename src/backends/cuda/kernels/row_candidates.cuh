@@ -2,14 +2,17 @@
 // its best tokens — the row's kMaxCandidates best finite logits (the lower id first on ties) and
 // Σ exp(v/T − max/T) over its finite logits, each term in double as the host's sampler computes
 // it — so that a sampled row need not be read on the host (batching/sampler.h's
-// sample_from_candidates; its sampling_candidates is this kernel's oracle). One block per row:
-// one pass selects, a second (from L2) sums. Rows whose temperature is not above 0 are skipped.
+// sample_from_candidates; its sampling_candidates is this kernel's oracle). One block per row,
+// or with scratch up to 16 per row (segments of at least 8192 logits; the last to finish merges
+// them, as row_logprobs does): one pass finds a floor under the best values, one selects above
+// it, one sums (from L2). Rows whose temperature is not above 0 are skipped.
 // Knows nothing of sessions or samplers. Stream-ordered, capturable. Thread-safety: launches on
 // a stream.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "core/status.h"
@@ -35,9 +38,15 @@ struct RowCandidatesParams {
   int64_t stride = 0;
   const float* temperature = nullptr;   // [num_rows]: <= 0 (or NaN) skips the row
   RowCandidatesSummary* out = nullptr;  // [num_rows]; a skipped row's is not written
+  // Optional: row_candidates_scratch_bytes(num_rows) bytes, zeroed before the first launch
+  // (every launch leaves it zeroed), 16-byte aligned; null: one block per row.
+  void* scratch = nullptr;
+  size_t scratch_bytes = 0;
 };
 
-// Checks the shape (not the per-row values) and launches.
+size_t row_candidates_scratch_bytes(int32_t num_rows);
+
+// Checks the shape and the scratch (not the per-row values) and launches.
 Status launch_row_candidates(const RowCandidatesParams& params, cudaStream_t stream);
 
 }  // namespace cellm::kernels

@@ -1,13 +1,14 @@
 // Parity of the row_candidates kernel with the host's sampling_candidates (its oracle) on random
 // rows at several temperatures, planted ties, non-finite logits, rows with fewer finite logits
-// than the list holds and padded rows; and the sampler's draws from the device's candidates
-// against its draws from the rows.
+// than the list holds and padded rows, with a block per row and split over blocks; and the
+// sampler's draws from the device's candidates against its draws from the rows.
 #include "backends/cuda/kernels/row_candidates.cuh"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -24,9 +25,11 @@ using testing::random_floats;
 
 static_assert(kMaxCandidates == kSamplingCandidates, "the device lists what the sampler reads");
 
+// Split: each row over several blocks merged through the scratch, launched twice (the first
+// launch must leave the scratch ready for the second) — the second launch's lists returned.
 std::vector<RowCandidatesSummary> run_kernel(const std::vector<float>& logits, int64_t vocab,
-                                             int64_t stride,
-                                             const std::vector<float>& temperatures) {
+                                             int64_t stride, const std::vector<float>& temperatures,
+                                             bool split) {
   const auto rows = static_cast<int32_t>(temperatures.size());
   DeviceArray<float> logits_dev(logits);
   DeviceArray<float> temperature_dev(temperatures);
@@ -39,7 +42,19 @@ std::vector<RowCandidatesSummary> run_kernel(const std::vector<float>& logits, i
   p.stride = stride;
   p.temperature = temperature_dev.get();
   p.out = out.get();
-  EXPECT_TRUE(launch_row_candidates(p, nullptr).ok());
+  DeviceArray<uint8_t> scratch(split ? row_candidates_scratch_bytes(rows) : 0);
+  if (split) {
+    EXPECT_EQ(cudaMemset(scratch.get(), 0, scratch.size()), cudaSuccess);
+    p.scratch = scratch.get();
+    p.scratch_bytes = scratch.size();
+  }
+  for (int run = 0; run < (split ? 2 : 1); ++run) {
+    EXPECT_TRUE(launch_row_candidates(p, nullptr).ok());
+    if (run == 0 && split) {  // the second launch must write every asked row again
+      EXPECT_EQ(cudaMemset(out.get(), 0xff, out.size() * sizeof(RowCandidatesSummary)),
+                cudaSuccess);
+    }
+  }
   return out.download();
 }
 
@@ -56,8 +71,10 @@ RowCandidates as_host(const RowCandidatesSummary& s) {
 // must stay untouched. Then a sampler at each row's temperature draws from both at many
 // positions: a draw the device's candidates decide is the one the row gives.
 void expect_host_candidates(const std::vector<float>& logits, int64_t vocab, int64_t stride,
-                            const std::vector<float>& temperatures) {
-  const std::vector<RowCandidatesSummary> got = run_kernel(logits, vocab, stride, temperatures);
+                            const std::vector<float>& temperatures, bool split) {
+  SCOPED_TRACE(split ? "split over blocks" : "a block per row");
+  const std::vector<RowCandidatesSummary> got =
+      run_kernel(logits, vocab, stride, temperatures, split);
   for (size_t r = 0; r < temperatures.size(); ++r) {
     SCOPED_TRACE("row " + std::to_string(r));
     if (!(temperatures[r] > 0.0f)) {
@@ -106,7 +123,8 @@ TEST(RowCandidatesKernelTest, CandidatesMatchTheHostOnA128KVocabulary) {
   testing::plant_edge_rows(logits, vocab, 6);
   // Row 11: a peaked row at a low temperature (terms that underflow).
   at(11, 4242) = 30.0f;
-  expect_host_candidates(logits, vocab, vocab, temperatures);
+  for (const bool split : {false, true})
+    expect_host_candidates(logits, vocab, vocab, temperatures, split);
 }
 
 TEST(RowCandidatesKernelTest, AnOddVocabularyWithPaddedRowsAndAWideSpread) {
@@ -122,7 +140,8 @@ TEST(RowCandidatesKernelTest, AnOddVocabularyWithPaddedRowsAndAWideSpread) {
       v = i < vocab ? v * 150.0f - 140.0f : 1e30f;  // padding past the vocabulary never ranks
     }
   }
-  expect_host_candidates(logits, vocab, stride, temperatures);
+  for (const bool split : {false, true})
+    expect_host_candidates(logits, vocab, stride, temperatures, split);
 }
 
 TEST(RowCandidatesKernelTest, BadShapesAreRefused) {
@@ -133,6 +152,22 @@ TEST(RowCandidatesKernelTest, BadShapesAreRefused) {
   EXPECT_EQ(launch_row_candidates(p, nullptr).code(), StatusCode::kInvalidArgument);
   p.stride = 10;  // and null pointers
   EXPECT_EQ(launch_row_candidates(p, nullptr).code(), StatusCode::kInvalidArgument);
+  // Every pointer set, but a scratch too small for the row: refused before anything reads them.
+  alignas(16) static uint8_t small[16];
+  static float logits[10];
+  static float temperature[1];
+  static RowCandidatesSummary summary;
+  p.logits = logits;
+  p.temperature = temperature;
+  p.out = &summary;
+  p.scratch = small;
+  p.scratch_bytes = sizeof(small);
+  EXPECT_EQ(launch_row_candidates(p, nullptr).code(), StatusCode::kInvalidArgument);
+  p.scratch_bytes = row_candidates_scratch_bytes(1);
+  p.scratch = small + 4;  // large enough (claimed) but unaligned
+  EXPECT_EQ(launch_row_candidates(p, nullptr).code(), StatusCode::kInvalidArgument);
+  p.scratch = nullptr;
+  p.scratch_bytes = 0;
   p.num_rows = 0;
   EXPECT_TRUE(launch_row_candidates(p, nullptr).ok()) << "no rows: nothing to launch";
 }
