@@ -120,8 +120,9 @@ void add_bench_command(CLI::App& app, CommandResult& result) {
                    "top tokens: summarized on the device, then from rows copied to the host")
       ->check(CLI::Range(0, 20));
   command->add_flag("--compare-sampling", flags->compare_sampling,
-                    "Also time the widest decode with every row sampled (T 0.8, top-k 20, top-p "
-                    "0.95): from candidates listed on the device, then from the rows on the host");
+                    "Also time batch-1 decode sampled from candidates listed on the device, and "
+                    "the widest decode with every row sampled (T 0.8, top-p 0.95, top-k 20 and "
+                    "40): from the candidates (undecided rows fetched), then from the rows");
   command->add_flag("--resident-bf16", flags->resident_bf16,
                     "Keep bf16 copies of quantized matrices for wide products (default: where "
                     "they fit beside the KV pool)");

@@ -159,7 +159,8 @@ class Bench {
   // the executor (OutputRow::logprobs), or with `host_logprobs` computed from each row on this
   // thread (token_logprobs), as for an executor that summarizes none.
   // With `sampling`, every row is sampled with it on this thread instead: from the row, or with
-  // `from_candidates` from the candidates the executor lists (the row where they do not decide).
+  // `from_candidates` from the candidates the executor lists; where they may not decide, the
+  // steps keep their rows on the device and the undecided ones are fetched, as the engine does.
   StatusOr<StepTimes> time_decode(const std::vector<SessionId>& sessions, int32_t n,
                                   bool return_logits, int32_t num_top_logprobs = -1,
                                   bool host_logprobs = false,
@@ -170,6 +171,8 @@ class Bench {
     if (sampling != nullptr) {
       for (int32_t i = 0; i < n; ++i) samplers.emplace_back(*sampling, 11 + i);
     }
+    const bool keep = from_candidates && !return_logits && !samplers.empty() &&
+                      !samplers.front().candidates_always_decide();
     std::vector<int32_t> next(static_cast<size_t>(n));
     std::vector<int32_t> pos(static_cast<size_t>(n));
     for (int32_t i = 0; i < n; ++i) {
@@ -181,6 +184,7 @@ class Bench {
         options_.warmup_steps, options_.decode_steps, return_logits,
         [&](int32_t) {
           BatchInput batch;
+          batch.keep_logits = keep;
           for (int32_t i = 0; i < n; ++i) {
             StepInput input;
             input.session = sessions[static_cast<size_t>(i)];
@@ -197,15 +201,13 @@ class Bench {
         [&](int32_t, const BatchOutput& output) {
           // Each session's greedy token fed back where the device computed it, as `cellm run`
           // decodes a greedy session; a random one otherwise.
+          if (sampling != nullptr) sample_rows(samplers, contexts, output, next);
           for (int32_t i = 0; i < n; ++i) {
             ++pos[static_cast<size_t>(i)];
             const OutputRow& row = output.outputs[static_cast<size_t>(i)];
-            next[static_cast<size_t>(i)] =
-                row.greedy_token != kNoToken ? row.greedy_token : tokens_.next();
-            if (sampling != nullptr) {
+            if (sampling == nullptr) {
               next[static_cast<size_t>(i)] =
-                  sample_row(samplers[static_cast<size_t>(i)], contexts[static_cast<size_t>(i)],
-                             output, static_cast<size_t>(i));
+                  row.greedy_token != kNoToken ? row.greedy_token : tokens_.next();
             }
             if (num_top_logprobs < 0) continue;
             const int32_t token = next[static_cast<size_t>(i)];
@@ -224,27 +226,43 @@ class Bench {
         });
   }
 
-  // Row `i`'s token from its candidates when they decide it, else from the row; appended to
-  // `context`.
-  int32_t sample_row(Sampler& sampler, std::vector<int32_t>& context, const BatchOutput& output,
-                     size_t i) {
-    const OutputRow& row = output.outputs[i];
-    std::optional<int32_t> token;
-    if (row.candidates.has_value()) {
-      token = sampler.sample_from_candidates(*row.candidates, static_cast<int64_t>(context.size()));
-      ++num_candidate_rows_;
-      num_decided_rows_ += token.has_value();
+  // Every row's token into `next` (and appended to its context): from its candidates when they
+  // decide it, else from its row — the step's, or fetched from the device with the other
+  // undecided rows in one call when the step kept them (BatchInput::keep_logits).
+  void sample_rows(std::vector<Sampler>& samplers, std::vector<std::vector<int32_t>>& contexts,
+                   const BatchOutput& output, std::vector<int32_t>& next) {
+    std::vector<int32_t> undecided;
+    for (size_t i = 0; i < samplers.size(); ++i) {
+      const OutputRow& row = output.outputs[i];
+      std::optional<int32_t> token;
+      if (row.candidates.has_value()) {
+        token = samplers[i].sample_from_candidates(*row.candidates,
+                                                   static_cast<int64_t>(contexts[i].size()));
+        ++num_candidate_rows_;
+        num_decided_rows_ += token.has_value();
+      }
+      if (token.has_value()) {
+        next[i] = *token;
+      } else {
+        undecided.push_back(static_cast<int32_t>(i));
+      }
     }
-    if (!token.has_value()) {
-      CELLM_CHECK(!output.logits.empty()) << "the candidates left a draw to a row not copied";
-      const auto vocab = static_cast<size_t>(output.vocab_size);
+    std::span<const float> logits = output.logits;
+    if (!undecided.empty() && logits.empty()) {
+      const StatusOr<std::span<const float>> fetched = executor_.fetch_logits(undecided);
+      CELLM_CHECK(fetched.ok()) << "the candidates left draws to rows not kept: "
+                                << fetched.status().to_string();
+      logits = *fetched;
+    }
+    const auto vocab = static_cast<size_t>(executor_.limits().vocab_size);
+    for (const int32_t r : undecided) {
+      const auto i = static_cast<size_t>(r);
       const StatusOr<int32_t> sampled =
-          sampler.sample(output.logits.subspan(i * vocab, vocab), context);
+          samplers[i].sample(logits.subspan(i * vocab, vocab), contexts[i]);
       CELLM_CHECK(sampled.ok()) << sampled.status().to_string();
-      token = *sampled;
+      next[i] = *sampled;
     }
-    context.push_back(*token);
-    return *token;
+    for (size_t i = 0; i < samplers.size(); ++i) contexts[i].push_back(next[i]);
   }
 
   // Rows that listed candidates since the last call, and how many of them decided the draw.
@@ -399,6 +417,18 @@ StatusOr<CudaBenchReport> run_cuda_bench(const CudaBenchOptions& options,
     bench.add_result("decode batch 1", "tok/s", 1e3 / t.ms, t, 1, 1, 1);
     CELLM_ASSIGN_OR_RETURN(const StepTimes copied, bench.time_decode(one, 1, true));
     bench.add_result("decode batch 1, logits copied", "tok/s", 1e3 / copied.ms, copied, 1, 1, 1);
+    if (options.compare_sampling) {
+      // A sampled session (T 0.8, top-k 20, top-p 0.95): its candidates listed on the device,
+      // no row copied, no step run ahead (the host draws the token).
+      SamplingParams sampling;
+      sampling.temperature = 0.8f;
+      sampling.top_k = 20;
+      sampling.top_p = 0.95f;
+      CELLM_ASSIGN_OR_RETURN(const StepTimes sampled,
+                             bench.time_decode(one, 1, false, -1, false, &sampling, true));
+      bench.add_result("decode batch 1, sampled from device candidates", "tok/s", 1e3 / sampled.ms,
+                       sampled, 1, 1, 1);
+    }
     for (const SessionId s : one) CELLM_RETURN_IF_ERROR(executor->close_session(s));
   }
   if (!options.session_counts.empty()) {
@@ -446,22 +476,33 @@ StatusOr<CudaBenchReport> run_cuda_bench(const CudaBenchOptions& options,
     }
     if (options.compare_sampling) {
       const int32_t n = counts.back();
-      SamplingParams sampling;
-      sampling.temperature = 0.8f;
-      sampling.top_k = 20;
-      sampling.top_p = 0.95f;
-      for (const bool listed : {true, false}) {
-        say(fmt::format("decode with {} sessions, every row sampled on the host thread {}", n,
-                        listed ? "from candidates listed on the device" : "from the rows"));
-        // Top-k 20 is always decided by the candidates: the engine then copies no rows either.
-        const StatusOr<StepTimes> t =
-            bench.time_decode(sessions, n, !listed, -1, false, &sampling, listed);
-        CELLM_RETURN_IF_ERROR(t.status());
-        const auto [rows, decided] = bench.take_candidate_counts();
-        if (listed) say(fmt::format("  the candidates decided {} of {} draws", decided, rows));
-        bench.add_result(fmt::format("decode {} sessions, sampled from {}", n,
-                                     listed ? "device candidates" : "the rows"),
-                         "tok/s", n * 1e3 / t->ms, *t, n, n, (n + w - 1) / w);
+      // Top-k 20 is always decided by the candidates (the engine then copies no rows either);
+      // top-k 40 (llama.cpp's default, with T 0.8 and top-p 0.95) is not: those steps keep their
+      // rows on the device and only the undecided ones are fetched (on the bench's nearly flat
+      // random rows, the draws that land past the best 32 of the 40).
+      for (const int32_t top_k : {20, 40}) {
+        SamplingParams sampling;
+        sampling.temperature = 0.8f;
+        sampling.top_k = top_k;
+        sampling.top_p = 0.95f;
+        const std::string what = fmt::format("T 0.8, top-k {}, top-p 0.95", top_k);
+        for (const bool listed : {true, false}) {
+          say(fmt::format("decode with {} sessions, every row sampled ({}) on the host thread {}",
+                          n, what,
+                          listed ? "from candidates listed on the device" : "from the rows"));
+          const int64_t fetched_before = executor->stats().num_fetched_rows;
+          const StatusOr<StepTimes> t =
+              bench.time_decode(sessions, n, !listed, -1, false, &sampling, listed);
+          CELLM_RETURN_IF_ERROR(t.status());
+          const auto [rows, decided] = bench.take_candidate_counts();
+          if (listed) {
+            say(fmt::format("  the candidates decided {} of {} draws, {} rows fetched", decided,
+                            rows, executor->stats().num_fetched_rows - fetched_before));
+          }
+          bench.add_result(fmt::format("decode {} sessions, sampled ({}) from {}", n, what,
+                                       listed ? "device candidates" : "the rows"),
+                           "tok/s", n * 1e3 / t->ms, *t, n, n, (n + w - 1) / w);
+        }
       }
     }
     for (const SessionId s : sessions) CELLM_RETURN_IF_ERROR(executor->close_session(s));

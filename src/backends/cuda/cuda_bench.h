@@ -49,9 +49,11 @@ struct CudaBenchOptions {
   // tokens (at most 20), greedy tokens fed back: summarized on the device with no logits copied,
   // then from every row copied to the host (token_logprobs on the host thread).
   int32_t compare_logprobs = -1;
-  // Also time the widest decode with every row sampled (temperature 0.8, top-k 20, top-p 0.95)
-  // on the host thread: from the sampling candidates listed on the device (no rows copied, as
-  // the engine does for a top-k the candidates always decide), then from the rows.
+  // Also time batch-1 decode sampled from the device's candidates (temperature 0.8, top-k 20,
+  // top-p 0.95), and the widest decode with every row sampled (temperature 0.8, top-p 0.95,
+  // top-k 20 and 40) on the host thread: from the sampling candidates listed on
+  // the device (no rows copied with top-k 20, which they always decide; with 40 only the
+  // undecided rows, fetched from the device after the step), then from the rows.
   bool compare_sampling = false;
   bool resident_bf16 = false;         // bf16 copies of quantized matrices for wide products
   bool resident_bf16_if_room = true;  // or where they fit (CudaExecutorOptions's default)
