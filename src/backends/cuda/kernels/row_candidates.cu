@@ -17,6 +17,7 @@
 #include "backends/cuda/kernels/kernel_common.cuh"
 #include "backends/cuda/kernels/launch_status.h"
 #include "backends/cuda/kernels/row_candidates.cuh"
+#include "backends/cuda/kernels/row_split.cuh"
 #include "backends/cuda/kernels/row_split.h"
 #include "backends/cuda/kernels/top_list.cuh"
 
@@ -40,18 +41,6 @@ struct Partial {
   float value[kMaxCandidates];
   int32_t id[kMaxCandidates];
 };
-
-struct SplitScratch {
-  unsigned int* counters;  // [num_rows] blocks of the row done so far
-  Partial* partials;       // [num_rows, kMaxSplits]
-};
-
-__device__ SplitScratch split_scratch(void* scratch, int32_t num_rows) {
-  auto* bytes = static_cast<uint8_t*>(scratch);
-  const size_t counter_bytes = (static_cast<size_t>(num_rows) * 4 + 15) / 16 * 16;
-  return {reinterpret_cast<unsigned int*>(bytes),
-          reinterpret_cast<Partial*>(bytes + counter_bytes)};
-}
 
 // The host's term: exp(v · (1/T) − top) with top = max · (1/T), the product and the difference
 // rounded apart.
@@ -198,15 +187,12 @@ __global__ void __launch_bounds__(kThreads)
   const float* row = p.logits + static_cast<int64_t>(r) * p.stride;
   const int64_t begin = static_cast<int64_t>(blockIdx.x) * per_split;
   const int64_t end = begin + per_split < p.vocab ? begin + per_split : p.vocab;
-  const SplitScratch scratch = split_scratch(p.scratch, p.num_rows);
+  const RowSplitScratch<Partial> scratch = row_split_scratch<Partial>(p.scratch, p.num_rows);
   Partial* partials = scratch.partials + static_cast<int64_t>(r) * kMaxSplits;
   block_partial(row, begin, end, inv_temperature, partials + blockIdx.x);
   if (threadIdx.x >= 32) return;  // thread 0 wrote the partial
   __shared__ bool last;
-  if (threadIdx.x == 0) {
-    __threadfence();  // the partial is visible before the count says so
-    last = atomicAdd(&scratch.counters[r], 1u) == static_cast<unsigned int>(splits - 1);
-  }
+  if (threadIdx.x == 0) last = row_split_arrive(&scratch.counters[r], splits);
   __syncwarp();
   if (!last) return;
   __threadfence();
@@ -274,8 +260,7 @@ Status launch_row_candidates(const RowCandidatesParams& p, cudaStream_t stream) 
 }
 
 size_t row_candidates_scratch_bytes(int32_t num_rows) {
-  const auto rows = static_cast<size_t>(num_rows < 0 ? 0 : num_rows);
-  return (rows * 4 + 15) / 16 * 16 + rows * kMaxSplits * sizeof(Partial);
+  return row_split_scratch_bytes<Partial>(num_rows, kMaxSplits);
 }
 
 }  // namespace cellm::kernels

@@ -1,0 +1,49 @@
+// row_split.cuh: the device side of row_split.h for kernels whose blocks each leave a partial
+// result of a row segment in a scratch buffer, the last block of the row to finish merging them
+// (row_logprobs, row_candidates): where the per-row counters and partials lie in the scratch, its
+// size, and the arrival that elects the row's last block. Knows nothing of what a partial holds.
+// Device code (the size also on the host). Thread-safety: per block, through the row's counter.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace cellm::kernels {
+
+// The scratch of num_rows rows of at most max_splits partials each: the rows' counters (blocks
+// of the row done so far; zero between launches), then [num_rows, max_splits] partials.
+template <class Partial>
+struct RowSplitScratch {
+  unsigned int* counters;
+  Partial* partials;
+};
+
+inline __host__ __device__ size_t row_split_counter_bytes(int32_t num_rows) {
+  return (static_cast<size_t>(num_rows < 0 ? 0 : num_rows) * 4 + 15) / 16 * 16;
+}
+
+template <class Partial>
+inline size_t row_split_scratch_bytes(int32_t num_rows, int32_t max_splits) {
+  const auto rows = static_cast<size_t>(num_rows < 0 ? 0 : num_rows);
+  return row_split_counter_bytes(num_rows) +
+         rows * static_cast<size_t>(max_splits) * sizeof(Partial);
+}
+
+template <class Partial>
+__device__ RowSplitScratch<Partial> row_split_scratch(void* scratch, int32_t num_rows) {
+  auto* bytes = static_cast<uint8_t*>(scratch);
+  return {reinterpret_cast<unsigned int*>(bytes),
+          reinterpret_cast<Partial*>(bytes + row_split_counter_bytes(num_rows))};
+}
+
+// Called by the thread that wrote its block's partial, after writing it: whether the block is the
+// last of the row's `splits` to arrive. The last one must __threadfence() before reading the
+// others' partials (with __ldcg), and zero the counter when done.
+__device__ __forceinline__ bool row_split_arrive(unsigned int* counter, int splits) {
+  __threadfence();  // the partial is visible before the count says so
+  return atomicAdd(counter, 1u) == static_cast<unsigned int>(splits - 1);
+}
+
+}  // namespace cellm::kernels
