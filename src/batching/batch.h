@@ -58,7 +58,7 @@ struct BatchInput {
   // rewind) but not above it.
   std::vector<StepInput> inputs;
   // Asked without return_logits of an executor that fetches_logits(): keep the kept rows until
-  // the next execute() for fetch_logits() (a sampled row its candidates may leave undecided).
+  // the next execute() for fetch_logits() (the rows the caller may read after the step).
   bool keep_logits = false;
 };
 

@@ -82,8 +82,8 @@ class Executor {
 
   // True when an execute() of a batch with BatchInput::keep_logits and no return_logits keeps
   // the kept rows (on the device, for the CUDA executor) until the next execute(), so that
-  // fetch_logits() copies only the rows the caller turns out to need: the sampled rows whose
-  // candidates did not decide the draw.
+  // fetch_logits() copies only the rows the caller turns out to read (a draw its candidates did
+  // not decide, a sampler with bias or penalties, log-probabilities not summarized).
   virtual bool fetches_logits() const { return false; }
 
   // After a successful execute() of a batch with keep_logits: the output rows `rows` (indices

@@ -159,13 +159,7 @@ StatusOr<std::span<const float>> FakeExecutor::fetch_logits(std::span<const int3
     return internal_error("FakeExecutor: fetch_logits fails (fail_fetches)");
   const auto vocab = static_cast<size_t>(config_.vocab_size);
   const size_t num_rows = kept_.size() / vocab;
-  for (size_t k = 0; k < rows.size(); ++k) {
-    if (rows[k] < 0 || static_cast<size_t>(rows[k]) >= num_rows ||
-        (k > 0 && rows[k - 1] >= rows[k])) {
-      return invalid_argument("fetch_logits: row " + std::to_string(rows[k]) +
-                              " is not an ascending output row of the " + std::to_string(num_rows));
-    }
-  }
+  CELLM_RETURN_IF_ERROR(check_fetch_rows(rows, num_rows));
   logits_.assign(kept_.size(), std::numeric_limits<float>::quiet_NaN());
   for (const int32_t r : rows) {
     const auto row = static_cast<size_t>(r);

@@ -1,6 +1,7 @@
 #include "batching/table_executor.h"
 
 #include <span>
+#include <string>
 #include <utility>
 
 #include "core/check.h"
@@ -60,6 +61,17 @@ StatusOr<std::vector<int32_t>> TableExecutor::session_cells(SessionId id) const 
   check_sessions();
   CELLM_ASSIGN_OR_RETURN(const std::span<const int32_t> cells, table_->cells(id));
   return std::vector<int32_t>(cells.begin(), cells.end());
+}
+
+Status TableExecutor::check_fetch_rows(std::span<const int32_t> rows, size_t num_rows) const {
+  for (size_t k = 0; k < rows.size(); ++k) {
+    if (rows[k] < 0 || static_cast<size_t>(rows[k]) >= num_rows ||
+        (k > 0 && rows[k - 1] >= rows[k])) {
+      return invalid_argument(name_ + "::fetch_logits: row " + std::to_string(rows[k]) +
+                              " is not an ascending output row of the " + std::to_string(num_rows));
+    }
+  }
+  return ok_status();
 }
 
 Status TableExecutor::place_call(const PackedStep& step, const SliceCall& call, CellStep* cells) {

@@ -11,9 +11,11 @@
 // engine thread, like any Executor.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -57,6 +59,9 @@ class TableExecutor : public Executor {
   void abort_step(const PackedStep& step);
   // After the last call succeeded: frees the cells the batch's rewinds dropped.
   void commit_step();
+  // fetch_logits()'s rows, checked against the `num_rows` output rows the last step kept: each
+  // in range, ascending, no repeats. InvalidArgument naming the first that is not.
+  Status check_fetch_rows(std::span<const int32_t> rows, size_t num_rows) const;
 
  private:
   void check_sessions() const;  // CELLM_CHECK that create_sessions() ran

@@ -307,6 +307,15 @@ class Bench {
   int64_t num_decided_rows_ = 0;
 };
 
+// The sampled sessions of --compare-sampling: temperature 0.8, top-p 0.95 and `top_k`.
+SamplingParams bench_sampling(int32_t top_k) {
+  SamplingParams sampling;
+  sampling.temperature = 0.8f;
+  sampling.top_k = top_k;
+  sampling.top_p = 0.95f;
+  return sampling;
+}
+
 }  // namespace
 
 StatusOr<CudaBenchReport> run_cuda_bench(const CudaBenchOptions& options,
@@ -420,10 +429,7 @@ StatusOr<CudaBenchReport> run_cuda_bench(const CudaBenchOptions& options,
     if (options.compare_sampling) {
       // A sampled session (T 0.8, top-k 20, top-p 0.95): its candidates listed on the device,
       // no row copied, no step run ahead (the host draws the token).
-      SamplingParams sampling;
-      sampling.temperature = 0.8f;
-      sampling.top_k = 20;
-      sampling.top_p = 0.95f;
+      const SamplingParams sampling = bench_sampling(20);
       CELLM_ASSIGN_OR_RETURN(const StepTimes sampled,
                              bench.time_decode(one, 1, false, -1, false, &sampling, true));
       bench.add_result("decode batch 1, sampled from device candidates", "tok/s", 1e3 / sampled.ms,
@@ -479,12 +485,9 @@ StatusOr<CudaBenchReport> run_cuda_bench(const CudaBenchOptions& options,
       // Top-k 20 is always decided by the candidates (the engine then copies no rows either);
       // top-k 40 (llama.cpp's default, with T 0.8 and top-p 0.95) is not: those steps keep their
       // rows on the device and only the undecided ones are fetched (on the bench's nearly flat
-      // random rows, the draws that land past the best 32 of the 40).
+      // random rows the top-p cut falls past the 32 listed: every row).
       for (const int32_t top_k : {20, 40}) {
-        SamplingParams sampling;
-        sampling.temperature = 0.8f;
-        sampling.top_k = top_k;
-        sampling.top_p = 0.95f;
+        const SamplingParams sampling = bench_sampling(top_k);
         const std::string what = fmt::format("T 0.8, top-k {}, top-p 0.95", top_k);
         for (const bool listed : {true, false}) {
           say(fmt::format("decode with {} sessions, every row sampled ({}) on the host thread {}",

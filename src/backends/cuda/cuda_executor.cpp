@@ -349,10 +349,6 @@ StatusOr<BatchOutput> CudaExecutor::execute(const BatchInput& batch, bool return
   note_greedy(batch, output);
   count_step(calls);
   kept_valid_ = batch.keep_logits;
-  if (keep) {
-    ++stats_.num_kept_steps;
-    stats_.num_kept_rows += static_cast<int64_t>(kept_rows_.size());
-  }
   return output;
 }
 
@@ -362,13 +358,7 @@ StatusOr<std::span<const float>> CudaExecutor::fetch_logits(std::span<const int3
   }
   if (!last_logits_.empty()) return last_logits_;  // the step copied every row anyway
   const size_t num_rows = kept_rows_.size();
-  for (size_t k = 0; k < rows.size(); ++k) {
-    if (rows[k] < 0 || static_cast<size_t>(rows[k]) >= num_rows ||
-        (k > 0 && rows[k - 1] >= rows[k])) {
-      return invalid_argument("CudaExecutor::fetch_logits: row " + std::to_string(rows[k]) +
-                              " is not an ascending output row of the " + std::to_string(num_rows));
-    }
-  }
+  CELLM_RETURN_IF_ERROR(check_fetch_rows(rows, num_rows));
   CELLM_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
   const size_t vocab = static_cast<size_t>(config_.vocab_size);
   // No copy is in flight (the step synchronized): grow freely.

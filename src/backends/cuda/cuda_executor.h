@@ -61,8 +61,6 @@ struct CudaExecutorStats {
   double last_step_device_ms = 0.0;
   int64_t num_steps_run_ahead = 0;      // steps execute() found already run (options.run_ahead)
   int64_t num_steps_ahead_dropped = 0;  // steps run ahead that no execute() asked for
-  int64_t num_kept_steps = 0;           // steps that kept their rows on the device (keep_logits)
-  int64_t num_kept_rows = 0;            // the rows those kept
   int64_t num_fetched_rows = 0;         // rows fetch_logits() copied to the host
 };
 
