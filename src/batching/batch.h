@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/listed_draw.h"
 #include "core/token_id.h"
 
 namespace cellm {
@@ -31,6 +32,17 @@ inline constexpr int32_t kMaxTopLogprobs = 20;
 
 // The best tokens of a row an executor lists for sampling (StepInput::candidates_temperature).
 inline constexpr int32_t kSamplingCandidates = 32;
+static_assert(kSamplingCandidates <= kMaxListedDraw, "core/listed_draw.h draws from every list");
+
+// What drawing a token from a row's candidates needs beyond the temperature: the session's
+// sampler's cuts and seed, and the position the token will take (StepInput::candidates_draw).
+struct CandidatesDraw {
+  bool enabled = false;
+  ListedDrawParams cuts;
+  uint64_t seed = 0;
+  int64_t position = 0;  // the drawn token's position: the session's context size
+  friend bool operator==(const CandidatesDraw&, const CandidatesDraw&) = default;
+};
 
 struct StepInput {
   SessionId session = 0;
@@ -50,6 +62,11 @@ struct StepInput {
   // and its softmax normalizer at this temperature (OutputRow::candidates) when it is > 0, so
   // that a sampler may draw without reading the row (Sampler::sample_from_candidates). 0: none.
   float candidates_temperature = 0.0f;
+  // With candidates listed and this enabled, an executor may also draw the token from the list
+  // as the session's sampler would (core/listed_draw.h; RowCandidates::drawn): the CUDA executor
+  // does, and starts a batch-1 session's next step with it before the host has sampled. The
+  // sampler's draw is still the token; a step run ahead on another one is given back.
+  CandidatesDraw candidates_draw = {};
 };
 
 struct BatchInput {
@@ -73,6 +90,10 @@ struct RowLogprobs {
   // The num_top_logprobs best finite logits as (token, logit), best first, the lower id first on
   // ties; fewer when fewer are finite.
   std::vector<std::pair<int32_t, float>> top;
+  // The token the executor drew from `top` (StepInput::candidates_draw), the one the sampler's
+  // sample_from_candidates picks up to the rounding of exp; kNoToken when it drew none or the
+  // list does not decide the token.
+  int32_t drawn = kNoToken;
 };
 
 // What sampling at one temperature T needs of a logits row when the draw stays among its best
@@ -87,6 +108,10 @@ struct RowCandidates {
   // The best min(kSamplingCandidates, finite logits) as (token, logit), best first, the lower id
   // first on ties: every finite logit of the row when it holds fewer than kSamplingCandidates.
   std::vector<std::pair<int32_t, float>> top;
+  // The token the executor drew from `top` (StepInput::candidates_draw), the one the sampler's
+  // sample_from_candidates picks up to the rounding of exp; kNoToken when it drew none or the
+  // list does not decide the token.
+  int32_t drawn = kNoToken;
 };
 
 struct OutputRow {

@@ -133,8 +133,12 @@ void Engine::run_step() {
       const SamplingParams& sampling = session.generation->config.sampling;
       if (last && slice.wants_output) {
         input.num_top_logprobs = sampling.logprobs;
-        if (executor_.computes_candidates() && session.generation->sampler.takes_candidates()) {
+        const Sampler& sampler = session.generation->sampler;
+        if (executor_.computes_candidates() && sampler.takes_candidates()) {
           input.candidates_temperature = sampling.temperature;
+          // The draw pick_from_candidates makes, so an executor may make it first.
+          input.candidates_draw = {true, listed_draw_params(sampling), sampler.seed(),
+                                   static_cast<int64_t>(session.tokens.size())};
         }
       } else if (prompt_row) {
         input.num_top_logprobs = sampling.prompt_logprobs;

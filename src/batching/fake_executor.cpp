@@ -129,7 +129,21 @@ StatusOr<BatchOutput> FakeExecutor::execute(const BatchInput& batch, bool return
           summarize_logprobs(logits, input.scored_token, input.num_top_logprobs);
     }
     if (config_.candidates && input.candidates_temperature > 0.0f) {
-      out.outputs[k].candidates = sampling_candidates(logits, input.candidates_temperature);
+      RowCandidates& listed = out.outputs[k].candidates.emplace(
+          sampling_candidates(logits, input.candidates_temperature));
+      const CandidatesDraw& draw = input.candidates_draw;
+      if (draw.enabled && !listed.top.empty()) {  // the draw the CUDA executor makes
+        SamplingParams cuts;
+        cuts.temperature = input.candidates_temperature;
+        cuts.top_k = draw.cuts.top_k;
+        cuts.top_p = draw.cuts.top_p;
+        cuts.min_p = draw.cuts.min_p;
+        listed.drawn = Sampler(cuts, draw.seed)
+                           .sample_from_candidates(listed, draw.position)
+                           .value_or(kNoToken);
+        std::lock_guard<std::mutex> lock(mutex_);
+        counts_.draws.emplace_back(draw.seed, draw.position, listed.drawn);
+      }
     }
     if (config_.nan_logits) poison();
     if (return_logits) logits_.insert(logits_.end(), logits.begin(), logits.end());

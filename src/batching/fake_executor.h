@@ -18,6 +18,7 @@
 #include <map>
 #include <mutex>
 #include <span>
+#include <tuple>
 #include <vector>
 
 #include "batching/table_executor.h"
@@ -44,7 +45,8 @@ struct FakeExecutorConfig {
   // executor does on the device.
   bool logprobs = false;
   // Fill OutputRow::candidates where an input asks (sampling_candidates of the row), as the CUDA
-  // executor does on the device.
+  // executor does on the device, and draw from them where the input asks
+  // (StepInput::candidates_draw: RowCandidates::drawn, listed in Counts::draws).
   bool candidates = false;
   // Keep a step's rows for fetch_logits() when the batch asks (BatchInput::keep_logits), as the
   // CUDA executor keeps them on the device.
@@ -93,6 +95,9 @@ class FakeExecutor : public TableExecutor {
     int32_t num_open = 0;                 // open now
     std::map<SessionId, int32_t> closes;  // close_session calls per id
     std::vector<SessionId> opened;        // every id handed out (open and clone)
+    // Every draw made from candidates (FakeExecutorConfig::candidates) as (seed, position,
+    // token), kNoToken where the list did not decide.
+    std::vector<std::tuple<uint64_t, int64_t, int32_t>> draws;
   };
   Counts counts() const;
 

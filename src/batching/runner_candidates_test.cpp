@@ -93,6 +93,49 @@ TEST(RunnerCandidatesTest, SampledTokensAreTheOnesTheRowsGiveWhetherTheCandidate
   EXPECT_GT(differs_from_greedy, static_cast<int>(configs.size()) / 2) << "the configs sample";
 }
 
+TEST(RunnerCandidatesTest, TheDrawAnExecutorMakesFromTheCandidatesIsTheTokenTheSessionGets) {
+  // Every sampled row asks the executor to draw (StepInput::candidates_draw) with its sampler's
+  // cuts, seed and the token's position: each draw the list decides must be the token the
+  // generation then gets at that position (a wrong seed, position or cut draws another).
+  std::vector<GenConfig> configs;
+  uint64_t seed = 500;
+  for (const int32_t top_k : {0, 5, 20}) {
+    for (const float top_p : {1.0f, 0.8f}) {
+      for (const float min_p : {0.0f, 0.2f}) {
+        configs.push_back(sampled(12, 0.7f, top_k, top_p, min_p, ++seed));
+      }
+    }
+  }
+  configs.push_back(sampled(12, 0.0f, 0, 1.0f, 0.0f, ++seed));  // greedy: asks for no draw
+  FakeExecutorConfig listing;
+  listing.greedy_tokens = true;
+  listing.candidates = true;
+  listing.vocab_size = 64;  // more tokens than the list holds: some draws stay undecided
+  const Tokens prompt = ramp(7, 5);
+  FakeExecutor::Counts counts;
+  const std::vector<Outcome> got = run_all(listing, prompt, configs, &counts);
+  int decided = 0;
+  int undecided = 0;
+  for (const auto& [draw_seed, position, token] : counts.draws) {
+    ASSERT_GT(draw_seed, 500u);
+    const auto config = static_cast<size_t>(draw_seed - 501);
+    ASSERT_LT(config, configs.size() - 1) << "the greedy generation asked for a draw";
+    const int64_t index = position - static_cast<int64_t>(prompt.size());
+    ASSERT_GE(index, 0);
+    ASSERT_LT(index, static_cast<int64_t>(got[config].tokens.size()));
+    if (token == kNoToken) {
+      ++undecided;
+      continue;
+    }
+    ++decided;
+    EXPECT_EQ(token, got[config].tokens[static_cast<size_t>(index)])
+        << "config " << config << ", position " << position;
+  }
+  EXPECT_EQ(counts.draws.size(), (configs.size() - 1) * 12) << "one draw per sampled token";
+  EXPECT_GT(decided, 20);
+  EXPECT_GT(undecided, 0) << "the undecided draws are the host's";
+}
+
 TEST(RunnerCandidatesTest, RowsTheCandidatesDecideAreNeverReadWithTheirLogprobs) {
   // Rows of NaN but right candidates and summaries: an engine that read a row to sample it or to
   // score its token would fail the generation or deliver NaN. A vocabulary of 16: every row is

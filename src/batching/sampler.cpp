@@ -6,7 +6,7 @@
 #include <string>
 
 #include "core/check.h"
-#include "core/hash.h"
+#include "core/listed_draw.h"
 
 namespace cellm {
 namespace {
@@ -17,10 +17,7 @@ bool has_penalties(const SamplingParams& p) {
 
 }  // namespace
 
-double sampling_uniform(uint64_t seed, int64_t position) {
-  const uint64_t bits = splitmix64(seed ^ splitmix64(static_cast<uint64_t>(position)));
-  return static_cast<double>(bits >> 11) * 0x1.0p-53;
-}
+double sampling_uniform(uint64_t seed, int64_t position) { return draw_uniform(seed, position); }
 
 // Lanes of independent maxima so the compiler vectorizes the loop (v - v is 0 exactly when v is
 // finite).

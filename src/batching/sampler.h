@@ -50,6 +50,9 @@ int32_t argmax_finite(std::span<const float> row);
 // The largest finite value of `row`; -infinity when none is finite.
 float max_finite(std::span<const float> row);
 
+// The sampling chain's cuts of `params` as core/listed_draw.h takes them.
+ListedDrawParams listed_draw_params(const SamplingParams& params);
+
 // The host's definition of a row's sampling candidates at `temperature` (> 0): what an executor
 // that computes_candidates() returns, the normalizer summed in vocabulary order as sample() sums
 // it.

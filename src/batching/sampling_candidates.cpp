@@ -8,6 +8,7 @@
 
 #include "batching/sampler.h"
 #include "core/check.h"
+#include "core/listed_draw.h"
 
 namespace cellm {
 namespace {
@@ -18,6 +19,10 @@ bool better(const std::pair<int32_t, float>& a, const std::pair<int32_t, float>&
 }
 
 }  // namespace
+
+ListedDrawParams listed_draw_params(const SamplingParams& params) {
+  return {params.top_k, params.top_p, params.min_p};
+}
 
 RowCandidates sampling_candidates(std::span<const float> row, float temperature) {
   CELLM_CHECK_GT(temperature, 0.0f) << "sampling candidates at a temperature <= 0";
@@ -42,8 +47,8 @@ RowCandidates sampling_candidates(std::span<const float> row, float temperature)
   return out;
 }
 
-// Follows sample() step by step. `known` counts the tokens of the running set known best first
-// (a prefix of the list); `whole` says whether that prefix is the whole set.
+// Follows sample() step by step: core/listed_draw.h's chain on the list's weights, the one the
+// CUDA executor runs on the device.
 std::optional<int32_t> Sampler::sample_from_candidates(const RowCandidates& candidates,
                                                        int64_t position) const {
   CELLM_CHECK(takes_candidates()) << "sampling candidates with bias, penalties or greedy";
@@ -51,80 +56,23 @@ std::optional<int32_t> Sampler::sample_from_candidates(const RowCandidates& cand
       << "candidates listed at another temperature";
   const std::vector<std::pair<int32_t, float>>& list = candidates.top;
   if (list.empty()) return std::nullopt;  // nothing finite: sample() says so
-  const size_t listed = list.size();
-  const bool complete = listed < static_cast<size_t>(kSamplingCandidates);  // every finite one
+  CELLM_CHECK_LE(list.size(), static_cast<size_t>(kSamplingCandidates))
+      << "more candidates than a list holds";
+  const auto num = static_cast<int32_t>(list.size());
   const double inv_temperature = 1.0 / static_cast<double>(params_.temperature);
   const double top = static_cast<double>(list[0].second) * inv_temperature;
-  const auto weight = [&](size_t i) {
-    return std::exp(static_cast<double>(list[i].second) * inv_temperature - top);
-  };
-  // A sum over list[0, n) in vocabulary order, as sample() sums a set it has not sorted.
-  const auto sum_by_id = [&](size_t n) {
-    std::vector<size_t> order(n);
-    for (size_t i = 0; i < n; ++i) order[i] = i;
-    std::sort(order.begin(), order.end(),
-              [&](size_t a, size_t b) { return list[a].first < list[b].first; });
-    double sum = 0.0;
-    for (const size_t i : order) sum += weight(i);
-    return sum;
-  };
-
-  // Top-k: a cut inside the list is summed best first (sample() sorted it); no cut sums every
-  // finite token in vocabulary order.
-  size_t known = listed;
-  bool whole = complete;
-  bool sorted_set = false;  // sample()'s set is in best-first order (a top-k cut)
-  double total = 0.0;
-  if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < listed) {
-    known = static_cast<size_t>(params_.top_k);
-    whole = true;
-    sorted_set = true;
-    for (size_t i = 0; i < known; ++i) total += weight(i);
-  } else if (params_.top_k > 0 && !complete) {
-    return std::nullopt;  // a cut at or past the list's end: its set is not all listed
-  } else {
-    total = complete ? sum_by_id(listed) : candidates.total;
+  int32_t ids[kMaxListedDraw];
+  double weights[kMaxListedDraw];  // exp(v / T - top / T), as sample()'s weight() computes it
+  for (int32_t i = 0; i < num; ++i) {
+    ids[i] = list[static_cast<size_t>(i)].first;
+    weights[i] =
+        std::exp(static_cast<double>(list[static_cast<size_t>(i)].second) * inv_temperature - top);
   }
-  double kept_mass = total;
-  // Min-p keeps a best-first prefix (weights fall with the logit).
-  if (params_.min_p > 0.0f) {
-    const double floor = static_cast<double>(params_.min_p);
-    size_t kept = 0;
-    while (kept < known && weight(kept) >= floor) ++kept;
-    if (kept == known && !whole) return std::nullopt;  // the prefix may go past the list
-    known = kept;
-    whole = true;
-    if (sorted_set) {
-      kept_mass = 0.0;
-      for (size_t i = 0; i < known; ++i) kept_mass += weight(i);
-    } else {
-      kept_mass = sum_by_id(known);
-    }
-  }
-  // Top-p: the shortest best-first prefix reaching top_p of the total.
-  size_t keep = whole ? known : std::numeric_limits<size_t>::max();
-  if (params_.top_p < 1.0f) {
-    const double target = static_cast<double>(params_.top_p) * total;
-    double mass = 0.0;
-    size_t i = 0;
-    for (; i < known; ++i) {
-      mass += weight(i);
-      if (mass >= target) break;
-    }
-    if (i == known && !whole) return std::nullopt;  // not reached within the list
-    keep = i == known ? known : i + 1;
-    kept_mass = mass;
-  }
-  if (keep == 0) return std::nullopt;  // min-p above 1 keeps nothing: sample()'s business
-  const double u = sampling_uniform(seed_, position) * kept_mass;
-  double mass = 0.0;
-  const size_t walk = std::min(keep, known);
-  for (size_t i = 0; i < walk; ++i) {
-    mass += weight(i);
-    if (u < mass) return list[i].first;
-  }
-  if (walk < keep) return std::nullopt;  // the draw goes past the list
-  return list[keep - 1].first;           // u rounded up to the whole mass
+  const int32_t token =
+      draw_from_listed(ids, weights, num, num < kSamplingCandidates, candidates.total,
+                       listed_draw_params(params_), sampling_uniform(seed_, position));
+  if (token == kListedUndecided) return std::nullopt;
+  return token;
 }
 
 }  // namespace cellm

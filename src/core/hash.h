@@ -3,14 +3,21 @@
 //
 // For reproducible pseudo-random values that are a pure function of their inputs (the sampler's
 // draws of (seed, position), test models' logits); not for security or hash tables keyed by
-// untrusted input. Thread-safety: a pure function.
+// untrusted input. Host and device code (the CUDA executor draws tokens with it:
+// core/listed_draw.h). Thread-safety: a pure function.
 #pragma once
 
 #include <cstdint>
 
+#if defined(__CUDACC__)
+#define CELLM_HASH_HD __host__ __device__
+#else
+#define CELLM_HASH_HD
+#endif
+
 namespace cellm {
 
-constexpr uint64_t splitmix64(uint64_t x) {
+CELLM_HASH_HD constexpr uint64_t splitmix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ULL;
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
