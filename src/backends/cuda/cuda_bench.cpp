@@ -193,7 +193,12 @@ class Bench {
             input.end = 1;
             input.wants_output = true;
             if (!host_logprobs) input.num_top_logprobs = num_top_logprobs;
-            if (from_candidates) input.candidates_temperature = sampling->temperature;
+            if (from_candidates) {  // and drawn on the device, as the engine asks
+              input.candidates_temperature = sampling->temperature;
+              const auto i_size = static_cast<size_t>(i);
+              input.candidates_draw = {true, listed_draw_params(*sampling), samplers[i_size].seed(),
+                                       static_cast<int64_t>(contexts[i_size].size())};
+            }
             batch.inputs.push_back(input);
           }
           return batch;
@@ -427,11 +432,19 @@ StatusOr<CudaBenchReport> run_cuda_bench(const CudaBenchOptions& options,
     CELLM_ASSIGN_OR_RETURN(const StepTimes copied, bench.time_decode(one, 1, true));
     bench.add_result("decode batch 1, logits copied", "tok/s", 1e3 / copied.ms, copied, 1, 1, 1);
     if (options.compare_sampling) {
-      // A sampled session (T 0.8, top-k 20, top-p 0.95): its candidates listed on the device,
-      // no row copied, no step run ahead (the host draws the token).
+      // A sampled session (T 0.8, top-k 20, top-p 0.95): its candidates listed on the device and
+      // its token drawn there, no row copied, its next step run ahead on the device's draw (the
+      // host's draw from the same list is the token, and the step run ahead is taken when they
+      // agree).
       const SamplingParams sampling = bench_sampling(20);
+      const int64_t ahead_before = executor->stats().num_steps_run_ahead;
+      const int64_t dropped_before = executor->stats().num_steps_ahead_dropped;
       CELLM_ASSIGN_OR_RETURN(const StepTimes sampled,
                              bench.time_decode(one, 1, false, -1, false, &sampling, true));
+      const auto [rows, decided] = bench.take_candidate_counts();
+      say(fmt::format("  the candidates decided {} of {} draws; {} steps run ahead, {} given back",
+                      decided, rows, executor->stats().num_steps_run_ahead - ahead_before,
+                      executor->stats().num_steps_ahead_dropped - dropped_before));
       bench.add_result("decode batch 1, sampled from device candidates", "tok/s", 1e3 / sampled.ms,
                        sampled, 1, 1, 1);
     }

@@ -108,6 +108,9 @@ Status CudaExecutor::initialize() {
   CELLM_ASSIGN_OR_RETURN(step_done_, CudaEvent::create());
   for (AheadSlot& slot : ahead_slots_) {
     CELLM_ASSIGN_OR_RETURN(slot.token, PinnedBuffer::allocate(sizeof(int32_t)));
+    CELLM_ASSIGN_OR_RETURN(slot.ask, PinnedBuffer::allocate(sizeof(kernels::RowCandidatesAsk)));
+    CELLM_ASSIGN_OR_RETURN(slot.lists,
+                           PinnedBuffer::allocate(sizeof(kernels::RowCandidatesSummary)));
     CELLM_ASSIGN_OR_RETURN(slot.done, CudaEvent::create());
   }
   if (options_.time_steps) {
@@ -250,12 +253,12 @@ StatusOr<BatchOutput> CudaExecutor::execute(const BatchInput& batch, bool return
   CELLM_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
   kept_valid_ = false;
   if (ahead_.has_value()) {
-    if (follows_greedy(batch, return_logits) && batch.inputs[0].session == ahead_->session) {
-      return take_ahead();  // follows_greedy checked the position and the token
+    if (follows_tail(batch, return_logits) && batch.inputs[0].session == ahead_->session) {
+      return take_ahead();  // follows_tail checked the position, the token and the ask
     }
     drop_ahead();
   }
-  const bool then_run_ahead = follows_greedy(batch, return_logits);
+  const bool then_run_ahead = follows_tail(batch, return_logits);
   CELLM_ASSIGN_OR_RETURN(PackedStep step, table().pack(batch));
   BatchOutput output = step.make_output();
   const size_t vocab = static_cast<size_t>(config_.vocab_size);
@@ -295,7 +298,7 @@ StatusOr<BatchOutput> CudaExecutor::execute(const BatchInput& batch, bool return
   }
   Status status = ok_status();
   for (const SliceCall& call : calls) {
-    status = run_call(step, call, copy_logits, asks);
+    status = run_call(step, call, copy_logits, asks, CallTargets{});
     if (!status.ok()) {
       status = status.with_context(std::string(slice_method_name(call.method)) + " call at token " +
                                    std::to_string(call.begin));
@@ -307,9 +310,10 @@ StatusOr<BatchOutput> CudaExecutor::execute(const BatchInput& batch, bool return
     status = cuda_status(cudaEventRecord(step_end_.get(), stream_.get()), "step timing");
   }
   if (status.ok()) status = cuda_status(cudaEventRecord(step_done_.get(), stream_.get()), "step");
-  // The next step of a greedy session goes on the stream before this one is waited for.
+  // The session's next step goes on the stream before this one is waited for.
   if (status.ok() && then_run_ahead) {
-    run_ahead(batch.inputs[0].session, batch.inputs[0].start_pos + batch.inputs[0].begin + 1);
+    run_ahead(batch.inputs[0].session, batch.inputs[0].start_pos + batch.inputs[0].begin + 1,
+              next_ask(ask_of(batch)));
   }
   // Errors of work already enqueued show up here; either way nothing may still run on the step
   // when it is rolled back (a step run ahead is given back first, then this one).
@@ -346,7 +350,7 @@ StatusOr<BatchOutput> CudaExecutor::execute(const BatchInput& batch, bool return
     output.logits = last_logits_;
   }
   if (!ahead_.has_value()) commit_step();  // else its pack() committed this step
-  note_greedy(batch, output);
+  note_tail(batch, output);
   count_step(calls);
   kept_valid_ = batch.keep_logits;
   return output;
@@ -397,8 +401,7 @@ void CudaExecutor::count_step(const std::vector<SliceCall>& calls) {
 }
 
 Status CudaExecutor::run_call(const PackedStep& step, const SliceCall& call, bool copy_logits,
-                              RowAsks asks, int32_t* host_tokens, const int32_t* token_source,
-                              bool timed) {
+                              RowAsks asks, const CallTargets& targets) {
   const int32_t begin = call.begin;
   const int32_t num_tokens = call.num_tokens;
   CELLM_RETURN_IF_ERROR(place_call(step, call, &cell_step_));
@@ -406,16 +409,16 @@ Status CudaExecutor::run_call(const PackedStep& step, const SliceCall& call, boo
   const RowSelection rows = step.select_rows(begin, begin + num_tokens);
   const bool decode = call.method == SliceMethod::kDecode;
   const int32_t width = decode ? call.width : num_tokens;
-  if (timed && options_.time_steps && begin == 0) {  // the step's first device work follows
+  if (targets.timed && options_.time_steps && begin == 0) {  // the step's first device work follows
     CELLM_CUDA_RETURN_IF_ERROR(cudaEventRecord(step_begin_.get(), stream_.get()));
   }
   CELLM_ASSIGN_OR_RETURN(
       const DeviceStep device_step,
       steps_->upload(cell_step_, std::span<const int32_t>(step.tokens).subspan(begin, num_tokens),
                      rows.local_rows, width, stream_.get()));
-  if (token_source != nullptr) {
+  if (targets.token_source != nullptr) {
     CELLM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(const_cast<int32_t*>(device_step.tokens),
-                                               token_source,
+                                               targets.token_source,
                                                static_cast<size_t>(num_tokens) * sizeof(int32_t),
                                                cudaMemcpyDeviceToDevice, stream_.get()));
   }
@@ -430,7 +433,8 @@ Status CudaExecutor::run_call(const PackedStep& step, const SliceCall& call, boo
         device_step, decode ? ForwardShape::kStatic : ForwardShape::kDynamic, stream_.get()));
   }
   if (!rows.local_rows.empty() && options_.device_argmax) {
-    int32_t* dst = host_tokens != nullptr ? host_tokens : host_tokens_.as<int32_t>();
+    int32_t* dst =
+        targets.host_tokens != nullptr ? targets.host_tokens : host_tokens_.as<int32_t>();
     CELLM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst + rows.first_kept, forward_->argmax_tokens(),
                                                rows.local_rows.size() * sizeof(int32_t),
                                                cudaMemcpyDeviceToHost, stream_.get()));
@@ -440,7 +444,10 @@ Status CudaExecutor::run_call(const PackedStep& step, const SliceCall& call, boo
     CELLM_RETURN_IF_ERROR(summarize_rows(rows.first_kept, num_kept));
   }
   if (num_kept > 0 && asks.candidates) {
-    CELLM_RETURN_IF_ERROR(list_candidates(rows.first_kept, num_kept));
+    CELLM_RETURN_IF_ERROR(list_candidates(
+        rows.first_kept, num_kept,
+        targets.host_lists != nullptr ? targets.host_lists
+                                      : host_candidate_rows_.as<kernels::RowCandidatesSummary>()));
   }
   if (num_kept > 0 && asks.keep) {
     const size_t vocab = static_cast<size_t>(config_.vocab_size);

@@ -38,6 +38,7 @@
 #include "backends/cuda/cuda_forward.h"
 #include "backends/cuda/cuda_weights.h"
 #include "backends/cuda/device_memory.h"
+#include "backends/cuda/kernels/row_candidates.cuh"
 #include "backends/cuda/kv_pool.h"
 #include "batching/step_plan.h"
 #include "batching/table_executor.h"
@@ -144,19 +145,24 @@ class CudaExecutor final : public TableExecutor {
     bool candidates = false;  // sampling candidates (prepare_candidates uploaded the asks)
     bool keep = false;        // their logits stay on the device for fetch_logits()
   };
+  // Where a call run ahead puts what the step's own buffers would receive (null: those buffers).
+  struct CallTargets {
+    int32_t* host_tokens = nullptr;  // pinned: the kept rows' argmax (host_tokens_)
+    // Device: the call's tokens are copied from there after the upload (a step run ahead reads
+    // the token the step before computed: its argmax, or its draw).
+    const int32_t* token_source = nullptr;
+    kernels::RowCandidatesSummary* host_lists = nullptr;  // pinned (host_candidate_rows_)
+    bool timed = true;  // the step's first call records step_begin_ (options.time_steps)
+  };
   // One call of the plan: declare + place its real tokens, grow the pool, upload, run the
   // forward (graph or eager), copy the kept rows' logits to pinned memory at `first_kept` and,
-  // with device_argmax, their argmax tokens to `host_tokens` (host_tokens_ when null). With
-  // `asks.logprobs`, the kept rows that ask are summarized for log-probabilities and the
-  // summaries copied to host_logprob_rows_; with `asks.candidates`, the same for sampling
-  // candidates into host_candidate_rows_; with `asks.keep`, where each kept row's logits stay on
-  // the device into kept_rows_ (a call before the step's last copies them into kept_logits_).
-  // `token_source` (device, or null): the call's tokens are copied from there after the upload
-  // (a step run ahead reads the previous step's argmax). `timed`: the step's first call records
-  // step_begin_ (options.time_steps).
+  // with device_argmax, their argmax tokens to host_tokens_. With `asks.logprobs`, the kept rows
+  // that ask are summarized for log-probabilities and the summaries copied to host_logprob_rows_;
+  // with `asks.candidates`, the same for sampling candidates into host_candidate_rows_; with
+  // `asks.keep`, where each kept row's logits stay on the device into kept_rows_ (a call before
+  // the step's last copies them into kept_logits_).
   Status run_call(const PackedStep& step, const SliceCall& call, bool copy_logits, RowAsks asks,
-                  int32_t* host_tokens = nullptr, const int32_t* token_source = nullptr,
-                  bool timed = true);
+                  const CallTargets& targets);
   // Log-probability summaries (cuda_executor_logprobs.cpp). Whether any output row of the step
   // asks; if so, grows the buffers and enqueues the upload of every row's ask.
   StatusOr<bool> prepare_logprobs(const BatchInput& batch, const BatchOutput& output);
@@ -167,22 +173,41 @@ class CudaExecutor final : public TableExecutor {
   void take_logprobs(const BatchInput& batch, BatchOutput& output) const;
   // Sampling candidates (cuda_executor_candidates.cpp), the same three steps.
   StatusOr<bool> prepare_candidates(const BatchInput& batch, const BatchOutput& output);
-  Status list_candidates(int32_t first_kept, int32_t num_kept);
+  Status list_candidates(int32_t first_kept, int32_t num_kept,
+                         kernels::RowCandidatesSummary* host_lists);
   void take_candidates(const BatchInput& batch, BatchOutput& output) const;
 
+  // What a one-session step asks of its row beyond the argmax: sampling candidates at a
+  // temperature (> 0) and the token drawn from them (the draw's position that of the token).
+  struct TailAsk {
+    float temperature = 0.0f;
+    CandidatesDraw draw;
+    friend bool operator==(const TailAsk&, const TailAsk&) = default;
+  };
   // Run ahead (cuda_executor_ahead.cpp). Whether `batch` is one session's one-token step whose
-  // token is the previous one-session step's argmax at the position after it, asking for no
-  // logits, with running ahead possible.
-  bool follows_greedy(const BatchInput& batch, bool return_logits) const;
-  // Packs, places and enqueues the one-token step of `session` at `position`, its token the
-  // argmax the stream computes last; a refusal (pool, context, anything) just runs nothing ahead.
-  void run_ahead(SessionId session, int32_t position);
+  // token is the one the previous one-session step computed at the position after it (its argmax,
+  // or its draw from its candidates), asking what that step asked of the step after it, for no
+  // logits and no rows kept, with running ahead possible.
+  bool follows_tail(const BatchInput& batch, bool return_logits) const;
+  // What `batch`'s one input asks of its row (follows_tail's).
+  static TailAsk ask_of(const BatchInput& batch);
+  // What the step after one that asked `ask` asks: the same, its draw one position further.
+  static TailAsk next_ask(TailAsk ask);
+  // Packs, places and enqueues the one-token step of `session` at `position` asking `ask`, its
+  // token the one the stream computes last (the argmax, or with a temperature the draw); a
+  // refusal (pool, context, anything) just runs nothing ahead.
+  void run_ahead(SessionId session, int32_t position, const TailAsk& ask);
   // Gives back a step run ahead that nobody asked for (its cell freed, the session as before).
   void drop_ahead();
   // execute() of the step run ahead: waits for it and returns its output (and runs the next).
   StatusOr<BatchOutput> take_ahead();
-  // Remembers the greedy token a one-session step returned (or forgets, for any other step).
-  void note_greedy(const BatchInput& batch, const BatchOutput& output);
+  // Remembers the token a one-session step computed for its session's next step — its argmax, or
+  // its draw from its candidates — and what that step will ask (or forgets, for any other step).
+  void note_tail(const BatchInput& batch, const BatchOutput& output);
+  // OutputRow::candidates of one listed row.
+  static RowCandidates candidates_of(const kernels::RowCandidatesSummary& summary);
+  // A row's ask as the candidates kernel reads it: the temperature (0: none) and the draw.
+  static kernels::RowCandidatesAsk row_ask(float temperature, const CandidatesDraw& draw);
   // A successful step of these calls in stats_.
   void count_step(const std::vector<SliceCall>& calls);
 
@@ -240,6 +265,7 @@ class CudaExecutor final : public TableExecutor {
   struct AheadStep {
     SessionId session = 0;
     int32_t position = 0;  // its token's position: the session's length without it
+    TailAsk ask;           // what it asks of its row
     PackedStep step;       // packed and placed; dropped by abort_step()
     SliceCall call;        // its one decode call
     int slot = 0;          // which ahead_slots_ entry receives its token and marks its end
@@ -247,18 +273,22 @@ class CudaExecutor final : public TableExecutor {
   };
   struct AheadSlot {
     PinnedBuffer token;  // [1] int32: the step's argmax
-    CudaEvent done;      // after its copy
+    PinnedBuffer ask;    // [1] kernels::RowCandidatesAsk: its candidates' ask, uploaded
+    PinnedBuffer lists;  // [1] kernels::RowCandidatesSummary: its candidates and draw
+    CudaEvent done;      // after its copies
   };
-  // The last one-session step's greedy token, and the position the token takes when fed back.
-  struct GreedyTail {
+  // The token the last one-session step computed for its session's next step, the position the
+  // token takes when fed back, and what that next step asks.
+  struct Tail {
     SessionId session = 0;
     int32_t position = -1;
     int32_t token = -1;
+    TailAsk ask;
   };
   std::optional<AheadStep> ahead_;
   AheadSlot ahead_slots_[2];
   int next_ahead_slot_ = 0;
-  GreedyTail greedy_tail_;
+  Tail tail_;
   int32_t ahead_payload_ = 0;  // the placeholder token packed for a step run ahead
 };
 

@@ -1,6 +1,9 @@
-// CudaExecutor's run-ahead (CudaExecutorOptions::run_ahead): a batch-1 greedy session's next step
+// CudaExecutor's run-ahead (CudaExecutorOptions::run_ahead): a batch-1 session's next step
 // enqueued before the current one is waited for, and the session verbs that must give it back
-// first.
+// first. A greedy session's next token is the step's argmax; a sampled one's is the draw from its
+// candidates on the device (StepInput::candidates_draw), run ahead only where no row is kept for
+// the host (the candidates always decide: a top-k inside the list), so a step run ahead is given
+// back only when the host's draw differs (rounding of exp) or nothing is finite.
 #include <span>
 #include <vector>
 
@@ -9,30 +12,52 @@
 
 namespace cellm {
 
-bool CudaExecutor::follows_greedy(const BatchInput& batch, bool return_logits) const {
+CudaExecutor::TailAsk CudaExecutor::ask_of(const BatchInput& batch) {
+  const StepInput& input = batch.inputs[0];
+  TailAsk ask;
+  if (input.candidates_temperature > 0.0f) {
+    ask.temperature = input.candidates_temperature;
+    ask.draw = input.candidates_draw;
+  }
+  return ask;
+}
+
+CudaExecutor::TailAsk CudaExecutor::next_ask(TailAsk ask) {
+  if (ask.draw.enabled) ++ask.draw.position;  // the next token's
+  return ask;
+}
+
+bool CudaExecutor::follows_tail(const BatchInput& batch, bool return_logits) const {
   if (!options_.run_ahead || !options_.device_argmax || !replay_graphs_ || copy_logits_ ||
       return_logits || batch.keep_logits || batch.inputs.size() != 1) {
     return false;
   }
   const StepInput& input = batch.inputs[0];
-  // A row summarized for log-probabilities or listing candidates is not what the step run ahead
-  // computes.
-  return input.wants_output && input.num_top_logprobs < 0 && input.candidates_temperature <= 0.0f &&
-         input.end - input.begin == 1 && input.session == greedy_tail_.session &&
-         input.start_pos + input.begin == greedy_tail_.position &&
-         input.tokens[static_cast<size_t>(input.begin)] == greedy_tail_.token &&
-         (!ahead_.has_value() || ahead_->position == greedy_tail_.position);
+  // A row summarized for log-probabilities, or listing candidates it draws nothing from, is not
+  // what the step run ahead computes.
+  const TailAsk ask = ask_of(batch);
+  return input.wants_output && input.num_top_logprobs < 0 &&
+         (ask.temperature <= 0.0f || ask.draw.enabled) && input.end - input.begin == 1 &&
+         input.session == tail_.session && input.start_pos + input.begin == tail_.position &&
+         input.tokens[static_cast<size_t>(input.begin)] == tail_.token && ask == tail_.ask &&
+         (!ahead_.has_value() || ahead_->position == tail_.position);
 }
 
-void CudaExecutor::note_greedy(const BatchInput& batch, const BatchOutput& output) {
-  greedy_tail_ = {};
+void CudaExecutor::note_tail(const BatchInput& batch, const BatchOutput& output) {
+  tail_ = {};
   if (batch.inputs.size() != 1 || output.outputs.size() != 1) return;
   const StepInput& input = batch.inputs[0];
-  if (output.outputs[0].greedy_token == kNoToken) return;
-  greedy_tail_ = {input.session, input.start_pos + input.end, output.outputs[0].greedy_token};
+  const OutputRow& row = output.outputs[0];
+  const TailAsk asked = ask_of(batch);
+  int32_t token = row.greedy_token;
+  if (asked.temperature > 0.0f) {
+    token = asked.draw.enabled && row.candidates.has_value() ? row.candidates->drawn : kNoToken;
+  }
+  if (token == kNoToken) return;
+  tail_ = {input.session, input.start_pos + input.end, token, next_ask(asked)};
 }
 
-void CudaExecutor::run_ahead(SessionId session, int32_t position) {
+void CudaExecutor::run_ahead(SessionId session, int32_t position, const TailAsk& ask) {
   const CacheUsage usage = TableExecutor::cache_usage();
   BatchInput batch;
   batch.inputs.push_back(
@@ -46,9 +71,26 @@ void CudaExecutor::run_ahead(SessionId session, int32_t position) {
   Status status = calls.size() == 1 && calls[0].method == SliceMethod::kDecode
                       ? ok_status()
                       : failed_precondition("not one decode call");
+  const bool draws = ask.temperature > 0.0f;
+  CallTargets targets;
+  targets.host_tokens = target.token.as<int32_t>();
+  targets.token_source = forward_->argmax_tokens();
+  targets.timed = false;
+  if (status.ok() && draws) {
+    // Its row's ask from the slot's own pinned ask (the slot's last step was waited for), to the
+    // device asks' first row (a step with candidates grew them); its token the step before's draw.
+    auto* pinned = target.ask.as<kernels::RowCandidatesAsk>();
+    *pinned = row_ask(ask.temperature, ask.draw);
+    status = cuda_status(cudaMemcpyAsync(candidate_asks_.as<kernels::RowCandidatesAsk>(), pinned,
+                                         sizeof(*pinned), cudaMemcpyHostToDevice, stream_.get()),
+                         "ahead");
+    targets.token_source = &candidate_rows_.as<kernels::RowCandidatesSummary>()->drawn;
+    targets.host_lists = target.lists.as<kernels::RowCandidatesSummary>();
+  }
   if (status.ok()) {
-    status = run_call(*packed, calls[0], /*copy_logits=*/false, /*asks=*/{},
-                      target.token.as<int32_t>(), forward_->argmax_tokens(), /*timed=*/false);
+    RowAsks asks;
+    asks.candidates = draws;
+    status = run_call(*packed, calls[0], /*copy_logits=*/false, asks, targets);
   }
   if (status.ok()) status = cuda_status(cudaEventRecord(target.done.get(), stream_.get()), "ahead");
   if (!status.ok()) {
@@ -56,7 +98,7 @@ void CudaExecutor::run_ahead(SessionId session, int32_t position) {
     return;
   }
   next_ahead_slot_ = 1 - slot;
-  ahead_ = AheadStep{session, position, std::move(packed).value(), calls[0], slot, usage};
+  ahead_ = AheadStep{session, position, ask, std::move(packed).value(), calls[0], slot, usage};
 }
 
 void CudaExecutor::drop_ahead() {
@@ -71,8 +113,9 @@ StatusOr<BatchOutput> CudaExecutor::take_ahead() {
   ahead_.reset();
   BatchOutput output = taken.step.make_output();
   last_logits_ = {};
-  // Its token is the argmax the stream computes last: the step after it can go on right away.
-  run_ahead(taken.session, taken.position + 1);
+  // Its token is the one the stream computes last: the step after it can go on right away.
+  const TailAsk next = next_ask(taken.ask);
+  run_ahead(taken.session, taken.position + 1, next);
   AheadSlot& slot = ahead_slots_[taken.slot];
   const Status synced = cuda_status(cudaEventSynchronize(slot.done.get()), "CudaExecutor step");
   if (!synced.ok()) {
@@ -80,14 +123,20 @@ StatusOr<BatchOutput> CudaExecutor::take_ahead() {
     abort_step(taken.step);
     return synced;
   }
-  const int32_t token = slot.token.as<int32_t>()[0];
-  output.outputs[0].greedy_token = token < 0 ? kNoToken : token;  // -1: nothing finite
+  const int32_t argmax = slot.token.as<int32_t>()[0];
+  OutputRow& row = output.outputs[0];
+  row.greedy_token = argmax < 0 ? kNoToken : argmax;  // -1: nothing finite
+  int32_t token = row.greedy_token;
+  if (taken.ask.temperature > 0.0f) {
+    row.candidates.emplace(candidates_of(*slot.lists.as<kernels::RowCandidatesSummary>()));
+    token = row.candidates->drawn;
+  }
   if (!ahead_.has_value()) commit_step();  // else the next step's pack() committed it
-  if (token < 0) {
-    greedy_tail_ = {};
+  if (token == kNoToken) {
+    tail_ = {};
     drop_ahead();  // it ran on no token
   } else {
-    greedy_tail_ = {taken.session, taken.position + 1, token};
+    tail_ = {taken.session, taken.position + 1, token, next};
   }
   stats_.last_step_device_ms = 0.0;
   ++stats_.num_steps_run_ahead;
@@ -121,7 +170,7 @@ StatusOr<int32_t> CudaExecutor::session_length(SessionId id) const {
 
 Status CudaExecutor::rewind_session(SessionId id, int32_t pos) {
   drop_ahead();
-  if (id == greedy_tail_.session) greedy_tail_ = {};  // its position is gone
+  if (id == tail_.session) tail_ = {};  // its position is gone
   return TableExecutor::rewind_session(id, pos);
 }
 

@@ -1,16 +1,25 @@
 // The CUDA executor's run-ahead (CudaExecutorOptions::run_ahead) on stories260K: a greedy session
 // fed its own device argmax gets, step for step, the tokens, lengths and pool counts of an
 // executor that runs every step when asked; a token that is not the argmax, a rewind, a close and
-// an open each give the step run ahead back and change nothing else.
+// an open each give the step run ahead back and change nothing else. A sampled session whose
+// candidates always decide runs ahead on the device's draw from its candidates and gets the
+// tokens, lists and argmaxes of steps run one at a time; a changed draw gives the step back, and
+// a session whose rows are kept for the host runs nothing ahead.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_e2e_support.h"
 #include "backends/cuda/cuda_executor.h"
+#include "batching/runner.h"
+#include "batching/sampler.h"
+#include "batching/scheduler.h"
 
 namespace cellm {
 namespace {
@@ -109,6 +118,128 @@ TEST_F(CudaExecutorAheadTest, AGreedySessionGetsTheTokensOfStepsRunOneAtATime) {
   pos += static_cast<int32_t>(prompt.size());
   greedy_steps(4, "the new session");
   EXPECT_GT(ahead().stats().num_steps_run_ahead, 30);
+}
+
+// One sampled step of one session on both executors: candidates listed at the sampler's
+// temperature and drawn on the device (the sampler's cuts and seed, the token's position); the
+// host's sampler draws the token from each executor's list. Both must list the same candidates,
+// give the same argmax and draw, the device's draw must be the host's, and the token is returned.
+int32_t sample_both(CudaExecutor* (&executors)[2], const SessionId (&sessions)[2],
+                    int32_t start_pos, const std::vector<int32_t>& tokens, const Sampler& sampler,
+                    bool keep, const std::string& what) {
+  int32_t drawn[2] = {kNoToken, kNoToken};
+  RowCandidates lists[2];
+  int32_t greedy[2] = {kNoToken, kNoToken};
+  const auto position = static_cast<int64_t>(start_pos) + static_cast<int64_t>(tokens.size());
+  for (int e = 0; e < 2; ++e) {
+    BatchInput batch;
+    batch.keep_logits = keep;
+    StepInput& input = batch.inputs.emplace_back(testing::step_input(
+        sessions[e], start_pos, tokens, 0, static_cast<int32_t>(tokens.size()), true));
+    input.candidates_temperature = sampler.params().temperature;
+    input.candidates_draw = {true, listed_draw_params(sampler.params()), sampler.seed(), position};
+    const StatusOr<BatchOutput> output = executors[e]->execute(batch, false);
+    EXPECT_TRUE(output.ok()) << what << ": " << output.status().to_string();
+    if (!output.ok()) return kNoToken;
+    const OutputRow& row = output->outputs.at(0);
+    EXPECT_TRUE(row.candidates.has_value()) << what;
+    if (!row.candidates.has_value()) return kNoToken;
+    lists[e] = *row.candidates;
+    greedy[e] = row.greedy_token;
+    const std::optional<int32_t> host = sampler.sample_from_candidates(lists[e], position);
+    EXPECT_TRUE(host.has_value() || keep) << what << ": a top-k inside the list decides";
+    EXPECT_EQ(lists[e].drawn, host.value_or(kNoToken))
+        << what << ": the device's draw against the host's";
+    drawn[e] = host.value_or(kNoToken);
+    if (!host.has_value() && keep) {  // the row the step kept decides
+      const StatusOr<std::span<const float>> row = executors[e]->fetch_logits(std::vector{0});
+      EXPECT_TRUE(row.ok()) << what << ": " << row.status().to_string();
+      if (!row.ok()) return kNoToken;
+      Sampler whole = sampler;
+      const StatusOr<int32_t> sampled =
+          whole.sample(*row, std::vector<int32_t>(static_cast<size_t>(position), 0));
+      EXPECT_TRUE(sampled.ok()) << what;
+      drawn[e] = sampled.ok() ? *sampled : kNoToken;
+    }
+  }
+  EXPECT_EQ(lists[0].top, lists[1].top) << what << ": run ahead against one step at a time";
+  EXPECT_EQ(lists[0].total, lists[1].total) << what;
+  EXPECT_EQ(greedy[0], greedy[1]) << what;
+  EXPECT_NE(greedy[0], kNoToken) << what;
+  EXPECT_EQ(drawn[0], drawn[1]) << what;
+  return drawn[0];
+}
+
+TEST_F(CudaExecutorAheadTest, ASampledSessionRunsAheadOnTheDevicesDrawWithTheTokensOfSteps) {
+  CudaExecutor* both[2] = {&ahead(), &plain()};
+  SessionId s[2] = {*ahead().open_session(), *plain().open_session()};
+  SamplingParams params;
+  params.temperature = 0.9f;
+  params.top_k = 20;  // inside the list of 32: the candidates always decide
+  params.top_p = 0.95f;
+  const Sampler sampler(params, 1234);
+  const std::vector<int32_t> prompt = {1, 403, 407, 261, 378, 488};
+  int32_t next = sample_both(both, s, 0, prompt, sampler, false, "prompt");
+  int32_t pos = static_cast<int32_t>(prompt.size());
+  std::vector<int32_t> drawn;
+  const auto sampled_steps = [&](const Sampler& by, int32_t count, bool keep,
+                                 const std::string& what) {
+    for (int32_t i = 0; i < count && next != kNoToken; ++i) {
+      next = sample_both(both, s, pos, {next}, by, keep, what + " step " + std::to_string(i));
+      drawn.push_back(next);
+      ++pos;
+    }
+  };
+  sampled_steps(sampler, 30, false, "sampled");
+  EXPECT_GE(ahead().stats().num_steps_run_ahead, 28) << "the steps after the first two run ahead";
+  EXPECT_EQ(ahead().stats().num_steps_ahead_dropped, 0) << "every draw agreed";
+  EXPECT_EQ(plain().stats().num_steps_run_ahead, 0);
+  std::sort(drawn.begin(), drawn.end());
+  EXPECT_GT(std::unique(drawn.begin(), drawn.end()) - drawn.begin(), 5)
+      << "a sampled session, not a greedy one";
+
+  // Another seed: the step run ahead drew with the old one and is given back.
+  const Sampler reseeded(params, 99);
+  sampled_steps(reseeded, 6, false, "reseeded");
+  EXPECT_EQ(ahead().stats().num_steps_ahead_dropped, 1);
+  EXPECT_GE(ahead().stats().num_steps_run_ahead, 32);
+
+  // A nucleus the list may not hold: the engine keeps the rows, and nothing runs ahead.
+  SamplingParams open = params;
+  open.top_k = 0;
+  const Sampler open_sampler(open, 1234);
+  const int64_t run_ahead = ahead().stats().num_steps_run_ahead;
+  sampled_steps(open_sampler, 6, true, "rows kept");
+  EXPECT_EQ(ahead().stats().num_steps_run_ahead, run_ahead);
+  EXPECT_EQ(ahead().stats().num_steps, plain().stats().num_steps);
+}
+
+// Through the Runner (the engine asks for the device's draw where the candidates always decide):
+// sampled generations give the same tokens on the executor that runs ahead as on the one that
+// does not, and the first runs most of its steps ahead — a top-k one, and alone, a greedy one.
+TEST_F(CudaExecutorAheadTest, ThroughTheRunnerSampledGenerationsRunAheadWithTheSameTokens) {
+  std::vector<testing::Tokens> tokens[2];
+  for (int e = 0; e < 2; ++e) {
+    Runner runner(*executors_[e], DecodeFirstScheduler(SchedulerConfig::defaults_for(64)));
+    for (const int32_t top_k : {20, 5, 0}) {
+      GenConfig config;
+      config.max_new_tokens = 40;
+      config.sampling.temperature = top_k > 0 ? 1.1f : 0.0f;
+      config.sampling.top_k = top_k;
+      config.sampling.top_p = 0.9f;
+      config.seed = 17 + static_cast<uint64_t>(top_k);
+      config.use_default_stop_tokens = false;
+      Session session = runner.open_session();
+      GenerationHandle handle = session.generate_async({1, 403, 407, 261}, config);
+      handle.wait();
+      EXPECT_EQ(handle.tokens().size(), 40u) << handle.error_message();
+      tokens[e].push_back(handle.tokens());
+    }
+  }
+  EXPECT_EQ(tokens[0], tokens[1]);
+  EXPECT_NE(tokens[0][0], tokens[0][2]) << "a sampled generation, not the greedy one";
+  EXPECT_GE(ahead().stats().num_steps_run_ahead, 3 * 36) << "the steps after the first few";
+  EXPECT_EQ(plain().stats().num_steps_run_ahead, 0);
 }
 
 TEST_F(CudaExecutorAheadTest, NothingRunsAheadOfStepsThatAskForLogitsOrOfSeveralSessions) {

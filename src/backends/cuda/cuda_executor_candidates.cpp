@@ -1,7 +1,9 @@
 // CudaExecutor's sampling candidates: the rows that ask (StepInput::candidates_temperature > 0)
 // are listed on the device by kernels/row_candidates.cuh after each call's forward — their best
 // kSamplingCandidates tokens and the softmax normalizer at their temperature — and only the lists
-// (280 bytes a row) come back, for the sampler to draw from without reading the row.
+// (280 bytes a row) come back, for the sampler to draw from without reading the row. A row whose
+// input enables StepInput::candidates_draw gets its token drawn on the device too
+// (RowCandidates::drawn), which a step run ahead starts from (cuda_executor_ahead.cpp).
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -14,6 +16,16 @@
 
 namespace cellm {
 
+kernels::RowCandidatesAsk CudaExecutor::row_ask(float temperature, const CandidatesDraw& draw) {
+  kernels::RowCandidatesAsk ask;
+  ask.temperature = temperature;
+  ask.draw = draw.enabled ? 1 : 0;
+  ask.cuts = draw.cuts;
+  ask.seed = draw.seed;
+  ask.position = draw.position;
+  return ask;
+}
+
 static_assert(kSamplingCandidates == kernels::kMaxCandidates,
               "the device lists as many candidates as the sampler reads");
 
@@ -25,7 +37,7 @@ StatusOr<bool> CudaExecutor::prepare_candidates(const BatchInput& batch,
       });
   if (!any) return false;
   const size_t rows = output.outputs.size();
-  const size_t ask_bytes = rows * sizeof(float);
+  const size_t ask_bytes = rows * sizeof(kernels::RowCandidatesAsk);
   const size_t row_bytes = rows * sizeof(kernels::RowCandidatesSummary);
   // No copy or kernel of an earlier step is in flight (its execute() synchronized): grow freely.
   for (auto [buffer, bytes] :
@@ -43,23 +55,24 @@ StatusOr<bool> CudaExecutor::prepare_candidates(const BatchInput& batch,
     CELLM_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(candidate_scratch_.as<uint8_t>(), 0,
                                                candidate_scratch_.num_bytes(), stream_.get()));
   }
-  float* asks = host_candidate_asks_.as<float>();  // [rows]: the temperature, 0 for none
+  auto* asks = host_candidate_asks_.as<kernels::RowCandidatesAsk>();  // temperature 0: none
   for (size_t i = 0; i < rows; ++i) {
-    asks[i] =
-        batch.inputs[static_cast<size_t>(output.outputs[i].input_index)].candidates_temperature;
+    const StepInput& input = batch.inputs[static_cast<size_t>(output.outputs[i].input_index)];
+    asks[i] = row_ask(input.candidates_temperature, input.candidates_draw);
   }
-  CELLM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(candidate_asks_.as<float>(), asks, ask_bytes,
-                                             cudaMemcpyHostToDevice, stream_.get()));
+  CELLM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(candidate_asks_.as<kernels::RowCandidatesAsk>(), asks,
+                                             ask_bytes, cudaMemcpyHostToDevice, stream_.get()));
   return true;
 }
 
-Status CudaExecutor::list_candidates(int32_t first_kept, int32_t num_kept) {
+Status CudaExecutor::list_candidates(int32_t first_kept, int32_t num_kept,
+                                     kernels::RowCandidatesSummary* host_lists) {
   kernels::RowCandidatesParams p;
   p.num_rows = num_kept;
   p.vocab = config_.vocab_size;
   p.logits = forward_->logits();  // [num_kept, vocab]: the call's kept rows
   p.stride = config_.vocab_size;
-  p.temperature = candidate_asks_.as<float>() + first_kept;
+  p.asks = candidate_asks_.as<kernels::RowCandidatesAsk>() + first_kept;
   p.out = candidate_rows_.as<kernels::RowCandidatesSummary>() + first_kept;
   // Each call's launch uses the scratch from its start: the one before left it zeroed. Rows are
   // split over several blocks (one block alone reads a 128K row at one SM's rate) unless
@@ -74,7 +87,7 @@ Status CudaExecutor::list_candidates(int32_t first_kept, int32_t num_kept) {
   }
   CELLM_RETURN_IF_ERROR(kernels::launch_row_candidates(p, stream_.get()));
   CELLM_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(host_candidate_rows_.as<kernels::RowCandidatesSummary>() + first_kept, p.out,
+      cudaMemcpyAsync(host_lists + first_kept, p.out,
                       static_cast<size_t>(num_kept) * sizeof(kernels::RowCandidatesSummary),
                       cudaMemcpyDeviceToHost, stream_.get()));
   return ok_status();
@@ -87,15 +100,22 @@ void CudaExecutor::take_candidates(const BatchInput& batch, BatchOutput& output)
     if (!(batch.inputs[static_cast<size_t>(row.input_index)].candidates_temperature > 0.0f)) {
       continue;
     }
-    const kernels::RowCandidatesSummary& s = lists[i];
-    RowCandidates& out = row.candidates.emplace();
-    out.max_logit = s.max_logit;
-    out.temperature = s.temperature;
-    out.total = s.total;
-    const int32_t num = std::clamp(s.num, 0, kernels::kMaxCandidates);
-    out.top.reserve(static_cast<size_t>(num));
-    for (int32_t k = 0; k < num; ++k) out.top.emplace_back(s.ids[k], s.logits[k]);
+    row.candidates.emplace(candidates_of(lists[i]));
   }
+}
+
+RowCandidates CudaExecutor::candidates_of(const kernels::RowCandidatesSummary& s) {
+  RowCandidates out;
+  out.max_logit = s.max_logit;
+  out.temperature = s.temperature;
+  out.total = s.total;
+  const int32_t num = std::clamp(s.num, 0, kernels::kMaxCandidates);
+  out.top.reserve(static_cast<size_t>(num));
+  for (int32_t k = 0; k < num; ++k) out.top.emplace_back(s.ids[k], s.logits[k]);
+  // The device's draw is one of the listed tokens (anything else is not a draw).
+  const bool listed = std::any_of(s.ids, s.ids + num, [&](int32_t id) { return id == s.drawn; });
+  out.drawn = s.drawn >= 0 && listed ? s.drawn : kNoToken;
+  return out;
 }
 
 }  // namespace cellm

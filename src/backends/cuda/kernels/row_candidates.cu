@@ -3,13 +3,16 @@
 //
 // A first pass finds a floor under the part's best kMaxCandidates values (candidate_floor). Pass
 // one keeps each warp's best kMaxCandidates finite (logit, id) pairs at or above it
-// (top_list.cuh) and the first warp merges them: the list, and its head the part's largest logit.
-// Pass two, with that maximum known, sums exp(v/T − max/T) in double — the product and the
-// difference rounded apart (no fused multiply-add), as the host computes each term — over each
-// thread's share, then over the block. The row is read with ordinary loads so that pass two finds
-// it in L2. Split (with scratch), the last block of a row merges the parts' lists and rescales
-// their sums to the row's largest logit (one more rounding per part than the host's terms: within
-// the summation-order difference the sum already has).
+// (top_list.cuh) and the block merges them by rank (merge_lists_block): the list, and its head
+// the part's largest logit. Pass two, with that maximum known, sums exp(v/T − max/T) in double —
+// the product and the difference rounded apart (no fused multiply-add), as the host computes each
+// term — over each thread's share, then over the block. Every pass keeps kLoads values of each
+// thread in flight (not a memory round trip per value); the row is read with ordinary loads so
+// that the later passes find it in L2. Split (with scratch), the last block of a row stages the
+// parts' lists in shared memory, merges them the same way and rescales their sums to the row's
+// largest logit (one more rounding per part than the host's terms: within the summation-order
+// difference the sum already has). The first warp then draws the row's token from the list where
+// the row asks (draw_token).
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -26,7 +29,20 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-constexpr int kLoads = 16;  // values in flight per thread
+constexpr int kLoads = 16;                                          // values in flight per thread
+constexpr int64_t kTile = static_cast<int64_t>(kThreads) * kLoads;  // a block's loads in flight
+
+// This thread's kLoads values of the tile of row[begin, end) at `base` (row[base + j · kThreads +
+// tid]), `fill` past `end`, all loads issued before any is used.
+__device__ __forceinline__ void load_tile(const float* row, int64_t base, int64_t end, float fill,
+                                          float (&v)[kLoads]) {
+  const auto tid = static_cast<int64_t>(threadIdx.x);
+#pragma unroll
+  for (int j = 0; j < kLoads; ++j) {
+    const int64_t i = base + j * kThreads + tid;
+    v[j] = i < end ? row[i] : fill;
+  }
+}
 constexpr int kMaxSplits = 16;
 constexpr int64_t kMinSplitElements = 8192;  // fewer per block: not worth a split
 using top_list::kFull;
@@ -62,9 +78,13 @@ __device__ float candidate_floor(const float* row, int64_t begin, int64_t end) {
   const int lane = tid & 31;
   const int warp = tid >> 5;
   float mine = -INFINITY;
-  for (int64_t i = begin + tid; i < end; i += kThreads) {
-    const float v = row[i];
-    if (isfinite(v)) mine = fmaxf(mine, v);
+  for (int64_t base = begin; base < end; base += kTile) {  // kLoads loads in flight
+    float v[kLoads];
+    load_tile(row, base, end, -INFINITY, v);
+#pragma unroll
+    for (int j = 0; j < kLoads; ++j) {
+      if (isfinite(v[j])) mine = fmaxf(mine, v[j]);
+    }
   }
   float kth = -INFINITY;
   for (int k = 0; k < kPerWarp; ++k) {
@@ -93,14 +113,9 @@ __device__ void block_partial(const float* row, int64_t begin, int64_t end, doub
   const int warp = tid >> 5;
   const float floor = candidate_floor(row, begin, end);
   WarpList list;
-  constexpr int64_t kTile = static_cast<int64_t>(kThreads) * kLoads;
   for (int64_t base = begin; base < end; base += kTile) {
     float v[kLoads];
-#pragma unroll
-    for (int j = 0; j < kLoads; ++j) {
-      const int64_t i = base + j * kThreads + tid;
-      v[j] = i < end ? row[i] : NAN;
-    }
+    load_tile(row, base, end, NAN, v);
 #pragma unroll
     for (int j = 0; j < kLoads; ++j) {
       list.insert(isfinite(v[j]) && v[j] >= floor, v[j],
@@ -111,28 +126,21 @@ __device__ void block_partial(const float* row, int64_t begin, int64_t end, doub
   __shared__ int32_t list_id[kWarps][32];
   __shared__ float best_value[kMaxCandidates];
   __shared__ int32_t best_id[kMaxCandidates];
-  __shared__ int32_t num_best;
   list_value[warp][lane] = list.value;
   list_id[warp][lane] = lane < kMaxCandidates ? list.id : -1;
   __syncthreads();
-  if (warp == 0) {
-    const int32_t placed = top_list::merge_lists<kMaxCandidates>(
-        kWarps, kMaxCandidates,
-        [&](int w, int k, float* value, int32_t* id) {
-          *value = list_value[w][k];
-          *id = list_id[w][k];
-        },
-        best_value, best_id);
-    if (lane == 0) num_best = placed;
-  }
-  __syncthreads();
-  const int32_t num = num_best;
+  const int32_t num = top_list::merge_lists_block<kMaxCandidates>(
+      &list_value[0][0], &list_id[0][0], 32, kWarps, kMaxCandidates, best_value, best_id);
   double sum = 0.0;
   if (num > 0) {  // uniform over the block
     const double top = scaled(best_value[0], inv_temperature);
-    for (int64_t i = begin + tid; i < end; i += kThreads) {
-      const float v = row[i];
-      if (isfinite(v)) sum += exp(__dsub_rn(scaled(v, inv_temperature), top));
+    for (int64_t base = begin; base < end; base += kTile) {  // each thread's values in order
+      float v[kLoads];
+      load_tile(row, base, end, NAN, v);
+#pragma unroll
+      for (int j = 0; j < kLoads; ++j) {
+        if (isfinite(v[j])) sum += exp(__dsub_rn(scaled(v[j], inv_temperature), top));
+      }
     }
   }
   for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(kFull, sum, offset);
@@ -164,40 +172,48 @@ __device__ void write_summary(const Partial& whole, float temperature, RowCandid
   }
 }
 
+// The first warp (every lane), after `whole` is complete in shared memory: out->drawn, the token
+// core/listed_draw.h draws from the list with weights exp(v/T − top) computed as the host's
+// sampler computes them (scaled(): no fused multiply-add).
+__device__ void draw_token(const Partial& whole, const RowCandidatesAsk& ask,
+                           RowCandidatesSummary* out) {
+  __shared__ double weights[kMaxCandidates];
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  const int32_t num = whole.num;
+  const bool draws = ask.draw != 0 && num > 0;
+  if (draws && lane < num) {
+    const double inv_temperature = 1.0 / static_cast<double>(ask.temperature);
+    weights[lane] = exp(__dsub_rn(scaled(whole.value[lane], inv_temperature),
+                                  scaled(whole.value[0], inv_temperature)));
+  }
+  __syncwarp();
+  if (lane == 0) {
+    out->drawn = draws ? draw_from_listed(whole.id, weights, num, num < kMaxCandidates, whole.sum,
+                                          ask.cuts, draw_uniform(ask.seed, ask.position))
+                       : kListedUndecided;
+  }
+}
+
 __global__ void __launch_bounds__(kThreads) row_candidates_kernel(const RowCandidatesParams p) {
   const int32_t r = static_cast<int32_t>(blockIdx.x);
-  const float temperature = p.temperature[r];
+  const RowCandidatesAsk& ask = p.asks[r];
+  const float temperature = ask.temperature;
   if (!(temperature > 0.0f)) return;  // the whole block: the row asked for nothing
   const float* row = p.logits + static_cast<int64_t>(r) * p.stride;
   __shared__ Partial whole;
   block_partial(row, 0, p.vocab, 1.0 / static_cast<double>(temperature), &whole);
+  if (threadIdx.x >= 32) return;
+  __syncwarp();  // thread 0 wrote `whole`
   if (threadIdx.x == 0) write_summary(whole, temperature, p.out + r);
+  draw_token(whole, ask, p.out + r);
 }
 
-// Grid (splits, rows): block b takes row[b · per_split, (b + 1) · per_split); the last block of a
-// row to finish merges the partials — the sums rescaled to the row's largest logit, exp(top_b −
-// top) with each top the host's max · (1/T) — and leaves the row's counter zeroed.
-__global__ void __launch_bounds__(kThreads)
-    row_candidates_split_kernel(const RowCandidatesParams p, int64_t per_split) {
-  const int32_t r = static_cast<int32_t>(blockIdx.y);
-  const float temperature = p.temperature[r];
-  if (!(temperature > 0.0f)) return;
-  const double inv_temperature = 1.0 / static_cast<double>(temperature);
-  const auto splits = static_cast<int>(gridDim.x);
-  const float* row = p.logits + static_cast<int64_t>(r) * p.stride;
-  const int64_t begin = static_cast<int64_t>(blockIdx.x) * per_split;
-  const int64_t end = begin + per_split < p.vocab ? begin + per_split : p.vocab;
-  const RowSplitScratch<Partial> scratch = row_split_scratch<Partial>(p.scratch, p.num_rows);
-  Partial* partials = scratch.partials + static_cast<int64_t>(r) * kMaxSplits;
-  block_partial(row, begin, end, inv_temperature, partials + blockIdx.x);
-  if (threadIdx.x >= 32) return;  // thread 0 wrote the partial
-  __shared__ bool last;
-  if (threadIdx.x == 0) last = row_split_arrive(&scratch.counters[r], splits);
-  __syncwarp();
-  if (!last) return;
-  __threadfence();
-  // The last block's first warp: lane j reads part j.
-  const int lane = static_cast<int>(threadIdx.x);
+// The first warp of a row's last block: the row's largest logit over the parts' maxima (lane j
+// reads part j's) and the parts' sums rescaled to it — exp(top_b − top) with each top the host's
+// max · (1/T) — summed over the warp; every lane gets both.
+__device__ void merge_part_sums(const Partial* partials, int splits, double inv_temperature,
+                                float* max_out, double* sum_out) {
+  const int lane = static_cast<int>(threadIdx.x & 31);
   float part_max = -INFINITY;
   double part_sum = 0.0;
   if (lane < splits) {
@@ -215,16 +231,49 @@ __global__ void __launch_bounds__(kThreads)
                           : part_sum * exp(__dsub_rn(part_top, scaled(max, inv_temperature)));
   }
   for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(kFull, sum, offset);
+  *max_out = max;
+  *sum_out = sum;
+}
+
+// Grid (splits, rows): block b takes row[b · per_split, (b + 1) · per_split); the last block of a
+// row to finish merges the partials — the sums rescaled to the row's largest logit, exp(top_b −
+// top) with each top the host's max · (1/T) — and leaves the row's counter zeroed.
+__global__ void __launch_bounds__(kThreads)
+    row_candidates_split_kernel(const RowCandidatesParams p, int64_t per_split) {
+  const int32_t r = static_cast<int32_t>(blockIdx.y);
+  const RowCandidatesAsk& ask = p.asks[r];
+  const float temperature = ask.temperature;
+  if (!(temperature > 0.0f)) return;
+  const double inv_temperature = 1.0 / static_cast<double>(temperature);
+  const auto splits = static_cast<int>(gridDim.x);
+  const float* row = p.logits + static_cast<int64_t>(r) * p.stride;
+  const int64_t begin = static_cast<int64_t>(blockIdx.x) * per_split;
+  const int64_t end = begin + per_split < p.vocab ? begin + per_split : p.vocab;
+  const RowSplitScratch<Partial> scratch = row_split_scratch<Partial>(p.scratch, p.num_rows);
+  Partial* partials = scratch.partials + static_cast<int64_t>(r) * kMaxSplits;
+  block_partial(row, begin, end, inv_temperature, partials + blockIdx.x);
+  __shared__ bool last;
+  if (threadIdx.x == 0) last = row_split_arrive(&scratch.counters[r], splits);  // wrote it
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  // The last block: its first warp reads the parts' maxima and sums (lane j part j's) and stages
+  // their lists; the whole block merges them.
+  const int lane = static_cast<int>(threadIdx.x & 31);
   __shared__ Partial whole;
-  const int32_t placed = top_list::merge_lists<kMaxCandidates>(
-      splits, kMaxCandidates,
-      [&](int part, int k, float* value, int32_t* id) {
-        if (k < __ldcg(&partials[part].num)) {
-          *value = __ldcg(&partials[part].value[k]);
-          *id = __ldcg(&partials[part].id[k]);
-        }
-      },
-      whole.value, whole.id);
+  __shared__ float part_value[kMaxSplits][kMaxCandidates];
+  __shared__ int32_t part_id[kMaxSplits][kMaxCandidates];
+  float max = -INFINITY;
+  double sum = 0.0;
+  if (threadIdx.x < 32) {
+    stage_part_lists(partials, splits, part_value, part_id);
+    merge_part_sums(partials, splits, inv_temperature, &max, &sum);
+  }
+  __syncthreads();
+  const int32_t placed =
+      top_list::merge_lists_block<kMaxCandidates>(&part_value[0][0], &part_id[0][0], kMaxCandidates,
+                                                  splits, kMaxCandidates, whole.value, whole.id);
+  if (threadIdx.x >= 32) return;
   if (lane == 0) {
     whole.sum = max == -INFINITY ? 0.0 : sum;
     whole.max = max;
@@ -232,13 +281,15 @@ __global__ void __launch_bounds__(kThreads)
     write_summary(whole, temperature, p.out + r);
     scratch.counters[r] = 0u;  // ready for the next launch
   }
+  __syncwarp();  // lane 0 completed `whole`
+  draw_token(whole, ask, p.out + r);
 }
 
 }  // namespace
 
 Status launch_row_candidates(const RowCandidatesParams& p, cudaStream_t stream) {
   if (p.num_rows < 0 || p.vocab <= 0 || p.vocab > 2147483647 || p.stride < p.vocab ||
-      (p.num_rows > 0 && (p.logits == nullptr || p.temperature == nullptr || p.out == nullptr)) ||
+      (p.num_rows > 0 && (p.logits == nullptr || p.asks == nullptr || p.out == nullptr)) ||
       !row_split_scratch_fits(p.scratch, p.scratch_bytes, row_candidates_scratch_bytes(p.num_rows),
                               p.num_rows)) {
     return invalid_argument("row candidates: " + std::to_string(p.num_rows) + " rows of " +

@@ -5,7 +5,9 @@
 // sample_from_candidates; its sampling_candidates is this kernel's oracle). One block per row,
 // or with scratch up to 16 per row (segments of at least 8192 logits; the last to finish merges
 // them, as row_logprobs does): one pass finds a floor under the best values, one selects above
-// it, one sums (from L2). Rows whose temperature is not above 0 are skipped.
+// it, one sums (from L2). Rows whose temperature is not above 0 are skipped. A row that asks
+// draws its token from its list too (core/listed_draw.h, the host sampler's draw), so that a
+// step can start from it before the host has the list.
 // Knows nothing of sessions or samplers. Stream-ordered, capturable. Thread-safety: launches on
 // a stream.
 #pragma once
@@ -15,11 +17,21 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/listed_draw.h"
 #include "core/status.h"
 
 namespace cellm::kernels {
 
 inline constexpr int32_t kMaxCandidates = 32;  // the candidates a row lists
+
+// One row's ask (plain values; the host writes them, the device reads them).
+struct RowCandidatesAsk {
+  float temperature = 0.0f;  // the row's T; <= 0 (or NaN): the row asks for nothing
+  int32_t draw = 0;          // nonzero: also draw the token (RowCandidatesSummary::drawn)
+  ListedDrawParams cuts;     // the draw's top-k, top-p and min-p
+  uint64_t seed = 0;         // the draw's draw_uniform(seed, position)
+  int64_t position = 0;
+};
 
 // One row's candidates (plain values; the layout the device writes and the host reads).
 struct RowCandidatesSummary {
@@ -27,6 +39,10 @@ struct RowCandidatesSummary {
   float max_logit;    // -infinity when no logit is finite
   float temperature;  // the row's T
   int32_t num;        // entries filled: min(kMaxCandidates, finite logits)
+  // The token core/listed_draw.h draws from the list with the ask's cuts, seed and position, the
+  // weights computed as the host's sampler computes them; kListedUndecided when the row asks for
+  // no draw, has no finite logit, or the list does not decide it.
+  int32_t drawn;
   int32_t ids[kMaxCandidates];
   float logits[kMaxCandidates];
 };
@@ -36,8 +52,8 @@ struct RowCandidatesParams {
   int64_t vocab = 0;
   const float* logits = nullptr;  // [num_rows, stride] f32
   int64_t stride = 0;
-  const float* temperature = nullptr;   // [num_rows]: <= 0 (or NaN) skips the row
-  RowCandidatesSummary* out = nullptr;  // [num_rows]; a skipped row's is not written
+  const RowCandidatesAsk* asks = nullptr;  // [num_rows]: a temperature <= 0 (or NaN) skips the row
+  RowCandidatesSummary* out = nullptr;     // [num_rows]; a skipped row's is not written
   // Optional: row_candidates_scratch_bytes(num_rows) bytes, zeroed before the first launch
   // (every launch leaves it zeroed), 16-byte aligned; null: one block per row.
   void* scratch = nullptr;

@@ -1,7 +1,8 @@
 // Parity of the row_candidates kernel with the host's sampling_candidates (its oracle) on random
 // rows at several temperatures, planted ties, non-finite logits, rows with fewer finite logits
-// than the list holds and padded rows, with a block per row and split over blocks; and the
-// sampler's draws from the device's candidates against its draws from the rows.
+// than the list holds and padded rows, with a block per row and split over blocks; the
+// sampler's draws from the device's candidates against its draws from the rows; and the token the
+// device draws from its list against the sampler's draws from the list and from the row.
 #include "backends/cuda/kernels/row_candidates.cuh"
 
 #include <gtest/gtest.h>
@@ -25,14 +26,31 @@ using testing::random_floats;
 
 static_assert(kMaxCandidates == kSamplingCandidates, "the device lists what the sampler reads");
 
+// Row r's ask: its temperature, and a draw with one of four sets of cuts (none, a top-k inside
+// the list, a nucleus, min-p with a nucleus) at its own seed and position; every fifth row asks
+// for no draw.
+RowCandidatesAsk ask_of(size_t r, float temperature) {
+  constexpr ListedDrawParams kCuts[4] = {
+      {0, 1.0f, 0.0f}, {20, 1.0f, 0.0f}, {0, 0.9f, 0.0f}, {0, 0.95f, 0.05f}};
+  RowCandidatesAsk ask;
+  ask.temperature = temperature;
+  ask.draw = r % 5 == 4 ? 0 : 1;
+  ask.cuts = kCuts[r % 4];
+  ask.seed = 1000 + r;
+  ask.position = static_cast<int64_t>(7 * r + 3);
+  return ask;
+}
+
 // Split: each row over several blocks merged through the scratch, launched twice (the first
 // launch must leave the scratch ready for the second) — the second launch's lists returned.
 std::vector<RowCandidatesSummary> run_kernel(const std::vector<float>& logits, int64_t vocab,
                                              int64_t stride, const std::vector<float>& temperatures,
                                              bool split) {
   const auto rows = static_cast<int32_t>(temperatures.size());
+  std::vector<RowCandidatesAsk> asks;
+  for (size_t r = 0; r < temperatures.size(); ++r) asks.push_back(ask_of(r, temperatures[r]));
   DeviceArray<float> logits_dev(logits);
-  DeviceArray<float> temperature_dev(temperatures);
+  DeviceArray<RowCandidatesAsk> asks_dev(asks);
   DeviceArray<RowCandidatesSummary> out(static_cast<size_t>(rows));
   EXPECT_EQ(cudaMemset(out.get(), 0xff, out.size() * sizeof(RowCandidatesSummary)), cudaSuccess);
   RowCandidatesParams p;
@@ -40,7 +58,7 @@ std::vector<RowCandidatesSummary> run_kernel(const std::vector<float>& logits, i
   p.vocab = vocab;
   p.logits = logits_dev.get();
   p.stride = stride;
-  p.temperature = temperature_dev.get();
+  p.asks = asks_dev.get();
   p.out = out.get();
   DeviceArray<uint8_t> scratch(split ? row_candidates_scratch_bytes(rows) : 0);
   if (split) {
@@ -67,11 +85,20 @@ RowCandidates as_host(const RowCandidatesSummary& s) {
   return c;
 }
 
+// How many of the rows that asked for a draw the device's list decided, and how many it did not.
+struct DrawCounts {
+  int decided = 0;
+  int undecided = 0;
+};
+
 // Every row's summary against sampling_candidates of the same row; rows at temperature <= 0
 // must stay untouched. Then a sampler at each row's temperature draws from both at many
-// positions: a draw the device's candidates decide is the one the row gives.
+// positions: a draw the device's candidates decide is the one the row gives. The device's own
+// draw (ask_of's cuts, seed and position) is the sampler's from the device's list, and, when
+// decided, the sampler's from the row.
 void expect_host_candidates(const std::vector<float>& logits, int64_t vocab, int64_t stride,
-                            const std::vector<float>& temperatures, bool split) {
+                            const std::vector<float>& temperatures, bool split,
+                            DrawCounts* counts = nullptr) {
   SCOPED_TRACE(split ? "split over blocks" : "a block per row");
   const std::vector<RowCandidatesSummary> got =
       run_kernel(logits, vocab, stride, temperatures, split);
@@ -92,6 +119,27 @@ void expect_host_candidates(const std::vector<float>& logits, int64_t vocab, int
     // double (n · 2^-52 of the sum; the host's sequential sum is the less accurate one).
     EXPECT_NEAR(have.total, want.total, static_cast<double>(vocab) * 0x1p-52 * want.total);
     EXPECT_EQ(have.top, want.top);
+    const RowCandidatesAsk ask = ask_of(r, temperatures[r]);
+    if (want.top.empty() || ask.draw == 0) {
+      EXPECT_EQ(got[r].drawn, kListedUndecided) << "a draw from no list, or not asked for";
+    } else {
+      SamplingParams cut;
+      cut.temperature = temperatures[r];
+      cut.top_k = ask.cuts.top_k;
+      cut.top_p = ask.cuts.top_p;
+      cut.min_p = ask.cuts.min_p;
+      const Sampler drawer(cut, ask.seed);
+      const std::optional<int32_t> host = drawer.sample_from_candidates(have, ask.position);
+      EXPECT_EQ(got[r].drawn, host.value_or(kListedUndecided)) << "the device's draw";
+      if (host.has_value()) {
+        Sampler whole(cut, ask.seed);
+        const StatusOr<int32_t> sampled =
+            whole.sample(row, std::vector<int32_t>(static_cast<size_t>(ask.position), 0));
+        ASSERT_TRUE(sampled.ok());
+        EXPECT_EQ(got[r].drawn, *sampled) << "the device's draw against the row's";
+      }
+      if (counts != nullptr) ++(host.has_value() ? counts->decided : counts->undecided);
+    }
     if (want.top.empty()) continue;
     SamplingParams params;
     params.temperature = temperatures[r];
@@ -123,8 +171,14 @@ TEST(RowCandidatesKernelTest, CandidatesMatchTheHostOnA128KVocabulary) {
   testing::plant_edge_rows(logits, vocab, 6);
   // Row 11: a peaked row at a low temperature (terms that underflow).
   at(11, 4242) = 30.0f;
-  for (const bool split : {false, true})
-    expect_host_candidates(logits, vocab, vocab, temperatures, split);
+  for (const bool split : {false, true}) {
+    DrawCounts counts;
+    expect_host_candidates(logits, vocab, vocab, temperatures, split, &counts);
+    // Both ways a draw goes: the top-k rows (1, 5, 9) and the peaked row decide, the flat rows
+    // with a nucleus or none do not.
+    EXPECT_GE(counts.decided, 3);
+    EXPECT_GE(counts.undecided, 2);
+  }
 }
 
 TEST(RowCandidatesKernelTest, AnOddVocabularyWithPaddedRowsAndAWideSpread) {
@@ -155,10 +209,10 @@ TEST(RowCandidatesKernelTest, BadShapesAreRefused) {
   // Every pointer set, but a scratch too small for the row: refused before anything reads them.
   alignas(16) static uint8_t small[16];
   static float logits[10];
-  static float temperature[1];
+  static RowCandidatesAsk ask[1];
   static RowCandidatesSummary summary;
   p.logits = logits;
-  p.temperature = temperature;
+  p.asks = ask;
   p.out = &summary;
   p.scratch = small;
   p.scratch_bytes = sizeof(small);

@@ -11,7 +11,8 @@
 // then combines the normalizers in double and the first warp merges the warps' lists. Loads are
 // issued kLoads at a time per thread so that enough of the row is in flight for one SM. Split
 // (with scratch), each block does this over a segment and leaves a Partial; the last block of
-// the row merges them the same way, a lane per segment.
+// the row stages the segments' lists in shared memory at once and merges them the same way
+// (top_list::merge_lists: pairwise merges by rank).
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -55,12 +56,6 @@ struct Partial {
   float value[kMaxRowTop];
   int32_t id[kMaxRowTop];
 };
-
-template <class Get>
-__device__ int32_t merge_lists(int num_lists, int32_t num_top, Get get, float* values,
-                               int32_t* ids) {
-  return top_list::merge_lists<kMaxRowTop>(num_lists, num_top, get, values, ids);
-}
 
 // One block over row[begin, end): its Partial, complete in warp 0 (`out` written by lane 0;
 // `out` may be shared or global memory). Every thread of the block calls it.
@@ -117,13 +112,8 @@ __device__ void block_partial(const float* row, int64_t begin, int64_t end, int3
   list_id[warp][lane] = lane < kMaxRowTop ? list.id : -1;
   __syncthreads();
   if (warp != 0) return;
-  const int32_t placed = merge_lists(
-      kWarps, num_top,
-      [&](int w, int k, float* value, int32_t* id) {
-        *value = list_value[w][k];
-        *id = list_id[w][k];
-      },
-      out->value, out->id);
+  const int32_t placed = top_list::merge_lists<kMaxRowTop>(&list_value[0][0], &list_id[0][0], 32,
+                                                           kWarps, num_top, out->value, out->id);
   if (lane == 0) {
     double total = 0.0;
     for (int w = 0; w < kWarps; ++w) total += warp_sum[w];
@@ -182,7 +172,7 @@ __global__ void __launch_bounds__(kThreads)
   if (!last) return;
   __threadfence();
   // The last block's first warp: the largest of the parts' maxima, the sums rescaled to it, and
-  // the parts' lists merged (lane j walks part j's).
+  // the parts' lists merged from shared memory.
   const int lane = static_cast<int>(threadIdx.x);
   float part_max = -INFINITY;
   double part_sum = 0.0;
@@ -197,15 +187,11 @@ __global__ void __launch_bounds__(kThreads)
   double sum = part_max == -INFINITY ? 0.0 : part_sum * exp(static_cast<double>(part_max - max));
   for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(kFull, sum, offset);
   __shared__ Partial whole;
-  const int32_t placed = merge_lists(
-      splits, num_top,
-      [&](int part, int k, float* value, int32_t* id) {
-        if (k < __ldcg(&partials[part].num)) {
-          *value = __ldcg(&partials[part].value[k]);
-          *id = __ldcg(&partials[part].id[k]);
-        }
-      },
-      whole.value, whole.id);
+  __shared__ float part_value[kMaxSplits][kMaxRowTop];
+  __shared__ int32_t part_id[kMaxSplits][kMaxRowTop];
+  stage_part_lists(partials, splits, part_value, part_id);
+  const int32_t placed = top_list::merge_lists<kMaxRowTop>(
+      &part_value[0][0], &part_id[0][0], kMaxRowTop, splits, num_top, whole.value, whole.id);
   if (lane == 0) {
     whole.sum = sum;
     whole.max = max;

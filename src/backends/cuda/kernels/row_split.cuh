@@ -1,7 +1,8 @@
 // row_split.cuh: the device side of row_split.h for kernels whose blocks each leave a partial
 // result of a row segment in a scratch buffer, the last block of the row to finish merging them
 // (row_logprobs, row_candidates): where the per-row counters and partials lie in the scratch, its
-// size, and the arrival that elects the row's last block. Knows nothing of what a partial holds.
+// size, the arrival that elects the row's last block, and the staging of the parts' lists for its
+// merge. Knows nothing else of what a partial holds.
 // Device code (the size also on the host). Thread-safety: per block, through the row's counter.
 #pragma once
 
@@ -44,6 +45,28 @@ __device__ RowSplitScratch<Partial> row_split_scratch(void* scratch, int32_t num
 __device__ __forceinline__ bool row_split_arrive(unsigned int* counter, int splits) {
   __threadfence();  // the partial is visible before the count says so
   return atomicAdd(counter, 1u) == static_cast<unsigned int>(splits - 1);
+}
+
+// The last block's first warp, after its __threadfence(): the parts' lists (Partial::value, ::id
+// and ::num, K entries each) copied into shared memory at once — entry k of part p at
+// values[p][k], ids[p][k], id -1 past the part's count — so that a merge taking the lists' heads
+// K times over waits one memory round trip, not one per entry it takes. Every lane calls it.
+template <int K, int kMaxParts, class Partial>
+__device__ __forceinline__ void stage_part_lists(const Partial* partials, int parts,
+                                                 float (&values)[kMaxParts][K],
+                                                 int32_t (&ids)[kMaxParts][K]) {
+  static_assert(K <= 32, "a lane per entry");
+  const int lane = static_cast<int>(threadIdx.x & 31);
+#pragma unroll
+  for (int p = 0; p < kMaxParts; ++p) {
+    if (p < parts && lane < K) {
+      const int32_t num = __ldcg(&partials[p].num);
+      values[p][lane] = __ldcg(&partials[p].value[lane]);
+      const int32_t id = __ldcg(&partials[p].id[lane]);
+      ids[p][lane] = lane < num ? id : -1;
+    }
+  }
+  __syncwarp();
 }
 
 }  // namespace cellm::kernels

@@ -1,7 +1,8 @@
 // A warp's best K (value, id) pairs and the merge of several such lists: the selection that
 // row_logprobs and row_candidates run over a logits row. Values compare larger first, the lower
-// id first on ties; id -1 is an empty entry. Device code only, no state beyond registers and what
-// the caller passes. Thread-safety: per warp.
+// id first on ties; id -1 is an empty entry. Device code only, no state beyond registers, the
+// merges' shared scratch and what the caller passes. Thread-safety: per warp (merge_lists_block:
+// per block).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -61,41 +62,115 @@ struct WarpList {
   }
 };
 
-// The first warp takes the best of `num_lists` (<= 32) sorted lists' heads num_top times into
-// (values, ids); `get(list, k, &value, &id)` reads entry k of a list (id -1: none). Lane w walks
-// list w; a list holds at most K entries. Returns how many it placed (fewer when the lists run
-// out). Lane 0 writes. One warp only.
-template <int K, class Get>
-__device__ int32_t merge_lists(int num_lists, int32_t num_top, Get get, float* values,
-                               int32_t* ids) {
-  const int lane = static_cast<int>(threadIdx.x & 31);
-  int taken = 0;
-  int32_t placed = 0;
-  for (int32_t k = 0; k < num_top; ++k) {
-    float best = 0.0f;
-    int32_t best_id = -1;
-    if (lane < num_lists && taken < K) get(lane, taken, &best, &best_id);
-    int owner = lane;
-    for (int offset = 16; offset > 0; offset >>= 1) {
-      const float other = __shfl_xor_sync(kFull, best, offset);
-      const int32_t other_id = __shfl_xor_sync(kFull, best_id, offset);
-      const int other_owner = __shfl_xor_sync(kFull, owner, offset);
-      if (beats(other, other_id, best, best_id) ||
-          (other_id == best_id && other_owner < owner)) {  // the same pair: one owner for all
-        best = other;
-        best_id = other_id;
-        owner = other_owner;
-      }
+// The number of the sorted list (values, ids)[0, n)'s entries that beat (v, i): they are a prefix
+// of it, found by binary search.
+__device__ __forceinline__ int count_beating(const float* values, const int32_t* ids, int n,
+                                             float v, int32_t i) {
+  int lo = 0;
+  int hi = n;
+  while (lo < hi) {
+    const int mid = (lo + hi) >> 1;
+    if (beats(values[mid], ids[mid], v, i)) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
     }
-    if (best_id < 0) break;  // the lists ran out (the same in every lane)
-    if (lane == 0) {
-      values[placed] = best;
-      ids[placed] = best_id;
-    }
-    ++placed;
-    if (lane == owner) ++taken;
   }
+  return lo;
+}
+
+// The best min(num_top, all entries) pairs of `num_lists` sorted lists, best first, into
+// (out_values, out_ids); returns how many it placed. List l's entry k is (values[l · stride + k],
+// ids[l · stride + k]) for k < K, best first, its entries a prefix (id -1 after them); a pair
+// appears in one list at most (each list covers its own part of a row). A fold of pairwise merges
+// in which lane k places entry k of the list merged so far and of the next list at its rank — k
+// plus the other list's entries that beat it (count_beating) — so a merge costs a binary search,
+// not a warp-wide selection per entry taken. The lists (shared memory, or global memory the block
+// may read) stay as they were. One warp, every lane.
+template <int K>
+__device__ int32_t merge_lists(const float* values, const int32_t* ids, int stride, int num_lists,
+                               int32_t num_top, float* out_values, int32_t* out_ids) {
+  static_assert(K >= 1 && K <= 32, "a lane per entry");
+  __shared__ float fold_value[2][K];
+  __shared__ int32_t fold_id[2][K];
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  const auto count_of = [&](const int32_t* list_ids) {
+    return __popc(__ballot_sync(kFull, lane < K && list_ids[lane] >= 0));
+  };
+  const float* merged_values = values;
+  const int32_t* merged_ids = ids;
+  int merged = num_lists > 0 ? count_of(ids) : 0;
+  for (int l = 1; l < num_lists; ++l) {
+    const float* next_values = values + l * stride;
+    const int32_t* next_ids = ids + l * stride;
+    const int next = count_of(next_ids);
+    float* to_values = fold_value[l & 1];
+    int32_t* to_ids = fold_id[l & 1];
+    // This lane's entry of one list placed at its rank against the other.
+    const auto place = [&](const float* from_values, const int32_t* from_ids, int from,
+                           const float* other_values, const int32_t* other_ids, int other) {
+      if (lane >= from) return;
+      const float v = from_values[lane];
+      const int32_t i = from_ids[lane];
+      const int rank = lane + count_beating(other_values, other_ids, other, v, i);
+      if (rank < K) {
+        to_values[rank] = v;
+        to_ids[rank] = i;
+      }
+    };
+    place(merged_values, merged_ids, merged, next_values, next_ids, next);
+    place(next_values, next_ids, next, merged_values, merged_ids, merged);
+    __syncwarp();
+    merged_values = to_values;
+    merged_ids = to_ids;
+    merged = merged + next < K ? merged + next : K;
+  }
+  const int32_t placed = num_top < merged ? num_top : merged;
+  const float v = lane < placed ? merged_values[lane] : 0.0f;
+  const int32_t i = lane < placed ? merged_ids[lane] : -1;
+  __syncwarp();  // read before written: `out` may be the last fold buffer's neighbour
+  if (lane < placed) {
+    out_values[lane] = v;
+    out_ids[lane] = i;
+  }
+  __syncwarp();
   return placed;
+}
+
+// The same over a whole block, every thread calling it (it synchronizes the block twice; `out`
+// is complete when it returns): each valid entry's rank is its index plus, for every other list,
+// that list's entries that beat it (count_beating over all K: the invalid entries never beat), so
+// the entries are placed in parallel, a thread per entry, with no fold.
+template <int K>
+__device__ int32_t merge_lists_block(const float* values, const int32_t* ids, int stride,
+                                     int num_lists, int32_t num_top, float* out_values,
+                                     int32_t* out_ids) {
+  __shared__ int num_valid;
+  if (threadIdx.x == 0) num_valid = 0;
+  __syncthreads();
+  int mine = 0;
+  for (int e = static_cast<int>(threadIdx.x); e < num_lists * K;
+       e += static_cast<int>(blockDim.x)) {
+    const int l = e / K;
+    const int k = e - l * K;
+    const int32_t id = ids[l * stride + k];
+    if (id < 0) continue;
+    ++mine;
+    const float v = values[l * stride + k];
+    int rank = k;
+    for (int other = 0; other < num_lists; ++other) {
+      if (other != l)
+        rank += count_beating(values + other * stride, ids + other * stride, K, v, id);
+    }
+    if (rank < num_top) {
+      out_values[rank] = v;
+      out_ids[rank] = id;
+    }
+  }
+  if (mine > 0) atomicAdd(&num_valid, mine);
+  __syncthreads();
+  const int valid = num_valid;
+  return num_top < valid ? num_top : valid;
 }
 
 }  // namespace cellm::kernels::top_list
