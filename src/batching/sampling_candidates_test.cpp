@@ -92,6 +92,7 @@ Tally compare_on_row(const std::vector<float>& row, const SamplingParams& params
 TEST(SamplingCandidatesTest, EveryTokenTheCandidatesDecideIsTheOneSampleDrawsFromTheRow) {
   int decided = 0;
   int undecided = 0;
+  int decided_past_list = 0;  // with a top-k past the list (32, 40) on rows longer than it
   uint32_t seed = 0;
   for (const size_t vocab : {size_t{7}, size_t{31}, size_t{32}, size_t{33}, size_t{2000}}) {
     for (const float sigma : {0.3f, 2.0f, 6.0f}) {
@@ -108,6 +109,9 @@ TEST(SamplingCandidatesTest, EveryTokenTheCandidatesDecideIsTheOneSampleDrawsFro
               const Tally tally = compare_on_row(row, params, 24);
               decided += tally.decided;
               undecided += tally.undecided;
+              if (top_k >= kSamplingCandidates && vocab > static_cast<size_t>(top_k)) {
+                decided_past_list += tally.decided;
+              }
               // A top-k cut inside the list, or a row the list holds whole, always decides.
               if ((top_k > 0 && top_k < kSamplingCandidates) ||
                   vocab < static_cast<size_t>(kSamplingCandidates)) {
@@ -119,9 +123,12 @@ TEST(SamplingCandidatesTest, EveryTokenTheCandidatesDecideIsTheOneSampleDrawsFro
       }
     }
   }
-  std::printf("candidates decided %d draws, left %d to the row\n", decided, undecided);
+  std::printf("candidates decided %d draws (%d with a top-k past the list), left %d to the row\n",
+              decided, decided_past_list, undecided);
   EXPECT_GT(undecided, 0) << "flat rows without cuts draw past the list";
   EXPECT_GT(decided, 2 * undecided) << "most settings decide within the list";
+  EXPECT_GT(decided_past_list, 500)
+      << "a min-p or top-p cut inside the list decides a top-k past it";
 }
 
 TEST(SamplingCandidatesTest, AFlatRowWithoutCutsIsLeftToTheRowAndAPeakedOneIsNot) {

@@ -45,9 +45,10 @@ CELLM_LISTED_HD double draw_uniform(uint64_t seed, int64_t position) {
 // The token the chain picks with `uniform` (draw_uniform's) from `num` (1..kMaxListedDraw) listed
 // tokens: ids[i] and weights[i] best first (higher logit first, the lower id first on ties).
 // `complete`: the list holds every finite token of the row. `row_total`: the row's Σ weights over
-// every finite token, used when no top-k cut falls inside the list (ignored when complete, where
-// the list's own sum in id order is the row's). Sums follow the order the host's sample() sums
-// the same set in: best first after a top-k cut, else in vocabulary order.
+// every finite token, used when there is no top-k (ignored when complete, where the list's own
+// sum in id order is the row's). Sums follow the order the host's sample() sums the same set in:
+// best first after a top-k cut, else in vocabulary order. A top-k past the list decides where a
+// min-p or top-p cut falls inside the list (the total it needs only bounded: see below).
 CELLM_LISTED_HD int32_t draw_from_listed(const int32_t* ids, const double* weights, int32_t num,
                                          bool complete, double row_total,
                                          const ListedDrawParams& params, double uniform) {
@@ -67,21 +68,38 @@ CELLM_LISTED_HD int32_t draw_from_listed(const int32_t* ids, const double* weigh
     for (int32_t i = 0; i < n; ++i) sum += weights[order[i]];
     return sum;
   };
-  // Top-k: a cut inside the list is summed best first; no cut sums every finite token.
+  // Top-k: a cut inside the list is summed best first; no cut sums every finite token. A cut past
+  // a list that is not the whole row keeps the list and at most top_k − num more tokens, each
+  // weighing at most the list's last: its total lies in [the list's sum, that sum + (top_k − num)
+  // · the last weight], widened by 2^-30 either way for rounding (the host sums the set best
+  // first, or in vocabulary order when top_k reaches past every finite token), and only cuts that
+  // fall inside the list whatever the total in that range decide. Their masses are summed best
+  // first, as the host sums them but in that last case (where they differ by rounding only).
   int32_t known = num;  // the running set's best-first prefix that is listed
   bool whole = complete;
   bool sorted_set = false;
-  double total = 0.0;
+  bool exact_total = true;
+  double total = 0.0;       // the set's total, or with !exact_total <= it
+  double total_high = 0.0;  // >= the set's total; equal to `total` when exact_total
   if (params.top_k > 0 && params.top_k < num) {
     known = params.top_k;
     whole = true;
     sorted_set = true;
     for (int32_t i = 0; i < known; ++i) total += weights[i];
+    total_high = total;
   } else if (params.top_k > 0 && !complete) {
-    return kListedUndecided;  // a cut at or past the list's end: its set is not all listed
+    sorted_set = true;
+    exact_total = false;
+    double listed = 0.0;
+    for (int32_t i = 0; i < num; ++i) listed += weights[i];
+    const double rest = static_cast<double>(params.top_k - num) * weights[num - 1];
+    total = listed * (1.0 - 0x1p-30);
+    total_high = (listed + rest) * (1.0 + 0x1p-30);
   } else {
     total = complete ? sum_by_id(num) : row_total;
+    total_high = total;
   }
+  bool exact_mass = exact_total;  // kept_mass is the host's
   double kept_mass = total;
   // Min-p keeps a best-first prefix (the best weight is 1; weights fall with the logit).
   if (params.min_p > 0.0f) {
@@ -91,6 +109,7 @@ CELLM_LISTED_HD int32_t draw_from_listed(const int32_t* ids, const double* weigh
     if (kept == known && !whole) return kListedUndecided;  // the prefix may go past the list
     known = kept;
     whole = true;
+    exact_mass = true;
     if (sorted_set) {
       kept_mass = 0.0;
       for (int32_t i = 0; i < known; ++i) kept_mass += weights[i];
@@ -98,21 +117,27 @@ CELLM_LISTED_HD int32_t draw_from_listed(const int32_t* ids, const double* weigh
       kept_mass = sum_by_id(known);
     }
   }
-  // Top-p: the shortest best-first prefix reaching top_p of the total.
+  // Top-p: the shortest best-first prefix reaching top_p of the total. With the total only
+  // bounded, a prefix decides where it reaches top_p of the bound's top and every shorter one
+  // falls short of top_p of its bottom.
   int32_t keep = whole ? known : kMaxListedDraw + 1;  // past the list: not yet known
   if (params.top_p < 1.0f) {
     const double target = static_cast<double>(params.top_p) * total;
+    const double target_high = static_cast<double>(params.top_p) * total_high;
     double mass = 0.0;
     int32_t i = 0;
     for (; i < known; ++i) {
       mass += weights[i];
-      if (mass >= target) break;
+      if (mass >= target_high) break;
+      if (mass >= target) return kListedUndecided;  // reached for some totals in the range only
     }
     if (i == known && !whole) return kListedUndecided;  // not reached within the list
     keep = i == known ? known : i + 1;
     kept_mass = mass;
+    exact_mass = true;
   }
-  if (keep == 0) return kListedUndecided;  // min-p above 1 keeps nothing: the row's business
+  if (!exact_mass) return kListedUndecided;  // the set runs past the list: its mass is unknown
+  if (keep == 0) return kListedUndecided;    // min-p above 1 keeps nothing: the row's business
   const double u = uniform * kept_mass;
   double mass = 0.0;
   const int32_t walk = keep < known ? keep : known;

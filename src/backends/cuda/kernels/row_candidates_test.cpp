@@ -27,11 +27,11 @@ using testing::random_floats;
 static_assert(kMaxCandidates == kSamplingCandidates, "the device lists what the sampler reads");
 
 // Row r's ask: its temperature, and a draw with one of four sets of cuts (none, a top-k inside
-// the list, a nucleus, min-p with a nucleus) at its own seed and position; every fifth row asks
-// for no draw.
+// the list, a nucleus, a top-k past the list with min-p and a nucleus) at its own seed and
+// position; every fifth row asks for no draw.
 RowCandidatesAsk ask_of(size_t r, float temperature) {
   constexpr ListedDrawParams kCuts[4] = {
-      {0, 1.0f, 0.0f}, {20, 1.0f, 0.0f}, {0, 0.9f, 0.0f}, {0, 0.95f, 0.05f}};
+      {0, 1.0f, 0.0f}, {20, 1.0f, 0.0f}, {0, 0.9f, 0.0f}, {40, 0.95f, 0.05f}};
   RowCandidatesAsk ask;
   ask.temperature = temperature;
   ask.draw = r % 5 == 4 ? 0 : 1;
@@ -174,9 +174,9 @@ TEST(RowCandidatesKernelTest, CandidatesMatchTheHostOnA128KVocabulary) {
   for (const bool split : {false, true}) {
     DrawCounts counts;
     expect_host_candidates(logits, vocab, vocab, temperatures, split, &counts);
-    // Both ways a draw goes: the top-k rows (1, 5, 9) and the peaked row decide, the flat rows
-    // with a nucleus or none do not.
-    EXPECT_GE(counts.decided, 3);
+    // Both ways a draw goes: the top-k rows (1, 5), the edge rows 6 and 8 and the peaked row 11
+    // (min-p inside the list under a top-k past it) decide, the flat rows 0 and 3 do not.
+    EXPECT_GE(counts.decided, 4);
     EXPECT_GE(counts.undecided, 2);
   }
 }
