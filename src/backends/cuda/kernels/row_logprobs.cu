@@ -8,11 +8,11 @@
 // exp, and a warp inserts about K · ln(values / K) times in a row, not once per value. (Lists per
 // thread insert far more often: a warp waits for whichever lane inserts, and on a random row
 // some lane does at almost every value — 0.4-0.5 ms a 128K row on the H200, measured.) The block
-// then combines the normalizers in double and the first warp merges the warps' lists. Loads are
+// then combines the normalizers in double and merges the warps' lists by rank (top_list.cuh's
+// merge_lists_block). Loads are
 // issued kLoads at a time per thread so that enough of the row is in flight for one SM. Split
 // (with scratch), each block does this over a segment and leaves a Partial; the last block of
-// the row stages the segments' lists in shared memory at once and merges them the same way
-// (top_list::merge_lists: pairwise merges by rank).
+// the row stages the segments' lists in shared memory at once and merges them the same way.
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -57,8 +57,8 @@ struct Partial {
   int32_t id[kMaxRowTop];
 };
 
-// One block over row[begin, end): its Partial, complete in warp 0 (`out` written by lane 0;
-// `out` may be shared or global memory). Every thread of the block calls it.
+// One block over row[begin, end): its Partial, written by thread 0 (`out` may be shared or global
+// memory). Every thread of the block calls it.
 __device__ void block_partial(const float* row, int64_t begin, int64_t end, int32_t num_top,
                               Partial* out) {
   const int tid = static_cast<int>(threadIdx.x);
@@ -108,18 +108,23 @@ __device__ void block_partial(const float* row, int64_t begin, int64_t end, int3
 
   __shared__ float list_value[kWarps][32];
   __shared__ int32_t list_id[kWarps][32];
+  __shared__ float best_value[kMaxRowTop];
+  __shared__ int32_t best_id[kMaxRowTop];
   list_value[warp][lane] = list.value;
   list_id[warp][lane] = lane < kMaxRowTop ? list.id : -1;
   __syncthreads();
-  if (warp != 0) return;
-  const int32_t placed = top_list::merge_lists<kMaxRowTop>(&list_value[0][0], &list_id[0][0], 32,
-                                                           kWarps, num_top, out->value, out->id);
-  if (lane == 0) {
+  const int32_t placed = top_list::merge_lists_block<kMaxRowTop>(
+      &list_value[0][0], &list_id[0][0], 32, kWarps, num_top, best_value, best_id);
+  if (tid == 0) {
     double total = 0.0;
     for (int w = 0; w < kWarps; ++w) total += warp_sum[w];
     out->sum = total;
     out->max = max;
     out->num = placed;
+    for (int32_t k = 0; k < placed; ++k) {
+      out->value[k] = best_value[k];
+      out->id[k] = best_id[k];
+    }
   }
 }
 
@@ -165,34 +170,38 @@ __global__ void __launch_bounds__(kThreads)
   const RowSplitScratch<Partial> scratch = row_split_scratch<Partial>(p.scratch, p.num_rows);
   Partial* partials = scratch.partials + static_cast<int64_t>(r) * kMaxSplits;
   block_partial(row, begin, end, num_top, partials + blockIdx.x);
-  if (threadIdx.x >= 32) return;  // warp 0 wrote the partial
   __shared__ bool last;
-  if (threadIdx.x == 0) last = row_split_arrive(&scratch.counters[r], splits);
-  __syncwarp();
+  if (threadIdx.x == 0) last = row_split_arrive(&scratch.counters[r], splits);  // wrote it
+  __syncthreads();
   if (!last) return;
   __threadfence();
-  // The last block's first warp: the largest of the parts' maxima, the sums rescaled to it, and
-  // the parts' lists merged from shared memory.
-  const int lane = static_cast<int>(threadIdx.x);
-  float part_max = -INFINITY;
-  double part_sum = 0.0;
-  if (lane < splits) {
-    part_max = __ldcg(&partials[lane].max);
-    part_sum = __ldcg(&partials[lane].sum);
-  }
-  float max = part_max;
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    max = fmaxf(max, __shfl_xor_sync(kFull, max, offset));
-  }
-  double sum = part_max == -INFINITY ? 0.0 : part_sum * exp(static_cast<double>(part_max - max));
-  for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(kFull, sum, offset);
+  // The last block: its first warp takes the largest of the parts' maxima and the sums rescaled
+  // to it, and stages the parts' lists; the whole block merges them.
+  const int lane = static_cast<int>(threadIdx.x & 31);
   __shared__ Partial whole;
   __shared__ float part_value[kMaxSplits][kMaxRowTop];
   __shared__ int32_t part_id[kMaxSplits][kMaxRowTop];
-  stage_part_lists(partials, splits, part_value, part_id);
-  const int32_t placed = top_list::merge_lists<kMaxRowTop>(
+  float max = -INFINITY;
+  double sum = 0.0;
+  if (threadIdx.x < 32) {
+    stage_part_lists(partials, splits, part_value, part_id);
+    float part_max = -INFINITY;
+    double part_sum = 0.0;
+    if (lane < splits) {
+      part_max = __ldcg(&partials[lane].max);
+      part_sum = __ldcg(&partials[lane].sum);
+    }
+    max = part_max;
+    for (int offset = 16; offset > 0; offset >>= 1) {
+      max = fmaxf(max, __shfl_xor_sync(kFull, max, offset));
+    }
+    sum = part_max == -INFINITY ? 0.0 : part_sum * exp(static_cast<double>(part_max - max));
+    for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(kFull, sum, offset);
+  }
+  __syncthreads();
+  const int32_t placed = top_list::merge_lists_block<kMaxRowTop>(
       &part_value[0][0], &part_id[0][0], kMaxRowTop, splits, num_top, whole.value, whole.id);
-  if (lane == 0) {
+  if (threadIdx.x == 0) {
     whole.sum = sum;
     whole.max = max;
     whole.num = placed;

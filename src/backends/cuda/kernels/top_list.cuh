@@ -82,65 +82,12 @@ __device__ __forceinline__ int count_beating(const float* values, const int32_t*
 // The best min(num_top, all entries) pairs of `num_lists` sorted lists, best first, into
 // (out_values, out_ids); returns how many it placed. List l's entry k is (values[l · stride + k],
 // ids[l · stride + k]) for k < K, best first, its entries a prefix (id -1 after them); a pair
-// appears in one list at most (each list covers its own part of a row). A fold of pairwise merges
-// in which lane k places entry k of the list merged so far and of the next list at its rank — k
-// plus the other list's entries that beat it (count_beating) — so a merge costs a binary search,
-// not a warp-wide selection per entry taken. The lists (shared memory, or global memory the block
-// may read) stay as they were. One warp, every lane.
-template <int K>
-__device__ int32_t merge_lists(const float* values, const int32_t* ids, int stride, int num_lists,
-                               int32_t num_top, float* out_values, int32_t* out_ids) {
-  static_assert(K >= 1 && K <= 32, "a lane per entry");
-  __shared__ float fold_value[2][K];
-  __shared__ int32_t fold_id[2][K];
-  const int lane = static_cast<int>(threadIdx.x & 31);
-  const auto count_of = [&](const int32_t* list_ids) {
-    return __popc(__ballot_sync(kFull, lane < K && list_ids[lane] >= 0));
-  };
-  const float* merged_values = values;
-  const int32_t* merged_ids = ids;
-  int merged = num_lists > 0 ? count_of(ids) : 0;
-  for (int l = 1; l < num_lists; ++l) {
-    const float* next_values = values + l * stride;
-    const int32_t* next_ids = ids + l * stride;
-    const int next = count_of(next_ids);
-    float* to_values = fold_value[l & 1];
-    int32_t* to_ids = fold_id[l & 1];
-    // This lane's entry of one list placed at its rank against the other.
-    const auto place = [&](const float* from_values, const int32_t* from_ids, int from,
-                           const float* other_values, const int32_t* other_ids, int other) {
-      if (lane >= from) return;
-      const float v = from_values[lane];
-      const int32_t i = from_ids[lane];
-      const int rank = lane + count_beating(other_values, other_ids, other, v, i);
-      if (rank < K) {
-        to_values[rank] = v;
-        to_ids[rank] = i;
-      }
-    };
-    place(merged_values, merged_ids, merged, next_values, next_ids, next);
-    place(next_values, next_ids, next, merged_values, merged_ids, merged);
-    __syncwarp();
-    merged_values = to_values;
-    merged_ids = to_ids;
-    merged = merged + next < K ? merged + next : K;
-  }
-  const int32_t placed = num_top < merged ? num_top : merged;
-  const float v = lane < placed ? merged_values[lane] : 0.0f;
-  const int32_t i = lane < placed ? merged_ids[lane] : -1;
-  __syncwarp();  // read before written: `out` may be the last fold buffer's neighbour
-  if (lane < placed) {
-    out_values[lane] = v;
-    out_ids[lane] = i;
-  }
-  __syncwarp();
-  return placed;
-}
-
-// The same over a whole block, every thread calling it (it synchronizes the block twice; `out`
-// is complete when it returns): each valid entry's rank is its index plus, for every other list,
-// that list's entries that beat it (count_beating over all K: the invalid entries never beat), so
-// the entries are placed in parallel, a thread per entry, with no fold.
+// appears in one list at most (each list covers its own part of a row). Each valid entry's rank
+// is its index plus, for every other list, that list's entries that beat it (count_beating over
+// all K: the invalid entries never beat), so the entries are placed in parallel, a thread per
+// entry — not a warp-wide selection per entry taken. Every thread of the block calls it (it
+// synchronizes the block twice; `out` is complete when it returns); the lists (shared memory)
+// stay as they were.
 template <int K>
 __device__ int32_t merge_lists_block(const float* values, const int32_t* ids, int stride,
                                      int num_lists, int32_t num_top, float* out_values,
