@@ -9,15 +9,11 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define CELLM_HASH_HD __host__ __device__
-#else
-#define CELLM_HASH_HD
-#endif
+#include "core/host_device.h"
 
 namespace cellm {
 
-CELLM_HASH_HD constexpr uint64_t splitmix64(uint64_t x) {
+CELLM_HOST_DEVICE constexpr uint64_t splitmix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ULL;
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;

@@ -14,12 +14,7 @@
 #include <cstdint>
 
 #include "core/hash.h"
-
-#if defined(__CUDACC__)
-#define CELLM_LISTED_HD __host__ __device__ inline
-#else
-#define CELLM_LISTED_HD inline
-#endif
+#include "core/host_device.h"
 
 namespace cellm {
 
@@ -37,7 +32,7 @@ struct ListedDrawParams {
 
 // A uniform double in [0, 1) that depends only on (seed, position): splitmix64 of both (the
 // sampler's one random draw per token).
-CELLM_LISTED_HD double draw_uniform(uint64_t seed, int64_t position) {
+CELLM_HOST_DEVICE inline double draw_uniform(uint64_t seed, int64_t position) {
   const uint64_t bits = splitmix64(seed ^ splitmix64(static_cast<uint64_t>(position)));
   return static_cast<double>(bits >> 11) * 0x1.0p-53;
 }
@@ -49,9 +44,9 @@ CELLM_LISTED_HD double draw_uniform(uint64_t seed, int64_t position) {
 // sum in id order is the row's). Sums follow the order the host's sample() sums the same set in:
 // best first after a top-k cut, else in vocabulary order. A top-k past the list decides where a
 // min-p or top-p cut falls inside the list (the total it needs only bounded: see below).
-CELLM_LISTED_HD int32_t draw_from_listed(const int32_t* ids, const double* weights, int32_t num,
-                                         bool complete, double row_total,
-                                         const ListedDrawParams& params, double uniform) {
+CELLM_HOST_DEVICE inline int32_t draw_from_listed(const int32_t* ids, const double* weights,
+                                                  int32_t num, bool complete, double row_total,
+                                                  const ListedDrawParams& params, double uniform) {
   if (num <= 0 || num > kMaxListedDraw) return kListedUndecided;
   // A sum over the list's first n in vocabulary order.
   const auto sum_by_id = [&](int32_t n) {
