@@ -170,11 +170,7 @@ __global__ void __launch_bounds__(kThreads)
   const RowSplitScratch<Partial> scratch = row_split_scratch<Partial>(p.scratch, p.num_rows);
   Partial* partials = scratch.partials + static_cast<int64_t>(r) * kMaxSplits;
   block_partial(row, begin, end, num_top, partials + blockIdx.x);
-  __shared__ bool last;
-  if (threadIdx.x == 0) last = row_split_arrive(&scratch.counters[r], splits);  // wrote it
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
+  if (!row_split_block_is_last(&scratch.counters[r], splits)) return;  // thread 0 wrote it
   // The last block: its first warp takes the largest of the parts' maxima and the sums rescaled
   // to it, and stages the parts' lists; the whole block merges them.
   const int lane = static_cast<int>(threadIdx.x & 31);

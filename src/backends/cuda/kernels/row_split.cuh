@@ -47,6 +47,19 @@ __device__ __forceinline__ bool row_split_arrive(unsigned int* counter, int spli
   return atomicAdd(counter, 1u) == static_cast<unsigned int>(splits - 1);
 }
 
+// Every thread of the block, after thread 0 wrote the block's partial: whether the block is the
+// last of the row's `splits` to arrive (row_split_arrive by thread 0, told to the whole block). The
+// last block has fenced and may read the others' partials (with __ldcg); it must zero the counter
+// when done.
+__device__ __forceinline__ bool row_split_block_is_last(unsigned int* counter, int splits) {
+  __shared__ bool last;
+  if (threadIdx.x == 0) last = row_split_arrive(counter, splits);
+  __syncthreads();
+  const bool is_last = last;
+  if (is_last) __threadfence();
+  return is_last;
+}
+
 // The last block's first warp, after its __threadfence(): the parts' lists (Partial::value, ::id
 // and ::num, K entries each) copied into shared memory at once — entry k of part p at
 // values[p][k], ids[p][k], id -1 past the part's count — so that a merge taking the lists' heads
