@@ -103,7 +103,9 @@ struct RowLogprobs {
 struct RowCandidates {
   float max_logit = -std::numeric_limits<float>::infinity();  // -infinity: no finite logit
   float temperature = 0.0f;                                   // the T asked for
-  // Σ exp(v / T − max_logit / T) over the finite logits v, each term in double.
+  // Σ exp(v / T − max_logit / T) over the finite logits v, each term in double. NaN where the
+  // executor left it out: when the draw's cuts (StepInput::candidates_draw) hold a top-k, which
+  // the sampler's draw never reads it with.
   double total = 0.0;
   // The best min(kSamplingCandidates, finite logits) as (token, logit), best first, the lower id
   // first on ties: every finite logit of the row when it holds fewer than kSamplingCandidates.

@@ -132,6 +132,8 @@ StatusOr<BatchOutput> FakeExecutor::execute(const BatchInput& batch, bool return
       RowCandidates& listed = out.outputs[k].candidates.emplace(
           sampling_candidates(logits, input.candidates_temperature));
       const CandidatesDraw& draw = input.candidates_draw;
+      // As the CUDA executor, no total where the cuts hold a top-k (no draw reads it then).
+      if (draw.cuts.top_k > 0) listed.total = std::numeric_limits<double>::quiet_NaN();
       if (draw.enabled && !listed.top.empty()) {  // the draw the CUDA executor makes
         SamplingParams cuts;
         cuts.temperature = input.candidates_temperature;

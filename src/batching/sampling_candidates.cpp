@@ -59,6 +59,8 @@ std::optional<int32_t> Sampler::sample_from_candidates(const RowCandidates& cand
   CELLM_CHECK_LE(list.size(), static_cast<size_t>(kSamplingCandidates))
       << "more candidates than a list holds";
   const auto num = static_cast<int32_t>(list.size());
+  CELLM_CHECK(!std::isnan(candidates.total) || params_.top_k > 0 || num < kSamplingCandidates)
+      << "candidates listed without the row's total for a draw that reads it (no top-k)";
   const double inv_temperature = 1.0 / static_cast<double>(params_.temperature);
   const double top = static_cast<double>(list[0].second) * inv_temperature;
   int32_t ids[kMaxListedDraw];

@@ -4,12 +4,13 @@
 // (ratio to the copy bandwidth), the wide path's TFLOP/s at M = 64, 256, 512, and the attention
 // kernels at decode and prefill shapes. Every timed region is a captured CUDA graph of several
 // launches (weights rotated through copies larger than L2), replayed after a warm-up; medians.
-// Usage: cuda_kernels_bench [--quick] [--attention] [--wide] [--wide-dequant] [--barrier] (only
-// those sections; --wide: the wide path by token count — CELLM_BENCH_WIDE_M, _SHAPE, _TYPE in the
-// environment keep one token count, the shapes whose name holds the text, one weight type (for
-// ncu); --wide-dequant: Q8_0 / Q4_0 wide products as shipped against other ways to dequantize and
-// run cuBLAS (bench_wide_dequant.h; CELLM_BENCH_WIDE_M too); --barrier: a grid-wide barrier's cost
-// at 1–8 blocks per SM). Prints tables; never pass/fail (exit 1 only on errors).
+// Usage: cuda_kernels_bench [--quick] [--attention] [--wide] [--wide-dequant] [--barrier]
+// [--sampling] (only those sections; --wide: the wide path by token count — CELLM_BENCH_WIDE_M,
+// _SHAPE, _TYPE in the environment keep one token count, the shapes whose name holds the text, one
+// weight type (for ncu); --wide-dequant: Q8_0 / Q4_0 wide products as shipped against other ways
+// to dequantize and run cuBLAS (bench_wide_dequant.h; CELLM_BENCH_WIDE_M too); --barrier: a
+// grid-wide barrier's cost at 1–8 blocks per SM; --sampling: argmax and the sampling candidates
+// over 128K-logit rows, bench_sampling.h). Prints tables; never pass/fail (exit 1 only on errors).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -24,6 +25,7 @@
 #include "backends/cuda/kernels/attention.cuh"
 #include "backends/cuda/kernels/bench_attention.h"
 #include "backends/cuda/kernels/bench_kernels.h"
+#include "backends/cuda/kernels/bench_sampling.h"
 #include "backends/cuda/kernels/bench_support.h"
 #include "backends/cuda/kernels/bench_wide_dequant.h"
 #include "backends/cuda/kernels/dequantize.cuh"
@@ -340,14 +342,17 @@ int main(int argc, char** argv) {
   bool only_wide = false;
   bool only_barrier = false;
   bool only_wide_dequant = false;
+  bool only_sampling = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) bench::set_timed_replays(3);
     if (std::strcmp(argv[i], "--attention") == 0) only_attention = true;
     if (std::strcmp(argv[i], "--wide") == 0) only_wide = true;
     if (std::strcmp(argv[i], "--barrier") == 0) only_barrier = true;
     if (std::strcmp(argv[i], "--wide-dequant") == 0) only_wide_dequant = true;
+    if (std::strcmp(argv[i], "--sampling") == 0) only_sampling = true;
   }
-  const bool all = !only_attention && !only_wide && !only_barrier && !only_wide_dequant;
+  const bool all =
+      !only_attention && !only_wide && !only_barrier && !only_wide_dequant && !only_sampling;
   cudaDeviceProp prop{};
   BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s, %d SMs, %.0f MiB L2\n", prop.name, prop.multiProcessorCount,
@@ -373,6 +378,7 @@ int main(int argc, char** argv) {
   if (only_wide_dequant) bench_wide_dequant(stream, cublas, copy_bw, tc_rate);
   if (all || only_attention) bench_attention(stream, copy_bw, tc_rate, prop.multiProcessorCount);
   if (all || only_barrier) bench_barrier(stream, prop.multiProcessorCount);
+  if (all || only_sampling) bench_sampling(stream);
   cublasDestroy(cublas);
   BENCH_CUDA(cudaStreamDestroy(stream));
   return 0;

@@ -1,13 +1,14 @@
 // row_candidates: what sampling at a temperature needs of a logits row when the draw stays among
-// its best tokens — the row's kMaxCandidates best finite logits (the lower id first on ties) and
-// Σ exp(v/T − max/T) over its finite logits, each term in double as the host's sampler computes
-// it — so that a sampled row need not be read on the host (batching/sampler.h's
-// sample_from_candidates; its sampling_candidates is this kernel's oracle). One block per row,
-// or with scratch up to 16 per row (segments of at least 8192 logits; the last to finish merges
-// them, as row_logprobs does): one pass finds a floor under the best values, one selects above
-// it, one sums (from L2). Rows whose temperature is not above 0 are skipped. A row that asks
-// draws its token from its list too (core/listed_draw.h, the host sampler's draw), so that a
-// step can start from it before the host has the list.
+// its best tokens — the row's kMaxCandidates best finite logits (the lower id first on ties) and,
+// where the draw may read it, Σ exp(v/T − max/T) over its finite logits, each term in double as
+// the host's sampler computes it — so that a sampled row need not be read on the host
+// (batching/sampler.h's sample_from_candidates; its sampling_candidates is this kernel's oracle).
+// One block per row, or with scratch a block per 8,192 logits (up to 32 a row; the last to finish
+// merges them, as row_logprobs does): a part read once into registers (a longer row in one block
+// is streamed from L2 by every pass), a pass finding a floor under its best values, one selecting
+// above it, one summing. Rows whose temperature is not above 0 are skipped. A row that asks draws
+// its token from its list too (core/listed_draw.h, the host sampler's draw), so that a step can
+// start from it before the host has the list.
 // Knows nothing of sessions or samplers. Stream-ordered, capturable. Thread-safety: launches on
 // a stream.
 #pragma once
@@ -28,14 +29,16 @@ inline constexpr int32_t kMaxCandidates = 32;  // the candidates a row lists
 struct RowCandidatesAsk {
   float temperature = 0.0f;  // the row's T; <= 0 (or NaN): the row asks for nothing
   int32_t draw = 0;          // nonzero: also draw the token (RowCandidatesSummary::drawn)
-  ListedDrawParams cuts;     // the draw's top-k, top-p and min-p
+  ListedDrawParams cuts;     // the draw's top-k, top-p and min-p; a top-k: no total (below)
   uint64_t seed = 0;         // the draw's draw_uniform(seed, position)
   int64_t position = 0;
 };
 
 // One row's candidates (plain values; the layout the device writes and the host reads).
 struct RowCandidatesSummary {
-  double total;       // Σ exp(v/T − max/T) over the finite v; 0 when none is finite
+  // Σ exp(v/T − max/T) over the finite v; 0 when none is finite; NaN when the ask's cuts hold a
+  // top-k (a draw with a top-k never reads it: core/listed_draw.h), so the kernel skips the sum.
+  double total;
   float max_logit;    // -infinity when no logit is finite
   float temperature;  // the row's T
   int32_t num;        // entries filled: min(kMaxCandidates, finite logits)

@@ -8,11 +8,12 @@
 // exp, and a warp inserts about K · ln(values / K) times in a row, not once per value. (Lists per
 // thread insert far more often: a warp waits for whichever lane inserts, and on a random row
 // some lane does at almost every value — 0.4-0.5 ms a 128K row on the H200, measured.) The block
-// then combines the normalizers in double and merges the warps' lists by rank (top_list.cuh's
-// merge_lists_block). Loads are
-// issued kLoads at a time per thread so that enough of the row is in flight for one SM. Split
-// (with scratch), each block does this over a segment and leaves a Partial; the last block of
-// the row stages the segments' lists in shared memory at once and merges them the same way.
+// then combines the normalizers in double and merges the warps' lists (top_list.cuh's
+// merge_lists_counted: the entries at or above a floor the lists give, each placed by the number
+// of them that beat it). Loads are issued kLoads at a time per thread so that enough of the row is
+// in flight for one SM. Split (with scratch), each block does this over a segment and leaves a
+// Partial; the last block of the row stages the segments' lists in shared memory at once and
+// merges them the same way.
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -113,7 +114,7 @@ __device__ void block_partial(const float* row, int64_t begin, int64_t end, int3
   list_value[warp][lane] = list.value;
   list_id[warp][lane] = lane < kMaxRowTop ? list.id : -1;
   __syncthreads();
-  const int32_t placed = top_list::merge_lists_block<kMaxRowTop>(
+  const int32_t placed = top_list::merge_lists_counted<kMaxRowTop, kThreads>(
       &list_value[0][0], &list_id[0][0], 32, kWarps, num_top, best_value, best_id);
   if (tid == 0) {
     double total = 0.0;
@@ -195,7 +196,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(kFull, sum, offset);
   }
   __syncthreads();
-  const int32_t placed = top_list::merge_lists_block<kMaxRowTop>(
+  const int32_t placed = top_list::merge_lists_counted<kMaxRowTop, kThreads>(
       &part_value[0][0], &part_id[0][0], kMaxRowTop, splits, num_top, whole.value, whole.id);
   if (threadIdx.x == 0) {
     whole.sum = sum;

@@ -120,4 +120,114 @@ __device__ int32_t merge_lists_block(const float* values, const int32_t* ids, in
   return num_top < valid ? num_top : valid;
 }
 
+// merge_lists_block's result (the same lists, the same out), placed by counting where that is
+// cheaper. A floor bounds it from below: with L lists and m = ⌈K / L⌉, the worst of the lists' m-th
+// entries when every list has m (L · m ≥ K entries at or above it), or the best of the full lists'
+// last entries (each has K at or above it) — the higher of the two that hold. The entries at or
+// above it (every valid entry when neither holds) are gathered in shared memory, and each is
+// placed at the number of gathered entries that beat it: everything that beats a gathered entry
+// is gathered too, so that count is its rank. Over a row's parts the gathered entries are about K
+// (and the ties at the floor), one comparison each per entry — not a binary search in every other
+// list; more than kMaxGathered of them (a row with few finite values, or many ties) falls back to
+// merge_lists_block. Every thread of the block calls it (it synchronizes the block; `out` is
+// complete when it returns).
+template <int K, int kMaxGathered>
+__device__ int32_t merge_lists_counted(const float* values, const int32_t* ids, int stride,
+                                       int num_lists, int32_t num_top, float* out_values,
+                                       int32_t* out_ids) {
+  __shared__ float floor_value;
+  __shared__ int32_t floor_id;  // -1: no floor
+  __shared__ int num_gathered;
+  __shared__ int num_valid;
+  __shared__ float gathered_value[kMaxGathered];
+  __shared__ int32_t gathered_id[kMaxGathered];
+  if (threadIdx.x < 32) {
+    const int m = (K + num_lists - 1) / num_lists;
+    // The worst m-th entry (id -1 and `every` false once a list lacks it) and the best last one.
+    float worst_value = 0.0f;
+    int32_t worst_id = -1;
+    bool every = true;
+    float best_value = 0.0f;
+    int32_t best_id = -1;
+    for (int l = static_cast<int>(threadIdx.x); l < num_lists; l += 32) {
+      const float mv = values[l * stride + m - 1];
+      const int32_t mid = ids[l * stride + m - 1];
+      if (mid < 0) every = false;
+      if (worst_id < 0 || beats(worst_value, worst_id, mv, mid)) {
+        worst_value = mv;
+        worst_id = mid;
+      }
+      const float lv = values[l * stride + K - 1];
+      const int32_t lid = ids[l * stride + K - 1];
+      if (beats(lv, lid, best_value, best_id)) {
+        best_value = lv;
+        best_id = lid;
+      }
+    }
+    every = __all_sync(kFull, every);
+    for (int offset = 16; offset > 0; offset >>= 1) {
+      const float wv = __shfl_xor_sync(kFull, worst_value, offset);
+      const int32_t wid = __shfl_xor_sync(kFull, worst_id, offset);
+      if (worst_id < 0 || (wid >= 0 && beats(worst_value, worst_id, wv, wid))) {
+        worst_value = wv;
+        worst_id = wid;
+      }
+      const float bv = __shfl_xor_sync(kFull, best_value, offset);
+      const int32_t bid = __shfl_xor_sync(kFull, best_id, offset);
+      if (beats(bv, bid, best_value, best_id)) {
+        best_value = bv;
+        best_id = bid;
+      }
+    }
+    if (every && worst_id >= 0 && beats(worst_value, worst_id, best_value, best_id)) {
+      best_value = worst_value;
+      best_id = worst_id;
+    }
+    if (threadIdx.x == 0) {
+      floor_value = best_value;
+      floor_id = best_id;
+      num_gathered = 0;
+      num_valid = 0;
+    }
+  }
+  __syncthreads();
+  const float fv = floor_value;
+  const int32_t fid = floor_id;
+  int mine = 0;
+  for (int e = static_cast<int>(threadIdx.x); e < num_lists * K;
+       e += static_cast<int>(blockDim.x)) {
+    const int l = e / K;
+    const int32_t id = ids[l * stride + (e - l * K)];
+    if (id < 0) continue;
+    ++mine;
+    const float v = values[l * stride + (e - l * K)];
+    if (beats(fv, fid, v, id)) continue;  // below the floor (never when there is none)
+    const int slot = atomicAdd(&num_gathered, 1);
+    if (slot < kMaxGathered) {
+      gathered_value[slot] = v;
+      gathered_id[slot] = id;
+    }
+  }
+  if (mine > 0) atomicAdd(&num_valid, mine);
+  __syncthreads();
+  const int gathered = num_gathered;
+  const int valid = num_valid;
+  if (gathered > kMaxGathered) {  // uniform over the block
+    return merge_lists_block<K>(values, ids, stride, num_lists, num_top, out_values, out_ids);
+  }
+  for (int c = static_cast<int>(threadIdx.x); c < gathered; c += static_cast<int>(blockDim.x)) {
+    const float v = gathered_value[c];
+    const int32_t id = gathered_id[c];
+    int rank = 0;
+#pragma unroll 4
+    for (int j = 0; j < gathered; ++j) rank += beats(gathered_value[j], gathered_id[j], v, id);
+    if (rank < num_top) {
+      out_values[rank] = v;
+      out_ids[rank] = id;
+    }
+  }
+  __syncthreads();
+  return num_top < valid ? num_top : valid;
+}
+
 }  // namespace cellm::kernels::top_list
