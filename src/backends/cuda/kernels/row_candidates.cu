@@ -1,21 +1,16 @@
 // row_candidates: one block per row or per part of it (row_candidates.cuh).
 //
-// A block reads its part once when it fits its registers (kHeldTiles tiles of kLoads values a
-// thread: every split part does) and else streams it from L2 in every pass (a whole row in one
-// block). A first pass finds a floor under the part's best kMaxCandidates values
-// (candidate_floor). The next gathers the values at or above it in shared memory and places each
-// by the number of gathered values that beat it (select_best; where ties or a sparse row gather
-// too many, each warp keeps its best in a list, top_list.cuh, and the block merges the lists):
-// the list, and its head the part's largest logit. Where the row needs its total (no top-k in the
-// ask: a draw with a top-k never reads it), a last pass sums exp(v/T − max/T) in double — the
-// product and the difference rounded apart (no fused multiply-add), as the host computes each term
-// — over each thread's share, then over the block. Streamed passes keep kLoads values of each
-// thread in flight (not a memory round trip per value); the row is read with ordinary loads so that
-// later passes find it in L2. Split (with scratch), the last block of a row stages the parts' lists
-// in shared memory, merges them the same way and rescales their sums to the row's largest logit
-// (one more rounding per part than the host's terms: within the summation-order difference the
-// sum already has). The first warp then draws the row's token from the list where the row asks
-// (draw_token).
+// A block selects its part's best kMaxCandidates pairs with row_select.cuh (the part read once
+// into registers when split, streamed from L2 by every pass in one block per row; a floor under
+// the best values, the values at or above it gathered and ranked by counting): the list, and its
+// head the part's largest logit. Where the row needs its total (no top-k in the ask: a draw with a
+// top-k never reads it), a last pass sums exp(v/T − max/T) in double — the product and the
+// difference rounded apart (no fused multiply-add), as the host computes each term — over each
+// thread's share, then over the block. Split (with scratch), the last block of a row stages the
+// parts' lists in shared memory, merges them (top_list::merge_lists_counted) and rescales their
+// sums to the row's largest logit (one more rounding per part than the host's terms: within the
+// summation-order difference the sum already has). The first warp then draws the row's token from
+// the list where the row asks (draw_token).
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -24,6 +19,7 @@
 #include "backends/cuda/kernels/kernel_common.cuh"
 #include "backends/cuda/kernels/launch_status.h"
 #include "backends/cuda/kernels/row_candidates.cuh"
+#include "backends/cuda/kernels/row_select.cuh"
 #include "backends/cuda/kernels/row_split.cuh"
 #include "backends/cuda/kernels/row_split.h"
 #include "backends/cuda/kernels/top_list.cuh"
@@ -31,76 +27,13 @@
 namespace cellm::kernels {
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int kWarps = kThreads / 32;
-constexpr int kLoads = 16;                                          // values in flight per thread
-constexpr int64_t kTile = static_cast<int64_t>(kThreads) * kLoads;  // a block's loads in flight
-constexpr int kHeldTiles = 2;  // a part of at most this many tiles is read once, into registers
-constexpr int64_t kHeldPart = kHeldTiles * kTile;
-constexpr int kMaxSplits = 32;  // blocks a row; a longer row streams in one block per row
+using row_select::HeldPart;
+using row_select::kLoads;
+using row_select::kThreads;
+using row_select::kWarps;
+using row_select::StreamedPart;
 using top_list::kFull;
-using WarpList = top_list::WarpList<kMaxCandidates>;
-
-// This thread's kLoads values of the tile of row[begin, end) at `base` (row[base + j · kThreads +
-// tid]), NaN past `end`, all loads issued before any is used.
-__device__ __forceinline__ void load_tile(const float* row, int64_t base, int64_t end,
-                                          float (&v)[kLoads]) {
-  const auto tid = static_cast<int64_t>(threadIdx.x);
-#pragma unroll
-  for (int j = 0; j < kLoads; ++j) {
-    const int64_t i = base + j * kThreads + tid;
-    v[j] = i < end ? row[i] : NAN;
-  }
-}
-
-// A part row[begin, end) of at most kHeldPart values, read once: this thread's values of each
-// tile in registers. Tiles past `end` hold NaN (never finite: no pass counts them).
-struct HeldPart {
-  float v[kHeldTiles][kLoads];
-  int64_t begin;
-  int64_t end;
-
-  __device__ HeldPart(const float* row, int64_t part_begin, int64_t part_end)
-      : begin(part_begin), end(part_end) {
-#pragma unroll
-    for (int t = 0; t < kHeldTiles; ++t) load_tile(row, begin + t * kTile, end, v[t]);
-  }
-  // f(values, base) for each tile that holds part of the row, in order. One copy of f's code for
-  // all tiles (a pass's code is fetched anew at every step): tile t's registers are picked by
-  // selects, not by an index into registers (which would put them in local memory).
-  template <class F>
-  __device__ __forceinline__ void for_each_tile(F&& f) const {
-#pragma unroll 1
-    for (int t = 0; t < kHeldTiles; ++t) {
-      const int64_t base = begin + t * kTile;
-      if (base >= end) break;
-      float w[kLoads];
-#pragma unroll
-      for (int j = 0; j < kLoads; ++j) {
-        w[j] = v[0][j];
-#pragma unroll
-        for (int k = 1; k < kHeldTiles; ++k) w[j] = t == k ? v[k][j] : w[j];
-      }
-      f(w, base);
-    }
-  }
-};
-
-// A part of any length, loaded again by every pass (from L2 after the first).
-struct StreamedPart {
-  const float* row;
-  int64_t begin;
-  int64_t end;
-
-  template <class F>
-  __device__ __forceinline__ void for_each_tile(F&& f) const {
-    for (int64_t base = begin; base < end; base += kTile) {
-      float v[kLoads];
-      load_tile(row, base, end, v);
-      f(v, base);
-    }
-  }
-};
+constexpr int kMaxSplits = 32;  // blocks a row (parts of kHeldPart values); longer rows stream
 
 // One block's result over its part of a row: its best pairs and Σ exp(v/T − max/T) with `max`
 // the part's own largest logit (the whole row's when the part is the row).
@@ -124,124 +57,6 @@ __device__ __forceinline__ bool needs_total(const RowCandidatesAsk& ask) {
   return ask.cuts.top_k <= 0;
 }
 
-// A floor under the best kMaxCandidates finite values of the part, so that the selection handles
-// only the few values at or above it (on a random 8,192-value part about a hundred): each thread's
-// largest finite value, each warp's kPerWarp-th largest of those (kPerWarp values of the warp at
-// or above it), the smallest of the warps' (kWarps · kPerWarp = kMaxCandidates values at or above
-// it). -infinity when the part has fewer finite values. Every thread calls it.
-constexpr int kPerWarp = kMaxCandidates / kWarps;
-static_assert(kPerWarp * kWarps == kMaxCandidates, "the warps' floors cover the list");
-
-template <class Part>
-__device__ float candidate_floor(const Part& part) {
-  const int lane = static_cast<int>(threadIdx.x & 31);
-  const int warp = static_cast<int>(threadIdx.x >> 5);
-  float mine = -INFINITY;
-  part.for_each_tile([&](const float(&v)[kLoads], int64_t) {
-#pragma unroll
-    for (int j = 0; j < kLoads; ++j) {
-      if (isfinite(v[j])) mine = fmaxf(mine, v[j]);
-    }
-  });
-  float kth = -INFINITY;
-  for (int k = 0; k < kPerWarp; ++k) {
-    float best = mine;
-    for (int offset = 16; offset > 0; offset >>= 1) {
-      best = fmaxf(best, __shfl_xor_sync(kFull, best, offset));
-    }
-    kth = best;
-    const unsigned holders = __ballot_sync(kFull, mine == best);  // one of them steps aside
-    if (lane == __ffs(holders) - 1) mine = -INFINITY;
-  }
-  __shared__ float warp_floor[kWarps];
-  if (lane == 0) warp_floor[warp] = kth;
-  __syncthreads();
-  float floor = warp_floor[0];
-  for (int w = 1; w < kWarps; ++w) floor = fminf(floor, warp_floor[w]);
-  return floor;
-}
-
-// The values a block gathers to rank by counting: more at or above its floor (ties, or a part
-// with fewer finite values than the list holds) select through the warps' lists instead.
-constexpr int kMaxGathered = 512;
-
-// The part's best kMaxCandidates finite pairs at or above `floor` into (best_value, best_id), best
-// first; returns how many. The values at or above the floor — about kMaxCandidates on a real row,
-// at least that many when the floor is finite — are gathered in shared memory and each placed at
-// the number of gathered values that beat it (every value that beats a gathered one is gathered
-// too). Beyond kMaxGathered of them, each warp keeps its best in a list (top_list.cuh: a value
-// enters with a chain of shuffles) and the block merges the lists. Every thread calls it.
-template <class Part>
-__device__ int32_t select_best(const Part& part, float floor, float* best_value, int32_t* best_id) {
-  const int tid = static_cast<int>(threadIdx.x);
-  const int lane = tid & 31;
-  const int warp = tid >> 5;
-  __shared__ int num_above;
-  __shared__ int next_slot;
-  __shared__ float gathered_value[kMaxGathered];
-  __shared__ int32_t gathered_id[kMaxGathered];
-  if (tid == 0) {
-    num_above = 0;
-    next_slot = 0;
-  }
-  int mine = 0;
-  part.for_each_tile([&](const float(&v)[kLoads], int64_t) {
-#pragma unroll
-    for (int j = 0; j < kLoads; ++j) mine += isfinite(v[j]) && v[j] >= floor;
-  });
-  __syncthreads();  // the counters zeroed
-  const int warp_above = __reduce_add_sync(kFull, mine);
-  if (lane == 0 && warp_above > 0) atomicAdd(&num_above, warp_above);
-  __syncthreads();
-  const int above = num_above;
-  if (above <= kMaxGathered) {  // uniform over the block
-    if (mine > 0) {
-      int slot = atomicAdd(&next_slot, mine);
-      part.for_each_tile([&](const float(&v)[kLoads], int64_t base) {
-#pragma unroll
-        for (int j = 0; j < kLoads; ++j) {
-          if (isfinite(v[j]) && v[j] >= floor) {
-            gathered_value[slot] = v[j];
-            gathered_id[slot] = static_cast<int32_t>(base + j * kThreads + tid);
-            ++slot;
-          }
-        }
-      });
-    }
-    __syncthreads();
-    for (int c = tid; c < above; c += kThreads) {
-      const float v = gathered_value[c];
-      const int32_t id = gathered_id[c];
-      int rank = 0;
-#pragma unroll 4
-      for (int g = 0; g < above; ++g) {
-        rank += top_list::beats(gathered_value[g], gathered_id[g], v, id);
-      }
-      if (rank < kMaxCandidates) {
-        best_value[rank] = v;
-        best_id[rank] = id;
-      }
-    }
-    __syncthreads();
-    return above < kMaxCandidates ? above : kMaxCandidates;
-  }
-  WarpList list;
-  part.for_each_tile([&](const float(&v)[kLoads], int64_t base) {
-#pragma unroll
-    for (int j = 0; j < kLoads; ++j) {
-      list.insert(isfinite(v[j]) && v[j] >= floor, v[j],
-                  static_cast<int32_t>(base + j * kThreads + tid), lane);
-    }
-  });
-  __shared__ float list_value[kWarps][32];
-  __shared__ int32_t list_id[kWarps][32];
-  list_value[warp][lane] = list.value;
-  list_id[warp][lane] = lane < kMaxCandidates ? list.id : -1;
-  __syncthreads();
-  return top_list::merge_lists_counted<kMaxCandidates, kThreads>(
-      &list_value[0][0], &list_id[0][0], 32, kWarps, kMaxCandidates, best_value, best_id);
-}
-
 // One block over its part: the selection, and the sum relative to the part's largest logit where
 // `with_sum`; the first warp writes `out` (shared or global memory). Every thread calls it.
 template <class Part>
@@ -252,7 +67,9 @@ __device__ void block_partial(const Part& part, bool with_sum, double inv_temper
   const int warp = tid >> 5;
   __shared__ float best_value[kMaxCandidates];
   __shared__ int32_t best_id[kMaxCandidates];
-  const int32_t num = select_best(part, candidate_floor(part), best_value, best_id);
+  const row_select::Floor floor = row_select::floor_under_best<kMaxCandidates>(part);
+  const int32_t num = row_select::select_best<kMaxCandidates>(part, floor.floor, kMaxCandidates,
+                                                              best_value, best_id);
   double sum = 0.0;
   if (with_sum && num > 0) {  // uniform over the block
     const double top = scaled(best_value[0], inv_temperature);
@@ -320,7 +137,8 @@ __device__ void draw_token(const Partial& whole, const RowCandidatesAsk& ask,
   }
 }
 
-// One block per row (no scratch): a row of at most kHeldPart values held, a longer one streamed.
+// One block per row (no scratch, or a row too long to split into held parts): a row of at most
+// kHeldPart values held, a longer one streamed.
 template <class Part>
 __global__ void __launch_bounds__(kThreads) row_candidates_kernel(const RowCandidatesParams p) {
   const int32_t r = static_cast<int32_t>(blockIdx.x);
@@ -439,11 +257,11 @@ Status launch_row_candidates(const RowCandidatesParams& p, cudaStream_t stream) 
   }
   if (p.num_rows == 0) return ok_status();
   // Split: parts of kHeldPart values (read once each), as long as a row takes at most kMaxSplits.
-  const int64_t splits = ceil_div(p.vocab, kHeldPart);
-  if (p.scratch != nullptr && splits > 1 && splits <= kMaxSplits) {
+  const int64_t splits = row_select::held_splits(p.vocab, kMaxSplits);
+  if (p.scratch != nullptr && splits > 1) {
     const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(p.num_rows));
-    row_candidates_split_kernel<<<grid, kThreads, 0, stream>>>(p, kHeldPart);
-  } else if (p.vocab <= kHeldPart) {
+    row_candidates_split_kernel<<<grid, kThreads, 0, stream>>>(p, row_select::kHeldPart);
+  } else if (p.vocab <= row_select::kHeldPart) {
     row_candidates_kernel<HeldPart><<<static_cast<unsigned>(p.num_rows), kThreads, 0, stream>>>(p);
   } else {
     row_candidates_kernel<StreamedPart>

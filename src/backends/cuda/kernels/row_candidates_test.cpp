@@ -204,6 +204,26 @@ TEST(RowCandidatesKernelTest, AnOddVocabularyWithPaddedRowsAndAWideSpread) {
     expect_host_candidates(logits, vocab, stride, temperatures, split);
 }
 
+// One block holding the whole row (at most 8,192 logits: also the split launch's), and a row just
+// long enough to split into a full part and a one-value one; ties everywhere (more values at the
+// floor than are ranked by counting) and a row of three finite logits in each.
+TEST(RowCandidatesKernelTest, VocabulariesOfOneHeldPartAndJustPastIt) {
+  CELLM_REQUIRE_DEVICE();
+  for (const int64_t vocab : {512, 8192, 8193}) {
+    SCOPED_TRACE("vocab " + std::to_string(vocab));
+    const std::vector<float> temperatures = {1.0f, 0.7f, 0.8f, 1.0f};
+    std::vector<float> logits = random_floats(static_cast<size_t>(4 * vocab), 95, 8.0f);
+    const auto row = [&](int64_t r) { return logits.begin() + r * vocab; };
+    std::fill(row(2), row(3), 0.25f);
+    std::fill(row(3), row(4), -std::numeric_limits<float>::infinity());
+    row(3)[1] = 1.5f;
+    row(3)[vocab / 2] = -2.0f;
+    row(3)[vocab - 1] = 1.5f;
+    for (const bool split : {false, true})
+      expect_host_candidates(logits, vocab, vocab, temperatures, split);
+  }
+}
+
 TEST(RowCandidatesKernelTest, BadShapesAreRefused) {
   RowCandidatesParams p;
   p.num_rows = 1;

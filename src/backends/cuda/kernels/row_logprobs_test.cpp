@@ -133,6 +133,28 @@ TEST(RowLogprobsKernelTest, AnOddVocabularyWithPaddedRowsAndAWideSpread) {
   }
 }
 
+// One block holding the whole row (at most 8,192 logits: also the split launch's), and a row just
+// long enough to split into a full part and a one-value one; ties everywhere (more values at the
+// floor than are ranked by counting) and a row of three finite logits in each.
+TEST(RowLogprobsKernelTest, VocabulariesOfOneHeldPartAndJustPastIt) {
+  CELLM_REQUIRE_DEVICE();
+  for (const int64_t vocab : {512, 8192, 8193}) {
+    SCOPED_TRACE("vocab " + std::to_string(vocab));
+    const std::vector<RowCase> cases = {{20, 3}, {5, kNoToken}, {20, 0}, {2, 1}};
+    std::vector<float> logits = random_floats(static_cast<size_t>(4 * vocab), 96, 8.0f);
+    const auto row = [&](int64_t r) { return logits.begin() + r * vocab; };
+    std::fill(row(2), row(3), 0.25f);
+    std::fill(row(3), row(4), -std::numeric_limits<float>::infinity());
+    row(3)[1] = 1.5f;
+    row(3)[vocab / 2] = -2.0f;
+    row(3)[vocab - 1] = 1.5f;
+    for (const bool split : {false, true}) {
+      SCOPED_TRACE(split ? "split over blocks" : "a block per row");
+      expect_host_summaries(logits, vocab, vocab, cases, split);
+    }
+  }
+}
+
 TEST(RowLogprobsKernelTest, BadShapesAreRefused) {
   RowLogprobsParams p;
   p.num_rows = 1;

@@ -1,0 +1,230 @@
+// row_select.cuh: the selection of a logits row part's best (value, id) pairs that the sampling
+// candidates and the log-probabilities kernels share (row_candidates.cu, row_logprobs.cu). A block
+// of kThreads threads takes a part of a row; a part of at most kHeldPart values is read once into
+// registers (HeldPart: every part of a split row), a longer one is streamed from L2 by each pass
+// (StreamedPart: a whole row in one block). A first pass finds a floor under the part's best K
+// finite values and its largest (floor_under_best); the values at or above the floor — about a
+// hundred on a random 8,192-value part — are gathered in shared memory and each is placed by the
+// number of gathered values that beat it (select_best). Knows nothing of what the kernels do with
+// the pairs (temperatures, normalizers, draws). Device code only; every function is called by the
+// whole block. Thread-safety: per block (shared memory, barriers).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "backends/cuda/kernels/top_list.cuh"
+
+namespace cellm::kernels::row_select {
+
+inline constexpr int kThreads = 256;
+inline constexpr int kWarps = kThreads / 32;
+inline constexpr int kLoads = 16;                                          // in flight per thread
+inline constexpr int64_t kTile = static_cast<int64_t>(kThreads) * kLoads;  // a block's loads
+inline constexpr int kHeldTiles = 2;  // a part of at most this many tiles is held in registers
+inline constexpr int64_t kHeldPart = kHeldTiles * kTile;
+// The most values at or above the floor that select_best ranks by counting; more (ties, or a part
+// with fewer finite values than the list holds) select through the warps' lists instead.
+inline constexpr int kMaxGathered = 512;
+
+// This thread's kLoads values of the tile of row[begin, end) at `base` (row[base + j · kThreads +
+// tid]), NaN past `end`, all loads issued before any is used. Ordinary loads: a streamed part's
+// later passes find the row in L2.
+__device__ __forceinline__ void load_tile(const float* row, int64_t base, int64_t end,
+                                          float (&v)[kLoads]) {
+  const auto tid = static_cast<int64_t>(threadIdx.x);
+#pragma unroll
+  for (int j = 0; j < kLoads; ++j) {
+    const int64_t i = base + j * kThreads + tid;
+    v[j] = i < end ? row[i] : NAN;
+  }
+}
+
+// A part row[begin, end) of at most kHeldPart values, read once: this thread's values of each
+// tile in registers. Tiles past `end` hold NaN (never finite: no pass counts them).
+struct HeldPart {
+  float v[kHeldTiles][kLoads];
+  int64_t begin;
+  int64_t end;
+
+  __device__ HeldPart(const float* row, int64_t part_begin, int64_t part_end)
+      : begin(part_begin), end(part_end) {
+#pragma unroll
+    for (int t = 0; t < kHeldTiles; ++t) load_tile(row, begin + t * kTile, end, v[t]);
+  }
+  // f(values, base) for each tile that holds part of the row, in order. One copy of f's code for
+  // all tiles (a pass's code is fetched anew at every step): tile t's registers are picked by
+  // selects, not by an index into registers (which would put them in local memory).
+  template <class F>
+  __device__ __forceinline__ void for_each_tile(F&& f) const {
+#pragma unroll 1
+    for (int t = 0; t < kHeldTiles; ++t) {
+      const int64_t base = begin + t * kTile;
+      if (base >= end) break;
+      float w[kLoads];
+#pragma unroll
+      for (int j = 0; j < kLoads; ++j) {
+        w[j] = v[0][j];
+#pragma unroll
+        for (int k = 1; k < kHeldTiles; ++k) w[j] = t == k ? v[k][j] : w[j];
+      }
+      f(w, base);
+    }
+  }
+};
+
+// A part of any length, loaded again by every pass (from L2 after the first).
+struct StreamedPart {
+  const float* row;
+  int64_t begin;
+  int64_t end;
+
+  template <class F>
+  __device__ __forceinline__ void for_each_tile(F&& f) const {
+    for (int64_t base = begin; base < end; base += kTile) {
+      float v[kLoads];
+      load_tile(row, base, end, v);
+      f(v, base);
+    }
+  }
+};
+
+// The part's largest finite value (-infinity when none) and a floor under its best K finite
+// values: each thread's largest finite value, each warp's kPerWarp-th largest of those (kPerWarp
+// values of the warp at or above it), the smallest of the warps' (kWarps · kPerWarp ≥ K values at
+// or above it); -infinity when some warp holds fewer than kPerWarp finite values.
+struct Floor {
+  float max;
+  float floor;
+};
+
+template <int K, class Part>
+__device__ Floor floor_under_best(const Part& part) {
+  constexpr int kPerWarp = (K + kWarps - 1) / kWarps;
+  static_assert(kPerWarp >= 1 && kPerWarp <= 32, "a warp's share of the list");
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  const int warp = static_cast<int>(threadIdx.x >> 5);
+  float mine = -INFINITY;
+  part.for_each_tile([&](const float(&v)[kLoads], int64_t) {
+#pragma unroll
+    for (int j = 0; j < kLoads; ++j) {
+      if (isfinite(v[j])) mine = fmaxf(mine, v[j]);
+    }
+  });
+  float warp_max = -INFINITY;
+  float kth = -INFINITY;
+  for (int k = 0; k < kPerWarp; ++k) {
+    float best = mine;
+    for (int offset = 16; offset > 0; offset >>= 1) {
+      best = fmaxf(best, __shfl_xor_sync(top_list::kFull, best, offset));
+    }
+    if (k == 0) warp_max = best;
+    kth = best;
+    const unsigned holders = __ballot_sync(top_list::kFull, mine == best);  // one steps aside
+    if (lane == __ffs(holders) - 1) mine = -INFINITY;
+  }
+  __shared__ float warp_floors[kWarps];
+  __shared__ float warp_maxima[kWarps];
+  if (lane == 0) {
+    warp_floors[warp] = kth;
+    warp_maxima[warp] = warp_max;
+  }
+  __syncthreads();
+  Floor out{warp_maxima[0], warp_floors[0]};
+  for (int w = 1; w < kWarps; ++w) {
+    out.max = fmaxf(out.max, warp_maxima[w]);
+    out.floor = fminf(out.floor, warp_floors[w]);
+  }
+  return out;
+}
+
+// The part's best min(num_top, finite values) finite pairs into (best_value, best_id), best first
+// (the lower id first on ties); returns how many. `floor` is floor_under_best's for this K, and
+// num_top <= K. The values at or above it (at least K when it is finite, every finite value when
+// it is not) are gathered in shared memory and each placed at the number of gathered values that
+// beat it: every value that beats a gathered one is gathered too. Beyond kMaxGathered of them,
+// each warp keeps its best K in a list (top_list.cuh: a value enters with a chain of shuffles) and
+// the block merges the lists. Every thread calls it; the pairs are complete when it returns.
+template <int K, class Part>
+__device__ int32_t select_best(const Part& part, float floor, int32_t num_top, float* best_value,
+                               int32_t* best_id) {
+  static_assert(K >= 1 && K <= 32, "a warp's list has one entry per lane");
+  const int tid = static_cast<int>(threadIdx.x);
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  __shared__ int num_above;
+  __shared__ int next_slot;
+  __shared__ float gathered_value[kMaxGathered];
+  __shared__ int32_t gathered_id[kMaxGathered];
+  if (tid == 0) {
+    num_above = 0;
+    next_slot = 0;
+  }
+  int mine = 0;
+  part.for_each_tile([&](const float(&v)[kLoads], int64_t) {
+#pragma unroll
+    for (int j = 0; j < kLoads; ++j) mine += isfinite(v[j]) && v[j] >= floor;
+  });
+  __syncthreads();  // the counters zeroed
+  const int warp_above = __reduce_add_sync(top_list::kFull, mine);
+  if (lane == 0 && warp_above > 0) atomicAdd(&num_above, warp_above);
+  __syncthreads();
+  const int above = num_above;
+  if (above <= kMaxGathered) {  // uniform over the block
+    if (mine > 0) {
+      int slot = atomicAdd(&next_slot, mine);
+      part.for_each_tile([&](const float(&v)[kLoads], int64_t base) {
+#pragma unroll
+        for (int j = 0; j < kLoads; ++j) {
+          if (isfinite(v[j]) && v[j] >= floor) {
+            gathered_value[slot] = v[j];
+            gathered_id[slot] = static_cast<int32_t>(base + j * kThreads + tid);
+            ++slot;
+          }
+        }
+      });
+    }
+    __syncthreads();
+    for (int c = tid; c < above; c += kThreads) {
+      const float v = gathered_value[c];
+      const int32_t id = gathered_id[c];
+      int rank = 0;
+#pragma unroll 4
+      for (int g = 0; g < above; ++g) {
+        rank += top_list::beats(gathered_value[g], gathered_id[g], v, id);
+      }
+      if (rank < num_top) {
+        best_value[rank] = v;
+        best_id[rank] = id;
+      }
+    }
+    __syncthreads();
+    return above < num_top ? above : num_top;
+  }
+  top_list::WarpList<K> list;
+  part.for_each_tile([&](const float(&v)[kLoads], int64_t base) {
+#pragma unroll
+    for (int j = 0; j < kLoads; ++j) {
+      list.insert(isfinite(v[j]) && v[j] >= floor, v[j],
+                  static_cast<int32_t>(base + j * kThreads + tid), lane);
+    }
+  });
+  __shared__ float list_value[kWarps][32];
+  __shared__ int32_t list_id[kWarps][32];
+  list_value[warp][lane] = list.value;
+  list_id[warp][lane] = lane < K ? list.id : -1;
+  __syncthreads();
+  return top_list::merge_lists_counted<K, kThreads>(&list_value[0][0], &list_id[0][0], 32, kWarps,
+                                                    num_top, best_value, best_id);
+}
+
+// Blocks a row of `vocab` logits is split over: parts of kHeldPart values, each read once; 0 when
+// that takes more than max_splits (the row then goes to one block that streams it).
+inline int64_t held_splits(int64_t vocab, int64_t max_splits) {
+  const int64_t splits = (vocab + kHeldPart - 1) / kHeldPart;
+  return splits <= max_splits ? splits : 0;
+}
+
+}  // namespace cellm::kernels::row_select
