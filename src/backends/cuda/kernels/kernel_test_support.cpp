@@ -36,6 +36,17 @@ void plant_edge_rows(std::vector<float>& logits, int64_t vocab, int64_t first) {
   std::fill(row(3), row(4), 0.25f);
 }
 
+void plant_tie_and_sparse_rows(std::vector<float>& logits, int64_t vocab, int64_t first) {
+  CELLM_CHECK(vocab >= 3 && static_cast<int64_t>(logits.size()) >= (first + 2) * vocab)
+      << "two rows of at least three logits";
+  const auto row = [&](int64_t r) { return logits.begin() + (first + r) * vocab; };
+  std::fill(row(0), row(1), 0.25f);
+  std::fill(row(1), row(2), -std::numeric_limits<float>::infinity());
+  row(1)[1] = 1.5f;
+  row(1)[vocab / 2] = -2.0f;
+  row(1)[vocab - 1] = 1.5f;
+}
+
 std::vector<float> random_floats(size_t n, uint32_t seed, float scale) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> magnitude(scale / 64.0f, scale);

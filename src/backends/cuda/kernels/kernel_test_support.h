@@ -43,6 +43,10 @@ std::vector<int32_t> random_ints(size_t n, uint32_t seed, int32_t lo, int32_t hi
 // nothing finite; three finite logits (1.5 at ids 11 and 128000, -2 at 60000); every logit 0.25.
 void plant_edge_rows(std::vector<float>& logits, int64_t vocab, int64_t first);
 
+// Two rows of logits ([rows, vocab], any vocab >= 3) from row `first` on: every logit 0.25 (ties
+// everywhere); three finite logits (1.5 at ids 1 and vocab − 1, -2 at vocab / 2), the rest -inf.
+void plant_tie_and_sparse_rows(std::vector<float>& logits, int64_t vocab, int64_t first);
+
 // `num_rows` GGUF rows of `num_cols` elements of `type` with random valid content: Q8_0 and Q4_0
 // quantized from random floats, Q4_K and Q6_K random quants under sane f16 scales.
 std::vector<uint8_t> random_gguf_rows(TensorType type, int64_t num_rows, int64_t num_cols,

@@ -213,12 +213,7 @@ TEST(RowCandidatesKernelTest, VocabulariesOfOneHeldPartAndJustPastIt) {
     SCOPED_TRACE("vocab " + std::to_string(vocab));
     const std::vector<float> temperatures = {1.0f, 0.7f, 0.8f, 1.0f};
     std::vector<float> logits = random_floats(static_cast<size_t>(4 * vocab), 95, 8.0f);
-    const auto row = [&](int64_t r) { return logits.begin() + r * vocab; };
-    std::fill(row(2), row(3), 0.25f);
-    std::fill(row(3), row(4), -std::numeric_limits<float>::infinity());
-    row(3)[1] = 1.5f;
-    row(3)[vocab / 2] = -2.0f;
-    row(3)[vocab - 1] = 1.5f;
+    testing::plant_tie_and_sparse_rows(logits, vocab, 2);
     for (const bool split : {false, true})
       expect_host_candidates(logits, vocab, vocab, temperatures, split);
   }

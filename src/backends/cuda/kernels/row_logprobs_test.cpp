@@ -142,12 +142,7 @@ TEST(RowLogprobsKernelTest, VocabulariesOfOneHeldPartAndJustPastIt) {
     SCOPED_TRACE("vocab " + std::to_string(vocab));
     const std::vector<RowCase> cases = {{20, 3}, {5, kNoToken}, {20, 0}, {2, 1}};
     std::vector<float> logits = random_floats(static_cast<size_t>(4 * vocab), 96, 8.0f);
-    const auto row = [&](int64_t r) { return logits.begin() + r * vocab; };
-    std::fill(row(2), row(3), 0.25f);
-    std::fill(row(3), row(4), -std::numeric_limits<float>::infinity());
-    row(3)[1] = 1.5f;
-    row(3)[vocab / 2] = -2.0f;
-    row(3)[vocab - 1] = 1.5f;
+    testing::plant_tie_and_sparse_rows(logits, vocab, 2);
     for (const bool split : {false, true}) {
       SCOPED_TRACE(split ? "split over blocks" : "a block per row");
       expect_host_summaries(logits, vocab, vocab, cases, split);
