@@ -30,8 +30,10 @@ using SessionId = uint64_t;
 // The most top tokens a row's log-probabilities may ask for (StepInput::num_top_logprobs).
 inline constexpr int32_t kMaxTopLogprobs = 20;
 
-// The best tokens of a row an executor lists for sampling (StepInput::candidates_temperature).
-inline constexpr int32_t kSamplingCandidates = 32;
+// The best tokens of a row an executor lists for sampling (StepInput::candidates_temperature):
+// enough that a top-k up to 63 — llama.cpp's and Ollama's default of 40 among them — always
+// decides from the list (Sampler::candidates_always_decide).
+inline constexpr int32_t kSamplingCandidates = 64;
 static_assert(kSamplingCandidates <= kMaxListedDraw, "core/listed_draw.h draws from every list");
 
 // What drawing a token from a row's candidates needs beyond the temperature: the session's

@@ -63,8 +63,8 @@ std::vector<Outcome> run_all(const FakeExecutorConfig& executor, const Tokens& p
 }
 
 TEST(RunnerCandidatesTest, SampledTokensAreTheOnesTheRowsGiveWhetherTheCandidatesDecideOrNot) {
-  // Cuts inside the 32 candidates (decided there), none or past them (the whole vocabulary of 32
-  // is listed but a draw may still need the row), at several temperatures, all in one batch.
+  // Cuts inside the candidates (decided there), none or past them (the whole vocabulary of 32 is
+  // listed but a draw may still need the row), at several temperatures, all in one batch.
   std::vector<GenConfig> configs;
   uint64_t seed = 100;
   for (const float temperature : {0.5f, 1.0f, 2.0f}) {
@@ -174,8 +174,8 @@ TEST(RunnerCandidatesTest, RowsTheCandidatesDecideAreNeverReadWithTheirLogprobs)
 }
 
 TEST(RunnerCandidatesTest, TopKInsideTheListCopiesNoRowsToTheHost) {
-  // A top-k of at most 31 is always decided by the 32 candidates: such steps ask for no logits,
-  // whatever else the sampler does (top-p, min-p, log-probabilities summarized).
+  // A top-k shorter than the list is always decided by the candidates: such steps ask for no
+  // logits, whatever else the sampler does (top-p, min-p, log-probabilities summarized).
   FakeExecutorConfig plain;
   plain.greedy_tokens = true;
   FakeExecutorConfig listing = plain;
@@ -200,8 +200,8 @@ TEST(RunnerCandidatesTest, TopKInsideTheListCopiesNoRowsToTheHost) {
     EXPECT_EQ(handles[i].tokens(), want[i].tokens);
   }
   EXPECT_EQ(rig.executor.counts().num_logits_steps, 0);
-  // A top-k of 32 may need the row: those steps copy it.
-  GenConfig wide = sampled(3, 1.0f, 32, 1.0f, 0.0f, 3);
+  // A top-k of the list's length may need the row: those steps copy it.
+  GenConfig wide = sampled(3, 1.0f, kSamplingCandidates, 1.0f, 0.0f, 3);
   Session session = rig.runner.open_session();
   GenerationHandle handle = session.generate_async(prompt, wide);
   handle.wait();
@@ -209,13 +209,13 @@ TEST(RunnerCandidatesTest, TopKInsideTheListCopiesNoRowsToTheHost) {
 }
 
 // Flat rows of a vocabulary of 256 (the toy logits lie in [0, 1)): at these temperatures most
-// draws fall past the 32 candidates, at low ones and with a top-k of 40 fewer, with greedy and a
-// top-k inside the list beside them.
+// draws fall past the candidates, at low ones and with a top-k past the list fewer, with greedy and
+// a top-k inside the list beside them.
 std::vector<GenConfig> mostly_undecided_configs() {
   std::vector<GenConfig> configs;
   uint64_t seed = 300;
   for (const float temperature : {0.05f, 1.0f, 3.0f}) {
-    for (const int32_t top_k : {0, 40}) {
+    for (const int32_t top_k : {0, kSamplingCandidates + 8}) {
       for (const float top_p : {1.0f, 0.6f}) {
         configs.push_back(sampled(8, temperature, top_k, top_p, 0.0f, ++seed));
       }

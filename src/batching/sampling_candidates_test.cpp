@@ -92,13 +92,15 @@ Tally compare_on_row(const std::vector<float>& row, const SamplingParams& params
 TEST(SamplingCandidatesTest, EveryTokenTheCandidatesDecideIsTheOneSampleDrawsFromTheRow) {
   int decided = 0;
   int undecided = 0;
-  int decided_past_list = 0;  // with a top-k past the list (32, 40) on rows longer than it
+  int decided_past_list = 0;  // with a top-k past the list (K, K + 8) on rows longer than it
   uint32_t seed = 0;
-  for (const size_t vocab : {size_t{7}, size_t{31}, size_t{32}, size_t{33}, size_t{2000}}) {
+  constexpr int32_t K = kSamplingCandidates;
+  constexpr auto kList = static_cast<size_t>(K);
+  for (const size_t vocab : {size_t{7}, kList - 1, kList, kList + 1, size_t{2000}}) {
     for (const float sigma : {0.3f, 2.0f, 6.0f}) {
       const std::vector<float> row = gaussian_row(vocab, sigma, ++seed);
       for (const float temperature : {0.4f, 1.0f, 1.6f}) {
-        for (const int32_t top_k : {0, 1, 5, 31, 32, 40}) {
+        for (const int32_t top_k : {0, 1, 5, K - 1, K, K + 8}) {
           for (const float top_p : {1.0f, 0.9f, 0.4f}) {
             for (const float min_p : {0.0f, 0.05f, 0.5f}) {
               SamplingParams params;

@@ -18,7 +18,7 @@
 
 namespace cellm {
 
-inline constexpr int32_t kMaxListedDraw = 32;    // the longest list the draw takes
+inline constexpr int32_t kMaxListedDraw = 64;    // the longest list the draw takes
 inline constexpr int32_t kListedUndecided = -1;  // the list does not decide the token
 
 // The sampler's cuts (SamplingParams' fields of the same names): top_k 0 for none, top_p 1 for

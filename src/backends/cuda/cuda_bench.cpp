@@ -495,10 +495,10 @@ StatusOr<CudaBenchReport> run_cuda_bench(const CudaBenchOptions& options,
     }
     if (options.compare_sampling) {
       const int32_t n = counts.back();
-      // Top-k 20 is always decided by the candidates (the engine then copies no rows either);
-      // top-k 40 (llama.cpp's default, with T 0.8 and top-p 0.95) is not: those steps keep their
-      // rows on the device and only the undecided ones are fetched (on the bench's nearly flat
-      // random rows the top-p cut falls past the 32 listed: every row).
+      // A top-k inside the list of 64 is always decided by the candidates (the engine then copies
+      // no rows either): top-k 20, and top-k 40 (llama.cpp's and Ollama's default, with T 0.8 and
+      // top-p 0.95), whose nucleus on the bench's nearly flat random rows would fall past a list
+      // of 32.
       for (const int32_t top_k : {20, 40}) {
         const SamplingParams sampling = bench_sampling(top_k);
         const std::string what = fmt::format("T 0.8, top-k {}, top-p 0.95", top_k);

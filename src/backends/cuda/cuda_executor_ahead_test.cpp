@@ -181,7 +181,7 @@ TEST_F(CudaExecutorAheadTest, ASampledSessionRunsAheadOnTheDevicesDrawWithTheTok
   SessionId s[2] = {*ahead().open_session(), *plain().open_session()};
   SamplingParams params;
   params.temperature = 0.9f;
-  params.top_k = 20;  // inside the list of 32: the candidates always decide
+  params.top_k = 20;  // inside the list: the candidates always decide
   params.top_p = 0.95f;
   const Sampler sampler(params, 1234);
   const std::vector<int32_t> prompt = {1, 403, 407, 261, 378, 488};
@@ -227,7 +227,8 @@ TEST_F(CudaExecutorAheadTest, ThroughTheRunnerSampledGenerationsRunAheadWithTheS
   std::vector<testing::Tokens> tokens[2];
   for (int e = 0; e < 2; ++e) {
     Runner runner(*executors_[e], DecodeFirstScheduler(SchedulerConfig::defaults_for(64)));
-    for (const int32_t top_k : {20, 5, 0}) {
+    // Top-k 40 (llama.cpp's default) and 20 and 5: inside the list, always decided; 0: greedy.
+    for (const int32_t top_k : {40, 20, 5, 0}) {
       GenConfig config;
       config.max_new_tokens = 40;
       config.sampling.temperature = top_k > 0 ? 1.1f : 0.0f;
@@ -243,8 +244,8 @@ TEST_F(CudaExecutorAheadTest, ThroughTheRunnerSampledGenerationsRunAheadWithTheS
     }
   }
   EXPECT_EQ(tokens[0], tokens[1]);
-  EXPECT_NE(tokens[0][0], tokens[0][2]) << "a sampled generation, not the greedy one";
-  EXPECT_GE(ahead().stats().num_steps_run_ahead, 3 * 36) << "the steps after the first few";
+  EXPECT_NE(tokens[0][0], tokens[0][3]) << "a sampled generation, not the greedy one";
+  EXPECT_GE(ahead().stats().num_steps_run_ahead, 4 * 36) << "the steps after the first few";
   EXPECT_EQ(plain().stats().num_steps_run_ahead, 0);
 }
 

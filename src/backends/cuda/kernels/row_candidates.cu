@@ -87,9 +87,9 @@ __device__ void block_partial(const Part& part, bool with_sum, double inv_temper
     __syncthreads();
   }
   if (tid >= 32) return;
-  if (lane < num) {
-    out->value[lane] = best_value[lane];
-    out->id[lane] = best_id[lane];
+  for (int k = lane; k < num; k += 32) {
+    out->value[k] = best_value[k];
+    out->id[k] = best_id[k];
   }
   if (lane == 0) {
     double total = 0.0;
@@ -103,9 +103,9 @@ __device__ void block_partial(const Part& part, bool with_sum, double inv_temper
 // The row's summary from its Partial over the whole row. The first warp.
 __device__ void write_summary(const Partial& whole, float temperature, RowCandidatesSummary* out) {
   const int lane = static_cast<int>(threadIdx.x & 31);
-  if (lane < whole.num) {
-    out->ids[lane] = whole.id[lane];
-    out->logits[lane] = whole.value[lane];
+  for (int k = lane; k < whole.num; k += 32) {
+    out->ids[k] = whole.id[k];
+    out->logits[k] = whole.value[k];
   }
   if (lane == 0) {
     out->total = whole.sum;
@@ -124,10 +124,12 @@ __device__ void draw_token(const Partial& whole, const RowCandidatesAsk& ask,
   const int lane = static_cast<int>(threadIdx.x & 31);
   const int32_t num = whole.num;
   const bool draws = ask.draw != 0 && num > 0;
-  if (draws && lane < num) {
+  if (draws) {
     const double inv_temperature = 1.0 / static_cast<double>(ask.temperature);
-    weights[lane] = exp(__dsub_rn(scaled(whole.value[lane], inv_temperature),
-                                  scaled(whole.value[0], inv_temperature)));
+    for (int k = lane; k < num; k += 32) {
+      weights[k] = exp(__dsub_rn(scaled(whole.value[k], inv_temperature),
+                                 scaled(whole.value[0], inv_temperature)));
+    }
   }
   __syncwarp();
   if (lane == 0) {

@@ -23,7 +23,7 @@
 
 namespace cellm::kernels {
 
-inline constexpr int32_t kMaxCandidates = 32;  // the candidates a row lists
+inline constexpr int32_t kMaxCandidates = 64;  // the candidates a row lists
 
 // One row's ask (plain values; the host writes them, the device reads them).
 struct RowCandidatesAsk {

@@ -31,7 +31,7 @@ static_assert(kMaxCandidates == kSamplingCandidates, "the device lists what the 
 // position; every fifth row asks for no draw.
 RowCandidatesAsk ask_of(size_t r, float temperature) {
   constexpr ListedDrawParams kCuts[4] = {
-      {0, 1.0f, 0.0f}, {20, 1.0f, 0.0f}, {0, 0.9f, 0.0f}, {40, 0.95f, 0.05f}};
+      {0, 1.0f, 0.0f}, {20, 1.0f, 0.0f}, {0, 0.9f, 0.0f}, {kMaxCandidates + 8, 0.95f, 0.05f}};
   RowCandidatesAsk ask;
   ask.temperature = temperature;
   ask.draw = r % 5 == 4 ? 0 : 1;
@@ -149,7 +149,7 @@ void expect_host_candidates(const std::vector<float>& logits, int64_t vocab, int
     SamplingParams params;  // a nucleus; where the total was left out, under a top-k past the list
     params.temperature = temperatures[r];
     params.top_p = 0.95f;
-    params.top_k = has_total ? 0 : 40;
+    params.top_k = has_total ? 0 : kMaxCandidates + 8;
     Sampler sampler(params, 77 + r);
     for (int position = 0; position < 16; ++position) {
       const std::optional<int32_t> decided = sampler.sample_from_candidates(have, position);
@@ -170,8 +170,9 @@ TEST(RowCandidatesKernelTest, CandidatesMatchTheHostOnA128KVocabulary) {
   const auto rows = static_cast<int64_t>(temperatures.size());
   std::vector<float> logits = random_floats(static_cast<size_t>(rows * vocab), 93, 8.0f);
   const auto at = [&](int r, int64_t i) -> float& { return logits[r * vocab + i]; };
-  // Row 5: ties across threads and tiles at the top (the lower id first), 40 of them.
-  for (int64_t k = 0; k < 40; ++k) at(5, (k * 3203) % vocab) = 40.0f;
+  // Row 5: ties across threads, tiles and parts at the top (the lower id first), more of them than
+  // the list holds.
+  for (int64_t k = 0; k < kMaxCandidates + 16; ++k) at(5, (k * 3203) % vocab) = 40.0f;
   // Rows 6-9: non-finite values near the top with the best last; nothing finite; three finite
   // logits (fewer than asked); every logit equal.
   testing::plant_edge_rows(logits, vocab, 6);

@@ -145,12 +145,13 @@ __device__ Floor floor_under_best(const Part& part) {
 // num_top <= K. The values at or above it (at least K when it is finite, every finite value when
 // it is not) are gathered in shared memory and each placed at the number of gathered values that
 // beat it: every value that beats a gathered one is gathered too. Beyond kMaxGathered of them,
-// each warp keeps its best K in a list (top_list.cuh: a value enters with a chain of shuffles) and
-// the block merges the lists. Every thread calls it; the pairs are complete when it returns.
+// each warp keeps its best K in lists of at most 32 (top_list.cuh: a value enters with a chain of
+// shuffles; one pass per list) and the block merges them. Every thread calls it; the pairs are
+// complete when it returns.
 template <int K, class Part>
 __device__ int32_t select_best(const Part& part, float floor, int32_t num_top, float* best_value,
                                int32_t* best_id) {
-  static_assert(K >= 1 && K <= 32, "a warp's list has one entry per lane");
+  static_assert(K >= 1 && K <= 64, "at most two lists of a warp's best");
   const int tid = static_cast<int>(threadIdx.x);
   const int lane = tid & 31;
   const int warp = tid >> 5;
@@ -203,21 +204,56 @@ __device__ int32_t select_best(const Part& part, float floor, int32_t num_top, f
     __syncthreads();
     return above < num_top ? above : num_top;
   }
-  top_list::WarpList<K> list;
-  part.for_each_tile([&](const float(&v)[kLoads], int64_t base) {
+  // Each warp's best K as kLists lists of kPerList (the first the best): pass p inserts only what
+  // list p − 1's last beats, so list p holds the warp's entries p · kPerList on.
+  constexpr int kPerList = K < 32 ? K : 32;
+  constexpr int kLists = K / kPerList;
+  static_assert(kLists * kPerList == K, "a list longer than a warp is whole lists of 32");
+  __shared__ float list_value[kWarps][kLists * 32];
+  __shared__ int32_t list_id[kWarps][kLists * 32];
+  // One list in one pass: the loop below, run once, took row_logprobs' split kernel from 64
+  // registers to 79 (three blocks an SM where four fit).
+  if constexpr (kLists == 1) {
+    top_list::WarpList<K> list;
+    part.for_each_tile([&](const float(&v)[kLoads], int64_t base) {
 #pragma unroll
-    for (int j = 0; j < kLoads; ++j) {
-      list.insert(isfinite(v[j]) && v[j] >= floor, v[j],
-                  static_cast<int32_t>(base + j * kThreads + tid), lane);
+      for (int j = 0; j < kLoads; ++j) {
+        list.insert(isfinite(v[j]) && v[j] >= floor, v[j],
+                    static_cast<int32_t>(base + j * kThreads + tid), lane);
+      }
+    });
+    list_value[warp][lane] = list.value;
+    list_id[warp][lane] = lane < K ? list.id : -1;
+    __syncthreads();
+    return top_list::merge_lists_counted<K, kThreads>(&list_value[0][0], &list_id[0][0], 32, kWarps,
+                                                      num_top, best_value, best_id);
+  } else {
+    float after_value = 0.0f;
+    int32_t after_id = -1;  // -1: the first pass takes every value
+    for (int l = 0; l < kLists; ++l) {
+      top_list::WarpList<kPerList> list;
+      part.for_each_tile([&](const float(&v)[kLoads], int64_t base) {
+#pragma unroll
+        for (int j = 0; j < kLoads; ++j) {
+          const auto id = static_cast<int32_t>(base + j * kThreads + tid);
+          list.insert(isfinite(v[j]) && v[j] >= floor &&
+                          (after_id < 0 || top_list::beats(after_value, after_id, v[j], id)),
+                      v[j], id, lane);
+        }
+      });
+      list_value[warp][l * 32 + lane] = list.value;
+      list_id[warp][l * 32 + lane] = lane < kPerList ? list.id : -1;
+      if (list.last_id < 0) {  // not full: nothing is left for the next lists
+        for (int rest = l + 1; rest < kLists; ++rest) list_id[warp][rest * 32 + lane] = -1;
+        break;
+      }
+      after_value = list.last_value;
+      after_id = list.last_id;
     }
-  });
-  __shared__ float list_value[kWarps][32];
-  __shared__ int32_t list_id[kWarps][32];
-  list_value[warp][lane] = list.value;
-  list_id[warp][lane] = lane < K ? list.id : -1;
-  __syncthreads();
-  return top_list::merge_lists_counted<K, kThreads>(&list_value[0][0], &list_id[0][0], 32, kWarps,
-                                                    num_top, best_value, best_id);
+    __syncthreads();
+    return top_list::merge_lists_counted<K, kThreads>(
+        &list_value[0][0], &list_id[0][0], kLists * 32, kWarps, num_top, best_value, best_id);
+  }
 }
 
 // Blocks a row of `vocab` logits is split over: parts of kHeldPart values, each read once; 0 when

@@ -68,15 +68,18 @@ template <int K, int kMaxParts, class Partial>
 __device__ __forceinline__ void stage_part_lists(const Partial* partials, int parts,
                                                  float (&values)[kMaxParts][K],
                                                  int32_t (&ids)[kMaxParts][K]) {
-  static_assert(K <= 32, "a lane per entry");
+  static_assert(K <= 64, "two entries a lane at most");
   const int lane = static_cast<int>(threadIdx.x & 31);
 #pragma unroll
   for (int p = 0; p < kMaxParts; ++p) {
-    if (p < parts && lane < K) {
+    if (p < parts) {
       const int32_t num = __ldcg(&partials[p].num);
-      values[p][lane] = __ldcg(&partials[p].value[lane]);
-      const int32_t id = __ldcg(&partials[p].id[lane]);
-      ids[p][lane] = lane < num ? id : -1;
+#pragma unroll
+      for (int k = lane; k < K; k += 32) {
+        values[p][k] = __ldcg(&partials[p].value[k]);
+        const int32_t id = __ldcg(&partials[p].id[k]);
+        ids[p][k] = k < num ? id : -1;
+      }
     }
   }
   __syncwarp();
