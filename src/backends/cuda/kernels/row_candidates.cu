@@ -14,7 +14,6 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
-#include <type_traits>
 
 #include "backends/cuda/kernels/kernel_common.cuh"
 #include "backends/cuda/kernels/launch_status.h"
@@ -149,13 +148,8 @@ __global__ void __launch_bounds__(kThreads) row_candidates_kernel(const RowCandi
   if (!(temperature > 0.0f)) return;  // the whole block: the row asked for nothing
   const float* row = p.logits + static_cast<int64_t>(r) * p.stride;
   __shared__ Partial whole;
-  if constexpr (std::is_same_v<Part, HeldPart>) {
-    block_partial(HeldPart(row, 0, p.vocab), needs_total(ask),
-                  1.0 / static_cast<double>(temperature), &whole);
-  } else {
-    block_partial(StreamedPart{row, 0, p.vocab}, needs_total(ask),
-                  1.0 / static_cast<double>(temperature), &whole);
-  }
+  block_partial(Part(row, 0, p.vocab), needs_total(ask), 1.0 / static_cast<double>(temperature),
+                &whole);
   if (threadIdx.x >= 32) return;
   __syncwarp();  // the first warp wrote `whole`
   write_summary(whole, temperature, p.out + r);

@@ -11,7 +11,6 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
-#include <type_traits>
 
 #include "backends/cuda/kernels/kernel_common.cuh"
 #include "backends/cuda/kernels/launch_status.h"
@@ -114,11 +113,7 @@ __global__ void __launch_bounds__(kThreads) row_logprobs_kernel(const RowLogprob
   if (num_top < 0) return;  // the whole block: the row asked for nothing
   const float* row = p.logits + static_cast<int64_t>(r) * p.stride;
   __shared__ Partial whole;
-  if constexpr (std::is_same_v<Part, HeldPart>) {
-    block_partial(HeldPart(row, 0, p.vocab), num_top, &whole);
-  } else {
-    block_partial(StreamedPart{row, 0, p.vocab}, num_top, &whole);
-  }
+  block_partial(Part(row, 0, p.vocab), num_top, &whole);
   if (threadIdx.x >= 32) return;
   __syncwarp();  // the first warp wrote `whole`
   write_summary(whole, row, p.scored[r], p.vocab, p.out + r);

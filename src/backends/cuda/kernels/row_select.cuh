@@ -81,6 +81,9 @@ struct StreamedPart {
   int64_t begin;
   int64_t end;
 
+  __device__ StreamedPart(const float* part_row, int64_t part_begin, int64_t part_end)
+      : row(part_row), begin(part_begin), end(part_end) {}
+
   template <class F>
   __device__ __forceinline__ void for_each_tile(F&& f) const {
     for (int64_t base = begin; base < end; base += kTile) {
