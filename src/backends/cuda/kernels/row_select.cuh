@@ -4,10 +4,10 @@
 // registers (HeldPart: every part of a split row), a longer one is streamed from L2 by each pass
 // (StreamedPart: a whole row in one block). A first pass finds a floor under the part's best K
 // finite values and its largest (floor_under_best); the values at or above the floor — about a
-// hundred on a random 8,192-value part — are gathered in shared memory and each is placed by the
-// number of gathered values that beat it (select_best). Knows nothing of what the kernels do with
-// the pairs (temperatures, normalizers, draws). Device code only; every function is called by the
-// whole block. Thread-safety: per block (shared memory, barriers).
+// hundred on a random 8,192-value part for K = 32, ≈ 270 for K = 64 — are gathered in shared memory
+// and each is placed by the number of gathered values that beat it (select_best). Knows nothing of
+// what the kernels do with the pairs (temperatures, normalizers, draws). Device code only; every
+// function is called by the whole block. Thread-safety: per block (shared memory, barriers).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -191,20 +191,7 @@ __device__ int32_t select_best(const Part& part, float floor, int32_t num_top, f
       });
     }
     __syncthreads();
-    for (int c = tid; c < above; c += kThreads) {
-      const float v = gathered_value[c];
-      const int32_t id = gathered_id[c];
-      int rank = 0;
-#pragma unroll 4
-      for (int g = 0; g < above; ++g) {
-        rank += top_list::beats(gathered_value[g], gathered_id[g], v, id);
-      }
-      if (rank < num_top) {
-        best_value[rank] = v;
-        best_id[rank] = id;
-      }
-    }
-    __syncthreads();
+    top_list::place_by_count(gathered_value, gathered_id, above, num_top, best_value, best_id);
     return above < num_top ? above : num_top;
   }
   // Each warp's best K as kLists lists of kPerList (the first the best): pass p inserts only what

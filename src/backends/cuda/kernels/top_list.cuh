@@ -120,6 +120,27 @@ __device__ int32_t merge_lists_block(const float* values, const int32_t* ids, in
   return num_top < valid ? num_top : valid;
 }
 
+// Places the pairs (values, ids)[0, n) — each pair distinct, and every pair that beats one of them
+// among them — at their ranks: pair c goes to out[r], r the number of pairs that beat it, where
+// r < num_top. One comparison per pair and pair, the block's threads taking a pair each in turn.
+// Every thread of the block calls it; `out` is complete when it returns (it synchronizes once).
+__device__ __forceinline__ void place_by_count(const float* values, const int32_t* ids, int n,
+                                               int32_t num_top, float* out_values,
+                                               int32_t* out_ids) {
+  for (int c = static_cast<int>(threadIdx.x); c < n; c += static_cast<int>(blockDim.x)) {
+    const float v = values[c];
+    const int32_t id = ids[c];
+    int rank = 0;
+#pragma unroll 4
+    for (int j = 0; j < n; ++j) rank += beats(values[j], ids[j], v, id);
+    if (rank < num_top) {
+      out_values[rank] = v;
+      out_ids[rank] = id;
+    }
+  }
+  __syncthreads();
+}
+
 // merge_lists_block's result (the same lists, the same out), placed by counting where that is
 // cheaper. A floor bounds it from below: with L lists and m = ⌈K / L⌉, the worst of the lists' m-th
 // entries when every list has m (L · m ≥ K entries at or above it), or the best of the full lists'
@@ -215,18 +236,7 @@ __device__ int32_t merge_lists_counted(const float* values, const int32_t* ids, 
   if (gathered > kMaxGathered) {  // uniform over the block
     return merge_lists_block<K>(values, ids, stride, num_lists, num_top, out_values, out_ids);
   }
-  for (int c = static_cast<int>(threadIdx.x); c < gathered; c += static_cast<int>(blockDim.x)) {
-    const float v = gathered_value[c];
-    const int32_t id = gathered_id[c];
-    int rank = 0;
-#pragma unroll 4
-    for (int j = 0; j < gathered; ++j) rank += beats(gathered_value[j], gathered_id[j], v, id);
-    if (rank < num_top) {
-      out_values[rank] = v;
-      out_ids[rank] = id;
-    }
-  }
-  __syncthreads();
+  place_by_count(gathered_value, gathered_id, gathered, num_top, out_values, out_ids);
   return num_top < valid ? num_top : valid;
 }
 
