@@ -114,8 +114,13 @@ struct RowCandidates {
   std::vector<std::pair<int32_t, float>> top;
   // The token the executor drew from `top` (StepInput::candidates_draw), the one the sampler's
   // sample_from_candidates picks up to the rounding of exp; kNoToken when it drew none or the
-  // list does not decide the token.
+  // list does not decide the token — unless drawn_from_row.
   int32_t drawn = kNoToken;
+  // True when the list did not decide and an executor that draws_rows() drew `drawn` from the
+  // whole row instead: the token the sampler's sample() picks from the row, up to the rounding of
+  // exp and of the sums (kernels/row_draw.cuh); drawn_logit is its logit.
+  bool drawn_from_row = false;
+  float drawn_logit = std::numeric_limits<float>::quiet_NaN();
 };
 
 struct OutputRow {

@@ -194,9 +194,10 @@ class Engine {
     std::optional<TokenLogprobs> logprobs;
   };
   // The token (and its log-probabilities) from the row's sampling candidates, when they decide
-  // it without the row; nullopt otherwise.
-  static std::optional<PickedToken> pick_from_candidates(const EngineSession& session,
-                                                         const BatchOutput& out, size_t row);
+  // it without the row or the executor drew it from the row (Executor::draws_rows()); nullopt
+  // otherwise.
+  std::optional<PickedToken> pick_from_candidates(const EngineSession& session,
+                                                  const BatchOutput& out, size_t row) const;
   // Whether picking session's token from output row `row` reads the row on the host; with
   // `rows_kept` (the executor kept the step's rows for fetch_logits()) a sampled row does even
   // when the step returned none.

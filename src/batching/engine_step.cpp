@@ -317,7 +317,8 @@ Engine::RowsNeeded Engine::step_needs_logits(const StepSchedule& plan, bool prom
     const ActiveGeneration& generation = *session->generation;
     const Sampler& sampler = generation.sampler;
     const bool decided = sampler.takes_argmax() ||
-                         (executor_.computes_candidates() && sampler.candidates_always_decide());
+                         (executor_.computes_candidates() && sampler.candidates_always_decide()) ||
+                         (executor_.draws_rows() && sampler.takes_candidates());
     if (!decided || (generation.config.sampling.logprobs >= 0 && !summaries)) return some;
   }
   // Every row takes its greedy token or its draw from the executor's argmax or candidates, and
@@ -339,7 +340,7 @@ void Engine::fail_step(const StepSchedule& plan, const Status& status) {
 
 std::optional<Engine::PickedToken> Engine::pick_from_candidates(const EngineSession& session,
                                                                 const BatchOutput& out,
-                                                                size_t row) {
+                                                                size_t row) const {
   const ActiveGeneration& generation = *session.generation;
   const OutputRow& output = out.outputs[row];
   if (!output.candidates.has_value() || !generation.sampler.takes_candidates()) return std::nullopt;
@@ -350,17 +351,31 @@ std::optional<Engine::PickedToken> Engine::pick_from_candidates(const EngineSess
     picked.token.emplace(no_finite_logit(session.tokens.size()));
     return picked;
   }
-  const std::optional<int32_t> token = generation.sampler.sample_from_candidates(
-      *output.candidates, static_cast<int64_t>(session.tokens.size()));
+  const RowCandidates& candidates = *output.candidates;
+  std::optional<int32_t> token = generation.sampler.sample_from_candidates(
+      candidates, static_cast<int64_t>(session.tokens.size()));
+  if (!token.has_value() && executor_.draws_rows()) {
+    // The list leaves the draw to the row, which the executor drew on its side (or, where the
+    // rounding of its total had its list decide, from the list): no row was kept for it.
+    if (candidates.drawn == kNoToken) {
+      picked.token.emplace(internal_error("the executor drew no token from a row it listed"));
+      return picked;
+    }
+    token = candidates.drawn;
+  }
   if (!token.has_value()) return std::nullopt;
   picked.token.emplace(*token);
   if (num_logprobs >= 0) {
-    // A decided token is one of the candidates: its logit is listed.
-    const auto& top = output.candidates->top;
-    const auto listed = std::find_if(top.begin(), top.end(),
-                                     [&](const auto& entry) { return entry.first == *token; });
-    CELLM_CHECK(listed != top.end()) << "a token drawn from candidates is not among them";
-    picked.logprobs = logprobs_from_summary(*output.logprobs, *token, listed->second);
+    // A token drawn from the row comes with its logit; any other is one of the candidates.
+    float logit = candidates.drawn_logit;
+    if (!candidates.drawn_from_row || *token != candidates.drawn) {
+      const auto& top = candidates.top;
+      const auto listed = std::find_if(top.begin(), top.end(),
+                                       [&](const auto& entry) { return entry.first == *token; });
+      CELLM_CHECK(listed != top.end()) << "a token drawn from candidates is not among them";
+      logit = listed->second;
+    }
+    picked.logprobs = logprobs_from_summary(*output.logprobs, *token, logit);
   }
   return picked;
 }

@@ -80,6 +80,12 @@ class Executor {
   // lists them on the device): most sampled rows then draw without the host reading the row.
   virtual bool computes_candidates() const { return false; }
 
+  // True when, besides, every candidates row whose input enables StepInput::candidates_draw gets
+  // its token drawn (RowCandidates::drawn) — from the list where it decides, else from the whole
+  // row (RowCandidates::drawn_from_row) as the session's sampler would, up to rounding: a sampler
+  // without bias or penalties then never needs its row (the CUDA executor draws on the device).
+  virtual bool draws_rows() const { return false; }
+
   // True when an execute() of a batch with BatchInput::keep_logits and no return_logits keeps
   // the kept rows (on the device, for the CUDA executor) until the next execute(), so that
   // fetch_logits() copies only the rows the caller turns out to read (a draw its candidates did

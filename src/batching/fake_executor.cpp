@@ -140,9 +140,17 @@ StatusOr<BatchOutput> FakeExecutor::execute(const BatchInput& batch, bool return
         cuts.top_k = draw.cuts.top_k;
         cuts.top_p = draw.cuts.top_p;
         cuts.min_p = draw.cuts.min_p;
-        listed.drawn = Sampler(cuts, draw.seed)
-                           .sample_from_candidates(listed, draw.position)
-                           .value_or(kNoToken);
+        Sampler sampler(cuts, draw.seed);
+        listed.drawn = sampler.sample_from_candidates(listed, draw.position).value_or(kNoToken);
+        if (listed.drawn == kNoToken && config_.draws_rows) {
+          const std::vector<int32_t> context(static_cast<size_t>(draw.position), 0);
+          const StatusOr<int32_t> drawn = sampler.sample(logits, context);
+          if (drawn.ok()) {
+            listed.drawn = *drawn;
+            listed.drawn_from_row = true;
+            listed.drawn_logit = logits[static_cast<size_t>(*drawn)];
+          }
+        }
         std::lock_guard<std::mutex> lock(mutex_);
         counts_.draws.emplace_back(draw.seed, draw.position, listed.drawn);
       }

@@ -48,6 +48,10 @@ struct FakeExecutorConfig {
   // executor does on the device, and draw from them where the input asks
   // (StepInput::candidates_draw: RowCandidates::drawn, listed in Counts::draws).
   bool candidates = false;
+  // With candidates: draw where the list leaves the draw undecided from the whole row with the
+  // sampler's sample() (RowCandidates::drawn_from_row, listed in Counts::draws too), as the CUDA
+  // executor does on the device (Executor::draws_rows()).
+  bool draws_rows = false;
   // Keep a step's rows for fetch_logits() when the batch asks (BatchInput::keep_logits), as the
   // CUDA executor keeps them on the device.
   bool fetches_logits = false;
@@ -70,6 +74,7 @@ class FakeExecutor : public TableExecutor {
   bool computes_greedy_tokens() const override { return config_.greedy_tokens; }
   bool computes_logprobs() const override { return config_.logprobs; }
   bool computes_candidates() const override { return config_.candidates; }
+  bool draws_rows() const override { return config_.candidates && config_.draws_rows; }
   bool fetches_logits() const override { return config_.fetches_logits; }
   // The kept rows asked for, the others NaN.
   StatusOr<std::span<const float>> fetch_logits(std::span<const int32_t> rows) override;

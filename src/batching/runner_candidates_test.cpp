@@ -5,8 +5,10 @@
 // are fetched.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "batching/runner.h"
@@ -240,36 +242,65 @@ Tokens wide_prompt() {
   return prompt;
 }
 
-TEST(RunnerCandidatesTest, OnlyTheRowsTheCandidatesLeaveUndecidedAreFetched) {
+// mostly_undecided_configs() and a penalized generation on `executor` (a vocabulary of 256,
+// greedy tokens and log-probability summaries besides what it sets) give the tokens of an executor
+// that samples every row on the host, and config 8 (T 3) its log-probabilities; its counts.
+FakeExecutor::Counts expect_the_hosts_tokens(FakeExecutorConfig executor) {
   FakeExecutorConfig plain;
   plain.vocab_size = 256;
   plain.greedy_tokens = true;
   plain.logprobs = true;
-  FakeExecutorConfig fetching = plain;
-  fetching.candidates = true;
-  fetching.fetches_logits = true;
+  executor.vocab_size = plain.vocab_size;
+  executor.greedy_tokens = true;
+  executor.logprobs = true;
   std::vector<GenConfig> configs = mostly_undecided_configs();
-  configs[8].sampling.logprobs = 3;  // T 3: a fetched row scores its token from the row
+  configs[8].sampling.logprobs = 3;  // T 3: its token scored from its row or with the row's draw
   configs.push_back(penalized(400));
   const Tokens prompt = wide_prompt();
   const std::vector<Outcome> want = run_all(plain, prompt, configs);
   FakeExecutor::Counts counts;
-  const std::vector<Outcome> got = run_all(fetching, prompt, configs, &counts);
+  const std::vector<Outcome> got = run_all(executor, prompt, configs, &counts);
   for (size_t i = 0; i < configs.size(); ++i) {
-    ASSERT_EQ(got[i].reason, FinishReason::kNewTokenLimit) << got[i].error;
+    EXPECT_EQ(got[i].reason, FinishReason::kNewTokenLimit) << got[i].error;
     EXPECT_EQ(got[i].tokens, want[i].tokens) << "config " << i;
   }
-  ASSERT_EQ(got[8].logprobs.size(), want[8].logprobs.size());
-  for (size_t k = 0; k < got[8].logprobs.size(); ++k) {
+  EXPECT_EQ(got[8].logprobs.size(), want[8].logprobs.size());
+  for (size_t k = 0; k < std::min(got[8].logprobs.size(), want[8].logprobs.size()); ++k) {
     EXPECT_EQ(got[8].logprobs[k].token, want[8].logprobs[k].token);
     EXPECT_FALSE(std::isnan(got[8].logprobs[k].logprob));
     EXPECT_NEAR(got[8].logprobs[k].logprob, want[8].logprobs[k].logprob, 1e-6);
+    EXPECT_EQ(got[8].logprobs[k].top, want[8].logprobs[k].top);
   }
+  return counts;
+}
+
+TEST(RunnerCandidatesTest, OnlyTheRowsTheCandidatesLeaveUndecidedAreFetched) {
+  FakeExecutorConfig fetching;
+  fetching.candidates = true;
+  fetching.fetches_logits = true;
+  const FakeExecutor::Counts counts = expect_the_hosts_tokens(fetching);
   EXPECT_EQ(counts.num_logits_steps, 0) << "a step copied every row";
   EXPECT_GT(counts.num_kept_steps, 0);
   // The unfetched rows are NaN: a token sampled from one would have failed above.
   EXPECT_GT(counts.num_fetched_rows, 0) << "the flat rows need their rows";
   EXPECT_LT(counts.num_fetched_rows, counts.num_kept_rows) << "the decided rows were fetched too";
+}
+
+TEST(RunnerCandidatesTest, AnExecutorThatDrawsFromTheRowsFetchesOnlyTheRowsTheSamplerRewrites) {
+  // The draws the candidates leave undecided are drawn by the executor from the whole row
+  // (Executor::draws_rows()): the same tokens and log-probabilities as sampling every row on the
+  // host, and only the penalized session's rows travel.
+  FakeExecutorConfig drawing;
+  drawing.candidates = true;
+  drawing.fetches_logits = true;
+  drawing.draws_rows = true;
+  const FakeExecutor::Counts counts = expect_the_hosts_tokens(drawing);
+  // Every draw was made (none left to the host), though most lists did not decide.
+  int drawn = 0;
+  for (const auto& draw : counts.draws) drawn += std::get<2>(draw) != kNoToken;
+  EXPECT_EQ(drawn, static_cast<int>(counts.draws.size()));
+  EXPECT_EQ(counts.num_logits_steps, 0) << "a step copied every row";
+  EXPECT_EQ(counts.num_fetched_rows, 8) << "one row per token of the penalized session";
 }
 
 TEST(RunnerCandidatesTest, ARowTheSamplerReadsIsFetchedAloneBesideDecidedOnes) {

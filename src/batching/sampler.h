@@ -22,7 +22,8 @@
 // CUDA executor's differs from the host's by rounding only, so the two agree unless the draw
 // falls within that rounding of a boundary. With a top-k past the list, the nucleus is decided
 // only where it falls inside the list for every total the unlisted tokens allow.) Otherwise
-// sample_from_candidates says so and the caller samples the row (core/listed_draw.h).
+// sample_from_candidates says so and the caller samples the row (core/listed_draw.h) — or takes
+// the draw an executor that draws_rows() made from it (RowCandidates::drawn_from_row).
 // Knows no sessions, tensors or threads. Who calls it: the Runner, once per output row.
 // Thread-safety: a Sampler is used by one thread at a time (it keeps scratch buffers);
 // sampling_uniform, argmax_finite and max_finite are pure.

@@ -59,6 +59,11 @@ struct CudaExecutorOptions {
   // takes it; any other call drops it (its cell freed; its device work, already enqueued, only
   // costs time). Needs device_argmax and decode graphs.
   bool run_ahead = true;
+  // Sampled rows whose candidates leave the draw undecided (no top-k inside the list) are drawn
+  // from the whole row on the device (kernels/row_draw.cuh; Executor::draws_rows()), so no
+  // sampled row without bias or penalties travels to the host, and batch-1 sampled steps run
+  // ahead on any cuts. false: such rows are kept for the host to fetch and sample.
+  bool row_draws = true;
 };
 
 // True when a CUDA device with compute capability 9.0 (the build's sm_90a) can be used.

@@ -172,7 +172,8 @@ class Bench {
       for (int32_t i = 0; i < n; ++i) samplers.emplace_back(*sampling, 11 + i);
     }
     const bool keep = from_candidates && !return_logits && !samplers.empty() &&
-                      !samplers.front().candidates_always_decide();
+                      !samplers.front().candidates_always_decide() &&
+                      !(executor_.draws_rows() && samplers.front().takes_candidates());
     std::vector<int32_t> next(static_cast<size_t>(n));
     std::vector<int32_t> pos(static_cast<size_t>(n));
     for (int32_t i = 0; i < n; ++i) {
@@ -245,6 +246,10 @@ class Bench {
                                                    static_cast<int64_t>(contexts[i].size()));
         ++num_candidate_rows_;
         num_decided_rows_ += token.has_value();
+        if (!token.has_value() && executor_.draws_rows() && row.candidates->drawn != kNoToken) {
+          token = row.candidates->drawn;  // drawn from the whole row on the device, as the engine
+          ++num_row_draws_;               // takes it
+        }
       }
       if (token.has_value()) {
         next[i] = *token;
@@ -270,10 +275,16 @@ class Bench {
     for (size_t i = 0; i < samplers.size(); ++i) contexts[i].push_back(next[i]);
   }
 
-  // Rows that listed candidates since the last call, and how many of them decided the draw.
-  std::pair<int64_t, int64_t> take_candidate_counts() {
-    const std::pair<int64_t, int64_t> counts = {num_candidate_rows_, num_decided_rows_};
-    num_candidate_rows_ = num_decided_rows_ = 0;
+  // Rows that listed candidates since the last call, how many of them decided the draw, and how
+  // many of the others the device drew from the whole row.
+  struct CandidateCounts {
+    int64_t rows = 0;
+    int64_t decided = 0;
+    int64_t row_draws = 0;
+  };
+  CandidateCounts take_candidate_counts() {
+    const CandidateCounts counts = {num_candidate_rows_, num_decided_rows_, num_row_draws_};
+    num_candidate_rows_ = num_decided_rows_ = num_row_draws_ = 0;
     return counts;
   }
 
@@ -310,15 +321,21 @@ class Bench {
   double logprob_sum_ = 0.0;
   int64_t num_candidate_rows_ = 0;
   int64_t num_decided_rows_ = 0;
+  int64_t num_row_draws_ = 0;
 };
 
-// The sampled sessions of --compare-sampling: temperature 0.8, top-p 0.95 and `top_k`.
+// The sampled sessions of --compare-sampling: temperature 0.8, top-p 0.95 and `top_k` (0: none).
 SamplingParams bench_sampling(int32_t top_k) {
   SamplingParams sampling;
   sampling.temperature = 0.8f;
   sampling.top_k = top_k;
   sampling.top_p = 0.95f;
   return sampling;
+}
+
+std::string sampling_name(const SamplingParams& s) {
+  return s.top_k > 0 ? fmt::format("T {}, top-k {}, top-p {}", s.temperature, s.top_k, s.top_p)
+                     : fmt::format("T {}, top-p {}", s.temperature, s.top_p);
 }
 
 }  // namespace
@@ -435,18 +452,26 @@ StatusOr<CudaBenchReport> run_cuda_bench(const CudaBenchOptions& options,
       // A sampled session (T 0.8, top-k 20, top-p 0.95): its candidates listed on the device and
       // its token drawn there, no row copied, its next step run ahead on the device's draw (the
       // host's draw from the same list is the token, and the step run ahead is taken when they
-      // agree).
-      const SamplingParams sampling = bench_sampling(20);
-      const int64_t ahead_before = executor->stats().num_steps_run_ahead;
-      const int64_t dropped_before = executor->stats().num_steps_ahead_dropped;
-      CELLM_ASSIGN_OR_RETURN(const StepTimes sampled,
-                             bench.time_decode(one, 1, false, -1, false, &sampling, true));
-      const auto [rows, decided] = bench.take_candidate_counts();
-      say(fmt::format("  the candidates decided {} of {} draws; {} steps run ahead, {} given back",
-                      decided, rows, executor->stats().num_steps_run_ahead - ahead_before,
-                      executor->stats().num_steps_ahead_dropped - dropped_before));
-      bench.add_result("decode batch 1, sampled from device candidates", "tok/s", 1e3 / sampled.ms,
-                       sampled, 1, 1, 1);
+      // agree). Then one without a top-k, whose nucleus on these flat rows lies past the list:
+      // drawn from the whole row on the device (Executor::draws_rows()), or else its row fetched.
+      for (const int32_t top_k : {20, 0}) {
+        const SamplingParams sampling = bench_sampling(top_k);
+        const int64_t ahead_before = executor->stats().num_steps_run_ahead;
+        const int64_t dropped_before = executor->stats().num_steps_ahead_dropped;
+        CELLM_ASSIGN_OR_RETURN(const StepTimes sampled,
+                               bench.time_decode(one, 1, false, -1, false, &sampling, true));
+        const auto counts = bench.take_candidate_counts();
+        say(
+            fmt::format("  the candidates decided {} of {} draws, {} drawn from the row on the "
+                        "device; {} steps run ahead, {} given back",
+                        counts.decided, counts.rows, counts.row_draws,
+                        executor->stats().num_steps_run_ahead - ahead_before,
+                        executor->stats().num_steps_ahead_dropped - dropped_before));
+        bench.add_result(top_k > 0 ? std::string("decode batch 1, sampled from device candidates")
+                                   : fmt::format("decode batch 1, sampled ({}) on the device",
+                                                 sampling_name(sampling)),
+                         "tok/s", 1e3 / sampled.ms, sampled, 1, 1, 1);
+      }
     }
     for (const SessionId s : one) CELLM_RETURN_IF_ERROR(executor->close_session(s));
   }
@@ -499,9 +524,10 @@ StatusOr<CudaBenchReport> run_cuda_bench(const CudaBenchOptions& options,
       // no rows either): top-k 20, and top-k 40 (llama.cpp's and Ollama's default, with T 0.8 and
       // top-p 0.95), whose nucleus on the bench's nearly flat random rows would fall past a list
       // of 32.
-      for (const int32_t top_k : {20, 40}) {
+      // And no top-k (T 0.8, top-p 0.95): drawn from the whole rows on the device.
+      for (const int32_t top_k : {20, 40, 0}) {
         const SamplingParams sampling = bench_sampling(top_k);
-        const std::string what = fmt::format("T 0.8, top-k {}, top-p 0.95", top_k);
+        const std::string what = sampling_name(sampling);
         for (const bool listed : {true, false}) {
           say(fmt::format("decode with {} sessions, every row sampled ({}) on the host thread {}",
                           n, what,
@@ -510,10 +536,13 @@ StatusOr<CudaBenchReport> run_cuda_bench(const CudaBenchOptions& options,
           const StatusOr<StepTimes> t =
               bench.time_decode(sessions, n, !listed, -1, false, &sampling, listed);
           CELLM_RETURN_IF_ERROR(t.status());
-          const auto [rows, decided] = bench.take_candidate_counts();
+          const auto counts = bench.take_candidate_counts();
           if (listed) {
-            say(fmt::format("  the candidates decided {} of {} draws, {} rows fetched", decided,
-                            rows, executor->stats().num_fetched_rows - fetched_before));
+            say(
+                fmt::format("  the candidates decided {} of {} draws, {} drawn from the row on "
+                            "the device, {} rows fetched",
+                            counts.decided, counts.rows, counts.row_draws,
+                            executor->stats().num_fetched_rows - fetched_before));
           }
           bench.add_result(fmt::format("decode {} sessions, sampled ({}) from {}", n, what,
                                        listed ? "device candidates" : "the rows"),

@@ -1,8 +1,9 @@
 // Sampling candidates on the CUDA executor (StepInput::candidates_temperature): on stories260K,
 // six sessions decode sampled tokens with every row listing candidates at its own temperature
 // (one row none); each list is the host's sampling_candidates of the row the executor returns,
-// and every draw the candidates decide is the draw from that row; a step that keeps its rows on
-// the device returns the ones fetched (fetch_logits). Needs a GPU (labels e2e cuda).
+// every draw the candidates decide is the draw from that row, and the device's draw — from the
+// list, or from the whole row where the list does not decide — is the sampler's; a step that keeps
+// its rows on the device returns the ones fetched (fetch_logits). Needs a GPU (labels e2e cuda).
 // Thread-safety: test code, one thread.
 #include <gtest/gtest.h>
 
@@ -29,8 +30,9 @@ TEST(CudaCandidatesTest, ListsAreTheHostsAndDecideTheDrawsTheRowsGive) {
   auto executor = testing::make_cuda(*model, spec, options);
   ASSERT_NE(executor, nullptr);
   ASSERT_TRUE(executor->computes_candidates());
-  // Temperatures per session (0: the row lists nothing) and the samplers' other settings.
-  const std::vector<float> temperatures = {1.0f, 0.6f, 1.4f, 0.0f, 0.9f, 2.0f};
+  // Temperatures per session (0: the row lists nothing; 10: flat rows whose draws mostly fall
+  // past the list) and the samplers' other settings.
+  const std::vector<float> temperatures = {1.0f, 0.6f, 10.0f, 0.0f, 0.9f, 2.0f};
   std::vector<Sampler> samplers;
   for (size_t i = 0; i < temperatures.size(); ++i) {
     SamplingParams params;
@@ -55,6 +57,8 @@ TEST(CudaCandidatesTest, ListsAreTheHostsAndDecideTheDrawsTheRowsGive) {
       StepInput input = testing::step_input(sessions[i], 0, context[i], committed[i],
                                             static_cast<int32_t>(context[i].size()), true);
       input.candidates_temperature = temperatures[i];
+      input.candidates_draw = {true, listed_draw_params(samplers[i].params()), samplers[i].seed(),
+                               static_cast<int64_t>(context[i].size())};
       batch.inputs.push_back(input);
     }
     const BatchOutput output = testing::execute_ok(*executor, batch);
@@ -71,9 +75,14 @@ TEST(CudaCandidatesTest, ListsAreTheHostsAndDecideTheDrawsTheRowsGive) {
         const RowCandidates want = sampling_candidates(row, temperatures[i]);
         EXPECT_EQ(out.candidates->top, want.top);
         EXPECT_EQ(out.candidates->max_logit, want.max_logit);
-        // Another summation order: within n · 2^-52 of the sum of n terms.
-        EXPECT_NEAR(out.candidates->total, want.total,
-                    static_cast<double>(vocab) * 0x1p-52 * want.total);
+        // Another summation order: within n · 2^-52 of the sum of n terms; none where the draw's
+        // cuts hold a top-k (it never reads it then).
+        if (samplers[i].params().top_k > 0) {
+          EXPECT_TRUE(std::isnan(out.candidates->total));
+        } else {
+          EXPECT_NEAR(out.candidates->total, want.total,
+                      static_cast<double>(vocab) * 0x1p-52 * want.total);
+        }
         const std::optional<int32_t> from_list = samplers[i].sample_from_candidates(
             *out.candidates, static_cast<int64_t>(context[i].size()));
         if (from_list.has_value()) {
@@ -81,6 +90,12 @@ TEST(CudaCandidatesTest, ListsAreTheHostsAndDecideTheDrawsTheRowsGive) {
           ++decided;
         } else {
           ++undecided;
+        }
+        // The device's draw: from the list where it decides, else from the whole row.
+        EXPECT_EQ(out.candidates->drawn, *sampled);
+        EXPECT_EQ(out.candidates->drawn_from_row, !from_list.has_value());
+        if (out.candidates->drawn_from_row) {
+          EXPECT_EQ(out.candidates->drawn_logit, row[static_cast<size_t>(*sampled)]);
         }
       }
       committed[i] = static_cast<int32_t>(context[i].size());
@@ -90,6 +105,7 @@ TEST(CudaCandidatesTest, ListsAreTheHostsAndDecideTheDrawsTheRowsGive) {
   std::printf("stories260K rows: the candidates decided %d draws, left %d to the rows\n", decided,
               undecided);
   EXPECT_GT(decided, 0) << "no draw decided: the comparison compared nothing";
+  EXPECT_GE(undecided, 8) << "the lists decided the draws: the row draws went untested";
 }
 
 TEST(CudaCandidatesTest, KeptRowsFetchedAreTheRowsTheStepListedAndArgmaxed) {

@@ -102,6 +102,8 @@ class CudaExecutor final : public TableExecutor {
   bool computes_greedy_tokens() const override { return options_.device_argmax; }
   bool computes_logprobs() const override { return true; }
   bool computes_candidates() const override { return true; }
+  // With options.row_draws, for vocabularies the cluster holds (kernels/row_draw.cuh).
+  bool draws_rows() const override;
   bool fetches_logits() const override { return true; }
   // The rows asked for, copied into the pinned rows of host_logits_ (runs of rows adjacent on
   // the device in one copy); every row when the step copied them all anyway.

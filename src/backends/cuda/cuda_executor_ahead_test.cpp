@@ -3,8 +3,9 @@
 // executor that runs every step when asked; a token that is not the argmax, a rewind, a close and
 // an open each give the step run ahead back and change nothing else. A sampled session whose
 // candidates always decide runs ahead on the device's draw from its candidates and gets the
-// tokens, lists and argmaxes of steps run one at a time; a changed draw gives the step back, and
-// a session whose rows are kept for the host runs nothing ahead.
+// tokens, lists and argmaxes of steps run one at a time — also where the list does not decide and
+// the device draws from the whole row; a changed draw gives the step back, and a session whose
+// rows are kept for the host runs nothing ahead.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -123,11 +124,13 @@ TEST_F(CudaExecutorAheadTest, AGreedySessionGetsTheTokensOfStepsRunOneAtATime) {
 
 // One sampled step of one session on both executors: candidates listed at the sampler's
 // temperature and drawn on the device (the sampler's cuts and seed, the token's position); the
-// host's sampler draws the token from each executor's list. Both must list the same candidates,
-// give the same argmax and draw, the device's draw must be the host's, and the token is returned.
+// host's sampler draws the token from each executor's list where it decides, the device from the
+// whole row where it does not (counted in `row_draws`). Both must list the same candidates, give
+// the same argmax and draw, the device's draw must be the host's (from the row the step kept, with
+// `keep`), and the token is returned.
 int32_t sample_both(CudaExecutor* (&executors)[2], const SessionId (&sessions)[2],
                     int32_t start_pos, const std::vector<int32_t>& tokens, const Sampler& sampler,
-                    bool keep, const std::string& what) {
+                    bool keep, const std::string& what, int* row_draws = nullptr) {
   int32_t drawn[2] = {kNoToken, kNoToken};
   RowCandidates lists[2];
   int32_t greedy[2] = {kNoToken, kNoToken};
@@ -148,10 +151,14 @@ int32_t sample_both(CudaExecutor* (&executors)[2], const SessionId (&sessions)[2
     lists[e] = *row.candidates;
     greedy[e] = row.greedy_token;
     const std::optional<int32_t> host = sampler.sample_from_candidates(lists[e], position);
-    EXPECT_TRUE(host.has_value() || keep) << what << ": a top-k inside the list decides";
-    EXPECT_EQ(lists[e].drawn, host.value_or(kNoToken))
-        << what << ": the device's draw against the host's";
-    drawn[e] = host.value_or(kNoToken);
+    if (host.has_value()) {
+      EXPECT_EQ(lists[e].drawn, *host) << what << ": the device's draw against the host's";
+      EXPECT_FALSE(lists[e].drawn_from_row) << what;
+    } else {
+      EXPECT_TRUE(lists[e].drawn_from_row) << what << ": an undecided list drawn from the row";
+      if (row_draws != nullptr && e == 0) ++*row_draws;
+    }
+    drawn[e] = host.value_or(lists[e].drawn);
     if (!host.has_value() && keep) {  // the row the step kept decides
       const StatusOr<std::span<const float>> row = executors[e]->fetch_logits(std::vector{0});
       EXPECT_TRUE(row.ok()) << what << ": " << row.status().to_string();
@@ -160,6 +167,8 @@ int32_t sample_both(CudaExecutor* (&executors)[2], const SessionId (&sessions)[2
       const StatusOr<int32_t> sampled =
           whole.sample(*row, std::vector<int32_t>(static_cast<size_t>(position), 0));
       EXPECT_TRUE(sampled.ok()) << what;
+      EXPECT_EQ(lists[e].drawn, sampled.ok() ? *sampled : kNoToken)
+          << what << ": the device's draw from the row against the host's";
       drawn[e] = sampled.ok() ? *sampled : kNoToken;
     }
   }
@@ -188,10 +197,12 @@ TEST_F(CudaExecutorAheadTest, ASampledSessionRunsAheadOnTheDevicesDrawWithTheTok
   int32_t next = sample_both(both, s, 0, prompt, sampler, false, "prompt");
   int32_t pos = static_cast<int32_t>(prompt.size());
   std::vector<int32_t> drawn;
+  int row_draws = 0;
   const auto sampled_steps = [&](const Sampler& by, int32_t count, bool keep,
                                  const std::string& what) {
     for (int32_t i = 0; i < count && next != kNoToken; ++i) {
-      next = sample_both(both, s, pos, {next}, by, keep, what + " step " + std::to_string(i));
+      next = sample_both(both, s, pos, {next}, by, keep, what + " step " + std::to_string(i),
+                         &row_draws);
       drawn.push_back(next);
       ++pos;
     }
@@ -210,7 +221,8 @@ TEST_F(CudaExecutorAheadTest, ASampledSessionRunsAheadOnTheDevicesDrawWithTheTok
   EXPECT_EQ(ahead().stats().num_steps_ahead_dropped, 1);
   EXPECT_GE(ahead().stats().num_steps_run_ahead, 32);
 
-  // A nucleus the list may not hold: the engine keeps the rows, and nothing runs ahead.
+  // A nucleus the list may not hold, its rows kept for the host (as an engine keeps them for an
+  // executor that does not draw from rows): nothing runs ahead.
   SamplingParams open = params;
   open.top_k = 0;
   const Sampler open_sampler(open, 1234);
@@ -218,23 +230,37 @@ TEST_F(CudaExecutorAheadTest, ASampledSessionRunsAheadOnTheDevicesDrawWithTheTok
   sampled_steps(open_sampler, 6, true, "rows kept");
   EXPECT_EQ(ahead().stats().num_steps_run_ahead, run_ahead);
   EXPECT_EQ(ahead().stats().num_steps, plain().stats().num_steps);
+
+  // Flat draws (T 10, no cuts) mostly past the list, no rows kept: drawn from the whole row on the
+  // device, and run ahead on that draw.
+  SamplingParams flat;
+  flat.temperature = 10.0f;
+  const Sampler flat_sampler(flat, 4321);
+  row_draws = 0;
+  const int64_t dropped = ahead().stats().num_steps_ahead_dropped;
+  sampled_steps(flat_sampler, 16, false, "drawn from the row");
+  EXPECT_GE(row_draws, 4) << "the lists decided the flat draws: the row draw went untested";
+  EXPECT_GE(ahead().stats().num_steps_run_ahead, run_ahead + 13);
+  EXPECT_EQ(ahead().stats().num_steps_ahead_dropped, dropped) << "every draw agreed";
 }
 
-// Through the Runner (the engine asks for the device's draw where the candidates always decide):
+// Through the Runner (the engine asks for the device's draw, from the list or the whole row):
 // sampled generations give the same tokens on the executor that runs ahead as on the one that
-// does not, and the first runs most of its steps ahead — a top-k one, and alone, a greedy one.
+// does not, and the first runs most of its steps ahead — top-k ones, a nucleus without a top-k
+// (drawn from the row where the list does not hold it), and alone, a greedy one.
 TEST_F(CudaExecutorAheadTest, ThroughTheRunnerSampledGenerationsRunAheadWithTheSameTokens) {
   std::vector<testing::Tokens> tokens[2];
   for (int e = 0; e < 2; ++e) {
     Runner runner(*executors_[e], DecodeFirstScheduler(SchedulerConfig::defaults_for(64)));
-    // Top-k 40 (llama.cpp's default) and 20 and 5: inside the list, always decided; 0: greedy.
-    for (const int32_t top_k : {40, 20, 5, 0}) {
+    // Top-k 40 (llama.cpp's default) and 20 and 5: inside the list, always decided; -1: no top-k,
+    // T 10 (flat: drawn from the row where the list does not hold the nucleus); 0: greedy.
+    for (const int32_t top_k : {40, 20, 5, -1, 0}) {
       GenConfig config;
       config.max_new_tokens = 40;
-      config.sampling.temperature = top_k > 0 ? 1.1f : 0.0f;
-      config.sampling.top_k = top_k;
+      config.sampling.temperature = top_k > 0 ? 1.1f : top_k < 0 ? 10.0f : 0.0f;
+      config.sampling.top_k = std::max(top_k, 0);
       config.sampling.top_p = 0.9f;
-      config.seed = 17 + static_cast<uint64_t>(top_k);
+      config.seed = 17 + static_cast<uint64_t>(top_k + 1);
       config.use_default_stop_tokens = false;
       Session session = runner.open_session();
       GenerationHandle handle = session.generate_async({1, 403, 407, 261}, config);
@@ -244,8 +270,9 @@ TEST_F(CudaExecutorAheadTest, ThroughTheRunnerSampledGenerationsRunAheadWithTheS
     }
   }
   EXPECT_EQ(tokens[0], tokens[1]);
-  EXPECT_NE(tokens[0][0], tokens[0][3]) << "a sampled generation, not the greedy one";
-  EXPECT_GE(ahead().stats().num_steps_run_ahead, 4 * 36) << "the steps after the first few";
+  EXPECT_NE(tokens[0][0], tokens[0][4]) << "a sampled generation, not the greedy one";
+  EXPECT_NE(tokens[0][3], tokens[0][4]) << "a sampled generation, not the greedy one";
+  EXPECT_GE(ahead().stats().num_steps_run_ahead, 5 * 36) << "the steps after the first few";
   EXPECT_EQ(plain().stats().num_steps_run_ahead, 0);
 }
 

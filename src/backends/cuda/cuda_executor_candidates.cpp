@@ -3,7 +3,8 @@
 // kSamplingCandidates tokens and the softmax normalizer at their temperature — and only the lists
 // (280 bytes a row) come back, for the sampler to draw from without reading the row. A row whose
 // input enables StepInput::candidates_draw gets its token drawn on the device too
-// (RowCandidates::drawn), which a step run ahead starts from (cuda_executor_ahead.cpp).
+// (RowCandidates::drawn), which a step run ahead starts from (cuda_executor_ahead.cpp); where the
+// list leaves it undecided, kernels/row_draw.cuh draws it from the whole row (draws_rows()).
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -13,6 +14,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_executor.h"
 #include "backends/cuda/kernels/row_candidates.cuh"
+#include "backends/cuda/kernels/row_draw.cuh"
 
 namespace cellm {
 
@@ -86,6 +88,16 @@ Status CudaExecutor::list_candidates(int32_t first_kept, int32_t num_kept,
     p.scratch_bytes = candidate_scratch_.num_bytes();
   }
   CELLM_RETURN_IF_ERROR(kernels::launch_row_candidates(p, stream_.get()));
+  if (draws_rows()) {  // the rows the lists left undecided; the others' clusters leave at once
+    kernels::RowDrawParams d;
+    d.num_rows = num_kept;
+    d.vocab = config_.vocab_size;
+    d.logits = p.logits;
+    d.stride = p.stride;
+    d.asks = p.asks;
+    d.summaries = p.out;
+    CELLM_RETURN_IF_ERROR(kernels::launch_row_draw(d, stream_.get()));
+  }
   CELLM_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(host_lists + first_kept, p.out,
                       static_cast<size_t>(num_kept) * sizeof(kernels::RowCandidatesSummary),
@@ -104,6 +116,10 @@ void CudaExecutor::take_candidates(const BatchInput& batch, BatchOutput& output)
   }
 }
 
+bool CudaExecutor::draws_rows() const {
+  return options_.row_draws && config_.vocab_size <= kernels::kRowDrawMaxVocab;
+}
+
 RowCandidates CudaExecutor::candidates_of(const kernels::RowCandidatesSummary& s) {
   RowCandidates out;
   out.max_logit = s.max_logit;
@@ -112,7 +128,13 @@ RowCandidates CudaExecutor::candidates_of(const kernels::RowCandidatesSummary& s
   const int32_t num = std::clamp(s.num, 0, kernels::kMaxCandidates);
   out.top.reserve(static_cast<size_t>(num));
   for (int32_t k = 0; k < num; ++k) out.top.emplace_back(s.ids[k], s.logits[k]);
-  // The device's draw is one of the listed tokens (anything else is not a draw).
+  // The device's draw from the list is one of the listed tokens (anything else is not a draw).
+  if (s.drawn_from_row == 1) {
+    out.drawn_from_row = s.drawn >= 0;
+    out.drawn = s.drawn >= 0 ? s.drawn : kNoToken;
+    out.drawn_logit = s.drawn_logit;
+    return out;
+  }
   const bool listed = std::any_of(s.ids, s.ids + num, [&](int32_t id) { return id == s.drawn; });
   out.drawn = s.drawn >= 0 && listed ? s.drawn : kNoToken;
   return out;

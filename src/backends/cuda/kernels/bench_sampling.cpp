@@ -7,6 +7,7 @@
 #include "backends/cuda/kernels/argmax.cuh"
 #include "backends/cuda/kernels/bench_support.h"
 #include "backends/cuda/kernels/row_candidates.cuh"
+#include "backends/cuda/kernels/row_draw.cuh"
 #include "backends/cuda/kernels/row_logprobs.cuh"
 #include "gguf/tensor_type.h"
 
@@ -30,8 +31,7 @@ void bench_sampling(cudaStream_t stream) {
   std::printf(
       "\n== picking tokens from %lld-logit rows (us per launch, %d launches a graph) ==\n"
       "rows | argmax split | candidates split (draw) | split, no draw | split, top-p only (summed) "
-      "| "
-      "one block per row | logprobs split (top 5)\n",
+      "| + drawn from the row | one block per row | logprobs split (top 5)\n",
       static_cast<long long>(kVocab), kLaunchesPerGraph);
   constexpr int kMaxRows = 256;
   bench::Buffer logits(sizeof(float) * kMaxRows * kVocab);  // [rows, vocab], f32
@@ -106,6 +106,19 @@ void bench_sampling(cudaStream_t stream) {
     candidates.asks = asks_summed.as<RowCandidatesAsk>();
     const double t_summed =
         us_per_launch(stream, [&] { BENCH_OK(launch_row_candidates(candidates, stream)); });
+    // The same, and the draw the list leaves undecided (the nucleus of these rows lies past it)
+    // drawn from the whole row.
+    RowDrawParams drawing;
+    drawing.num_rows = rows;
+    drawing.vocab = kVocab;
+    drawing.logits = logits.as<float>();
+    drawing.stride = kVocab;
+    drawing.asks = candidates.asks;
+    drawing.summaries = candidates.out;
+    const double t_drawn = us_per_launch(stream, [&] {
+      BENCH_OK(launch_row_candidates(candidates, stream));
+      BENCH_OK(launch_row_draw(drawing, stream));
+    });
     candidates.asks = asks_draw.as<RowCandidatesAsk>();
     candidates.scratch = nullptr;
     candidates.scratch_bytes = 0;
@@ -123,8 +136,8 @@ void bench_sampling(cudaStream_t stream) {
     lp.scratch_bytes = row_logprobs_scratch_bytes(kMaxRows);
     const double t_logprobs =
         us_per_launch(stream, [&] { BENCH_OK(launch_row_logprobs(lp, stream)); });
-    std::printf("%4d | %12.1f | %23.1f | %14.1f | %26.1f | %17.1f | %22.1f\n", rows, t_argmax,
-                t_split, t_plain, t_summed, t_whole, t_logprobs);
+    std::printf("%4d | %12.1f | %23.1f | %14.1f | %26.1f | %20.1f | %17.1f | %22.1f\n", rows,
+                t_argmax, t_split, t_plain, t_summed, t_drawn, t_whole, t_logprobs);
   }
 }
 

@@ -135,6 +135,7 @@ __device__ void draw_token(const Partial& whole, const RowCandidatesAsk& ask,
     out->drawn = draws ? draw_from_listed(whole.id, weights, num, num < kMaxCandidates, whole.sum,
                                           ask.cuts, draw_uniform(ask.seed, ask.position))
                        : kListedUndecided;
+    out->drawn_from_row = 0;
   }
 }
 

@@ -44,8 +44,11 @@ struct RowCandidatesSummary {
   int32_t num;        // entries filled: min(kMaxCandidates, finite logits)
   // The token core/listed_draw.h draws from the list with the ask's cuts, seed and position, the
   // weights computed as the host's sampler computes them; kListedUndecided when the row asks for
-  // no draw, has no finite logit, or the list does not decide it.
+  // no draw, has no finite logit, or the list does not decide it — unless row_draw.cuh then drew
+  // it from the whole row (drawn_from_row 1).
   int32_t drawn;
+  int32_t drawn_from_row;  // 1: `drawn` is row_draw's, from the whole row; 0: from the list
+  float drawn_logit;       // with drawn_from_row: the drawn token's logit
   int32_t ids[kMaxCandidates];
   float logits[kMaxCandidates];
 };
