@@ -2,7 +2,8 @@
 // Llama-3 geometry), each turned into a token by its session's Sampler, as the Runner does after
 // every execute() — plain greedy (one read of the row), greedy with a logit bias (a copy, then
 // the read), and sampling at temperature 0.8 with top-k 40, top-p 0.9, or both (partial
-// selection, never a sort of the whole vocabulary). One iteration is one step's 256 rows; the
+// selection, never a sort of the whole vocabulary); and top-p 0.95 on 16 flat rows (a wide nucleus,
+// as on `cellm bench`'s random weights). One iteration is one step's 256 rows; the
 // GPU's step at 256 sessions takes about 17-23 ms, which the plain greedy figure is measured
 // against (with the CUDA executor the Runner takes the device's argmax instead, reading nothing).
 // Each on one thread, then on one thread per hardware thread (the Runner's sampling pool).
@@ -39,17 +40,32 @@ const std::vector<float>& step_logits() {
   return logits;
 }
 
+// [kFlatRows, kVocab] f32 logits as `cellm bench` draws its random weights' rows: magnitudes
+// uniform in [1/8, 8], either sign — flat, so a nucleus of 0.95 holds tens of thousands of tokens.
+constexpr int32_t kFlatRows = 16;
+const std::vector<float>& flat_logits() {
+  static const std::vector<float> logits = [] {
+    std::vector<float> out(static_cast<size_t>(kFlatRows) * kVocab);
+    std::mt19937 rng(9);
+    std::uniform_real_distribution<float> magnitude(0.125f, 8.0f);
+    for (float& v : out) v = (rng() & 1) != 0 ? magnitude(rng) : -magnitude(rng);
+    return out;
+  }();
+  return logits;
+}
+
 // The benchmark's argument: the threads that share the rows, as the Runner's sampling pool does
 // (RunnerOptions::sampling_threads; 0: one per hardware thread).
-void sample_step(benchmark::State& state, const SamplingParams& params) {
-  const std::vector<float>& logits = step_logits();
+void sample_step(benchmark::State& state, const SamplingParams& params,
+                 const std::vector<float>& logits = step_logits()) {
+  const auto num_rows = static_cast<int32_t>(logits.size() / kVocab);
   std::vector<Sampler> samplers;
-  for (int32_t r = 0; r < kRows; ++r) samplers.emplace_back(params, 1000 + r);
+  for (int32_t r = 0; r < num_rows; ++r) samplers.emplace_back(params, 1000 + r);
   const std::vector<int32_t> context(512, 5);
   ThreadPool pool(static_cast<size_t>(state.range(0)));
-  std::vector<int32_t> tokens(kRows);
+  std::vector<int32_t> tokens(static_cast<size_t>(num_rows));
   for (auto _ : state) {
-    pool.parallel_for(kRows, [&](size_t begin, size_t end) {
+    pool.parallel_for(static_cast<size_t>(num_rows), [&](size_t begin, size_t end) {
       for (size_t r = begin; r < end; ++r) {
         const std::span<const float> row(logits.data() + r * kVocab, kVocab);
         tokens[r] = *samplers[r].sample(row, context);
@@ -58,7 +74,7 @@ void sample_step(benchmark::State& state, const SamplingParams& params) {
     benchmark::DoNotOptimize(tokens.data());
   }
   state.counters["threads"] = static_cast<double>(pool.num_threads());
-  state.SetItemsProcessed(state.iterations() * kRows);
+  state.SetItemsProcessed(state.iterations() * num_rows);
 }
 
 void BM_Greedy(benchmark::State& state) { sample_step(state, {}); }
@@ -80,12 +96,16 @@ SamplingParams temperature(int32_t top_k, float top_p) {
 void BM_TopK40(benchmark::State& state) { sample_step(state, temperature(40, 1.0f)); }
 void BM_TopP09(benchmark::State& state) { sample_step(state, temperature(0, 0.9f)); }
 void BM_TopK40TopP09(benchmark::State& state) { sample_step(state, temperature(40, 0.9f)); }
+void BM_FlatTopP095(benchmark::State& state) {
+  sample_step(state, temperature(0, 0.95f), flat_logits());
+}
 
 BENCHMARK(BM_Greedy)->Unit(benchmark::kMillisecond)->Arg(1)->Arg(0)->UseRealTime();
 BENCHMARK(BM_GreedyWithLogitBias)->Unit(benchmark::kMillisecond)->Arg(1)->Arg(0)->UseRealTime();
 BENCHMARK(BM_TopK40)->Unit(benchmark::kMillisecond)->Arg(1)->Arg(0)->UseRealTime();
 BENCHMARK(BM_TopP09)->Unit(benchmark::kMillisecond)->Arg(1)->Arg(0)->UseRealTime();
 BENCHMARK(BM_TopK40TopP09)->Unit(benchmark::kMillisecond)->Arg(1)->Arg(0)->UseRealTime();
+BENCHMARK(BM_FlatTopP095)->Unit(benchmark::kMillisecond)->Arg(1)->Arg(0)->UseRealTime();
 
 }  // namespace
 }  // namespace cellm

@@ -102,7 +102,14 @@ void Sampler::sort_prefix(size_t n) {
   const size_t end = std::min(size, std::max({n, 2 * num_sorted_, size_t{64}}));
   const auto first = candidates_.begin() + static_cast<std::ptrdiff_t>(num_sorted_);
   const auto last = candidates_.begin() + static_cast<std::ptrdiff_t>(end);
-  if (end < size) {
+  const size_t wanted = end - num_sorted_;
+  const size_t rest = size - num_sorted_;
+  if (end < size && wanted * 16 > rest) {
+    // Many of the rest (a wide nucleus of flat rows): a selection in linear time brings the best
+    // `wanted` to the front. A bounded heap would take most candidates in at log(wanted) each
+    // (top-p 0.95 on flat 128K-token rows: 20-22 ms a row against 12.5-13; bench/sampler_bench).
+    std::nth_element(first, last, candidates_.end(), by_score);
+  } else if (end < size) {
     // The best end - num_sorted_ of the rest: one pass with a bounded heap whose front is the
     // worst kept so far (most candidates lose one comparison with it), then a partition that
     // brings every candidate not worse than it to the front.
