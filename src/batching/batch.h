@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/listed_draw.h"
+#include "core/score_rewrite.h"
 #include "core/token_id.h"
 
 namespace cellm {
@@ -46,6 +47,17 @@ struct CandidatesDraw {
   friend bool operator==(const CandidatesDraw&, const CandidatesDraw&) = default;
 };
 
+// What a session's sampler does to its row before drawing — its logit bias and penalties
+// (Sampler::rewrite_for) — for an executor that rewrites rows on its side
+// (Executor::rewrites_rows()): each listed token's score is core/score_rewrite.h's rewrite_score
+// of its logit. The spans are views the caller keeps alive until execute() returns.
+struct RowRewrite {
+  bool enabled = false;
+  std::span<const TokenRewrite> tokens;  // distinct tokens, ascending
+  std::span<const float> biases;         // TokenRewrite::first_bias indexes here
+  PenaltyParams penalties;
+};
+
 struct StepInput {
   SessionId session = 0;
   int32_t start_pos = 0;            // position of tokens[0] in the session; >= 0
@@ -69,6 +81,11 @@ struct StepInput {
   // does, and starts a batch-1 session's next step with it before the host has sampled. The
   // sampler's draw is still the token; a step run ahead on another one is given back.
   CandidatesDraw candidates_draw = {};
+  // With candidates listed, the row is rewritten first when this is enabled (an executor that
+  // rewrites_rows()): the candidates, their total and the draw are of the rewritten scores, and
+  // the row as returned or fetched afterwards may hold them too. Log-probability summaries and
+  // OutputRow::greedy_token stay of the raw row.
+  RowRewrite rewrite = {};
 };
 
 struct BatchInput {

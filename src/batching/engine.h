@@ -193,6 +193,11 @@ class Engine {
     std::optional<StatusOr<int32_t>> token;
     std::optional<TokenLogprobs> logprobs;
   };
+  // Whether the generation's output rows ask the executor for sampling candidates (and its
+  // draw): its sampler takes them as they are, or rewrites its row (bias, penalties) where the
+  // executor rewrites rows and draws from them on its side (Executor::rewrites_rows(),
+  // draws_rows()) and no log-probabilities are asked (they are of the raw row).
+  bool lists_candidates(const ActiveGeneration& generation) const;
   // The token (and its log-probabilities) from the row's sampling candidates, when they decide
   // it without the row or the executor drew it from the row (Executor::draws_rows()); nullopt
   // otherwise.

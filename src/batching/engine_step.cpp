@@ -24,7 +24,7 @@ std::span<const float> logits_row(const BatchOutput& out, size_t row) {
 // candidates said so).
 Status no_finite_logit(size_t position) {
   return failed_precondition("no token has a finite score at position " + std::to_string(position) +
-                             " (NaN or infinite logits)");
+                             " (NaN or infinite logits, or logit_bias banned every token)");
 }
 
 }  // namespace
@@ -114,6 +114,8 @@ void Engine::run_step() {
   // after every position whose row it keeps. row_positions: each output row's position.
   BatchInput batch;
   batch.inputs.reserve(plan.slices.size());
+  std::vector<SamplerRewrite> rewrites;  // what the inputs' StepInput::rewrite views
+  rewrites.reserve(plan.slices.size());
   std::vector<int32_t> row_positions;
   bool prompt_rows = false;
   for (const ScheduledSlice& slice : plan.slices) {
@@ -134,11 +136,14 @@ void Engine::run_step() {
       if (last && slice.wants_output) {
         input.num_top_logprobs = sampling.logprobs;
         const Sampler& sampler = session.generation->sampler;
-        if (executor_.computes_candidates() && sampler.takes_candidates()) {
+        if (lists_candidates(*session.generation)) {
           input.candidates_temperature = sampling.temperature;
           // The draw pick_from_candidates makes, so an executor may make it first.
           input.candidates_draw = {true, listed_draw_params(sampling), sampler.seed(),
                                    static_cast<int64_t>(session.tokens.size())};
+          if (sampler.rewrites_scores()) {
+            input.rewrite = rewrites.emplace_back(sampler.rewrite_for(session.tokens)).view();
+          }
         }
       } else if (prompt_row) {
         input.num_top_logprobs = sampling.prompt_logprobs;
@@ -318,7 +323,7 @@ Engine::RowsNeeded Engine::step_needs_logits(const StepSchedule& plan, bool prom
     const Sampler& sampler = generation.sampler;
     const bool decided = sampler.takes_argmax() ||
                          (executor_.computes_candidates() && sampler.candidates_always_decide()) ||
-                         (executor_.draws_rows() && sampler.takes_candidates());
+                         (executor_.draws_rows() && lists_candidates(generation));
     if (!decided || (generation.config.sampling.logprobs >= 0 && !summaries)) return some;
   }
   // Every row takes its greedy token or its draw from the executor's argmax or candidates, and
@@ -338,12 +343,21 @@ void Engine::fail_step(const StepSchedule& plan, const Status& status) {
   }
 }
 
+bool Engine::lists_candidates(const ActiveGeneration& generation) const {
+  const Sampler& sampler = generation.sampler;
+  if (!executor_.computes_candidates()) return false;
+  if (sampler.takes_candidates()) return true;
+  return sampler.rewrites_scores() && generation.config.sampling.temperature > 0.0f &&
+         generation.config.sampling.logprobs < 0 && executor_.rewrites_rows() &&
+         executor_.draws_rows();
+}
+
 std::optional<Engine::PickedToken> Engine::pick_from_candidates(const EngineSession& session,
                                                                 const BatchOutput& out,
                                                                 size_t row) const {
   const ActiveGeneration& generation = *session.generation;
   const OutputRow& output = out.outputs[row];
-  if (!output.candidates.has_value() || !generation.sampler.takes_candidates()) return std::nullopt;
+  if (!output.candidates.has_value() || !lists_candidates(generation)) return std::nullopt;
   const int32_t num_logprobs = generation.config.sampling.logprobs;
   if (num_logprobs >= 0 && !output.logprobs.has_value()) return std::nullopt;  // needs the row
   PickedToken picked;

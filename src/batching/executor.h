@@ -86,6 +86,13 @@ class Executor {
   // without bias or penalties then never needs its row (the CUDA executor draws on the device).
   virtual bool draws_rows() const { return false; }
 
+  // True when, besides, every candidates row whose input enables StepInput::rewrite is rewritten
+  // first (core/score_rewrite.h: the session sampler's bias and penalties), so its candidates,
+  // total and draw are of the scores the sampler's sample() draws from: a sampler with bias or
+  // penalties then needs its row no more than one without (the CUDA executor rewrites on the
+  // device). The row's log-probability summary and greedy token stay of the raw row.
+  virtual bool rewrites_rows() const { return false; }
+
   // True when an execute() of a batch with BatchInput::keep_logits and no return_logits keeps
   // the kept rows (on the device, for the CUDA executor) until the next execute(), so that
   // fetch_logits() copies only the rows the caller turns out to read (a draw its candidates did

@@ -129,6 +129,17 @@ StatusOr<BatchOutput> FakeExecutor::execute(const BatchInput& batch, bool return
           summarize_logprobs(logits, input.scored_token, input.num_top_logprobs);
     }
     if (config_.candidates && input.candidates_temperature > 0.0f) {
+      if (rewrites_rows() && input.rewrite.enabled) {  // in place, as on the device
+        const RowRewrite& rewrite = input.rewrite;
+        for (const TokenRewrite& entry : rewrite.tokens) {
+          if (entry.token < 0 || entry.token >= config_.vocab_size) continue;
+          float& score = logits[static_cast<size_t>(entry.token)];
+          score = rewrite_score(score, rewrite.biases.data() + entry.first_bias, entry.num_biases,
+                                entry.count, rewrite.penalties);
+        }
+        std::lock_guard<std::mutex> lock(mutex_);
+        ++counts_.num_rewritten_rows;
+      }
       RowCandidates& listed = out.outputs[k].candidates.emplace(
           sampling_candidates(logits, input.candidates_temperature));
       const CandidatesDraw& draw = input.candidates_draw;

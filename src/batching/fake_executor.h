@@ -52,6 +52,9 @@ struct FakeExecutorConfig {
   // sampler's sample() (RowCandidates::drawn_from_row, listed in Counts::draws too), as the CUDA
   // executor does on the device (Executor::draws_rows()).
   bool draws_rows = false;
+  // With draws_rows: rewrite a candidates row first where its input asks (StepInput::rewrite), in
+  // place as the CUDA executor does (Executor::rewrites_rows(); Counts::num_rewritten_rows).
+  bool rewrites_rows = false;
   // Keep a step's rows for fetch_logits() when the batch asks (BatchInput::keep_logits), as the
   // CUDA executor keeps them on the device.
   bool fetches_logits = false;
@@ -75,6 +78,7 @@ class FakeExecutor : public TableExecutor {
   bool computes_logprobs() const override { return config_.logprobs; }
   bool computes_candidates() const override { return config_.candidates; }
   bool draws_rows() const override { return config_.candidates && config_.draws_rows; }
+  bool rewrites_rows() const override { return draws_rows() && config_.rewrites_rows; }
   bool fetches_logits() const override { return config_.fetches_logits; }
   // The kept rows asked for, the others NaN.
   StatusOr<std::span<const float>> fetch_logits(std::span<const int32_t> rows) override;
@@ -91,10 +95,11 @@ class FakeExecutor : public TableExecutor {
 
   struct Counts {
     int64_t num_executes = 0;
-    int64_t num_logits_steps = 0;  // executes asked for logits (return_logits)
-    int64_t num_kept_steps = 0;    // executes that kept their rows for fetch_logits()
-    int64_t num_kept_rows = 0;     // the rows those kept
-    int64_t num_fetched_rows = 0;  // rows fetch_logits() returned
+    int64_t num_logits_steps = 0;    // executes asked for logits (return_logits)
+    int64_t num_kept_steps = 0;      // executes that kept their rows for fetch_logits()
+    int64_t num_kept_rows = 0;       // the rows those kept
+    int64_t num_fetched_rows = 0;    // rows fetch_logits() returned
+    int64_t num_rewritten_rows = 0;  // rows rewritten for their sampler (rewrites_rows)
     int64_t num_tokens = 0;
     int32_t max_step_tokens_seen = 0;
     int32_t num_open = 0;                 // open now

@@ -303,6 +303,68 @@ TEST(RunnerCandidatesTest, AnExecutorThatDrawsFromTheRowsFetchesOnlyTheRowsTheSa
   EXPECT_EQ(counts.num_fetched_rows, 8) << "one row per token of the penalized session";
 }
 
+TEST(RunnerCandidatesTest, AnExecutorThatRewritesRowsFetchesOnlyRowsScoredForLogprobs) {
+  // Samplers with bias and penalties of every kind, their rows rewritten and drawn from by the
+  // executor (Executor::rewrites_rows()): the tokens of sampling every row on the host, the same
+  // failure where the bias bans every token, and only the rows of the generation that asks for
+  // log-probabilities (of the raw row) travel.
+  std::vector<GenConfig> configs;
+  configs.push_back(penalized(500));  // a top-k inside the list
+  GenConfig nucleus = sampled(8, 1.0f, 0, 0.9f, 0.0f, 501);
+  nucleus.sampling.presence_penalty = 0.4f;
+  nucleus.sampling.frequency_penalty = 0.3f;
+  nucleus.sampling.penalty_window = -1;  // the whole context
+  configs.push_back(nucleus);
+  GenConfig biased = sampled(8, 3.0f, kSamplingCandidates + 6, 1.0f, 0.0f, 502);
+  // A token named twice (its biases add in order), one banned, one past the prompt's tokens.
+  biased.sampling.logit_bias = {{5, 2.0f}, {10, -INFINITY}, {5, 1.5f}, {200, 0.25f}};
+  biased.sampling.frequency_penalty = 0.2f;
+  configs.push_back(biased);
+  GenConfig encouraged = sampled(8, 0.5f, 0, 1.0f, 0.05f, 503);
+  encouraged.sampling.repetition_penalty = 0.8f;  // below 1: seen tokens are favored
+  encouraged.sampling.penalty_window = 3;
+  configs.push_back(encouraged);
+  GenConfig banned = sampled(8, 1.0f, 0, 1.0f, 0.0f, 504);
+  for (int32_t token = 0; token < 256; ++token) {
+    banned.sampling.logit_bias.push_back({token, -INFINITY});
+  }
+  configs.push_back(banned);
+  GenConfig scored = penalized(505);
+  scored.sampling.logprobs = 2;
+  configs.push_back(scored);
+  configs.push_back(sampled(8, 1.0f, 0, 1.0f, 0.0f, 506));  // rewrites nothing
+
+  FakeExecutorConfig plain;
+  plain.vocab_size = 256;
+  plain.greedy_tokens = true;
+  plain.logprobs = true;
+  FakeExecutorConfig rewriting = plain;
+  rewriting.candidates = true;
+  rewriting.fetches_logits = true;
+  rewriting.draws_rows = true;
+  rewriting.rewrites_rows = true;
+  const Tokens prompt = wide_prompt();
+  const std::vector<Outcome> want = run_all(plain, prompt, configs);
+  FakeExecutor::Counts counts;
+  const std::vector<Outcome> got = run_all(rewriting, prompt, configs, &counts);
+  for (size_t i = 0; i < configs.size(); ++i) {
+    EXPECT_EQ(got[i].reason, want[i].reason) << "config " << i << ": " << got[i].error;
+    EXPECT_EQ(got[i].error, want[i].error) << "config " << i;
+    EXPECT_EQ(got[i].tokens, want[i].tokens) << "config " << i;
+  }
+  EXPECT_EQ(want[4].reason, FinishReason::kFailed);
+  EXPECT_NE(want[4].error.find("banned every token"), std::string::npos) << want[4].error;
+  ASSERT_EQ(got[5].logprobs.size(), want[5].logprobs.size());
+  for (size_t k = 0; k < got[5].logprobs.size(); ++k) {
+    EXPECT_EQ(got[5].logprobs[k].token, want[5].logprobs[k].token);
+    EXPECT_NEAR(got[5].logprobs[k].logprob, want[5].logprobs[k].logprob, 1e-6);
+  }
+  // Four generations of 8 tokens and the banned one's first row were rewritten.
+  EXPECT_EQ(counts.num_rewritten_rows, 4 * 8 + 1);
+  EXPECT_EQ(counts.num_logits_steps, 0) << "a step copied every row";
+  EXPECT_EQ(counts.num_fetched_rows, 8) << "one row per token of the scored session";
+}
+
 TEST(RunnerCandidatesTest, ARowTheSamplerReadsIsFetchedAloneBesideDecidedOnes) {
   // A penalized session among greedy and top-k ones: without fetching, every step of theirs
   // copies every row; with it, only the penalized session's row travels.

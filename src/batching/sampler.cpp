@@ -7,6 +7,7 @@
 
 #include "core/check.h"
 #include "core/listed_draw.h"
+#include "core/score_rewrite.h"
 
 namespace cellm {
 namespace {
@@ -62,26 +63,48 @@ Sampler::Sampler(const SamplingParams& params, uint64_t seed)
   takes_argmax_ = params_.temperature <= 0.0f && !rewrites_scores_;
 }
 
-void Sampler::apply_penalties(std::span<const int32_t> context) {
+SamplerRewrite Sampler::rewrite_for(std::span<const int32_t> context) const {
+  SamplerRewrite out;
+  build_rewrite(context, out);
+  return out;
+}
+
+void Sampler::build_rewrite(std::span<const int32_t> context, SamplerRewrite& out) const {
   const SamplingParams& p = params_;
-  if (!has_penalties(p)) return;
-  const size_t n = p.penalty_window < 0
-                       ? context.size()
-                       : std::min(context.size(), static_cast<size_t>(p.penalty_window));
-  window_.assign(context.end() - static_cast<std::ptrdiff_t>(n), context.end());
-  std::sort(window_.begin(), window_.end());
-  for (size_t i = 0; i < window_.size();) {
-    size_t j = i;
-    while (j < window_.size() && window_[j] == window_[i]) ++j;
-    const int32_t token = window_[i];
-    const auto count = static_cast<float>(j - i);
-    i = j;
-    if (token < 0 || token >= static_cast<int32_t>(scores_.size())) continue;
-    float& score = scores_[token];
-    if (p.repetition_penalty != 1.0f) {
-      score = score > 0.0f ? score / p.repetition_penalty : score * p.repetition_penalty;
+  out.tokens.clear();
+  out.biases.clear();
+  out.penalties = {p.repetition_penalty, p.presence_penalty, p.frequency_penalty};
+  // (token, count) for the window's distinct tokens and (token, bias index) for the biases, each
+  // ascending by token, then merged: a token's biases keep the params' order.
+  std::vector<int32_t> window;
+  if (has_penalties(p)) {
+    const size_t n = p.penalty_window < 0
+                         ? context.size()
+                         : std::min(context.size(), static_cast<size_t>(p.penalty_window));
+    window.assign(context.end() - static_cast<std::ptrdiff_t>(n), context.end());
+    std::sort(window.begin(), window.end());
+  }
+  std::vector<std::pair<int32_t, int32_t>> aimed;  // (token, index into logit_bias)
+  aimed.reserve(p.logit_bias.size());
+  for (size_t i = 0; i < p.logit_bias.size(); ++i) {
+    aimed.emplace_back(p.logit_bias[i].token, static_cast<int32_t>(i));
+  }
+  std::sort(aimed.begin(), aimed.end());
+  size_t w = 0;
+  size_t b = 0;
+  while (w < window.size() || b < aimed.size()) {
+    const int32_t token = b == aimed.size()    ? window[w]
+                          : w == window.size() ? aimed[b].first
+                                               : std::min(window[w], aimed[b].first);
+    TokenRewrite entry;
+    entry.token = token;
+    entry.first_bias = static_cast<int32_t>(out.biases.size());
+    for (; b < aimed.size() && aimed[b].first == token; ++b) {
+      out.biases.push_back(p.logit_bias[static_cast<size_t>(aimed[b].second)].bias);
     }
-    score -= p.presence_penalty + count * p.frequency_penalty;
+    entry.num_biases = static_cast<int32_t>(out.biases.size()) - entry.first_bias;
+    for (; w < window.size() && window[w] == token; ++w) ++entry.count;
+    out.tokens.push_back(entry);
   }
 }
 
@@ -134,12 +157,17 @@ StatusOr<int32_t> Sampler::sample(std::span<const float> logits, std::span<const
   row_ = logits;
   if (rewrites_scores_) {
     scores_.assign(logits.begin(), logits.end());
-    for (const LogitBias& bias : params_.logit_bias) {
-      CELLM_CHECK(bias.token >= 0 && bias.token < vocab)
-          << "logit_bias token " << bias.token << " outside the vocabulary of " << vocab;
-      scores_[bias.token] += bias.bias;
+    build_rewrite(context, rewrite_);
+    for (const TokenRewrite& entry : rewrite_.tokens) {
+      if (entry.token < 0 || entry.token >= vocab) {  // a context token past the vocabulary
+        CELLM_CHECK_EQ(entry.num_biases, 0)
+            << "logit_bias token " << entry.token << " outside the vocabulary of " << vocab;
+        continue;
+      }
+      float& score = scores_[static_cast<size_t>(entry.token)];
+      score = rewrite_score(score, rewrite_.biases.data() + entry.first_bias, entry.num_biases,
+                            entry.count, rewrite_.penalties);
     }
-    apply_penalties(context);
     row_ = scores_;
   }
   const int32_t best = argmax_finite(row_);

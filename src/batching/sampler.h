@@ -23,7 +23,9 @@
 // falls within that rounding of a boundary. With a top-k past the list, the nucleus is decided
 // only where it falls inside the list for every total the unlisted tokens allow.) Otherwise
 // sample_from_candidates says so and the caller samples the row (core/listed_draw.h) — or takes
-// the draw an executor that draws_rows() made from it (RowCandidates::drawn_from_row).
+// the draw an executor that draws_rows() made from it (RowCandidates::drawn_from_row). With bias
+// or penalties the list must be of the rewritten row: rewrite_for says what sample() rewrites
+// (core/score_rewrite.h's arithmetic), for an executor that rewrites_rows() to apply first.
 // Knows no sessions, tensors or threads. Who calls it: the Runner, once per output row.
 // Thread-safety: a Sampler is used by one thread at a time (it keeps scratch buffers);
 // sampling_uniform, argmax_finite and max_finite are pure.
@@ -60,6 +62,15 @@ ListedDrawParams listed_draw_params(const SamplingParams& params);
 // it.
 RowCandidates sampling_candidates(std::span<const float> row, float temperature);
 
+// A sampler's rewrite of a row for one context (Sampler::rewrite_for): the storage behind a
+// RowRewrite (batch.h).
+struct SamplerRewrite {
+  std::vector<TokenRewrite> tokens;  // distinct tokens, ascending
+  std::vector<float> biases;         // per token, in the params' order
+  PenaltyParams penalties;
+  RowRewrite view() const { return {true, tokens, biases, penalties}; }
+};
+
 class Sampler {
  public:
   // params must pass validate_gen_config; its token ids must lie in the vocabulary (the Runner
@@ -79,6 +90,15 @@ class Sampler {
   // bias, no penalties (they rewrite the row).
   bool takes_candidates() const { return params_.temperature > 0.0f && !rewrites_scores_; }
 
+  // True when bias or penalties rewrite the row before the chain (rewrite_for says how).
+  bool rewrites_scores() const { return rewrites_scores_; }
+
+  // What sample() does to the row for the token after `context` before its chain: every token
+  // the bias names or the penalty window holds, with its biases and count (core/score_rewrite.h).
+  // An executor that rewrites_rows() applies it on its side, so that candidates listed from the
+  // rewritten row stand in for sample() (sample_from_candidates) with bias and penalties too.
+  SamplerRewrite rewrite_for(std::span<const int32_t> context) const;
+
   // True when the candidates always decide (a top-k cut inside the list): unless the row has no
   // finite logit, sample_from_candidates never leaves the draw to the row, so the row need not
   // travel to the host.
@@ -88,7 +108,8 @@ class Sampler {
 
   // The token sample() picks for `position` (the context's size) from the row `candidates`
   // lists (at this sampler's temperature), or nullopt when the list does not decide it (the
-  // caller then samples the row). Needs takes_candidates().
+  // caller then samples the row). Needs a temperature > 0; with bias or penalties the list must
+  // be of the row rewritten by rewrite_for (StepInput::rewrite).
   std::optional<int32_t> sample_from_candidates(const RowCandidates& candidates,
                                                 int64_t position) const;
 
@@ -96,7 +117,8 @@ class Sampler {
   uint64_t seed() const { return seed_; }
 
  private:
-  void apply_penalties(std::span<const int32_t> context);
+  // rewrite_for into `out`, reusing its storage.
+  void build_rewrite(std::span<const int32_t> context, SamplerRewrite& out) const;
   // Sorts candidates_ best first far enough that [0, n) holds the n best, in order.
   void sort_prefix(size_t n);
   // exp(score / temperature - top): the unnormalized probability of `token`.
@@ -114,7 +136,7 @@ class Sampler {
   std::vector<int32_t> candidates_;  // [<= vocab] token ids still in the running
   size_t num_sorted_ = 0;            // candidates_[0, num_sorted_) are sorted best first
   std::vector<int32_t> heap_;        // sort_prefix's selection of the next best candidates
-  std::vector<int32_t> window_;      // [<= penalty_window] sorted copy of the penalized tokens
+  SamplerRewrite rewrite_;           // sample()'s rewrite of the row
 };
 
 }  // namespace cellm

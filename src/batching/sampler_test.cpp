@@ -84,6 +84,34 @@ TEST(SamplerTest, PresenceAndFrequencyPenaltiesSubtractPerTokenAndPerOccurrence)
   EXPECT_EQ(sample(params, {0.0f, 3.0f, 2.8f}, {1}), 1);
 }
 
+TEST(SamplerTest, RewriteForListsEachTouchedTokenOnceWithItsBiasesInOrderAndItsWindowCount) {
+  SamplingParams params;
+  params.temperature = 0.7f;
+  params.logit_bias = {{7, 1.0f}, {3, 2.0f}, {7, -0.5f}, {12, -INFINITY}};
+  params.frequency_penalty = 0.25f;
+  params.repetition_penalty = 1.5f;
+  params.penalty_window = 4;
+  const Sampler sampler(params, 1);
+  EXPECT_TRUE(sampler.rewrites_scores());
+  EXPECT_FALSE(sampler.takes_candidates());
+  // The window is the last four tokens: 3, 9, 3, 7 (1 and the first 3 fall out of it).
+  const SamplerRewrite rewrite = sampler.rewrite_for(Tokens{1, 3, 3, 9, 3, 7});
+  const std::vector<TokenRewrite> want = {{3, 2, 0, 1}, {7, 1, 1, 2}, {9, 1, 3, 0}, {12, 0, 3, 1}};
+  EXPECT_EQ(rewrite.tokens, want);
+  EXPECT_EQ(rewrite.biases, (std::vector<float>{2.0f, 1.0f, -0.5f, -INFINITY}));
+  EXPECT_EQ(rewrite.penalties, (PenaltyParams{1.5f, 0.0f, 0.25f}));
+  // Token 7: (2 + 1 - 0.5) / 1.5 - 0.25; token 3 (negative): -1 * 1.5 - 0.5.
+  EXPECT_FLOAT_EQ(rewrite_score(2.0f, rewrite.biases.data() + 1, 2, 1, rewrite.penalties),
+                  2.5f / 1.5f - 0.25f);
+  EXPECT_FLOAT_EQ(rewrite_score(-3.0f, rewrite.biases.data(), 1, 2, rewrite.penalties), -2.0f);
+  // Without penalties the window is not listed; with nothing to rewrite, nothing is.
+  params.frequency_penalty = 0.0f;
+  params.repetition_penalty = 1.0f;
+  EXPECT_EQ(Sampler(params, 1).rewrite_for(Tokens{1, 3, 3, 9, 3, 7}).tokens.size(), 3u);
+  EXPECT_TRUE(Sampler(with_temperature(0.7f), 1).rewrite_for(Tokens{1, 3}).tokens.empty());
+  EXPECT_FALSE(Sampler(with_temperature(0.7f), 1).rewrites_scores());
+}
+
 TEST(SamplerTest, EveryTokenBannedIsAnErrorNotACrash) {
   SamplingParams params;
   params.logit_bias = {{0, -INFINITY}, {1, -INFINITY}};

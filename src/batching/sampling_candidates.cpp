@@ -51,7 +51,8 @@ RowCandidates sampling_candidates(std::span<const float> row, float temperature)
 // CUDA executor runs on the device.
 std::optional<int32_t> Sampler::sample_from_candidates(const RowCandidates& candidates,
                                                        int64_t position) const {
-  CELLM_CHECK(takes_candidates()) << "sampling candidates with bias, penalties or greedy";
+  // With bias or penalties the caller lists the rewritten row's candidates (StepInput::rewrite).
+  CELLM_CHECK_GT(params_.temperature, 0.0f) << "sampling candidates for a greedy sampler";
   CELLM_CHECK_EQ(candidates.temperature, params_.temperature)
       << "candidates listed at another temperature";
   const std::vector<std::pair<int32_t, float>>& list = candidates.top;

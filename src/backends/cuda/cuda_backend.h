@@ -64,6 +64,10 @@ struct CudaExecutorOptions {
   // sampled row without bias or penalties travels to the host, and batch-1 sampled steps run
   // ahead on any cuts. false: such rows are kept for the host to fetch and sample.
   bool row_draws = true;
+  // With row_draws, rows whose sampler has bias or penalties are rewritten on the device first
+  // (kernels/row_rewrite.cuh; Executor::rewrites_rows()), so those sessions draw there too.
+  // false: such rows are kept for the host to fetch, rewrite and sample.
+  bool row_rewrites = true;
 };
 
 // True when a CUDA device with compute capability 9.0 (the build's sm_90a) can be used.

@@ -171,9 +171,14 @@ class Bench {
     if (sampling != nullptr) {
       for (int32_t i = 0; i < n; ++i) samplers.emplace_back(*sampling, 11 + i);
     }
-    const bool keep = from_candidates && !return_logits && !samplers.empty() &&
-                      !samplers.front().candidates_always_decide() &&
-                      !(executor_.draws_rows() && samplers.front().takes_candidates());
+    // Rows rewritten for bias and penalties on the device, as the engine asks where it can.
+    const bool rewrites = from_candidates && !samplers.empty() &&
+                          samplers.front().rewrites_scores() && executor_.rewrites_rows();
+    std::vector<SamplerRewrite> rewrite_storage(rewrites ? static_cast<size_t>(n) : 0);
+    const bool keep =
+        from_candidates && !return_logits && !samplers.empty() &&
+        !samplers.front().candidates_always_decide() &&
+        !(executor_.draws_rows() && (samplers.front().takes_candidates() || rewrites));
     std::vector<int32_t> next(static_cast<size_t>(n));
     std::vector<int32_t> pos(static_cast<size_t>(n));
     for (int32_t i = 0; i < n; ++i) {
@@ -199,6 +204,10 @@ class Bench {
               const auto i_size = static_cast<size_t>(i);
               input.candidates_draw = {true, listed_draw_params(*sampling), samplers[i_size].seed(),
                                        static_cast<int64_t>(contexts[i_size].size())};
+              if (rewrites) {
+                rewrite_storage[i_size] = samplers[i_size].rewrite_for(contexts[i_size]);
+                input.rewrite = rewrite_storage[i_size].view();
+              }
             }
             batch.inputs.push_back(input);
           }
@@ -324,18 +333,27 @@ class Bench {
   int64_t num_row_draws_ = 0;
 };
 
-// The sampled sessions of --compare-sampling: temperature 0.8, top-p 0.95 and `top_k` (0: none).
-SamplingParams bench_sampling(int32_t top_k) {
+// The sampled sessions of --compare-sampling: temperature 0.8, top-p 0.95 and `top_k` (0: none);
+// `penalized`: with the penalties chat clients often send (a repetition penalty of 1.1, presence
+// 0.3, frequency 0.5, over the last 64 tokens).
+SamplingParams bench_sampling(int32_t top_k, bool penalized = false) {
   SamplingParams sampling;
   sampling.temperature = 0.8f;
   sampling.top_k = top_k;
   sampling.top_p = 0.95f;
+  if (penalized) {
+    sampling.repetition_penalty = 1.1f;
+    sampling.presence_penalty = 0.3f;
+    sampling.frequency_penalty = 0.5f;
+  }
   return sampling;
 }
 
 std::string sampling_name(const SamplingParams& s) {
-  return s.top_k > 0 ? fmt::format("T {}, top-k {}, top-p {}", s.temperature, s.top_k, s.top_p)
-                     : fmt::format("T {}, top-p {}", s.temperature, s.top_p);
+  const std::string cuts =
+      s.top_k > 0 ? fmt::format("T {}, top-k {}, top-p {}", s.temperature, s.top_k, s.top_p)
+                  : fmt::format("T {}, top-p {}", s.temperature, s.top_p);
+  return Sampler(s, 0).rewrites_scores() ? cuts + ", penalties" : cuts;
 }
 
 }  // namespace
@@ -359,9 +377,12 @@ StatusOr<CudaBenchReport> run_cuda_bench(const CudaBenchOptions& options,
       options.session_counts.empty()
           ? 1
           : *std::max_element(options.session_counts.begin(), options.session_counts.end());
+  // Every timed run at the largest session count feeds each session warmup + decode tokens: one
+  // per count (two with eager graphs), the device-argmax and log-probability runs, the sampling
+  // runs (four samplers, each from candidates and from the rows), and a few to spare.
   const int32_t decode_positions =
       (static_cast<int32_t>(options.session_counts.size()) * (options.compare_eager ? 2 : 1) + 3 +
-       (options.compare_logprobs >= 0 ? 2 : 0)) *
+       (options.compare_logprobs >= 0 ? 2 : 0) + (options.compare_sampling ? 8 : 0)) *
           (options.warmup_steps + options.decode_steps) +
       16;
 
@@ -454,8 +475,11 @@ StatusOr<CudaBenchReport> run_cuda_bench(const CudaBenchOptions& options,
       // host's draw from the same list is the token, and the step run ahead is taken when they
       // agree). Then one without a top-k, whose nucleus on these flat rows lies past the list:
       // drawn from the whole row on the device (Executor::draws_rows()), or else its row fetched.
-      for (const int32_t top_k : {20, 0}) {
-        const SamplingParams sampling = bench_sampling(top_k);
+      // Last, a top-k 40 session with penalties: its row rewritten on the device
+      // (Executor::rewrites_rows()) before its candidates, not run ahead.
+      for (const auto& [top_k, penalized] :
+           {std::pair{20, false}, std::pair{0, false}, std::pair{40, true}}) {
+        const SamplingParams sampling = bench_sampling(top_k, penalized);
         const int64_t ahead_before = executor->stats().num_steps_run_ahead;
         const int64_t dropped_before = executor->stats().num_steps_ahead_dropped;
         CELLM_ASSIGN_OR_RETURN(const StepTimes sampled,
@@ -467,9 +491,10 @@ StatusOr<CudaBenchReport> run_cuda_bench(const CudaBenchOptions& options,
                         counts.decided, counts.rows, counts.row_draws,
                         executor->stats().num_steps_run_ahead - ahead_before,
                         executor->stats().num_steps_ahead_dropped - dropped_before));
-        bench.add_result(top_k > 0 ? std::string("decode batch 1, sampled from device candidates")
-                                   : fmt::format("decode batch 1, sampled ({}) on the device",
-                                                 sampling_name(sampling)),
+        bench.add_result(top_k > 0 && !penalized
+                             ? std::string("decode batch 1, sampled from device candidates")
+                             : fmt::format("decode batch 1, sampled ({}) on the device",
+                                           sampling_name(sampling)),
                          "tok/s", 1e3 / sampled.ms, sampled, 1, 1, 1);
       }
     }
@@ -524,9 +549,11 @@ StatusOr<CudaBenchReport> run_cuda_bench(const CudaBenchOptions& options,
       // no rows either): top-k 20, and top-k 40 (llama.cpp's and Ollama's default, with T 0.8 and
       // top-p 0.95), whose nucleus on the bench's nearly flat random rows would fall past a list
       // of 32.
-      // And no top-k (T 0.8, top-p 0.95): drawn from the whole rows on the device.
-      for (const int32_t top_k : {20, 40, 0}) {
-        const SamplingParams sampling = bench_sampling(top_k);
+      // And no top-k (T 0.8, top-p 0.95): drawn from the whole rows on the device. Last, top-k
+      // 40 with penalties: the rows rewritten on the device first.
+      for (const auto& [top_k, penalized] :
+           {std::pair{20, false}, std::pair{40, false}, std::pair{0, false}, std::pair{40, true}}) {
+        const SamplingParams sampling = bench_sampling(top_k, penalized);
         const std::string what = sampling_name(sampling);
         for (const bool listed : {true, false}) {
           say(fmt::format("decode with {} sessions, every row sampled ({}) on the host thread {}",

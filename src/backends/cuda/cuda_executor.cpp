@@ -281,11 +281,12 @@ StatusOr<BatchOutput> CudaExecutor::execute(const BatchInput& batch, bool return
   {
     const StatusOr<bool> summarize = prepare_logprobs(batch, output);
     const StatusOr<bool> list = summarize.ok() ? prepare_candidates(batch, output) : false;
-    if (!summarize.ok() || !list.ok()) {
+    const StatusOr<bool> rewrite = list.ok() ? prepare_rewrites(batch, output) : false;
+    if (!summarize.ok() || !list.ok() || !rewrite.ok()) {
       abort_step(step);
-      return summarize.ok() ? list.status() : summarize.status();
+      return !summarize.ok() ? summarize.status() : !list.ok() ? list.status() : rewrite.status();
     }
-    asks = {*summarize, *list, keep};
+    asks = {*summarize, *list, *rewrite, keep};
   }
   const std::vector<SliceCall> calls = plan_slices(step.num_tokens, spec_.max_step_tokens,
                                                    spec_.min_prefill_chunk, spec_.decode_widths);
@@ -442,6 +443,9 @@ Status CudaExecutor::run_call(const PackedStep& step, const SliceCall& call, boo
   const auto num_kept = static_cast<int32_t>(rows.local_rows.size());
   if (num_kept > 0 && asks.logprobs) {
     CELLM_RETURN_IF_ERROR(summarize_rows(rows.first_kept, num_kept));
+  }
+  if (num_kept > 0 && asks.rewrites) {  // after the summaries (of the raw rows)
+    CELLM_RETURN_IF_ERROR(rewrite_rows(rows.first_kept, num_kept));
   }
   if (num_kept > 0 && asks.candidates) {
     CELLM_RETURN_IF_ERROR(list_candidates(

@@ -104,6 +104,8 @@ class CudaExecutor final : public TableExecutor {
   bool computes_candidates() const override { return true; }
   // With options.row_draws, for vocabularies the cluster holds (kernels/row_draw.cuh).
   bool draws_rows() const override;
+  // With options.row_rewrites and draws_rows() (kernels/row_rewrite.cuh).
+  bool rewrites_rows() const override { return options_.row_rewrites && draws_rows(); }
   bool fetches_logits() const override { return true; }
   // The rows asked for, copied into the pinned rows of host_logits_ (runs of rows adjacent on
   // the device in one copy); every row when the step copied them all anyway.
@@ -145,6 +147,7 @@ class CudaExecutor final : public TableExecutor {
   struct RowAsks {
     bool logprobs = false;    // summaries (prepare_logprobs uploaded the asks)
     bool candidates = false;  // sampling candidates (prepare_candidates uploaded the asks)
+    bool rewrites = false;    // rows rewritten before their candidates (prepare_rewrites)
     bool keep = false;        // their logits stay on the device for fetch_logits()
   };
   // Where a call run ahead puts what the step's own buffers would receive (null: those buffers).
@@ -178,6 +181,13 @@ class CudaExecutor final : public TableExecutor {
   Status list_candidates(int32_t first_kept, int32_t num_kept,
                          kernels::RowCandidatesSummary* host_lists);
   void take_candidates(const BatchInput& batch, BatchOutput& output) const;
+  // Rewrites (cuda_executor_rewrite.cpp): whether any candidates row of the step asks to be
+  // rewritten (StepInput::rewrite); if so, flattens them into entries and enqueues their upload.
+  // An error when a row asks and this executor does not rewrite rows.
+  StatusOr<bool> prepare_rewrites(const BatchInput& batch, const BatchOutput& output);
+  // Enqueues the rewrite of the call's kept rows [first_kept, first_kept + num_kept) in the
+  // forward's logits (before their candidates are listed).
+  Status rewrite_rows(int32_t first_kept, int32_t num_kept);
 
   // What a one-session step asks of its row beyond the argmax: sampling candidates at a
   // temperature (> 0) and the token drawn from them (the draw's position that of the token).
@@ -250,6 +260,13 @@ class CudaExecutor final : public TableExecutor {
   DeviceBuffer candidate_asks_;
   DeviceBuffer candidate_rows_;
   DeviceBuffer candidate_scratch_;  // the kernel's split partials; zeroed when (re)allocated
+  // Row rewrites of the last prepared step, grown likewise: the kernel's entries, then the
+  // biases (f32), then each rewritten row's PenaltyParams, one upload (pinned, then device).
+  PinnedBuffer host_rewrites_;
+  DeviceBuffer rewrites_;
+  std::vector<int32_t> rewrite_begin_;   // [outputs + 1]: each output row's first entry
+  size_t rewrite_biases_offset_ = 0;     // bytes into the buffers
+  size_t rewrite_penalties_offset_ = 0;  // bytes into the buffers
   std::span<const float> last_logits_;
   // Rows kept on the device for fetch_logits() (BatchInput::keep_logits): those of a step's
   // calls before its last ([outputs of a step, vocab] f32, grown with the widest such step), and

@@ -3,7 +3,8 @@
 // first. A greedy session's next token is the step's argmax; a sampled one's is the draw from its
 // candidates on the device (StepInput::candidates_draw), run ahead only where no row is kept for
 // the host (the candidates always decide: a top-k inside the list), so a step run ahead is given
-// back only when the host's draw differs (rounding of exp) or nothing is finite.
+// back only when the host's draw differs (rounding of exp) or nothing is finite. A row rewritten
+// for its sampler's bias or penalties (StepInput::rewrite) never runs ahead.
 #include <span>
 #include <vector>
 
@@ -36,7 +37,7 @@ bool CudaExecutor::follows_tail(const BatchInput& batch, bool return_logits) con
   // A row summarized for log-probabilities, or listing candidates it draws nothing from, is not
   // what the step run ahead computes.
   const TailAsk ask = ask_of(batch);
-  return input.wants_output && input.num_top_logprobs < 0 &&
+  return input.wants_output && input.num_top_logprobs < 0 && !input.rewrite.enabled &&
          (ask.temperature <= 0.0f || ask.draw.enabled) && input.end - input.begin == 1 &&
          input.session == tail_.session && input.start_pos + input.begin == tail_.position &&
          input.tokens[static_cast<size_t>(input.begin)] == tail_.token && ask == tail_.ask &&
@@ -49,6 +50,9 @@ void CudaExecutor::note_tail(const BatchInput& batch, const BatchOutput& output)
   const StepInput& input = batch.inputs[0];
   const OutputRow& row = output.outputs[0];
   const TailAsk asked = ask_of(batch);
+  // A rewritten row's next step needs the rewrite of a context that holds its draw: none runs
+  // ahead of it.
+  if (input.rewrite.enabled) return;
   int32_t token = row.greedy_token;
   if (asked.temperature > 0.0f) {
     token = asked.draw.enabled && row.candidates.has_value() ? row.candidates->drawn : kNoToken;

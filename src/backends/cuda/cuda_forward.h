@@ -86,6 +86,9 @@ class CudaForward {
 
   // [max_width, vocab] f32 on the device: row i is the logits of kept row i after an enqueue.
   const float* logits() const { return logits_; }
+  // The same rows for a caller that rewrites them in place after an enqueue (the executor's row
+  // rewrites, before their candidates), stream-ordered after it.
+  float* mutable_logits() { return logits_; }
   // [max_width] int32 on the device: the argmax of logits row i (when configured with argmax).
   const int32_t* argmax_tokens() const { return argmax_tokens_; }
   // Static (graph-shaped) steps size their attention for a context bound: the longest session

@@ -16,7 +16,7 @@ set(CELLM_CUDA_KERNELS_CU
   gemv_decode_float.cu gemv_decode_kquant.cu gemv_decode_q8_q4.cu gemv_handover.cu
   gemv_dp4a.cu gemv_float.cu gemv_generic.cu gemv_kquant.cu gemv_q8_q4.cu
   matmul.cu quantize_activations.cu random_fill.cu rms_norm.cu rope_kv.cu row_gather.cu
-  row_candidates.cu row_draw.cu row_logprobs.cu swiglu.cu)
+  row_candidates.cu row_draw.cu row_logprobs.cu row_rewrite.cu swiglu.cu)
 # Tensor-core attention for 16-bit caches and the quantized tensor-core products.
 list(APPEND CELLM_CUDA_KERNELS_CU attention_decode_tc.cu attention_prefill_tc.cu matmul_int8.cu
   matmul_wide_q.cu)
@@ -64,7 +64,7 @@ cellm_add_test(cuda_ring_timeline_test
 
 # Parity tests against the CPU oracle: they need a GPU (label cuda) and fail without one.
 foreach(_cellm_test attention decode_handover decode_int8 decode_matmul elementwise matmul
-    matmul_int8 rope_kv row_candidates row_draw row_logprobs)
+    matmul_int8 rope_kv row_candidates row_draw row_logprobs row_rewrite)
   cellm_add_test(cuda_kernel_${_cellm_test}_test
     SOURCES ${_cellm_kernels_dir}/${_cellm_test}_test.cpp
     LIBS ${_cellm_kernels_lib} cellm_cuda_kernel_test_support cellm_backend_cpu
