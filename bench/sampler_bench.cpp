@@ -3,11 +3,12 @@
 // every execute() — plain greedy (one read of the row), greedy with a logit bias (a copy, then
 // the read), and sampling at temperature 0.8 with top-k 40, top-p 0.9, or both (partial
 // selection, never a sort of the whole vocabulary); and top-p 0.95 on 16 flat rows (a wide nucleus,
-// as on `cellm bench`'s random weights). One iteration is one step's 256 rows; the
-// GPU's step at 256 sessions takes about 17-23 ms, which the plain greedy figure is measured
-// against (with the CUDA executor the Runner takes the device's argmax instead, reading nothing).
-// Each on one thread, then on one thread per hardware thread (the Runner's sampling pool).
-// Run: sampler_bench [--benchmark_filter=...]
+// as on `cellm bench`'s random weights); and the rewrites 256 penalized sessions hand an executor
+// that rewrites rows (Sampler::rewrite_into, as the engine calls it). One iteration is one step's
+// 256 rows; the GPU's step at 256 sessions takes about 17-23 ms, which the plain greedy figure is
+// measured against (with the CUDA executor the Runner takes the device's argmax instead, reading
+// nothing). Each on one thread, then on one thread per hardware thread (the Runner's sampling
+// pool). Run: sampler_bench [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -100,12 +101,38 @@ void BM_FlatTopP095(benchmark::State& state) {
   sample_step(state, temperature(0, 0.95f), flat_logits());
 }
 
+// What the engine builds per step for 256 penalized sessions whose rows an executor rewrites
+// (Sampler::rewrite_into: the window's distinct tokens and counts, the biases by token): the
+// host's share of a penalized step on CUDA. Contexts of 512 tokens over a 2,000-token range, a
+// window of 64, three biases.
+void BM_PenaltyRewrites(benchmark::State& state) {
+  SamplingParams params = temperature(40, 0.95f);
+  params.repetition_penalty = 1.1f;
+  params.presence_penalty = 0.3f;
+  params.frequency_penalty = 0.5f;
+  params.logit_bias = {{17, -1.0f}, {300, 2.0f}, {17, 0.5f}};
+  std::vector<Sampler> samplers;
+  std::vector<std::vector<int32_t>> contexts(kRows);
+  std::mt19937 rng(11);
+  for (int32_t r = 0; r < kRows; ++r) {
+    samplers.emplace_back(params, 1000 + r);
+    for (int32_t t = 0; t < 512; ++t) contexts[r].push_back(static_cast<int32_t>(rng() % 2000));
+  }
+  std::vector<SamplerRewrite> rewrites(kRows);
+  for (auto _ : state) {
+    for (int32_t r = 0; r < kRows; ++r) samplers[r].rewrite_into(contexts[r], rewrites[r]);
+    benchmark::DoNotOptimize(rewrites.data());
+  }
+  state.SetItemsProcessed(state.iterations() * kRows);
+}
+
 BENCHMARK(BM_Greedy)->Unit(benchmark::kMillisecond)->Arg(1)->Arg(0)->UseRealTime();
 BENCHMARK(BM_GreedyWithLogitBias)->Unit(benchmark::kMillisecond)->Arg(1)->Arg(0)->UseRealTime();
 BENCHMARK(BM_TopK40)->Unit(benchmark::kMillisecond)->Arg(1)->Arg(0)->UseRealTime();
 BENCHMARK(BM_TopP09)->Unit(benchmark::kMillisecond)->Arg(1)->Arg(0)->UseRealTime();
 BENCHMARK(BM_TopK40TopP09)->Unit(benchmark::kMillisecond)->Arg(1)->Arg(0)->UseRealTime();
 BENCHMARK(BM_FlatTopP095)->Unit(benchmark::kMillisecond)->Arg(1)->Arg(0)->UseRealTime();
+BENCHMARK(BM_PenaltyRewrites)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace
 }  // namespace cellm

@@ -101,6 +101,9 @@ class Engine {
     int32_t prompt_end = 0;
     std::vector<TokenLogprobs> prompt_logprobs = {};
     bool prompt_logprobs_sent = false;
+    // The sampler's rewrite of the step's row, for an executor that rewrites rows
+    // (StepInput::rewrite views it until execute() returns); storage reused step to step.
+    SamplerRewrite rewrite = {};
   };
   struct EngineSession {
     std::shared_ptr<SessionShared> shared;

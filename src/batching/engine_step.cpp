@@ -114,8 +114,6 @@ void Engine::run_step() {
   // after every position whose row it keeps. row_positions: each output row's position.
   BatchInput batch;
   batch.inputs.reserve(plan.slices.size());
-  std::vector<SamplerRewrite> rewrites;  // what the inputs' StepInput::rewrite views
-  rewrites.reserve(plan.slices.size());
   std::vector<int32_t> row_positions;
   bool prompt_rows = false;
   for (const ScheduledSlice& slice : plan.slices) {
@@ -135,14 +133,16 @@ void Engine::run_step() {
       const SamplingParams& sampling = session.generation->config.sampling;
       if (last && slice.wants_output) {
         input.num_top_logprobs = sampling.logprobs;
-        const Sampler& sampler = session.generation->sampler;
+        Sampler& sampler = session.generation->sampler;
         if (lists_candidates(*session.generation)) {
           input.candidates_temperature = sampling.temperature;
           // The draw pick_from_candidates makes, so an executor may make it first.
           input.candidates_draw = {true, listed_draw_params(sampling), sampler.seed(),
                                    static_cast<int64_t>(session.tokens.size())};
           if (sampler.rewrites_scores()) {
-            input.rewrite = rewrites.emplace_back(sampler.rewrite_for(session.tokens)).view();
+            SamplerRewrite& rewrite = session.generation->rewrite;
+            sampler.rewrite_into(session.tokens, rewrite);
+            input.rewrite = rewrite.view();
           }
         }
       } else if (prompt_row) {

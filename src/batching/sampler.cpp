@@ -61,22 +61,32 @@ Sampler::Sampler(const SamplingParams& params, uint64_t seed)
   // Log-probabilities are the engine's business: it reads them from the row or from the
   // executor's summary of it (batch.h's RowLogprobs).
   takes_argmax_ = params_.temperature <= 0.0f && !rewrites_scores_;
+  for (const LogitBias& bias : params_.logit_bias)
+    biases_by_token_.emplace_back(bias.token, bias.bias);
+  std::stable_sort(biases_by_token_.begin(), biases_by_token_.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
 }
 
 SamplerRewrite Sampler::rewrite_for(std::span<const int32_t> context) const {
   SamplerRewrite out;
-  build_rewrite(context, out);
+  std::vector<int32_t> window;
+  build_rewrite(context, window, out);
   return out;
 }
 
-void Sampler::build_rewrite(std::span<const int32_t> context, SamplerRewrite& out) const {
+void Sampler::rewrite_into(std::span<const int32_t> context, SamplerRewrite& out) {
+  build_rewrite(context, window_, out);
+}
+
+void Sampler::build_rewrite(std::span<const int32_t> context, std::vector<int32_t>& window,
+                            SamplerRewrite& out) const {
   const SamplingParams& p = params_;
   out.tokens.clear();
   out.biases.clear();
   out.penalties = {p.repetition_penalty, p.presence_penalty, p.frequency_penalty};
-  // (token, count) for the window's distinct tokens and (token, bias index) for the biases, each
-  // ascending by token, then merged: a token's biases keep the params' order.
-  std::vector<int32_t> window;
+  // The window's tokens ascending, merged with the biases by token (each token's in the params'
+  // order).
+  window.clear();
   if (has_penalties(p)) {
     const size_t n = p.penalty_window < 0
                          ? context.size()
@@ -84,12 +94,7 @@ void Sampler::build_rewrite(std::span<const int32_t> context, SamplerRewrite& ou
     window.assign(context.end() - static_cast<std::ptrdiff_t>(n), context.end());
     std::sort(window.begin(), window.end());
   }
-  std::vector<std::pair<int32_t, int32_t>> aimed;  // (token, index into logit_bias)
-  aimed.reserve(p.logit_bias.size());
-  for (size_t i = 0; i < p.logit_bias.size(); ++i) {
-    aimed.emplace_back(p.logit_bias[i].token, static_cast<int32_t>(i));
-  }
-  std::sort(aimed.begin(), aimed.end());
+  const std::vector<std::pair<int32_t, float>>& aimed = biases_by_token_;
   size_t w = 0;
   size_t b = 0;
   while (w < window.size() || b < aimed.size()) {
@@ -99,9 +104,7 @@ void Sampler::build_rewrite(std::span<const int32_t> context, SamplerRewrite& ou
     TokenRewrite entry;
     entry.token = token;
     entry.first_bias = static_cast<int32_t>(out.biases.size());
-    for (; b < aimed.size() && aimed[b].first == token; ++b) {
-      out.biases.push_back(p.logit_bias[static_cast<size_t>(aimed[b].second)].bias);
-    }
+    for (; b < aimed.size() && aimed[b].first == token; ++b) out.biases.push_back(aimed[b].second);
     entry.num_biases = static_cast<int32_t>(out.biases.size()) - entry.first_bias;
     for (; w < window.size() && window[w] == token; ++w) ++entry.count;
     out.tokens.push_back(entry);
@@ -157,7 +160,7 @@ StatusOr<int32_t> Sampler::sample(std::span<const float> logits, std::span<const
   row_ = logits;
   if (rewrites_scores_) {
     scores_.assign(logits.begin(), logits.end());
-    build_rewrite(context, rewrite_);
+    build_rewrite(context, window_, rewrite_);
     for (const TokenRewrite& entry : rewrite_.tokens) {
       if (entry.token < 0 || entry.token >= vocab) {  // a context token past the vocabulary
         CELLM_CHECK_EQ(entry.num_biases, 0)

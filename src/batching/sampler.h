@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "batching/batch.h"
@@ -98,6 +99,9 @@ class Sampler {
   // An executor that rewrites_rows() applies it on its side, so that candidates listed from the
   // rewritten row stand in for sample() (sample_from_candidates) with bias and penalties too.
   SamplerRewrite rewrite_for(std::span<const int32_t> context) const;
+  // The same into `out`, reusing its storage and this sampler's scratch (the engine's per-step
+  // path: no allocation once the buffers have grown).
+  void rewrite_into(std::span<const int32_t> context, SamplerRewrite& out);
 
   // True when the candidates always decide (a top-k cut inside the list): unless the row has no
   // finite logit, sample_from_candidates never leaves the draw to the row, so the row need not
@@ -117,8 +121,9 @@ class Sampler {
   uint64_t seed() const { return seed_; }
 
  private:
-  // rewrite_for into `out`, reusing its storage.
-  void build_rewrite(std::span<const int32_t> context, SamplerRewrite& out) const;
+  // rewrite_for into `out`, reusing its storage; `window` is scratch.
+  void build_rewrite(std::span<const int32_t> context, std::vector<int32_t>& window,
+                     SamplerRewrite& out) const;
   // Sorts candidates_ best first far enough that [0, n) holds the n best, in order.
   void sort_prefix(size_t n);
   // exp(score / temperature - top): the unnormalized probability of `token`.
@@ -136,7 +141,10 @@ class Sampler {
   std::vector<int32_t> candidates_;  // [<= vocab] token ids still in the running
   size_t num_sorted_ = 0;            // candidates_[0, num_sorted_) are sorted best first
   std::vector<int32_t> heap_;        // sort_prefix's selection of the next best candidates
-  SamplerRewrite rewrite_;           // sample()'s rewrite of the row
+  // The biases as (token, bias), by token, each token's in the params' order (rewrite_for's).
+  std::vector<std::pair<int32_t, float>> biases_by_token_;
+  SamplerRewrite rewrite_;       // sample()'s rewrite of the row
+  std::vector<int32_t> window_;  // [<= penalty_window] the penalized tokens, sorted (scratch)
 };
 
 }  // namespace cellm
