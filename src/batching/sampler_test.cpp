@@ -112,6 +112,31 @@ TEST(SamplerTest, RewriteForListsEachTouchedTokenOnceWithItsBiasesInOrderAndItsW
   EXPECT_FALSE(Sampler(with_temperature(0.7f), 1).rewrites_scores());
 }
 
+TEST(SamplerTest, RewriteIntoReusedStorageGivesRewriteForEachTime) {
+  // The engine's per-step path reuses one SamplerRewrite: nothing of an earlier, longer rewrite
+  // may survive into a later one.
+  SamplingParams params;
+  params.temperature = 1.0f;
+  params.presence_penalty = 0.5f;
+  params.penalty_window = 6;
+  params.logit_bias = {{4, 1.0f}, {2, -1.0f}, {4, 0.25f}};
+  Sampler sampler(params, 3);
+  SamplerRewrite reused;
+  const std::vector<Tokens> contexts = {
+      {9, 8, 7, 6, 5, 4, 3}, {1}, {4, 4, 4, 4}, {}, {2, 9, 2, 9, 2, 9, 2, 9}};
+  for (const Tokens& context : contexts) {
+    sampler.rewrite_into(context, reused);
+    const SamplerRewrite fresh = sampler.rewrite_for(context);
+    EXPECT_EQ(reused.tokens, fresh.tokens);
+    EXPECT_EQ(reused.biases, fresh.biases);
+    EXPECT_EQ(reused.penalties, fresh.penalties);
+  }
+  // The last context's window (2, 9, 2, 9, 2, 9) and the biases: tokens 2, 4 and 9.
+  const std::vector<TokenRewrite> want = {{2, 3, 0, 1}, {4, 0, 1, 2}, {9, 3, 3, 0}};
+  EXPECT_EQ(reused.tokens, want);
+  EXPECT_EQ(reused.biases, (std::vector<float>{-1.0f, 1.0f, 0.25f}));
+}
+
 TEST(SamplerTest, EveryTokenBannedIsAnErrorNotACrash) {
   SamplingParams params;
   params.logit_bias = {{0, -INFINITY}, {1, -INFINITY}};
