@@ -198,8 +198,9 @@ class Engine {
   };
   // Whether the generation's output rows ask the executor for sampling candidates (and its
   // draw): its sampler takes them as they are, or rewrites its row (bias, penalties) where the
-  // executor rewrites rows and draws from them on its side (Executor::rewrites_rows(),
-  // draws_rows()) and no log-probabilities are asked (they are of the raw row).
+  // executor rewrites rows (Executor::rewrites_rows()) and no log-probabilities are asked (they
+  // are of the raw row) — greedy then takes the list's head, sampling the executor's draw from
+  // the row (draws_rows()).
   bool lists_candidates(const ActiveGeneration& generation) const;
   // The token (and its log-probabilities) from the row's sampling candidates, when they decide
   // it without the row or the executor drew it from the row (Executor::draws_rows()); nullopt

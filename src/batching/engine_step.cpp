@@ -135,9 +135,12 @@ void Engine::run_step() {
         input.num_top_logprobs = sampling.logprobs;
         Sampler& sampler = session.generation->sampler;
         if (lists_candidates(*session.generation)) {
-          input.candidates_temperature = sampling.temperature;
+          // A greedy sampler's rewritten row is listed at any temperature: its best token is the
+          // argmax (the lower id on ties), which pick_from_candidates takes.
+          const bool greedy = sampling.temperature <= 0.0f;
+          input.candidates_temperature = greedy ? 1.0f : sampling.temperature;
           // The draw pick_from_candidates makes, so an executor may make it first.
-          input.candidates_draw = {true, listed_draw_params(sampling), sampler.seed(),
+          input.candidates_draw = {!greedy, listed_draw_params(sampling), sampler.seed(),
                                    static_cast<int64_t>(session.tokens.size())};
           if (sampler.rewrites_scores()) {
             SamplerRewrite& rewrite = session.generation->rewrite;
@@ -321,9 +324,11 @@ Engine::RowsNeeded Engine::step_needs_logits(const StepSchedule& plan, bool prom
     if (session == nullptr || !session->generation) continue;
     const ActiveGeneration& generation = *session->generation;
     const Sampler& sampler = generation.sampler;
-    const bool decided = sampler.takes_argmax() ||
-                         (executor_.computes_candidates() && sampler.candidates_always_decide()) ||
-                         (executor_.draws_rows() && lists_candidates(generation));
+    const bool decided =
+        sampler.takes_argmax() ||
+        (executor_.computes_candidates() && sampler.candidates_always_decide()) ||
+        (lists_candidates(generation) &&
+         (executor_.draws_rows() || generation.config.sampling.temperature <= 0.0f));
     if (!decided || (generation.config.sampling.logprobs >= 0 && !summaries)) return some;
   }
   // Every row takes its greedy token or its draw from the executor's argmax or candidates, and
@@ -347,9 +352,10 @@ bool Engine::lists_candidates(const ActiveGeneration& generation) const {
   const Sampler& sampler = generation.sampler;
   if (!executor_.computes_candidates()) return false;
   if (sampler.takes_candidates()) return true;
-  return sampler.rewrites_scores() && generation.config.sampling.temperature > 0.0f &&
-         generation.config.sampling.logprobs < 0 && executor_.rewrites_rows() &&
-         executor_.draws_rows();
+  // A rewritten row: greedy takes the list's head, sampling the executor's draw.
+  const SamplingParams& sampling = generation.config.sampling;
+  return sampler.rewrites_scores() && sampling.logprobs < 0 && executor_.rewrites_rows() &&
+         (sampling.temperature <= 0.0f || executor_.draws_rows());
 }
 
 std::optional<Engine::PickedToken> Engine::pick_from_candidates(const EngineSession& session,
@@ -366,6 +372,10 @@ std::optional<Engine::PickedToken> Engine::pick_from_candidates(const EngineSess
     return picked;
   }
   const RowCandidates& candidates = *output.candidates;
+  if (generation.config.sampling.temperature <= 0.0f) {  // a rewritten row's argmax
+    picked.token.emplace(candidates.top.front().first);
+    return picked;  // no log-probabilities: they would need the raw row
+  }
   std::optional<int32_t> token = generation.sampler.sample_from_candidates(
       candidates, static_cast<int64_t>(session.tokens.size()));
   if (!token.has_value() && executor_.draws_rows()) {

@@ -304,10 +304,10 @@ TEST(RunnerCandidatesTest, AnExecutorThatDrawsFromTheRowsFetchesOnlyTheRowsTheSa
 }
 
 TEST(RunnerCandidatesTest, AnExecutorThatRewritesRowsFetchesOnlyRowsScoredForLogprobs) {
-  // Samplers with bias and penalties of every kind, their rows rewritten and drawn from by the
-  // executor (Executor::rewrites_rows()): the tokens of sampling every row on the host, the same
-  // failure where the bias bans every token, and only the rows of the generation that asks for
-  // log-probabilities (of the raw row) travel.
+  // Samplers with bias and penalties of every kind, greedy ones too, their rows rewritten and
+  // drawn from by the executor (Executor::rewrites_rows()): the tokens of sampling every row on
+  // the host, the same failure where the bias bans every token, and only the rows of the
+  // generation that asks for log-probabilities (of the raw row) travel.
   std::vector<GenConfig> configs;
   configs.push_back(penalized(500));  // a top-k inside the list
   GenConfig nucleus = sampled(8, 1.0f, 0, 0.9f, 0.0f, 501);
@@ -333,6 +333,14 @@ TEST(RunnerCandidatesTest, AnExecutorThatRewritesRowsFetchesOnlyRowsScoredForLog
   scored.sampling.logprobs = 2;
   configs.push_back(scored);
   configs.push_back(sampled(8, 1.0f, 0, 1.0f, 0.0f, 506));  // rewrites nothing
+  // Greedy with penalties and a bias: the rewritten row's argmax, the head of its list.
+  GenConfig greedy_penalized = greedy(8);
+  greedy_penalized.sampling.repetition_penalty = 1.3f;
+  greedy_penalized.sampling.frequency_penalty = -1.0f;  // negative: seen tokens are favored
+  configs.push_back(greedy_penalized);
+  GenConfig greedy_biased = greedy(8);
+  greedy_biased.sampling.logit_bias = {{wide_prompt()[2], 0.5f}, {7, -INFINITY}};
+  configs.push_back(greedy_biased);
 
   FakeExecutorConfig plain;
   plain.vocab_size = 256;
@@ -359,8 +367,11 @@ TEST(RunnerCandidatesTest, AnExecutorThatRewritesRowsFetchesOnlyRowsScoredForLog
     EXPECT_EQ(got[5].logprobs[k].token, want[5].logprobs[k].token);
     EXPECT_NEAR(got[5].logprobs[k].logprob, want[5].logprobs[k].logprob, 1e-6);
   }
-  // Four generations of 8 tokens and the banned one's first row were rewritten.
-  EXPECT_EQ(counts.num_rewritten_rows, 4 * 8 + 1);
+  // Four sampled and two greedy generations of 8 tokens and the banned one's first row were
+  // rewritten; the greedy ones' tokens are not the plain argmax's.
+  EXPECT_EQ(counts.num_rewritten_rows, 6 * 8 + 1);
+  EXPECT_NE(want[7].tokens, fake_greedy(prompt, 8, 256));
+  EXPECT_NE(want[8].tokens, fake_greedy(prompt, 8, 256));
   EXPECT_EQ(counts.num_logits_steps, 0) << "a step copied every row";
   EXPECT_EQ(counts.num_fetched_rows, 8) << "one row per token of the scored session";
 }

@@ -291,9 +291,9 @@ TEST(CudaCandidatesTest, RowsRewrittenForBiasAndPenaltiesDrawTheSamplersTokens) 
   EXPECT_GE(drawn_otherwise, 10) << "the rewrites changed no draw: they went untested";
 }
 
-// Through the Runner: generations with bias and penalties give the same tokens whether the rows
-// are rewritten and drawn on the device or fetched and sampled on the host, and on the device no
-// row travels.
+// Through the Runner: generations with bias and penalties (a greedy one too) give the same
+// tokens whether the rows are rewritten and drawn on the device or fetched and sampled on the
+// host, and on the device no row travels.
 TEST(CudaCandidatesTest, ThroughTheRunnerPenalizedGenerationsFetchNoRows) {
   ASSERT_NO_FATAL_FAILURE(testing::require_cuda_device());
   std::unique_ptr<Program> model = testing::open_model("stories260K.gguf");
@@ -310,16 +310,17 @@ TEST(CudaCandidatesTest, ThroughTheRunnerPenalizedGenerationsFetchNoRows) {
     Runner runner(*executor, DecodeFirstScheduler(SchedulerConfig::defaults_for(64)));
     std::vector<Session> sessions;
     std::vector<GenerationHandle> handles;
-    for (int g = 0; g < 4; ++g) {
+    for (int g = 0; g < 5; ++g) {
       GenConfig config;
       config.max_new_tokens = 32;
-      config.sampling.temperature = 0.8f + 0.2f * static_cast<float>(g);
+      // The last greedy: the rewritten row's argmax, the head of its list.
+      config.sampling.temperature = g == 4 ? 0.0f : 0.8f + 0.2f * static_cast<float>(g);
       config.sampling.top_k = g == 0 ? 40 : 0;
       config.sampling.top_p = g == 1 ? 0.95f : 1.0f;
       config.sampling.frequency_penalty = g == 3 ? 0.0f : 0.6f;
       config.sampling.presence_penalty = g == 2 ? 0.4f : 0.0f;
-      config.sampling.repetition_penalty = g == 3 ? 1.2f : 1.0f;
-      if (g == 2) config.sampling.logit_bias = {{13, 3.0f}};
+      config.sampling.repetition_penalty = g == 3 ? 1.2f : g == 4 ? 1.5f : 1.0f;
+      if (g == 2 || g == 4) config.sampling.logit_bias = {{13, 3.0f}};
       config.seed = 50 + static_cast<uint64_t>(g);
       config.use_default_stop_tokens = false;
       sessions.push_back(runner.open_session());
@@ -334,7 +335,7 @@ TEST(CudaCandidatesTest, ThroughTheRunnerPenalizedGenerationsFetchNoRows) {
   }
   EXPECT_EQ(tokens[0], tokens[1]);
   EXPECT_EQ(fetched[0], 0) << "a rewritten row travelled to the host";
-  EXPECT_GE(fetched[1], 4 * 31) << "the host path fetched no rows: it compared nothing";
+  EXPECT_GE(fetched[1], 5 * 31) << "the host path fetched no rows: it compared nothing";
 }
 
 }  // namespace
