@@ -130,13 +130,7 @@ StatusOr<BatchOutput> FakeExecutor::execute(const BatchInput& batch, bool return
     }
     if (config_.candidates && input.candidates_temperature > 0.0f) {
       if (rewrites_rows() && input.rewrite.enabled) {  // in place, as on the device
-        const RowRewrite& rewrite = input.rewrite;
-        for (const TokenRewrite& entry : rewrite.tokens) {
-          if (entry.token < 0 || entry.token >= config_.vocab_size) continue;
-          float& score = logits[static_cast<size_t>(entry.token)];
-          score = rewrite_score(score, rewrite.biases.data() + entry.first_bias, entry.num_biases,
-                                entry.count, rewrite.penalties);
-        }
+        apply_rewrite(input.rewrite, logits);
         std::lock_guard<std::mutex> lock(mutex_);
         ++counts_.num_rewritten_rows;
       }

@@ -67,6 +67,20 @@ Sampler::Sampler(const SamplingParams& params, uint64_t seed)
                    [](const auto& a, const auto& b) { return a.first < b.first; });
 }
 
+void apply_rewrite(const RowRewrite& rewrite, std::span<float> row) {
+  const auto vocab = static_cast<int32_t>(row.size());
+  for (const TokenRewrite& entry : rewrite.tokens) {
+    if (entry.token < 0 || entry.token >= vocab) {  // a context token past the vocabulary
+      CELLM_CHECK_EQ(entry.num_biases, 0)
+          << "logit_bias token " << entry.token << " outside the vocabulary of " << vocab;
+      continue;
+    }
+    float& score = row[static_cast<size_t>(entry.token)];
+    score = rewrite_score(score, rewrite.biases.data() + entry.first_bias, entry.num_biases,
+                          entry.count, rewrite.penalties);
+  }
+}
+
 SamplerRewrite Sampler::rewrite_for(std::span<const int32_t> context) const {
   SamplerRewrite out;
   std::vector<int32_t> window;
@@ -161,16 +175,7 @@ StatusOr<int32_t> Sampler::sample(std::span<const float> logits, std::span<const
   if (rewrites_scores_) {
     scores_.assign(logits.begin(), logits.end());
     build_rewrite(context, window_, rewrite_);
-    for (const TokenRewrite& entry : rewrite_.tokens) {
-      if (entry.token < 0 || entry.token >= vocab) {  // a context token past the vocabulary
-        CELLM_CHECK_EQ(entry.num_biases, 0)
-            << "logit_bias token " << entry.token << " outside the vocabulary of " << vocab;
-        continue;
-      }
-      float& score = scores_[static_cast<size_t>(entry.token)];
-      score = rewrite_score(score, rewrite_.biases.data() + entry.first_bias, entry.num_biases,
-                            entry.count, rewrite_.penalties);
-    }
+    apply_rewrite(rewrite_.view(), scores_);
     row_ = scores_;
   }
   const int32_t best = argmax_finite(row_);

@@ -72,6 +72,12 @@ struct SamplerRewrite {
   RowRewrite view() const { return {true, tokens, biases, penalties}; }
 };
 
+// Applies `rewrite` to `row` in place (core/score_rewrite.h's rewrite_score per listed token): what
+// sample() does to its copy of the row, and an executor's host-side stand-in for its device
+// rewrite. Context tokens past the row are skipped; a biased one is a CELLM_CHECK failure (the
+// Runner checks bias tokens at submit).
+void apply_rewrite(const RowRewrite& rewrite, std::span<float> row);
+
 class Sampler {
  public:
   // params must pass validate_gen_config; its token ids must lie in the vocabulary (the Runner

@@ -264,11 +264,7 @@ TEST(CudaCandidatesTest, RowsRewrittenForBiasAndPenaltiesDrawTheSamplersTokens) 
       std::vector<float> want(raw_row.begin(), raw_row.end());
       if (samplers[i].rewrites_scores()) {
         const SamplerRewrite rewrite = samplers[i].rewrite_for(context[i]);
-        for (const TokenRewrite& t : rewrite.tokens) {
-          float& score = want[static_cast<size_t>(t.token)];
-          score = rewrite_score(score, rewrite.biases.data() + t.first_bias, t.num_biases, t.count,
-                                rewrite.penalties);
-        }
+        apply_rewrite(rewrite.view(), want);
         rewritten_tokens += static_cast<int>(rewrite.tokens.size());
       }
       EXPECT_TRUE(std::equal(want.begin(), want.end(), got_row.begin()))

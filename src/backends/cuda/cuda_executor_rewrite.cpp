@@ -23,13 +23,19 @@ size_t aligned(size_t bytes) { return (bytes + kAlignBytes - 1) / kAlignBytes * 
 
 StatusOr<bool> CudaExecutor::prepare_rewrites(const BatchInput& batch, const BatchOutput& output) {
   const size_t rows = output.outputs.size();
+  const auto input_of = [&](size_t i) -> const StepInput& {
+    return batch.inputs[static_cast<size_t>(output.outputs[i].input_index)];
+  };
+  const auto rewritten = [&](const StepInput& input) {
+    return input.candidates_temperature > 0.0f && input.rewrite.enabled;
+  };
   rewrite_begin_.assign(rows + 1, 0);
   size_t num_entries = 0;
   size_t num_biases = 0;
   size_t num_rewritten = 0;
   for (size_t i = 0; i < rows; ++i) {
-    const StepInput& input = batch.inputs[static_cast<size_t>(output.outputs[i].input_index)];
-    if (input.candidates_temperature > 0.0f && input.rewrite.enabled) {
+    const StepInput& input = input_of(i);
+    if (rewritten(input)) {
       if (!rewrites_rows()) {
         return invalid_argument(
             "a row asks to be rewritten for its sampler (StepInput::rewrite), and this executor "
@@ -56,8 +62,8 @@ StatusOr<bool> CudaExecutor::prepare_rewrites(const BatchInput& batch, const Bat
   int32_t bias_base = 0;
   int32_t row_index = 0;  // into penalties
   for (size_t i = 0; i < rows; ++i) {
-    const StepInput& input = batch.inputs[static_cast<size_t>(output.outputs[i].input_index)];
-    if (!(input.candidates_temperature > 0.0f && input.rewrite.enabled)) continue;
+    const StepInput& input = input_of(i);
+    if (!rewritten(input)) continue;
     const RowRewrite& rewrite = input.rewrite;
     for (const TokenRewrite& t : rewrite.tokens) {
       *entries++ = {static_cast<int32_t>(i),  t.token,      t.count,
