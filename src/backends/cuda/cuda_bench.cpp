@@ -205,7 +205,7 @@ class Bench {
               input.candidates_draw = {true, listed_draw_params(*sampling), samplers[i_size].seed(),
                                        static_cast<int64_t>(contexts[i_size].size())};
               if (rewrites) {
-                rewrite_storage[i_size] = samplers[i_size].rewrite_for(contexts[i_size]);
+                samplers[i_size].rewrite_into(contexts[i_size], rewrite_storage[i_size]);
                 input.rewrite = rewrite_storage[i_size].view();
               }
             }
