@@ -114,6 +114,7 @@ StatusOr<std::unique_ptr<CudaForward>> CudaForward::create(const ModelConfig& co
       static_cast<size_t>(c.hidden_size),                        // handed-over int8 input
       static_cast<size_t>(c.hidden_size / 32) * sizeof(float),   // its scales
       static_cast<size_t>(c.hidden_size / 32) * sizeof(double),  // its sums of squares
+      q8_rows * (max_k / 32) * sizeof(int32_t),                  // int8 activations' block sums
   };
   size_t total = 0;
   for (const size_t s : sizes) total += aligned(s);
@@ -143,6 +144,7 @@ StatusOr<std::unique_ptr<CudaForward>> CudaForward::create(const ModelConfig& co
   forward->hand_q_ = reinterpret_cast<int8_t*>(take(sizes[16]));
   forward->hand_scales_ = reinterpret_cast<float*>(take(sizes[17]));
   forward->hand_sum_squares_ = reinterpret_cast<double*>(take(sizes[18]));
+  forward->x_q8_sums_ = reinterpret_cast<int32_t*>(take(sizes[19]));
   CELLM_CUDA_RETURN_IF_ERROR(cudaMemset(forward->zero_rows_, 0, sizes[9]));
   CELLM_CUDA_RETURN_IF_ERROR(cudaMemset(forward->argmax_scratch_, 0, sizes[11]));
   forward->plan_fused_path();
@@ -159,14 +161,15 @@ Status CudaForward::matmul(const kernels::DeviceWeight& w, const float* x, int64
   }
   if (int8_decode_applies(w, rows)) {
     const bool per_256 = int8_input_per_256(w);
-    CELLM_RETURN_IF_ERROR(
-        quantize_input(x, x_stride, nullptr, nullptr, nullptr, rows, w.num_cols, stream, per_256));
+    CELLM_RETURN_IF_ERROR(quantize_input(x, x_stride, nullptr, nullptr, nullptr, rows, w.num_cols,
+                                         stream, per_256, /*block_sums=*/per_256));
     kernels::DecodeMatmulParams d;
     d.w = w;
     d.num_tokens = rows;
     d.x_q8 = x_q8_;
     d.x_q8_scales = x_q8_scales_;
     d.x_q8_per_256 = per_256;
+    d.x_q8_sums = per_256 ? x_q8_sums_ : nullptr;
     d.y = y;
     d.y_stride = y_stride;
     d.accumulate = accumulate;
@@ -223,7 +226,7 @@ Status CudaForward::int8_matmul(const kernels::DeviceWeight& w, const float* x, 
 Status CudaForward::quantize_input(const float* x, int64_t x_stride, const int32_t* x_rows,
                                    const float* norm, const float* up, int32_t rows,
                                    int64_t num_cols, cudaStream_t stream, bool per_256,
-                                   kernels::PdlTrigger trigger) {
+                                   bool block_sums, kernels::PdlTrigger trigger) {
   kernels::QuantizeActivationsParams q;
   q.num_tokens = rows;
   q.num_cols = num_cols;
@@ -236,6 +239,7 @@ Status CudaForward::quantize_input(const float* x, int64_t x_stride, const int32
   q.q = x_q8_;
   q.scales = x_q8_scales_;
   q.per_256 = per_256;
+  q.sums = block_sums ? x_q8_sums_ : nullptr;
   q.trigger = trigger;
   return kernels::launch_quantize_activations(q, stream);
 }

@@ -136,10 +136,12 @@ class CudaForward {
                      const kernels::RopeKvOutput* rope = nullptr);
   // x_q8_ / x_q8_scales_ = `rows` rows of num_cols f32 values quantized (gathered by x_rows,
   // RMS-normed with norm, or SwiGLU of x and up — quantize_activations.cuh), one launch; with
-  // per_256 one scale per 256 columns; `trigger` as kernels::QuantizeActivationsParams.
+  // per_256 one scale per 256 columns; with block_sums also each block's Σ q into x_q8_sums_ (what
+  // a decode product of Q4_K on per-256 input needs); `trigger` as
+  // kernels::QuantizeActivationsParams.
   Status quantize_input(const float* x, int64_t x_stride, const int32_t* x_rows, const float* norm,
                         const float* up, int32_t rows, int64_t num_cols, cudaStream_t stream,
-                        bool per_256 = false,
+                        bool per_256 = false, bool block_sums = false,
                         kernels::PdlTrigger trigger = kernels::PdlTrigger::kAtStart);
   // Whether w's int8 products (decode and tensor-core) take their input quantized with one scale
   // per 256 columns (K-quants, where kquant_per_256_): every quantize launch for them asks this
@@ -240,6 +242,7 @@ class CudaForward {
   uint16_t* x_wide_ = nullptr;
   int8_t* x_q8_ = nullptr;        // [8, max K] int8 activations of the fused path
   float* x_q8_scales_ = nullptr;  // [8, max K / 32]
+  int32_t* x_q8_sums_ = nullptr;  // [8, max K / 32] block sums of x_q8_ (per-256 quantizations)
   float2* rope_table_ = nullptr;  // [W, num_rotary_dims / 2] (cos, sin) of the step's positions
   // One token's normed int8 input handed over by an output or down product (DecodeHandover):
   // never x_q8_, which those products read.

@@ -147,10 +147,11 @@ Status CudaForward::fused_input(kernels::DecodeMatmulParams* p, const float* x, 
   } else if (int8) {
     const bool per_256 = int8_input_per_256(p->w);
     CELLM_RETURN_IF_ERROR(quantize_input(x, x_stride, x_rows, norm, nullptr, rows, p->w.num_cols,
-                                         stream, per_256, fused_trigger_));
+                                         stream, per_256, /*block_sums=*/per_256, fused_trigger_));
     p->x_q8 = x_q8_;
     p->x_q8_scales = x_q8_scales_;
     p->x_q8_per_256 = per_256;
+    p->x_q8_sums = per_256 ? x_q8_sums_ : nullptr;
     return ok_status();
   }
   p->x = x;

@@ -58,8 +58,12 @@ Status check_input(const DecodeMatmulParams& p) {
       return bad(p, "int8 activations or scales null or not 16-byte aligned");
     }
     if (p.x_q8_per_256 && k % 256 != 0) return bad(p, "per-256 scales need K a multiple of 256");
+    if (p.x_q8_per_256 && p.w.type == TensorType::kQ4_K && p.x_q8_sums == nullptr) {
+      return bad(p, "Q4_K on per-256 int8 activations needs their block sums (x_q8_sums)");
+    }
     return ok_status();
   }
+  if (p.x_q8_sums != nullptr) return bad(p, "block sums without int8 input");
   if (p.x == nullptr || !aligned16(p.x) || p.x_stride < k || p.x_stride % 4 != 0) {
     return bad(p, "x null, not 16-byte aligned, or stride " + std::to_string(p.x_stride) +
                       " not a multiple of 4 of at least K");
@@ -198,6 +202,7 @@ DecodeGemvArgs make_decode_gemv_args(const DecodeMatmulParams& p) {
   a.x_q8 = p.x_q8;
   a.x_q8_scales = p.x_q8_scales;
   a.x_q8_per_256 = p.x_q8_per_256;
+  a.x_q8_sums = p.x_q8_sums;
   a.x_q8_sum_squares = p.x_q8_sum_squares;
   a.int8_fold = p.int8_activations;
   a.bias = p.bias;

@@ -78,6 +78,10 @@ struct DecodeMatmulParams {
   // x_q8's scales are alike within each 256 columns (QuantizeActivationsParams::per_256): Q4_K /
   // Q6_K products then sum a chunk's groups in integers.
   bool x_q8_per_256 = false;
+  // [num_tokens, K / 32] Σ of each block of 32 of x_q8 (natural block order;
+  // QuantizeActivationsParams::sums): required by Q4_K on per-256 input, whose minimums' terms
+  // then cost each chunk one multiply-add (one sub-block's) instead of one per group.
+  const int32_t* x_q8_sums = nullptr;
   // With f32 x: quantize it to int8 inside the product (decode_matmul_folds_int8(w, num_tokens)).
   bool int8_activations = false;
   // [K / 32] with x_q8 of one token (Q8_0 / Q4_0 weights, per-32 scales, K ≤ 8192): x_q8 holds the

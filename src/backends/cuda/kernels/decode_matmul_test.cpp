@@ -292,8 +292,10 @@ TEST(DecodeMatmulTest, Int8InputQuantizedFromNormedGatheredRowsGivesTheQuantized
       const DeviceInput dev(in);
       DeviceArray<int8_t> xq_dev(xq.q.size());
       DeviceArray<float> xs_dev(xq.scales.size());
+      DeviceArray<int32_t> sums_dev(xq.sums.size());
       xq_dev.poison();
       xs_dev.poison();
+      sums_dev.poison();
       QuantizeActivationsParams q;
       q.num_tokens = m;
       q.num_cols = k;
@@ -305,9 +307,11 @@ TEST(DecodeMatmulTest, Int8InputQuantizedFromNormedGatheredRowsGivesTheQuantized
       q.q = xq_dev.get();
       q.scales = xs_dev.get();
       q.per_256 = per_256;
+      q.sums = sums_dev.get();
       EXPECT_OK(launch_quantize_activations(q, nullptr));
       EXPECT_EQ(xq_dev.download(), xq.q) << "int8 activations differ from the host's";
       EXPECT_EQ(xs_dev.download(), xq.scales) << "activation scales differ from the host's";
+      EXPECT_EQ(sums_dev.download(), xq.sums) << "block sums differ from the host's";
 
       DeviceArray<float> y(static_cast<size_t>(m * w.rows));
       y.poison();
@@ -319,6 +323,10 @@ TEST(DecodeMatmulTest, Int8InputQuantizedFromNormedGatheredRowsGivesTheQuantized
       p.x_q8_per_256 = per_256;
       p.y = y.get();
       p.y_stride = w.rows;
+      if (per_256 && type == TensorType::kQ4_K) {
+        EXPECT_FALSE(launch_decode_matmul(p, nullptr).ok()) << "Q4_K per 256 without block sums";
+      }
+      p.x_q8_sums = sums_dev.get();
       EXPECT_OK(launch_decode_matmul(p, nullptr));
       const std::vector<float> got = y.download();
       EXPECT_TRUE(testing::near_relative("vs quantized activations", got, exact, 1e-5));

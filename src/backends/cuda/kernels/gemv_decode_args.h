@@ -24,6 +24,7 @@ struct DecodeGemvArgs {
   const int8_t* x_q8 = nullptr;
   const float* x_q8_scales = nullptr;
   bool x_q8_per_256 = false;
+  const int32_t* x_q8_sums = nullptr;
   const double* x_q8_sum_squares = nullptr;
   bool int8_fold = false;  // DecodeMatmulParams::int8_activations
   const float* bias = nullptr;

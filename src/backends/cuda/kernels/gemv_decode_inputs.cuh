@@ -284,14 +284,30 @@ template <class Input>
 inline constexpr bool kNormedAfter = std::is_same_v<Input, DecodeInt8NormedInput>;
 
 // The same, quantized with one scale per 256 columns (QuantizeActivationsParams::per_256): K-quant
-// weights sum a chunk's groups in integers (accumulate_chunk_int8_k256).
+// weights sum a chunk's groups in integers (accumulate_chunk_int8_k256), Q4_K's minimums from the
+// blocks' sums (x_q8_sums; null for other types).
 struct DecodeInt8Per256Input : DecodeInt8Input {
+  template <int M>
+  struct State : Int8Rows<M> {
+    const int32_t* sums[M];  // token t's block sums, or null
+  };
+
+  template <int M>
+  __device__ __forceinline__ static void prepare(const DecodeGemvArgs& a, State<M>& s) {
+    DecodeInt8Input::prepare<M>(a, s);
+    CELLM_UNROLL
+    for (int t = 0; t < M; ++t) {
+      const int64_t row = t < a.num_tokens ? t : 0;
+      s.sums[t] = a.x_q8_sums != nullptr ? a.x_q8_sums + row * (a.num_cols / 32) : nullptr;
+    }
+  }
+
   template <class Decoder, int R, int M>
   __device__ __forceinline__ static void accumulate(const typename Decoder::Chunk (&w)[R],
                                                     const DecodeGemvArgs& a, const State<M>& s,
                                                     int64_t c, float (&acc)[R][M]) {
     if constexpr (kInt8KQuant<Decoder>) {
-      accumulate_chunk_int8_k256<Decoder, R, M>(w, s.x, s.scales, a.num_tokens, c, acc);
+      accumulate_chunk_int8_k256<Decoder, R, M>(w, s.x, s.scales, s.sums, a.num_tokens, c, acc);
     } else {
       accumulate_int8<Decoder, R, M, false>(w, a.num_tokens, s, c, acc);
     }

@@ -199,6 +199,32 @@ CELLM_HD_INLINE int dp4a(uint32_t a, uint32_t b, int c) {
 #endif
 }
 
+// Σ of the two signed 16-bit halves of a times signed bytes 0 and 1 of b (kHigh: bytes 2 and 3),
+// plus c (PTX dp2a.lo / dp2a.hi .s32.s32).
+template <bool kHigh>
+CELLM_HD_INLINE int dp2a(uint32_t a, uint32_t b, int c) {
+#ifdef __CUDA_ARCH__
+  return kHigh ? __dp2a_hi(static_cast<int>(a), static_cast<int>(b), c)
+               : __dp2a_lo(static_cast<int>(a), static_cast<int>(b), c);
+#else
+  for (int k = 0; k < 2; ++k) {
+    c += static_cast<int16_t>(static_cast<uint16_t>(a >> (16 * k))) *
+         static_cast<int8_t>(static_cast<uint8_t>(b >> (8 * (k + (kHigh ? 2 : 0)))));
+  }
+  return c;
+#endif
+}
+
+// The low 16 bits of a (low half) and of b (high half): two values in [-32768, 32767] packed for
+// dp2a.
+CELLM_HD_INLINE uint32_t pack_low_halves(int a, int b) {
+#ifdef __CUDA_ARCH__
+  return __byte_perm(static_cast<uint32_t>(a), static_cast<uint32_t>(b), 0x5410);
+#else
+  return (static_cast<uint32_t>(a) & 0xffffu) | (static_cast<uint32_t>(b) << 16);
+#endif
+}
+
 // Four unsigned nibbles n (one per byte, n < 16) → the signed bytes n − 8, without carries
 // between bytes: set bit 7, subtract 8, flip bit 7 back.
 CELLM_HD_INLINE uint32_t nibbles_minus_8(uint32_t nibbles) {

@@ -175,6 +175,7 @@ HostQ8Rows quantize_rows_q8(std::span<const float> x, int64_t num_rows, int64_t 
   out.num_cols = num_cols;
   out.q.resize(static_cast<size_t>(num_rows * num_cols));
   out.scales.resize(static_cast<size_t>(num_rows * (num_cols / 32)));
+  out.sums.resize(out.scales.size());
   for (int64_t t = 0; t < num_rows; ++t) {
     const float* row = x.data() + t * stride;
     for (int64_t b = 0; b < num_cols / 32; ++b) {
@@ -185,11 +186,14 @@ HostQ8Rows quantize_rows_q8(std::span<const float> x, int64_t num_rows, int64_t 
       for (int64_t i = 0; i < count; ++i) amax = std::max(amax, std::fabs(row[first + i]));
       const float scale = q8_block_scale(amax);
       out.scales[static_cast<size_t>(t * (num_cols / 32) + b)] = scale;
+      int32_t sum = 0;
       for (int i = 0; i < 32; ++i) {
         const int64_t e = 32 * b + i;
-        out.q[static_cast<size_t>(t * num_cols + interleaved_q8_offset(e))] =
-            q8_quantize(row[e], scale);
+        const int8_t q = q8_quantize(row[e], scale);
+        out.q[static_cast<size_t>(t * num_cols + interleaved_q8_offset(e))] = q;
+        sum += q;
       }
+      out.sums[static_cast<size_t>(t * (num_cols / 32) + b)] = sum;
     }
   }
   return out;

@@ -71,6 +71,7 @@ struct HostQ8Rows {
   int64_t num_cols = 0;
   std::vector<int8_t> q;      // [num_rows, num_cols], interleaved within each row
   std::vector<float> scales;  // [num_rows, num_cols / 32]
+  std::vector<int32_t> sums;  // [num_rows, num_cols / 32] each block's Σ q (natural block order)
   // The value element `e` (natural order) of row `row` stands for: q · scale, in double.
   double value(int64_t row, int64_t e) const;
 };

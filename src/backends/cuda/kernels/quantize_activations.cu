@@ -64,8 +64,15 @@ __global__ void __launch_bounds__(kThreads)
     for (int w = 0; w < kWarps; ++w) amax = fmaxf(amax, block_max[w]);
   }
   const float scale = q8_block_scale(amax);
-  p.q[t * p.num_cols + interleaved_q8_offset(e)] = q8_quantize(v, scale);
+  const int8_t q = q8_quantize(v, scale);
+  p.q[t * p.num_cols + interleaved_q8_offset(e)] = q;
   if (lane == 0) p.scales[t * blocks_per_row + block] = scale;
+  if (p.sums != nullptr) {
+    int sum = q;
+    for (int offset = 16; offset > 0; offset >>= 1)
+      sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+    if (lane == 0) p.sums[t * blocks_per_row + block] = sum;
+  }
 }
 
 }  // namespace
@@ -74,7 +81,8 @@ Status launch_quantize_activations(const QuantizeActivationsParams& p, cudaStrea
   if (p.num_tokens < 0 || p.num_cols <= 0 || p.num_cols % 256 != 0 || p.x_stride < p.num_cols ||
       (p.num_tokens > 0 && (p.x == nullptr || p.q == nullptr || p.scales == nullptr)) ||
       reinterpret_cast<uintptr_t>(p.q) % 16 != 0 ||
-      reinterpret_cast<uintptr_t>(p.scales) % 16 != 0 || p.num_tokens > 65535 ||
+      reinterpret_cast<uintptr_t>(p.scales) % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(p.sums) % alignof(int32_t) != 0 || p.num_tokens > 65535 ||
       (p.up != nullptr && (p.x_rows != nullptr || p.norm_weight != nullptr))) {
     return invalid_argument("quantize_activations: " + std::to_string(p.num_tokens) + " rows of " +
                             std::to_string(p.num_cols) + " (a multiple of 256), stride " +

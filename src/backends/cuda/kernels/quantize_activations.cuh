@@ -27,8 +27,11 @@ struct QuantizeActivationsParams {
   int64_t num_cols = 0;      // K, a multiple of 256
   const float* x = nullptr;  // [num_tokens, x_stride] f32
   int64_t x_stride = 0;
-  int8_t* q = nullptr;                 // [num_tokens, num_cols], interleaved order, 16-byte aligned
-  float* scales = nullptr;             // [num_tokens, num_cols / 32] f32, 16-byte aligned
+  int8_t* q = nullptr;      // [num_tokens, num_cols], interleaved order, 16-byte aligned
+  float* scales = nullptr;  // [num_tokens, num_cols / 32] f32, 16-byte aligned
+  // Optional: [num_tokens, num_cols / 32], each block's Σ q (natural block order) — what a Q4_K
+  // product on per-256 input takes its minimums' terms from (DecodeMatmulParams::x_q8_sums).
+  int32_t* sums = nullptr;
   const int32_t* x_rows = nullptr;     // [num_tokens] device: row t reads x row x_rows[t]; null: t
   const float* norm_weight = nullptr;  // [num_cols] f32: RMSNorm each row first, or null
   float norm_eps = 0.0f;

@@ -242,6 +242,19 @@ struct DecodeQ4_K : InterleavedDecoderBase {
       min[j + 4] = static_cast<int>((mins_hi >> (8 * j)) & 0xffu);
     }
   }
+  // The eight integer scales as bytes: scales 0..3 of *lo, 4..7 of *hi (int8_quant_scales' scale).
+  CELLM_HD_INLINE static void int8_scale_words(const Chunk& w, uint32_t* lo, uint32_t* hi) {
+    *lo = w.head.y & 0x3f3f3f3fu;
+    *hi = (w.head.w & 0x0f0f0f0fu) | ((w.head.y >> 2) & 0x30303030u);
+  }
+  // Sub-block j's integer min alone (j in 0..7, known only at run time): int8_quant_scales' min[j]
+  // from whole words — no byte indexed by a run-time j, which would put the head in local memory.
+  CELLM_HD_INLINE static int int8_min_of(const Chunk& w, int j) {
+    const int shift = 8 * (j & 3);
+    const uint32_t b = w.head.z >> shift;  // byte j & 3 of bytes 8..11, low
+    const uint32_t m = w.head.w >> shift;  // byte j & 3 of bytes 12..15, low
+    return static_cast<int>(j < 4 ? b & 0x3fu : ((m >> 4) & 0x0fu) | ((b >> 2) & 0x30u));
+  }
   CELLM_HD_INLINE static float int8_d(const Chunk& w) {
     return f16_bits_to_float(half_of(w.head, 0));
   }

@@ -222,14 +222,16 @@ void expect_emulated_dp4a_matches(TensorType type, int64_t num_cols, int num_tok
                         std::is_same_v<Decoder, DecodeQ6_K>) {
             const int8_t* rows_q[M];
             const float* rows_scales[M];
+            const int32_t* rows_sums[M];
             for (int t = 0; t < M; ++t) {
               const int row = t < num_tokens ? t : 0;
               rows_q[t] = xq.q.data() + row * num_cols;
               rows_scales[t] = xq.scales.data() + row * (num_cols / 32);
+              rows_sums[t] = xq.sums.data() + row * (num_cols / 32);
             }
             if (per_256) {
-              accumulate_chunk_int8_k256<Decoder, R, M>(chunk, rows_q, rows_scales, num_tokens, c,
-                                                        acc);
+              accumulate_chunk_int8_k256<Decoder, R, M>(chunk, rows_q, rows_scales, rows_sums,
+                                                        num_tokens, c, acc);
             } else {
               accumulate_chunk_int8_k<Decoder, R, M>(chunk, rows_q, rows_scales, num_tokens, c,
                                                      acc);
@@ -301,6 +303,12 @@ TEST(WeightLayoutTest, KQuantScalesUnpackedAtOnceEqualThoseUnpackedOneAtATime) {
     DecodeQ4_K::Chunk q4_k{};
     q4_k.head = make_uint4(rng() & 0x3bff3bffu, rng(), rng(), rng());  // d, dmin finite
     ASSERT_NO_FATAL_FAILURE(expect_scales_unpacked_at_once_as_one_at_a_time<DecodeQ4_K>(q4_k));
+    for (int j = 0; j < 8; ++j) {  // one sub-block's min alone, as the per-256 product takes it
+      int scale = 0;
+      int min = 0;
+      q4_k_scale_min(q4_k.head, j, &scale, &min);
+      ASSERT_EQ(DecodeQ4_K::int8_min_of(q4_k, j), min) << "sub-block " << j;
+    }
     DecodeQ6_K::Chunk q6_k{};
     q6_k.scales = make_uint4(rng(), rng(), rng(), rng());
     q6_k.d = rng() & 0x3bffu;
