@@ -175,35 +175,31 @@ CELLM_HD_INLINE void accumulate_chunk_int8_k(const typename Decoder::Chunk (&w)[
 // groups alike: QuantizeActivationsParams::per_256): the groups' sums meet their integer scales
 // in integers — Σ w · x = dx · (d · Σ_g s_g · (Σ u q + offset · Σ q) − dmin · Σ_j m_j · S_j) —
 // exact while |Σ_g s_g · (…)| < 2^24 (Q6_K: 8 · 128 · 4 · 32 · 127 < 2^24), one conversion and
-// two multiply-adds per chunk and row. Q4_K (the one with minimums) spends least per weight:
-// - its minimums' term is the super-block's, not the chunk's: S_j is the sum of all 32 of
+// two multiply-adds per chunk and row. Spent per chunk and row:
+// - the scales stay the bytes of two words (Decoder::int8_scale_words), and two groups' sums
+//   meet theirs in one dp2a, packed as 16-bit halves (|Σ u q + offset · Σ q| ≤ 4 · 32 · 127):
+//   four packs and four dp2a where eight byte extracts and eight multiply-adds were;
+// - Q4_K's minimums' term is the super-block's, not the chunk's: S_j is the sum of all 32 of
 //   sub-block j's int8 values (x_sums[t], one per block of 32 in natural order, so entry c is
 //   sub-block c & 7 of super-block c >> 3), and chunk c adds only m_(c & 7) · S_c — the
 //   super-block's eight chunks add all eight terms between them, one multiply-add each where a
-//   term per group took eight and a dp4a per group for Σ q;
-// - its scales stay the bytes of two words (DecodeQ4_K::int8_scale_words), and two groups' sums
-//   meet theirs in one dp2a, packed as 16-bit halves (|Σ u q| ≤ 4 · 15 · 127): four packs and four
-//   dp2a per chunk and row where byte extracts and multiply-adds took sixteen.
+//   term per group took eight and a dp4a per group for Σ q. x_sums may be null for Q6_K.
 // (H200, Llama-3.1-8B geometry, batch-1 q4_k step: 2.00 ms → 1.92 with the sums → 1.82 with dp2a
-// too; docs/perf/decode.md version 27.) x_sums may be null for Q6_K, which has no minimums.
+// too; docs/perf/decode.md version 27.)
 template <class Decoder, int R, int M>
 CELLM_HD_INLINE void accumulate_chunk_int8_k256(const typename Decoder::Chunk (&w)[R],
                                                 const int8_t* const (&x)[M],
                                                 const float* const (&x_scales)[M],
                                                 const int32_t* const (&x_sums)[M], int num_tokens,
                                                 int64_t c, float (&acc)[R][M]) {
-  int scale[R][8];             // Q6_K: each group's integer scale
-  uint32_t scale_words[R][2];  // Q4_K: scales 0..3 and 4..7 as bytes
+  uint32_t scale_words[R][2];  // scales of groups 0..3 and 4..7 as bytes
   int lane_min[R];             // Q4_K: m_(c & 7)
-  if constexpr (Decoder::kHasMin) {
-    CELLM_UNROLL
-    for (int r = 0; r < R; ++r) {
-      Decoder::int8_scale_words(w[r], &scale_words[r][0], &scale_words[r][1]);
+  CELLM_UNROLL
+  for (int r = 0; r < R; ++r) {
+    Decoder::int8_scale_words(w[r], c, &scale_words[r][0], &scale_words[r][1]);
+    if constexpr (Decoder::kHasMin) {
       lane_min[r] = Decoder::int8_min_of(w[r], static_cast<int>(c & 7));
     }
-  } else {
-    int min[R][8];  // all zero
-    int8_k_row_scales<Decoder>(w, c, scale, min);
   }
   CELLM_UNROLL
   for (int t = 0; t < M; ++t) {
@@ -215,33 +211,21 @@ CELLM_HD_INLINE void accumulate_chunk_int8_k256(const typename Decoder::Chunk (&
       int scaled[R];                               // Σ_g s_g · (Σ u q + offset · Σ q)
       CELLM_UNROLL
       for (int r = 0; r < R; ++r) scaled[r] = 0;
-      if constexpr (Decoder::kHasMin) {
-        static_assert(Decoder::kInt8Offset == 0, "the packed sums leave no room for an offset");
+      CELLM_UNROLL
+      for (int pair = 0; pair < 4; ++pair) {  // groups 2 pair and 2 pair + 1
+        const uint4& half = pair < 2 ? lo : hi;
+        const uint32_t xw0 = word_of(half, (2 * pair) & 3);
+        const uint32_t xw1 = word_of(half, (2 * pair + 1) & 3);
+        const int offset0 = Decoder::kInt8Offset * dp4a(0x01010101u, xw0, 0);
+        const int offset1 = Decoder::kInt8Offset * dp4a(0x01010101u, xw1, 0);
         CELLM_UNROLL
-        for (int pair = 0; pair < 4; ++pair) {  // groups 2 pair and 2 pair + 1
-          const uint4& half = pair < 2 ? lo : hi;
-          const uint32_t xw0 = word_of(half, (2 * pair) & 3);
-          const uint32_t xw1 = word_of(half, (2 * pair + 1) & 3);
-          CELLM_UNROLL
-          for (int r = 0; r < R; ++r) {
-            const int dot0 = dp4a(Decoder::int8_word(w[r], 2 * pair, c), xw0, 0);
-            const int dot1 = dp4a(Decoder::int8_word(w[r], 2 * pair + 1, c), xw1, 0);
-            const uint32_t dots = pack_low_halves(dot0, dot1);
-            const uint32_t scales = scale_words[r][pair >> 1];
-            scaled[r] = (pair & 1) != 0 ? dp2a<true>(dots, scales, scaled[r])
-                                        : dp2a<false>(dots, scales, scaled[r]);
-          }
-        }
-      } else {
-        CELLM_UNROLL
-        for (int g = 0; g < 8; ++g) {
-          const uint32_t xw = word_of(g < 4 ? lo : hi, g & 3);
-          const int offset_sum = Decoder::kInt8Offset * dp4a(0x01010101u, xw, 0);
-          CELLM_UNROLL
-          for (int r = 0; r < R; ++r) {
-            const int dot = dp4a(Decoder::int8_word(w[r], g, c), xw, offset_sum);
-            scaled[r] += dot * scale[r][g];
-          }
+        for (int r = 0; r < R; ++r) {
+          const int dot0 = dp4a(Decoder::int8_word(w[r], 2 * pair, c), xw0, offset0);
+          const int dot1 = dp4a(Decoder::int8_word(w[r], 2 * pair + 1, c), xw1, offset1);
+          const uint32_t dots = pack_low_halves(dot0, dot1);
+          const uint32_t scales = scale_words[r][pair >> 1];
+          scaled[r] = (pair & 1) != 0 ? dp2a<true>(dots, scales, scaled[r])
+                                      : dp2a<false>(dots, scales, scaled[r]);
         }
       }
       CELLM_UNROLL

@@ -218,11 +218,7 @@ CELLM_HD_INLINE int dp2a(uint32_t a, uint32_t b, int c) {
 // The low 16 bits of a (low half) and of b (high half): two values in [-32768, 32767] packed for
 // dp2a.
 CELLM_HD_INLINE uint32_t pack_low_halves(int a, int b) {
-#ifdef __CUDA_ARCH__
-  return __byte_perm(static_cast<uint32_t>(a), static_cast<uint32_t>(b), 0x5410);
-#else
-  return (static_cast<uint32_t>(a) & 0xffffu) | (static_cast<uint32_t>(b) << 16);
-#endif
+  return byte_perm(static_cast<uint32_t>(a), static_cast<uint32_t>(b), 0x5410);
 }
 
 // Four unsigned nibbles n (one per byte, n < 16) → the signed bytes n − 8, without carries

@@ -243,7 +243,8 @@ struct DecodeQ4_K : InterleavedDecoderBase {
     }
   }
   // The eight integer scales as bytes: scales 0..3 of *lo, 4..7 of *hi (int8_quant_scales' scale).
-  CELLM_HD_INLINE static void int8_scale_words(const Chunk& w, uint32_t* lo, uint32_t* hi) {
+  CELLM_HD_INLINE static void int8_scale_words(const Chunk& w, int64_t /*c*/, uint32_t* lo,
+                                               uint32_t* hi) {
     *lo = w.head.y & 0x3f3f3f3fu;
     *hi = (w.head.w & 0x0f0f0f0fu) | ((w.head.y >> 2) & 0x30303030u);
   }
@@ -314,6 +315,14 @@ struct DecodeQ6_K : InterleavedDecoderBase {
       scale[g] = static_cast<int8_t>(static_cast<uint8_t>(word >> (16 * (g & 1))));
       min[g] = 0;
     }
+  }
+  // The same eight scales as signed bytes: groups 0..3 of *lo, 4..7 of *hi (as DecodeQ4_K's).
+  // Groups 2p and 2p + 1 are bytes h and 2 + h of scales word p: one byte permute per two words.
+  CELLM_HD_INLINE static void int8_scale_words(const Chunk& w, int64_t c, uint32_t* lo,
+                                               uint32_t* hi) {
+    const uint32_t selector = ((c & 7) >> 2) != 0 ? 0x7531u : 0x6420u;
+    *lo = byte_perm(w.scales.x, w.scales.y, selector);
+    *hi = byte_perm(w.scales.z, w.scales.w, selector);
   }
   CELLM_HD_INLINE static float int8_d(const Chunk& w) {
     return f16_bits_to_float(static_cast<uint16_t>(w.d));

@@ -278,14 +278,19 @@ TEST(WeightLayoutTest, EmulatedInt8ActivationProductMatchesTheCpu) {
 }
 
 // A chunk's eight integer scales (and mins) unpacked at once, times d (and dmin), equal the values
-// unpacked group by group, for every lane of a span.
+// unpacked group by group, for every lane of a span; so do the scales packed as bytes.
 template <class Decoder>
 void expect_scales_unpacked_at_once_as_one_at_a_time(const typename Decoder::Chunk& chunk) {
   for (int64_t c = 0; c < 8; ++c) {
     int scale[8];
     int min[8];
     Decoder::int8_quant_scales(chunk, c, scale, min);
+    uint32_t words[2];  // the same scales as bytes, as the per-256 product's dp2a takes them
+    Decoder::int8_scale_words(chunk, c, &words[0], &words[1]);
     for (int g = 0; g < 8; ++g) {
+      ASSERT_EQ(static_cast<int8_t>(static_cast<uint8_t>(words[g >> 2] >> (8 * (g & 3)))),
+                scale[g])
+          << "scale byte of lane " << c << " group " << g;
       float one_scale = 0.0f;
       float one_min = 0.0f;
       Decoder::int8_scale_min(chunk, g, c, &one_scale, &one_min);
