@@ -71,6 +71,8 @@ const std::vector<TensorSpec>& tensor_specs() {
       {"bf16.4d", TensorType::kBF16, {2, 1, 1, 2}, 4 * 2},
       {"q6_K.row", TensorType::kQ6_K, {256}, 210},
       {"empty", TensorType::kF32, {0, 4}, 0},
+      // Empty whatever the other dims, even where they multiply past 2^64 (a fuzzer's find).
+      {"empty.huge_dims", TensorType::kF32, {uint64_t{1} << 40, uint64_t{1} << 40, 0}, 0},
   };
   return specs;
 }

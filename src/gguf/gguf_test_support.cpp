@@ -30,9 +30,13 @@ std::string check_tensor(const GgufFile& file, const GgufTensorInfo& info,
   if (file.find_tensor(info.name) != &info) return name + "find_tensor does not return it";
   if (info.dims.empty() || info.dims.size() > 4) return name + "dim count outside 1..4";
   const TensorTypeTraits& traits = tensor_type_traits(info.type);
-  uint64_t num_elements = 1;
-  for (const uint64_t dim : info.dims) {
-    if (__builtin_mul_overflow(num_elements, dim, &num_elements)) return name + "element overflow";
+  // A zero dim makes the tensor empty whatever the other dims (which may multiply past 2^64).
+  const bool empty = std::find(info.dims.begin(), info.dims.end(), uint64_t{0}) != info.dims.end();
+  uint64_t num_elements = empty ? 0 : 1;
+  for (size_t d = 0; !empty && d < info.dims.size(); ++d) {
+    if (__builtin_mul_overflow(num_elements, info.dims[d], &num_elements)) {
+      return name + "element overflow";
+    }
   }
   if (num_elements != info.num_elements) return name + "num_elements is not the product of dims";
   if (num_elements > static_cast<uint64_t>(INT64_MAX)) return name + "element count above 2^63";
