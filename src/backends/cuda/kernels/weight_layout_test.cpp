@@ -288,8 +288,7 @@ void expect_scales_unpacked_at_once_as_one_at_a_time(const typename Decoder::Chu
     uint32_t words[2];  // the same scales as bytes, as the per-256 product's dp2a takes them
     Decoder::int8_scale_words(chunk, c, &words[0], &words[1]);
     for (int g = 0; g < 8; ++g) {
-      ASSERT_EQ(static_cast<int8_t>(static_cast<uint8_t>(words[g >> 2] >> (8 * (g & 3)))),
-                scale[g])
+      ASSERT_EQ(static_cast<int8_t>(static_cast<uint8_t>(words[g >> 2] >> (8 * (g & 3)))), scale[g])
           << "scale byte of lane " << c << " group " << g;
       float one_scale = 0.0f;
       float one_min = 0.0f;
