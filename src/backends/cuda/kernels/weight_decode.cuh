@@ -221,18 +221,24 @@ struct DecodeQ4_K : InterleavedDecoderBase {
     *scale = mul_rn(f16_bits_to_float(half_of(w.head, 0)), static_cast<float>(scale_q));
     *min = mul_rn(f16_bits_to_float(half_of(w.head, 1)), static_cast<float>(min_q));
   }
+  // The eight integer scales as bytes: scales 0..3 of *lo, 4..7 of *hi (int8_quant_scales' scales).
+  CELLM_HD_INLINE static void int8_scale_words(const Chunk& w, int64_t /*c*/, uint32_t* lo,
+                                               uint32_t* hi) {
+    *lo = w.head.y & 0x3f3f3f3fu;
+    *hi = (w.head.w & 0x0f0f0f0fu) | ((w.head.y >> 2) & 0x30303030u);
+  }
   // All eight groups' 6-bit scales and mins (int8_scale_min's values are d · scale and
   // dmin · min), unpacked four at a time: bytes 4..15 hold scales 0..3, mins 0..3, then the low
   // nibbles of scales 4..7 and mins 4..7 (high nibbles), their top bits in bits 6..7 of the first
   // eight bytes.
-  CELLM_HD_INLINE static void int8_quant_scales(const Chunk& w, int64_t /*c*/, int (&scale)[8],
+  CELLM_HD_INLINE static void int8_quant_scales(const Chunk& w, int64_t c, int (&scale)[8],
                                                 int (&min)[8]) {
-    const uint32_t a = w.head.y;  // bytes 4..7
     const uint32_t b = w.head.z;  // bytes 8..11
     const uint32_t m = w.head.w;  // bytes 12..15
-    const uint32_t scales_lo = a & 0x3f3f3f3fu;
+    uint32_t scales_lo = 0;
+    uint32_t scales_hi = 0;
+    int8_scale_words(w, c, &scales_lo, &scales_hi);
     const uint32_t mins_lo = b & 0x3f3f3f3fu;
-    const uint32_t scales_hi = (m & 0x0f0f0f0fu) | ((a >> 2) & 0x30303030u);
     const uint32_t mins_hi = ((m >> 4) & 0x0f0f0f0fu) | ((b >> 2) & 0x30303030u);
     CELLM_UNROLL
     for (int j = 0; j < 4; ++j) {
@@ -241,12 +247,6 @@ struct DecodeQ4_K : InterleavedDecoderBase {
       min[j] = static_cast<int>((mins_lo >> (8 * j)) & 0xffu);
       min[j + 4] = static_cast<int>((mins_hi >> (8 * j)) & 0xffu);
     }
-  }
-  // The eight integer scales as bytes: scales 0..3 of *lo, 4..7 of *hi (int8_quant_scales' scale).
-  CELLM_HD_INLINE static void int8_scale_words(const Chunk& w, int64_t /*c*/, uint32_t* lo,
-                                               uint32_t* hi) {
-    *lo = w.head.y & 0x3f3f3f3fu;
-    *hi = (w.head.w & 0x0f0f0f0fu) | ((w.head.y >> 2) & 0x30303030u);
   }
   // Sub-block j's integer min alone (j in 0..7, known only at run time): int8_quant_scales' min[j]
   // from whole words — no byte indexed by a run-time j, which would put the head in local memory.
