@@ -3,8 +3,9 @@
 //
 // Not part of the public API (runner.h is); split out so each file stays one responsibility:
 // engine.cpp holds the queue, the loop and the commands, engine_step.cpp one step (plan,
-// execute, sample, deliver). The pending-token rule lives here: `tokens` is the session's whole
-// context on the host, `committed` the prefix the executor holds; a task always runs
+// execute, sample), engine_deliver.cpp what a picked token does (deliver, finish),
+// engine_prefix.cpp prefix reuse. The pending-token rule lives here: `tokens` is the session's
+// whole context on the host, `committed` the prefix the executor holds; a task always runs
 // [committed, tokens.size()). Thread-safety: push/wake/request_shutdown/metrics/now_us from any
 // thread; everything else on the engine thread only, except pick_token, which the engine thread
 // runs on its sampling pool for distinct sessions while it waits.

@@ -1,6 +1,6 @@
-// One step of the engine: plan (scheduler + memory), execute, sample, deliver.
+// One step of the engine: plan (scheduler + memory), execute, pick each sampled row's token,
+// hand it to engine_deliver.cpp.
 #include <algorithm>
-#include <exception>
 #include <optional>
 #include <span>
 #include <string>
@@ -442,119 +442,6 @@ Engine::PickedToken Engine::pick_token(EngineSession& session, const BatchOutput
       *token == greedy ? summary->max_logit : logits_row(out, row)[static_cast<size_t>(*token)];
   picked.logprobs = logprobs_from_summary(*summary, *token, token_logit);
   return picked;
-}
-
-void Engine::complete_task(EngineSession& session, const ScheduledSlice& slice,
-                           PickedToken picked) {
-  if (!slice.wants_output) {  // max_new_tokens 0: the prompt ran, nothing to sample
-    finish(session, FinishReason::kNewTokenLimit, "");
-    return;
-  }
-  if (session.generation->state->cancel_requested.load(std::memory_order_acquire) ||
-      !picked.token.has_value()) {
-    finish(session, FinishReason::kCancelled, "");  // the sampled token is never delivered
-    return;
-  }
-  const StatusOr<int32_t>& token = *picked.token;
-  if (!token.ok()) {
-    finish(session, FinishReason::kFailed, "sampling failed: " + token.status().to_string());
-    return;
-  }
-  deliver(session, *token, picked.logprobs.has_value() ? &*picked.logprobs : nullptr);
-}
-
-void Engine::deliver(EngineSession& session, int32_t token, const TokenLogprobs* logprobs) {
-  ActiveGeneration& generation = *session.generation;
-  session.tokens.push_back(token);  // pending until fed back, part of the context from now on
-  session.shared->position.store(static_cast<int32_t>(session.tokens.size()),
-                                 std::memory_order_relaxed);
-  const int64_t now = now_us();
-  GenerationMetrics& metrics = generation.metrics;
-  ++metrics.num_generated_tokens;
-  if (metrics.first_token_us < 0) {
-    metrics.first_token_us = now;
-    std::lock_guard<std::mutex> lock(metrics_mutex_);
-    ttft_.add(metrics.ttft_us());
-  } else {
-    generation.inter_token.add(now - generation.last_token_us);
-    std::lock_guard<std::mutex> lock(metrics_mutex_);
-    inter_token_.add(now - generation.last_token_us);
-  }
-  generation.last_token_us = now;
-  {
-    std::lock_guard<std::mutex> lock(metrics_mutex_);
-    ++counters_.num_generated_tokens;
-  }
-
-  StopMatcher::Step stop = generation.stops.push(token);
-  const int32_t one[1] = {token};
-  const std::span<const TokenLogprobs> one_logprobs =
-      logprobs != nullptr ? std::span<const TokenLogprobs>(logprobs, 1)
-                          : std::span<const TokenLogprobs>();
-  if (stop.outcome != StopMatcher::Outcome::kContinue ||
-      metrics.num_generated_tokens >= generation.config.max_new_tokens) {
-    const FinishReason reason =
-        stop.outcome == StopMatcher::Outcome::kStopToken    ? FinishReason::kStopToken
-        : stop.outcome == StopMatcher::Outcome::kStopString ? FinishReason::kStopString
-                                                            : FinishReason::kNewTokenLimit;
-    finish(session, reason, "", one, std::move(stop.text), one_logprobs);
-    return;
-  }
-  metrics.inter_token = generation.inter_token.summary();
-  generation.state->record(one, stop.text, metrics);
-  GenerationUpdate update;
-  update.tokens = one;
-  update.logprobs = one_logprobs;
-  update.prompt_logprobs = take_prompt_logprobs(generation);
-  update.text = stop.text;
-  if (const std::optional<std::string> thrown = invoke(generation.callback, update)) {
-    finish(session, FinishReason::kFailed, "the generation callback threw: " + *thrown);
-    return;
-  }
-  submit_next(session, generation);
-}
-
-std::optional<std::string> Engine::invoke(const GenerationCallback& callback,
-                                          const GenerationUpdate& update) {
-  if (!callback) return std::nullopt;
-  try {
-    callback(update);
-  } catch (const std::exception& e) {
-    return std::string(e.what());
-  } catch (...) {
-    return std::string("an exception that is not a std::exception");
-  }
-  return std::nullopt;
-}
-
-void Engine::finish(EngineSession& session, FinishReason reason, std::string_view error,
-                    std::span<const int32_t> last_tokens, std::string text,
-                    std::span<const TokenLogprobs> last_logprobs) {
-  CELLM_CHECK(session.generation) << "finish without a generation";
-  std::unique_ptr<ActiveGeneration> generation = std::move(session.generation);
-  session.waits_for = 0;
-  text += generation->stops.finish();
-  GenerationMetrics& metrics = generation->metrics;
-  metrics.end_us = now_us();
-  metrics.inter_token = generation->inter_token.summary();
-  {
-    std::lock_guard<std::mutex> lock(metrics_mutex_);
-    ++counters_.num_finished[static_cast<size_t>(reason)];
-    last_end_us_ = std::max(last_end_us_, metrics.end_us);
-  }
-  generation->state->record(last_tokens, text, metrics);
-  GenerationUpdate update;
-  update.tokens = last_tokens;
-  update.logprobs = last_logprobs;
-  update.prompt_logprobs = take_prompt_logprobs(*generation);
-  update.text = text;
-  update.finished = true;
-  update.finish_reason = reason;
-  update.error = error;
-  if (const std::optional<std::string> thrown = invoke(generation->callback, update)) {
-    CELLM_LOG(kWarn) << "a generation callback threw on its final update (ignored): " << *thrown;
-  }
-  generation->state->mark_done(reason, error, metrics);
 }
 
 }  // namespace cellm::internal
