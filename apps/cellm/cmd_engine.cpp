@@ -7,6 +7,7 @@
 
 #include "backends/cpu/cpu_executor.h"
 #include "batching/step_plan.h"
+#include "core/thread_pool.h"
 
 #ifdef CELLM_HAVE_CUDA
 #include "backends/cuda/cuda_backend.h"
@@ -170,6 +171,11 @@ Status check_engine_flags(const EngineFlags& flags) {
   CELLM_RETURN_IF_ERROR(at_least("--min-prefill-chunk", flags.min_prefill_chunk, 1));
   CELLM_RETURN_IF_ERROR(at_least("--max-decode-sequences", flags.max_decode_sequences, 1));
   CELLM_RETURN_IF_ERROR(at_least("--threads", flags.num_threads, 1));
+  if (flags.num_threads != kUnset &&
+      static_cast<size_t>(flags.num_threads) > ThreadPool::kMaxThreads) {
+    return invalid_argument("--threads " + std::to_string(flags.num_threads) +
+                            ": must be at most " + std::to_string(ThreadPool::kMaxThreads));
+  }
   if (!flags.decode_widths.empty()) {
     CELLM_ASSIGN_OR_RETURN(const std::vector<int32_t> widths,
                            parse_int_list(flags.decode_widths, "--decode-widths"));

@@ -1,5 +1,7 @@
 // The `cellm` command: the only place that picks a backend. Each subcommand is a cmd_*.cpp.
 #include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
 
 #include "commands.h"
 #include "core/logging.h"
@@ -33,6 +35,11 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);  // prints help (code 0) or the one-line failure message
     return code == 0 ? 0 : 2;
+  } catch (const std::exception& e) {
+    // What no command turned into a Status (out of memory or threads, a library's own error):
+    // one line and exit status 1, not an abort.
+    std::fprintf(stderr, "cellm: %s\n", e.what());
+    return 1;
   }
   return result.exit_code;
 }

@@ -19,9 +19,10 @@ Engine::Engine(Executor& executor, DecodeFirstScheduler scheduler, RunnerOptions
       options_(std::move(options)),
       start_time_(std::chrono::steady_clock::now()),
       scheduler_(std::move(scheduler)),
-      sampling_pool_(options_.sampling_threads > 0
-                         ? static_cast<size_t>(options_.sampling_threads)
-                         : std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 16)) {
+      sampling_pool_(
+          options_.sampling_threads > 0
+              ? std::min(static_cast<size_t>(options_.sampling_threads), ThreadPool::kMaxThreads)
+              : std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 16)) {
   counters_.pool_max_cells = executor_.cache_usage().max_cells;
 }
 

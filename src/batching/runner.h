@@ -65,7 +65,8 @@ struct RunnerOptions {
   // Threads that pick a step's tokens from the rows the host reads (samplers at a temperature,
   // bias or penalties; log-probabilities no executor summarized), the engine thread included:
   // at 256 sessions and a 128K vocabulary one thread spends 0.3-3 ms a row. 0: one per hardware
-  // thread, at most 16; 1: the engine thread alone. The tokens do not depend on it.
+  // thread, at most 16; 1: the engine thread alone; at most ThreadPool::kMaxThreads. The tokens
+  // do not depend on it.
   int32_t sampling_threads = 0;
 };
 

@@ -1,8 +1,10 @@
 #include "core/thread_pool.h"
 
 #include <algorithm>
+#include <system_error>
 
 #include "core/check.h"
+#include "core/logging.h"
 
 namespace cellm {
 namespace {
@@ -25,9 +27,16 @@ ChunkRange chunk_range(size_t n, size_t num_chunks, size_t index) {
 
 ThreadPool::ThreadPool(size_t num_threads) {
   if (num_threads == 0) num_threads = std::max(1u, std::thread::hardware_concurrency());
+  CELLM_CHECK_LE(num_threads, kMaxThreads) << "callers refuse thread counts above kMaxThreads";
   workers_.reserve(num_threads - 1);
   for (size_t i = 0; i + 1 < num_threads; ++i) {
-    workers_.emplace_back([this, i] { worker_loop(i + 1); });
+    try {
+      workers_.emplace_back([this, i] { worker_loop(i + 1); });
+    } catch (const std::system_error& e) {  // chunks follow num_threads(): still every index
+      CELLM_LOG(kWarn) << "thread pool: the system started " << workers_.size() + 1 << " of "
+                       << num_threads << " threads (" << e.what() << "); running with those";
+      break;
+    }
   }
 }
 

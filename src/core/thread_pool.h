@@ -4,6 +4,8 @@
 // workers and the calling thread, and returns when all are done. Chunks are static (equal
 // sizes), so a loop's split depends only on n and the thread count: results are reproducible.
 // Not a task queue; no nesting (a parallel_for from inside fn runs inline on that thread).
+// Where the system refuses a worker (out of threads or memory), the pool keeps the workers it
+// started, at least the calling thread, and logs a warning: num_threads() says how many run.
 // Thread-safety: one parallel_for at a time per pool (callers serialize; the engine thread owns
 // its pool).
 #pragma once
@@ -19,7 +21,12 @@ namespace cellm {
 
 class ThreadPool {
  public:
-  // num_threads counts the calling thread; 0 means std::thread::hardware_concurrency().
+  // Callers refuse counts above this (a forward gains nothing from thousands of threads, and
+  // each costs a stack).
+  static constexpr size_t kMaxThreads = 1024;
+
+  // num_threads counts the calling thread; 0 means std::thread::hardware_concurrency(). At most
+  // kMaxThreads (checked).
   explicit ThreadPool(size_t num_threads = 0);
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;

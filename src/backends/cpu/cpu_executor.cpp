@@ -24,8 +24,10 @@ Status CpuExecutor::initialize() {
   CELLM_RETURN_IF_ERROR(validate_program_for_batching(spec_, config_));
   CELLM_ASSIGN_OR_RETURN(options_.max_session_tokens,
                          resolve_max_session_tokens(options_.max_session_tokens, spec_));
-  if (options_.num_threads < 0) {
-    return invalid_argument("num_threads " + std::to_string(options_.num_threads) + " is negative");
+  if (options_.num_threads < 0 ||
+      static_cast<size_t>(options_.num_threads) > ThreadPool::kMaxThreads) {
+    return invalid_argument("num_threads " + std::to_string(options_.num_threads) +
+                            " is outside [0, " + std::to_string(ThreadPool::kMaxThreads) + "]");
   }
   const SessionTableConfig table_config = session_table_config(limits());
   CELLM_RETURN_IF_ERROR(validate_session_table_config(table_config));

@@ -33,7 +33,8 @@ namespace cellm {
 struct CpuExecutorOptions {
   int32_t max_sessions = 64;       // sessions open at once
   int32_t max_session_tokens = 0;  // positions one session may hold; 0 = the program's context
-  int32_t num_threads = 0;         // forward threads, the caller's included; 0 = every core
+  // Forward threads, the caller's included; 0 = every core; at most ThreadPool::kMaxThreads.
+  int32_t num_threads = 0;
   // Test hook (fault injection): called after each method call's forward with the number of
   // calls run before it; a non-OK Status fails that call as if its forward had failed.
   std::function<Status(int64_t call_index)> after_call_for_test;

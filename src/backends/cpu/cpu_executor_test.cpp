@@ -83,6 +83,9 @@ TEST_F(CpuExecutorTest, InitializeRejectsABadProgramOrOptions) {
   CpuExecutorOptions no_sessions;
   no_sessions.max_sessions = 0;
   EXPECT_FALSE(initialize(program_.spec(), no_sessions).ok());
+  CpuExecutorOptions too_many_threads;  // refused, not a pool that aborts on its count
+  too_many_threads.num_threads = static_cast<int32_t>(ThreadPool::kMaxThreads) + 1;
+  EXPECT_EQ(initialize(program_.spec(), too_many_threads).code(), StatusCode::kInvalidArgument);
 }
 
 TEST_F(CpuExecutorTest, CallsFollowTheSlicePlan) {
