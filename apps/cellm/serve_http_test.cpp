@@ -1,8 +1,8 @@
 // HttpServer end to end: stories260K on the CPU behind a server on a free local port, driven by
 // real HTTP connections (cpp-httplib's client). Greedy completions equal the independent
 // reference tokens whole, streamed and under concurrency; bad requests get clear errors and the
-// server goes on; a client that goes away cancels its generation; stop() ends everything;
-// log-probabilities equal the log-softmax of the reference logits.
+// server goes on; a client that goes away cancels its generation; stop() ends everything
+// (log-probabilities: serve_http_logprobs_test.cpp; the shared parts: serve_http_test_util.h).
 #include "serve_http.h"
 
 #include <gtest/gtest.h>
@@ -12,14 +12,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cmath>
-#include <fstream>
-#include <functional>
 #include <nlohmann/json.hpp>
-#include <numeric>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -28,174 +23,14 @@
 #include "cellm_cli.h"
 #include "cmd_engine.h"
 #include "cmd_text.h"
-#include "gguf/gguf_file.h"
-#include "gguf/gguf_writer.h"
+#include "serve_http_test_util.h"
 #include "test_models.h"
 
 namespace cellm::app {
 namespace {
 
-using Json = nlohmann::json;
+using namespace http_test;
 using namespace std::chrono_literals;
-
-Json reference_cases() {
-  std::ifstream file(testing::test_model_path("reference/stories260K-greedy.json"));
-  return Json::parse(file).at("cases");
-}
-
-// One model, runner and server on a free port, serving on its own thread.
-class Served {
- public:
-  explicit Served(int32_t max_concurrent = 8,
-                  const std::string& model = testing::test_model_path("stories260K.gguf"),
-                  const std::string& api_key = "", int32_t keepalive_ms = 1000) {
-    EngineFlags flags;
-    flags.backend = "cpu";
-    flags.num_threads = 2;
-    flags.max_sessions = 16;
-    StatusOr<Engine> engine = load_engine(model, flags);
-    EXPECT_TRUE(engine.ok()) << engine.status().to_string();
-    engine_ = std::move(engine).value();
-    codec_ = std::make_unique<TextCodec>(TextCodec::from_program(*engine_.program));
-    runner_ = std::make_unique<Runner>(*engine_.executor, DecodeFirstScheduler(engine_.scheduler),
-                                       codec_->runner_options());
-    ServeOptions serve_options;
-    serve_options.model_name = "stories";
-    serve_options.max_concurrent_generations = max_concurrent;
-    serve_options.api_key = api_key;
-    serve_options.whole_response_wait_ms = keepalive_ms;
-    serve_options.keepalive_ms = keepalive_ms;
-    server_ = std::make_unique<HttpServer>(*runner_, *codec_, engine_.limits, serve_options);
-    StatusOr<int> port = server_->bind("127.0.0.1", 0);
-    EXPECT_TRUE(port.ok()) << port.status().to_string();
-    port_ = port.ok() ? *port : 0;
-    thread_ = std::thread([this] { served_ = server_->serve(); });
-  }
-  ~Served() {
-    server_->stop();
-    thread_.join();
-    EXPECT_TRUE(served_.ok()) << served_.to_string();
-    runner_->shutdown();
-  }
-
-  int port() const { return port_; }
-  HttpServer& server() { return *server_; }
-  const Engine& engine() const { return engine_; }
-  const TextCodec& codec() const { return *codec_; }
-  httplib::Client client() const {
-    httplib::Client c("127.0.0.1", port_);
-    c.set_read_timeout(120, 0);
-    return c;
-  }
-
- private:
-  Engine engine_;
-  std::unique_ptr<TextCodec> codec_;
-  std::unique_ptr<Runner> runner_;
-  std::unique_ptr<HttpServer> server_;
-  int port_ = 0;
-  std::thread thread_;
-  Status served_;
-};
-
-struct Reply {
-  int status = -1;
-  Json body;
-};
-
-Reply post(const Served& served, const std::string& path, const Json& body) {
-  httplib::Client client = served.client();
-  httplib::Result result = client.Post(path, body.dump(), "application/json");
-  if (!result) return {};
-  Reply reply{result->status, Json::parse(result->body, nullptr, false)};
-  return reply;
-}
-
-Reply get(const Served& served, const std::string& path) {
-  httplib::Client client = served.client();
-  httplib::Result result = client.Get(path);
-  if (!result) return {};
-  return {result->status, Json::parse(result->body, nullptr, false)};
-}
-
-// POSTs `body` to /v1/completions handing the response's bytes to `receive` as they come; the
-// connection closes (the client hangs up) when it returns false.
-void post_receiving(const Served& served, const Json& body,
-                    std::function<bool(std::string_view)> receive) {
-  httplib::Request request;
-  request.method = "POST";
-  request.path = "/v1/completions";
-  request.body = body.dump();
-  request.set_header("Content-Type", "application/json");
-  request.content_receiver = [&receive](const char* data, size_t size, uint64_t, uint64_t) {
-    return receive(std::string_view(data, size));
-  };
-  httplib::Client client = served.client();
-  client.send(request);  // an error when `receive` stopped it
-}
-
-// The engine ends the one generation a client left as cancelled, well before its session's
-// context is full (it asked for all of it).
-void expect_one_cancelled_early(const Served& served) {
-  Json engine;
-  for (int i = 0; i < 200; ++i) {
-    engine = get(served, "/metrics.json").body.at("engine");
-    if (engine.at("finished").at("cancelled") == 1) break;
-    std::this_thread::sleep_for(50ms);
-  }
-  EXPECT_EQ(engine.at("finished").at("cancelled"), 1) << engine.dump();
-  EXPECT_LT(engine.at("generated_tokens").get<int64_t>(),
-            served.engine().limits.max_session_tokens - 8);
-}
-
-Json greedy_request(const Json& reference_case, int max_tokens) {
-  return {{"prompt", reference_case.at("prompt")},
-          {"max_tokens", max_tokens},
-          {"temperature", 0},
-          {"return_token_ids", true}};
-}
-
-std::vector<int32_t> head(const Json& tokens, size_t n) {
-  std::vector<int32_t> all = tokens.get<std::vector<int32_t>>();
-  all.resize(std::min(n, all.size()));
-  return all;
-}
-
-// The "data: " payloads of a server-sent event stream, in order.
-std::vector<std::string> sse_payloads(const std::string& stream) {
-  std::vector<std::string> payloads;
-  size_t at = 0;
-  while ((at = stream.find("data: ", at)) != std::string::npos) {
-    const size_t end = stream.find("\n\n", at);
-    if (end == std::string::npos) break;
-    payloads.push_back(stream.substr(at + 6, end - at - 6));
-    at = end + 2;
-  }
-  return payloads;
-}
-
-// stories260K with a Llama-2 chat template added (no test model carries one), written once into
-// the test's temporary folder. Its vocabulary has Llama-2's <s> and </s>.
-std::string stories_with_chat_template() {
-  const std::string path = ::testing::TempDir() + "/stories260K-llama2-chat.gguf";
-  StatusOr<GgufFile> file = GgufFile::open(testing::test_model_path("stories260K.gguf"));
-  EXPECT_TRUE(file.ok()) << file.status().to_string();
-  GgufWriter writer;
-  for (const auto& [key, value] : file->metadata())
-    EXPECT_TRUE(writer.add_metadata(key, value).ok());
-  // The markers Meta's Llama-2 chat template holds ([INST], <<SYS>>); detection needs only them.
-  EXPECT_TRUE(writer
-                  .add_metadata("tokenizer.chat_template",
-                                GgufValue::string("{{ bos_token + '[INST] ' + '<<SYS>>\\n' + "
-                                                  "content + ' [/INST]' }}"))
-                  .ok());
-  for (const GgufTensorInfo& t : file->tensors()) {
-    EXPECT_TRUE(writer.add_tensor(t.name, t.type, t.dims, file->tensor_data(t)).ok());
-  }
-  const Status written = writer.write_file(path);
-  EXPECT_TRUE(written.ok()) << written.to_string();
-  return path;
-}
 
 TEST(ServeHttpTest, GreedyCompletionsEqualTheReferenceTokens) {
   Served served;
@@ -330,181 +165,6 @@ TEST(ServeHttpTest, WithoutMaxTokensACompletionGenerates16AndAChatTheRestOfTheCo
   ASSERT_EQ(chat.status, 200) << chat.body.dump();
   EXPECT_EQ(chat.body.at("usage").at("total_tokens"), served.engine().limits.max_session_tokens);
   EXPECT_EQ(chat.body.at("choices").at(0).at("finish_reason"), "length");
-}
-
-// The log-softmax of reference case 0's logits rows (the rows before each generated token; 128
-// rows of stories260K's 512), in double: [row][token].
-std::vector<std::vector<double>> reference_log_softmax() {
-  std::ifstream file(testing::test_model_path("reference/stories260K-logits-0.f32"),
-                     std::ios::binary);
-  std::vector<float> logits(128 * 512);
-  file.read(reinterpret_cast<char*>(logits.data()),
-            static_cast<std::streamsize>(logits.size() * sizeof(float)));
-  EXPECT_TRUE(file) << "reference logits";
-  std::vector<std::vector<double>> rows(128);
-  for (size_t r = 0; r < rows.size(); ++r) {
-    const float* row = logits.data() + r * 512;
-    const double top = *std::max_element(row, row + 512);
-    double sum = 0.0;
-    for (int i = 0; i < 512; ++i) sum += std::exp(row[i] - top);
-    for (int i = 0; i < 512; ++i) rows[r].push_back(row[i] - top - std::log(sum));
-  }
-  return rows;
-}
-
-TEST(ServeHttpTest, LogprobsAreTheLogSoftmaxOfTheReferenceLogitsWholeAndStreamed) {
-  Served served;
-  const Json c = reference_cases()[0];
-  const std::vector<int32_t> expected_tokens = head(c.at("generated_tokens"), 12);
-  const std::vector<std::vector<double>> reference = reference_log_softmax();
-  const auto log_softmax = [&](size_t row, int32_t token) { return reference[row][token]; };
-  const auto best_three = [&](size_t row) {
-    std::vector<int32_t> order(512);
-    std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + 3, order.end(),
-                      [&](int32_t x, int32_t y) { return reference[row][x] > reference[row][y]; });
-    order.resize(3);
-    return order;
-  };
-
-  Json request = greedy_request(c, 12);
-  request["logprobs"] = 3;
-  const Reply whole = post(served, "/v1/completions", request);
-  ASSERT_EQ(whole.status, 200) << whole.body.dump();
-  const Json& choice = whole.body.at("choices").at(0);
-  EXPECT_EQ(choice.at("token_ids"), Json(expected_tokens));
-  const Json& lp = choice.at("logprobs");
-  ASSERT_EQ(lp.at("tokens").size(), 12u);
-  std::string pieces;
-  for (size_t i = 0; i < 12; ++i) {
-    const std::string piece = served.codec().token_piece(expected_tokens[i]);
-    EXPECT_EQ(lp.at("tokens")[i], piece);
-    EXPECT_EQ(lp.at("text_offset")[i], pieces.size());
-    pieces += piece;
-    EXPECT_NEAR(lp.at("token_logprobs")[i].get<double>(), log_softmax(i, expected_tokens[i]), 1e-3)
-        << "token " << i;
-    const Json& top = lp.at("top_logprobs")[i];
-    ASSERT_EQ(top.size(), 3u);
-    for (const int32_t id : best_three(i)) {
-      const std::string key = served.codec().token_piece(id);
-      ASSERT_TRUE(top.contains(key)) << "token " << i << " lacks '" << key << "'";
-      EXPECT_NEAR(top.at(key).get<double>(), log_softmax(i, id), 1e-3);
-    }
-  }
-  EXPECT_EQ(pieces, choice.at("text")) << "the tokens spell the text";
-
-  // Streamed: the same entries, spread over the chunks with their tokens.
-  request["stream"] = true;
-  httplib::Client client = served.client();
-  httplib::Result result = client.Post("/v1/completions", request.dump(), "application/json");
-  ASSERT_TRUE(result);
-  Json streamed_tokens = Json::array();
-  Json streamed_logprobs = Json::array();
-  Json streamed_offsets = Json::array();
-  for (const std::string& payload : sse_payloads(result->body)) {
-    if (payload == "[DONE]") continue;
-    const Json event = Json::parse(payload);
-    const Json& event_lp = event.at("choices").at(0).at("logprobs");
-    for (size_t i = 0; i < event_lp.at("tokens").size(); ++i) {
-      streamed_tokens.push_back(event_lp.at("tokens")[i]);
-      streamed_logprobs.push_back(event_lp.at("token_logprobs")[i]);
-      streamed_offsets.push_back(event_lp.at("text_offset")[i]);
-    }
-  }
-  EXPECT_EQ(streamed_tokens, lp.at("tokens"));
-  EXPECT_EQ(streamed_logprobs, lp.at("token_logprobs"));
-  EXPECT_EQ(streamed_offsets, lp.at("text_offset"));
-}
-
-TEST(ServeHttpTest, AChatAsksForLogprobsWithABooleanAndGetsThemPerToken) {
-  Served served(8, stories_with_chat_template());
-  const Reply chat = post(served, "/v1/chat/completions",
-                          {{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
-                           {"max_tokens", 6},
-                           {"temperature", 0},
-                           {"ignore_eos", true},
-                           {"logprobs", true},
-                           {"top_logprobs", 2},
-                           {"return_token_ids", true}});
-  ASSERT_EQ(chat.status, 200) << chat.body.dump();
-  const Json& choice = chat.body.at("choices").at(0);
-  const Json& content = choice.at("logprobs").at("content");
-  ASSERT_EQ(content.size(), 6u);
-  for (size_t i = 0; i < 6; ++i) {
-    const std::string piece = served.codec().token_piece(choice.at("token_ids")[i]);
-    EXPECT_EQ(content[i].at("token"), piece);
-    std::vector<int> bytes;
-    for (const char ch : piece) bytes.push_back(static_cast<unsigned char>(ch));
-    EXPECT_EQ(content[i].at("bytes"), Json(bytes));
-    ASSERT_EQ(content[i].at("top_logprobs").size(), 2u);
-    // Greedy: the sampled token is the most likely one.
-    EXPECT_EQ(content[i].at("top_logprobs")[0].at("token"), piece);
-    EXPECT_EQ(content[i].at("top_logprobs")[0].at("logprob"), content[i].at("logprob"));
-    EXPECT_LE(content[i].at("logprob").get<double>(), 0.0);
-    EXPECT_GE(content[i].at("top_logprobs")[0].at("logprob").get<double>(),
-              content[i].at("top_logprobs")[1].at("logprob").get<double>());
-  }
-}
-
-TEST(ServeHttpTest, EchoedPromptLogprobsAreTheLogSoftmaxOfTheReferenceLogits) {
-  Served served;
-  const Json c = reference_cases()[0];
-  // The reference's prompt and its first 8 generated tokens, all as the prompt: the rows that
-  // predict those 8 are the reference's first 8 logits rows.
-  std::vector<int32_t> prompt = c.at("prompt_tokens").get<std::vector<int32_t>>();
-  const size_t num_prompt = prompt.size();
-  const std::vector<int32_t> generated = head(c.at("generated_tokens"), 8);
-  prompt.insert(prompt.end(), generated.begin(), generated.end());
-  const std::vector<std::vector<double>> reference = reference_log_softmax();
-
-  const Json request = {
-      {"prompt", prompt}, {"echo", true}, {"logprobs", 1}, {"max_tokens", 0}, {"temperature", 0}};
-  const Reply whole = post(served, "/v1/completions", request);
-  ASSERT_EQ(whole.status, 200) << whole.body.dump();
-  const Json& choice = whole.body.at("choices").at(0);
-  EXPECT_EQ(choice.at("text"), served.codec().decode(prompt).value()) << "the prompt's text";
-  EXPECT_EQ(choice.at("finish_reason"), "length");
-  const Json& lp = choice.at("logprobs");
-  ASSERT_EQ(lp.at("tokens").size(), prompt.size());
-  EXPECT_TRUE(lp.at("token_logprobs")[0].is_null()) << "nothing predicts position 0";
-  for (size_t i = 1; i < prompt.size(); ++i) {
-    EXPECT_EQ(lp.at("tokens")[i], served.codec().token_piece(prompt[i]));
-    ASSERT_TRUE(lp.at("token_logprobs")[i].is_number()) << i;
-    EXPECT_LE(lp.at("token_logprobs")[i].get<double>(), 0.0);
-    EXPECT_EQ(lp.at("top_logprobs")[i].size(), 1u);
-  }
-  for (size_t g = 0; g < generated.size(); ++g) {
-    const double expected = reference[g][generated[g]];
-    EXPECT_NEAR(lp.at("token_logprobs")[num_prompt + g].get<double>(), expected, 1e-3)
-        << "generated token " << g << " as a prompt token";
-    // Greedy tokens: each is its row's most likely one.
-    EXPECT_EQ(lp.at("top_logprobs")[num_prompt + g].begin().key(),
-              served.codec().token_piece(generated[g]));
-  }
-
-  // Streamed: the same text and entries.
-  Json streamed_request = request;
-  streamed_request["stream"] = true;
-  streamed_request["max_tokens"] = 3;
-  Json whole_request = request;
-  whole_request["max_tokens"] = 3;
-  const Reply whole3 = post(served, "/v1/completions", whole_request);
-  ASSERT_EQ(whole3.status, 200);
-  httplib::Client client = served.client();
-  httplib::Result result =
-      client.Post("/v1/completions", streamed_request.dump(), "application/json");
-  ASSERT_TRUE(result);
-  std::string text;
-  Json tokens = Json::array();
-  for (const std::string& payload : sse_payloads(result->body)) {
-    if (payload == "[DONE]") continue;
-    const Json event = Json::parse(payload);
-    text += event.at("choices").at(0).at("text").get<std::string>();
-    for (const Json& t : event.at("choices").at(0).at("logprobs").at("tokens")) tokens.push_back(t);
-  }
-  EXPECT_EQ(text, whole3.body.at("choices").at(0).at("text"));
-  EXPECT_EQ(tokens, whole3.body.at("choices").at(0).at("logprobs").at("tokens"));
-  EXPECT_EQ(tokens.size(), prompt.size() + 3);
 }
 
 TEST(ServeHttpTest, TokenizeAndDetokenizeAgreeWithTheReference) {

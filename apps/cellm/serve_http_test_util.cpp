@@ -1,0 +1,146 @@
+#include "serve_http_test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+
+#include "gguf/gguf_file.h"
+#include "gguf/gguf_writer.h"
+
+namespace cellm::app::http_test {
+
+using namespace std::chrono_literals;
+
+Json reference_cases() {
+  std::ifstream file(testing::test_model_path("reference/stories260K-greedy.json"));
+  return Json::parse(file).at("cases");
+}
+
+Served::Served(int32_t max_concurrent, const std::string& model, const std::string& api_key,
+               int32_t keepalive_ms) {
+  EngineFlags flags;
+  flags.backend = "cpu";
+  flags.num_threads = 2;
+  flags.max_sessions = 16;
+  StatusOr<Engine> engine = load_engine(model, flags);
+  EXPECT_TRUE(engine.ok()) << engine.status().to_string();
+  engine_ = std::move(engine).value();
+  codec_ = std::make_unique<TextCodec>(TextCodec::from_program(*engine_.program));
+  runner_ = std::make_unique<Runner>(*engine_.executor, DecodeFirstScheduler(engine_.scheduler),
+                                     codec_->runner_options());
+  ServeOptions serve_options;
+  serve_options.model_name = "stories";
+  serve_options.max_concurrent_generations = max_concurrent;
+  serve_options.api_key = api_key;
+  serve_options.whole_response_wait_ms = keepalive_ms;
+  serve_options.keepalive_ms = keepalive_ms;
+  server_ = std::make_unique<HttpServer>(*runner_, *codec_, engine_.limits, serve_options);
+  StatusOr<int> port = server_->bind("127.0.0.1", 0);
+  EXPECT_TRUE(port.ok()) << port.status().to_string();
+  port_ = port.ok() ? *port : 0;
+  thread_ = std::thread([this] { served_ = server_->serve(); });
+}
+
+Served::~Served() {
+  server_->stop();
+  thread_.join();
+  EXPECT_TRUE(served_.ok()) << served_.to_string();
+  runner_->shutdown();
+}
+
+httplib::Client Served::client() const {
+  httplib::Client c("127.0.0.1", port_);
+  c.set_read_timeout(120, 0);
+  return c;
+}
+
+Reply post(const Served& served, const std::string& path, const Json& body) {
+  httplib::Client client = served.client();
+  httplib::Result result = client.Post(path, body.dump(), "application/json");
+  if (!result) return {};
+  Reply reply{result->status, Json::parse(result->body, nullptr, false)};
+  return reply;
+}
+
+Reply get(const Served& served, const std::string& path) {
+  httplib::Client client = served.client();
+  httplib::Result result = client.Get(path);
+  if (!result) return {};
+  return {result->status, Json::parse(result->body, nullptr, false)};
+}
+
+void post_receiving(const Served& served, const Json& body,
+                    std::function<bool(std::string_view)> receive) {
+  httplib::Request request;
+  request.method = "POST";
+  request.path = "/v1/completions";
+  request.body = body.dump();
+  request.set_header("Content-Type", "application/json");
+  request.content_receiver = [&receive](const char* data, size_t size, uint64_t, uint64_t) {
+    return receive(std::string_view(data, size));
+  };
+  httplib::Client client = served.client();
+  client.send(request);  // an error when `receive` stopped it
+}
+
+void expect_one_cancelled_early(const Served& served) {
+  Json engine;
+  for (int i = 0; i < 200; ++i) {
+    engine = get(served, "/metrics.json").body.at("engine");
+    if (engine.at("finished").at("cancelled") == 1) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_EQ(engine.at("finished").at("cancelled"), 1) << engine.dump();
+  EXPECT_LT(engine.at("generated_tokens").get<int64_t>(),
+            served.engine().limits.max_session_tokens - 8);
+}
+
+Json greedy_request(const Json& reference_case, int max_tokens) {
+  return {{"prompt", reference_case.at("prompt")},
+          {"max_tokens", max_tokens},
+          {"temperature", 0},
+          {"return_token_ids", true}};
+}
+
+std::vector<int32_t> head(const Json& tokens, size_t n) {
+  std::vector<int32_t> all = tokens.get<std::vector<int32_t>>();
+  all.resize(std::min(n, all.size()));
+  return all;
+}
+
+std::vector<std::string> sse_payloads(const std::string& stream) {
+  std::vector<std::string> payloads;
+  size_t at = 0;
+  while ((at = stream.find("data: ", at)) != std::string::npos) {
+    const size_t end = stream.find("\n\n", at);
+    if (end == std::string::npos) break;
+    payloads.push_back(stream.substr(at + 6, end - at - 6));
+    at = end + 2;
+  }
+  return payloads;
+}
+
+std::string stories_with_chat_template() {
+  const std::string path = ::testing::TempDir() + "/stories260K-llama2-chat.gguf";
+  StatusOr<GgufFile> file = GgufFile::open(testing::test_model_path("stories260K.gguf"));
+  EXPECT_TRUE(file.ok()) << file.status().to_string();
+  GgufWriter writer;
+  for (const auto& [key, value] : file->metadata())
+    EXPECT_TRUE(writer.add_metadata(key, value).ok());
+  // The markers Meta's Llama-2 chat template holds ([INST], <<SYS>>); detection needs only them.
+  EXPECT_TRUE(writer
+                  .add_metadata("tokenizer.chat_template",
+                                GgufValue::string("{{ bos_token + '[INST] ' + '<<SYS>>\\n' + "
+                                                  "content + ' [/INST]' }}"))
+                  .ok());
+  for (const GgufTensorInfo& t : file->tensors()) {
+    EXPECT_TRUE(writer.add_tensor(t.name, t.type, t.dims, file->tensor_data(t)).ok());
+  }
+  const Status written = writer.write_file(path);
+  EXPECT_TRUE(written.ok()) << written.to_string();
+  return path;
+}
+
+}  // namespace cellm::app::http_test
