@@ -100,6 +100,17 @@ struct DecodeFirstScheduler::Planner {
     for (const SessionId id : scheduler.prompt_ring_) {
       if (id != first) order.push_back(id);
     }
+    // Prompts holding no cell start in arrival order: the next may start only once every older
+    // one has, so a long prompt waiting for room is not passed for ever by shorter ones.
+    std::vector<SessionId> unstarted;
+    for (const SessionId id : order) {
+      if (scheduler.tasks_.at(id).begin == 0) unstarted.push_back(id);
+    }
+    std::stable_sort(unstarted.begin(), unstarted.end(), [&](SessionId a, SessionId b) {
+      return scheduler.tasks_.at(a).arrival < scheduler.tasks_.at(b).arrival;
+    });
+    size_t next_start = 0;       // [unstarted] the one that may start next
+    bool starts_closed = false;  // an unstarted prompt did not fit: none after it starts
     std::vector<int32_t> progress(order.size(), 0);  // [order] tokens planned this step
     std::optional<SessionId> last_served;
     for (bool any = true; any && budget > 0;) {
@@ -107,10 +118,20 @@ struct DecodeFirstScheduler::Planner {
       for (size_t i = 0; i < order.size() && budget > 0; ++i) {
         const SchedulerTask& task = scheduler.tasks_.at(order[i]);
         const int32_t left = task.end - (task.begin + progress[i]);
-        if (left == 0 || contains(preempted, order[i])) continue;
+        if (left == 0) continue;
+        const bool starts = task.begin + progress[i] == 0;
+        if (starts && (starts_closed || unstarted[next_start] != order[i])) continue;
+        if (contains(preempted, order[i])) {
+          starts_closed = starts_closed || starts;  // it restarts in a later step, first
+          continue;
+        }
         // A prompt holding no cell starts only when all of it fits: a half-run prompt that a
         // decode then preempts would be wasted work.
-        if (task.begin + progress[i] == 0 && take_cells(left) < left) continue;
+        if (starts && take_cells(left) < left) {
+          starts_closed = true;
+          continue;
+        }
+        if (starts) ++next_start;
         const int32_t chunk =
             take_cells(std::min({scheduler.config_.max_prefill_chunk, left, budget}));
         if (chunk == 0) continue;

@@ -8,8 +8,10 @@
 // one chunk of max_prefill_chunk per session per pass, passes repeating until the budget
 // (max_batch_tokens) is spent; the round-robin start rotates across steps, so a long prompt
 // cannot starve the others. Memory: a prompt chunk takes only free cells (evicting idle sessions
-// first, least recently used), and a prompt holding no cell starts only when all of it fits; a
-// decode that finds no free cell preempts the newest running session (its cells released, its
+// first, least recently used), and a prompt holding no cell starts only when all of it fits, in
+// arrival order (none starts while an older one waits for room, so a long prompt is not passed
+// for ever by shorter ones; prompts already holding cells go on meanwhile); a decode that finds
+// no free cell preempts the newest running session (its cells released, its
 // task restarting at position 0 as a prompt, recomputed in a later step with the same output).
 // When nothing at all fits, the oldest task gets room by preempting newer ones, so the oldest
 // always progresses and preemption cannot cycle. Every submitted task comes back exactly once: as

@@ -70,6 +70,9 @@ TEST_P(SchedulerRandomTest, InvariantsHoldOverThousandsOfOperations) {
     return std::uniform_int_distribution<int32_t>(lo, hi)(rng);
   };
   const SchedulerConfig config{uniform(1, 48), uniform(1, 8), uniform(1, 24)};
+  // A task waits at most while the tasks ahead of it run: every session's positions up to the
+  // context limit, max_batch_tokens a step (the model then restarts them as newer tasks).
+  const int32_t starving_steps = 200 + kNumSessions * kMaxContext / config.max_batch_tokens;
   DecodeFirstScheduler scheduler(config);
   Model model;
   for (SessionId id = 1; id <= kNumSessions; ++id) model.sessions[id] = {};
@@ -190,7 +193,7 @@ TEST_P(SchedulerRandomTest, InvariantsHoldOverThousandsOfOperations) {
       }
       for (auto& [sid, s] : model.sessions) {
         if (s.task) {
-          EXPECT_LT(++s.steps_without_progress, 200) << "session " << sid << " starves";
+          EXPECT_LT(++s.steps_without_progress, starving_steps) << "session " << sid << " starves";
         } else {
           s.steps_without_progress = 0;
         }
@@ -214,7 +217,7 @@ TEST_P(SchedulerRandomTest, InvariantsHoldOverThousandsOfOperations) {
   RecordProperty("preemptions", static_cast<int>(model.num_preemptions));
 }
 
-INSTANTIATE_TEST_SUITE_P(Seeds, SchedulerRandomTest, ::testing::Values(1u, 2u, 3u, 4u));
+INSTANTIATE_TEST_SUITE_P(Seeds, SchedulerRandomTest, ::testing::Range(1u, 33u));
 
 }  // namespace
 }  // namespace cellm

@@ -174,6 +174,32 @@ TEST(DecodeFirstSchedulerTest, APromptStartsOnlyWhenAllOfItFitsButGoesOnChunkByC
   EXPECT_EQ(scheduler.find(1)->begin, 0);
 }
 
+TEST(DecodeFirstSchedulerTest, PromptsHoldingNoCellStartInArrivalOrder) {
+  // Session 2's prompt does not fit beside running session 8; session 3's shorter one would, but
+  // starting it would keep the pool from ever holding 2's: it waits behind 2 (a long prompt is
+  // not passed for ever by shorter ones under load).
+  DecodeFirstScheduler scheduler({64, 8, 64});
+  PoolModel pool(50);
+  pool.held = {{8, 20}};
+  scheduler.submit(decode(8, 20, 1));
+  scheduler.submit(prompt(3, 0, 10, 3));  // submitted first, arrived later: order is arrival's
+  scheduler.submit(prompt(2, 0, 40, 2));
+  StepSchedule plan = scheduler.schedule(pool);
+  EXPECT_EQ(slices(plan), (std::vector<Slice>{{8, 20, 21}}));
+  pool.commit(plan);
+  pool.idle = {8};  // its generation ended: its cells may go
+  plan = scheduler.schedule(pool);
+  EXPECT_EQ(slices(plan), (std::vector<Slice>{{3, 0, 10}, {2, 0, 40}}));
+  EXPECT_EQ(pool.evicted, (std::vector<SessionId>{8}));
+  // Started prompts are not held back: one that holds cells goes on beside a waiting start.
+  DecodeFirstScheduler later({64, 8, 64});
+  PoolModel full(50);
+  full.held = {{5, 20}};
+  later.submit(prompt(6, 0, 40, 1));   // oldest, does not fit
+  later.submit(prompt(5, 20, 30, 2));  // already started
+  EXPECT_EQ(slices(later.schedule(full)), (std::vector<Slice>{{5, 20, 30}}));
+}
+
 TEST(DecodeFirstSchedulerTest, ADecodeWithoutACellPreemptsTheNewestRunningSession) {
   DecodeFirstScheduler scheduler({64, 8, 64});
   PoolModel pool(30);
