@@ -121,8 +121,8 @@ struct DecodeFirstScheduler::Planner {
         if (left == 0) continue;
         const bool starts = task.begin + progress[i] == 0;
         if (starts && (starts_closed || unstarted[next_start] != order[i])) continue;
-        if (contains(preempted, order[i])) {
-          starts_closed = starts_closed || starts;  // it restarts in a later step, first
+        if (contains(preempted, order[i])) {  // back at 0: it restarts in a later step, first
+          starts_closed = true;
           continue;
         }
         // A prompt holding no cell starts only when all of it fits: a half-run prompt that a

@@ -26,7 +26,9 @@ ChunkRange chunk_range(size_t n, size_t num_chunks, size_t index) {
 }  // namespace
 
 ThreadPool::ThreadPool(size_t num_threads) {
-  if (num_threads == 0) num_threads = std::max(1u, std::thread::hardware_concurrency());
+  if (num_threads == 0) {
+    num_threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, kMaxThreads);
+  }
   CELLM_CHECK_LE(num_threads, kMaxThreads) << "callers refuse thread counts above kMaxThreads";
   workers_.reserve(num_threads - 1);
   for (size_t i = 0; i + 1 < num_threads; ++i) {

@@ -25,8 +25,8 @@ class ThreadPool {
   // each costs a stack).
   static constexpr size_t kMaxThreads = 1024;
 
-  // num_threads counts the calling thread; 0 means std::thread::hardware_concurrency(). At most
-  // kMaxThreads (checked).
+  // num_threads counts the calling thread; 0 means std::thread::hardware_concurrency() (at most
+  // kMaxThreads). At most kMaxThreads (checked).
   explicit ThreadPool(size_t num_threads = 0);
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
