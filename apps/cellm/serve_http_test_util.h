@@ -60,10 +60,11 @@ struct Reply {
 Reply post(const Served& served, const std::string& path, const Json& body);
 Reply get(const Served& served, const std::string& path);
 
-// POSTs `body` to /v1/completions handing the response's bytes to `receive` as they come; the
-// connection closes (the client hangs up) when it returns false.
-void post_receiving(const Served& served, const Json& body,
-                    std::function<bool(std::string_view)> receive);
+// POSTs `body` to `path` handing the response's bytes to `receive` as they come; the connection
+// closes (the client hangs up) when it returns false. The response's status, -1 when none came.
+int post_receiving(const Served& served, const Json& body,
+                   std::function<bool(std::string_view)> receive,
+                   const std::string& path = "/v1/completions");
 
 // The engine ends the one generation a client left as cancelled, well before its session's
 // context is full (it asked for all of it).

@@ -1,0 +1,280 @@
+// The HTTP server end to end on stories260K, randomized: a dozen clients at once, each sending a
+// few completions requests of random shape — text or token prompts, one or two prompts, one or two
+// choices each, greedy or seeded sampling, stop strings, log-probabilities, echo, whole or
+// streamed — through a few generation slots, some clients hanging up part-way through a stream.
+// Every request answered in full gets, choice by choice, the text, token ids and finish reason
+// (and, whole, the log-probabilities and usage) the same request gets alone on the idle server
+// afterwards; the server ends with nothing running and goes on answering. The workload is a
+// function of the seed; the interleaving is not, and the oracle does not depend on it.
+// CELLM_CHAOS_SEEDS=N runs seeds 1..N (a soak); CI runs 3, and 1 under TSan.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <map>
+#include <random>
+
+#include "sanitizers.h"
+#include "serve_http_test_util.h"
+
+namespace cellm::app::http_test {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Under ThreadSanitizer a seed takes a minute or so: the TSan job runs one.
+constexpr int kDefaultSeeds = testing::kThreadSanitizer ? 1 : 3;
+
+int num_seeds() {
+  const char* env = std::getenv("CELLM_CHAOS_SEEDS");
+  return env != nullptr ? std::max(1, std::atoi(env)) : kDefaultSeeds;
+}
+
+int uniform(std::mt19937& rng, int lo, int hi) {
+  return std::uniform_int_distribution<int>(lo, hi)(rng);
+}
+
+bool chance(std::mt19937& rng, double p) { return std::bernoulli_distribution(p)(rng); }
+
+// A prompt: a text (some sharing a long first part, for prefix reuse) or token ids.
+Json random_prompt(std::mt19937& rng, bool as_ids) {
+  static const char* const kStarts[] = {"Once upon a time", "Lily went to the park",
+                                        "The little dog was sad", "Tom and his mom"};
+  const std::string shared =
+      "Once upon a time, there was a little girl named Lily. She loved to play outside in the sun";
+  if (as_ids) {
+    Json ids = Json::array({1});
+    for (int i = uniform(rng, 1, 30); i > 0; --i) ids.push_back(uniform(rng, 3, 511));
+    return ids;
+  }
+  if (chance(rng, 0.5)) return kStarts[uniform(rng, 0, 3)];
+  return shared + std::string(uniform(rng, 0, 3), '.') + (chance(rng, 0.5) ? " One day" : "");
+}
+
+// A conversation: one of two system prompts (shared: prefix reuse), a user turn, at times an
+// earlier exchange.
+Json random_messages(std::mt19937& rng) {
+  static const char* const kSystems[] = {"You tell short stories to children.", "You are terse."};
+  Json messages = Json::array();
+  messages.push_back({{"role", "system"}, {"content", kSystems[uniform(rng, 0, 1)]}});
+  if (chance(rng, 0.3)) {
+    messages.push_back({{"role", "user"}, {"content", random_prompt(rng, false)}});
+    messages.push_back({{"role", "assistant"}, {"content", "She smiled."}});
+  }
+  messages.push_back({{"role", "user"}, {"content", random_prompt(rng, false)}});
+  return messages;
+}
+
+// A completions or chat completions request (`chat`) of random shape.
+Json random_request(std::mt19937& rng, bool chat) {
+  Json request = {{"max_tokens", uniform(rng, 1, 40)}, {"return_token_ids", true}};
+  const bool as_ids = chance(rng, 0.3);
+  if (chat) {
+    request["messages"] = random_messages(rng);
+  } else {
+    request["prompt"] = chance(rng, 0.2)
+                            ? Json::array({random_prompt(rng, as_ids), random_prompt(rng, as_ids)})
+                            : random_prompt(rng, as_ids);
+  }
+  if (chance(rng, 0.5)) {
+    request["temperature"] = 0;
+  } else {
+    request["temperature"] = std::uniform_real_distribution<double>(0.6, 1.2)(rng);
+    request["seed"] = uniform(rng, 0, 1 << 30);
+    if (chance(rng, 0.5)) request["top_k"] = uniform(rng, 1, 40);
+    if (chance(rng, 0.3)) request["top_p"] = 0.9;
+    if (chance(rng, 0.3)) request["n"] = 2;
+  }
+  if (chance(rng, 0.2)) request["repetition_penalty"] = 1.3;
+  if (chance(rng, 0.2)) request["stop"] = Json::array({chance(rng, 0.5) ? "." : " the"});
+  if (chance(rng, 0.2)) {
+    if (chat) {
+      request["logprobs"] = true;
+      request["top_logprobs"] = uniform(rng, 0, 3);
+    } else {
+      request["logprobs"] = uniform(rng, 0, 3);
+    }
+  }
+  if (!chat && chance(rng, 0.1)) request["echo"] = true;
+  if (chance(rng, 0.2)) request["ignore_eos"] = true;
+  return request;
+}
+
+// What a client saw of one choice.
+struct Choice {
+  std::string text;
+  std::vector<int32_t> token_ids;
+  std::string finish_reason;
+  Json logprobs;  // whole responses only
+};
+
+struct Outcome {
+  std::string path;  // /v1/completions or /v1/chat/completions
+  Json request;
+  bool streamed = false;
+  bool hung_up = false;
+  int status = -1;
+  std::map<int, Choice> choices;  // by index
+  Json usage;                     // whole responses only
+  Json error;                     // the body of a refusal
+};
+
+std::map<int, Choice> whole_choices(const Json& body) {
+  std::map<int, Choice> choices;
+  for (const Json& c : body.at("choices")) {
+    Choice& choice = choices[c.at("index").get<int>()];
+    choice.text = c.contains("message") ? c.at("message").at("content") : c.at("text");
+    choice.token_ids = c.at("token_ids").get<std::vector<int32_t>>();
+    choice.finish_reason = c.at("finish_reason");
+    choice.logprobs = c.at("logprobs");
+  }
+  return choices;
+}
+
+Outcome send(const Served& served, const std::string& path, const Json& request, bool stream,
+             int hang_up_after_events) {
+  Outcome outcome;
+  outcome.path = path;
+  outcome.request = request;
+  outcome.streamed = stream;
+  if (!stream) {
+    const Reply reply = post(served, path, request);
+    outcome.status = reply.status;
+    if (reply.status == 200) {
+      outcome.choices = whole_choices(reply.body);
+      outcome.usage = reply.body.at("usage");
+    } else {
+      outcome.error = reply.body;
+    }
+    return outcome;
+  }
+  Json streamed = request;
+  streamed["stream"] = true;
+  std::string bytes;
+  int num_events = 0;
+  const int status = post_receiving(
+      served, streamed,
+      [&](std::string_view data) {
+        bytes.append(data);
+        num_events = static_cast<int>(sse_payloads(bytes).size());
+        if (hang_up_after_events > 0 && num_events >= hang_up_after_events) {
+          outcome.hung_up = true;
+          return false;
+        }
+        return true;
+      },
+      path);
+  if (outcome.hung_up) return outcome;
+  outcome.status = status;
+  if (status != 200) {
+    outcome.error = Json::parse(bytes, nullptr, false);
+    return outcome;
+  }
+  const std::vector<std::string> payloads = sse_payloads(bytes);
+  EXPECT_FALSE(payloads.empty());
+  if (payloads.empty() || payloads.back() != "[DONE]") {
+    ADD_FAILURE() << "a stream that did not end with [DONE]: " << bytes;
+    outcome.status = -1;
+    return outcome;
+  }
+  for (size_t i = 0; i + 1 < payloads.size(); ++i) {
+    const Json event = Json::parse(payloads[i]);
+    for (const Json& c : event.at("choices")) {
+      Choice& choice = outcome.choices[c.at("index").get<int>()];
+      if (c.contains("delta")) {
+        choice.text += c.at("delta").value("content", std::string());
+      } else {
+        choice.text += c.at("text").get<std::string>();
+      }
+      for (const int32_t id : c.at("token_ids")) choice.token_ids.push_back(id);
+      if (!c.at("finish_reason").is_null()) choice.finish_reason = c.at("finish_reason");
+    }
+  }
+  return outcome;
+}
+
+class ServeHttpChaosTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(ServeHttpChaosTest, EveryAnsweredRequestGetsWhatItGetsAloneWhateverTheInterleaving) {
+  const auto seed = static_cast<uint32_t>(GetParam());
+  std::mt19937 rng(seed);
+  const int max_concurrent = uniform(rng, 2, 8);
+  SCOPED_TRACE("seed " + std::to_string(seed) + ", " + std::to_string(max_concurrent) + " slots");
+  Served served(max_concurrent, stories_with_chat_template());
+  constexpr int kClients = 12;
+  std::vector<std::vector<Outcome>> outcomes(kClients);
+  {
+    std::vector<std::thread> clients;
+    for (int i = 0; i < kClients; ++i) {
+      clients.emplace_back([&, i] {
+        std::mt19937 client_rng(seed * 1000 + i);
+        for (int r = uniform(client_rng, 1, 4); r > 0; --r) {
+          const bool chat = chance(client_rng, 0.3);
+          const Json request = random_request(client_rng, chat);
+          const bool stream = chance(client_rng, 0.5);
+          const int hang_up = stream && chance(client_rng, 0.25) ? uniform(client_rng, 1, 6) : 0;
+          outcomes[i].push_back(send(served, chat ? "/v1/chat/completions" : "/v1/completions",
+                                     request, stream, hang_up));
+        }
+      });
+    }
+    for (std::thread& client : clients) client.join();
+  }
+
+  Json server;  // hung-up generations end at their next event: wait for the engine to drain
+  for (int i = 0; i < 400; ++i) {
+    server = get(served, "/metrics.json").body.at("server");
+    if (server.at("running_generations") == 0) break;
+    std::this_thread::sleep_for(25ms);
+  }
+  EXPECT_EQ(server.at("running_generations"), 0) << server.dump();
+
+  int num_answered = 0;
+  int num_hung_up = 0;
+  int num_refused = 0;
+  int num_chats = 0;
+  for (int i = 0; i < kClients; ++i) {
+    for (size_t r = 0; r < outcomes[i].size(); ++r) {
+      const Outcome& got = outcomes[i][r];
+      SCOPED_TRACE("client " + std::to_string(i) + ", request " + std::to_string(r) + ": " +
+                   (got.streamed ? "streamed " : "whole ") + got.path + " " + got.request.dump());
+      if (got.hung_up) {
+        ++num_hung_up;
+        continue;
+      }
+      const Reply alone = post(served, got.path, got.request);
+      ASSERT_EQ(got.status, alone.status) << alone.body.dump();
+      if (got.status != 200) {  // refused alone too (more choices than slots): for the same reason
+        EXPECT_EQ(got.error, alone.body);
+        ++num_refused;
+        continue;
+      }
+      ++num_answered;
+      num_chats += got.path == "/v1/chat/completions";
+      const std::map<int, Choice> want = whole_choices(alone.body);
+      ASSERT_EQ(got.choices.size(), want.size());
+      for (const auto& [index, choice] : want) {
+        SCOPED_TRACE("choice " + std::to_string(index));
+        const Choice& mine = got.choices.at(index);
+        EXPECT_EQ(mine.token_ids, choice.token_ids);
+        EXPECT_EQ(mine.text, choice.text);
+        EXPECT_EQ(mine.finish_reason, choice.finish_reason);
+        if (!got.streamed) {
+          EXPECT_EQ(mine.logprobs, choice.logprobs);
+        }
+      }
+      if (!got.streamed) {
+        EXPECT_EQ(got.usage, alone.body.at("usage"));
+      }
+    }
+  }
+  EXPECT_GT(num_answered, 0);
+  std::printf("seed %u: %d slots, %d requests answered (%d chats), %d refused, %d hung up\n", seed,
+              max_concurrent, num_answered, num_chats, num_refused, num_hung_up);
+  EXPECT_EQ(get(served, "/health").status, 200) << "the server goes on";
+}
+
+INSTANTIATE_TEST_SUITE_P(Seeds, ServeHttpChaosTest, ::testing::Range(1, 1 + num_seeds()));
+
+}  // namespace
+}  // namespace cellm::app::http_test
