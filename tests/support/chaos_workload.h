@@ -18,6 +18,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -50,6 +52,7 @@ struct Turn {
   Tokens prompt;
   GenConfig config;
   int32_t cancel_after_tokens = -1;  // cancel once this many are delivered; 0: at once; -1: never
+  bool cancel_by_close = false;      // cancel by closing the session (the conversation restarts)
 };
 
 // What happened to one turn, and the context it ran after.
@@ -146,7 +149,9 @@ inline SoloResult solo_run(Executor& executor, const Tokenizer& tokenizer, const
   return {handle.tokens(), handle.text(), handle.finish_reason()};
 }
 
-// Sends `turn` on `session` (context `context`), cancelling it as the turn says, and records it.
+// Sends `turn` on `session` (context `context`), cancelling it as the turn says — by the handle
+// from the engine thread's callback, or by closing the session from this thread — and records
+// it.
 inline TurnRecord run_turn(Session& session, const Tokens& context, const Turn& turn) {
   TurnRecord record;
   record.context_before = context;
@@ -154,24 +159,39 @@ inline TurnRecord run_turn(Session& session, const Tokens& context, const Turn& 
   std::mutex handle_mutex;
   GenerationHandle handle;
   int32_t num_delivered = 0;  // engine thread only
+  std::atomic<bool> reached{turn.cancel_after_tokens == 0};
   {
     std::unique_lock<std::mutex> hold(handle_mutex);  // the callback waits for `handle`
     handle = session.generate_async(turn.prompt, turn.config, [&](const GenerationUpdate& update) {
       num_delivered += static_cast<int32_t>(update.tokens.size());
-      if (!update.finished && turn.cancel_after_tokens > 0 &&
-          num_delivered >= turn.cancel_after_tokens) {
+      if (update.finished || turn.cancel_after_tokens <= 0 ||
+          num_delivered < turn.cancel_after_tokens) {
+        return;
+      }
+      if (turn.cancel_by_close) {
+        reached = true;
+      } else {
         std::lock_guard<std::mutex> lock(handle_mutex);
         handle.cancel();
       }
     });
   }
-  if (turn.cancel_after_tokens == 0) handle.cancel();
+  if (turn.cancel_by_close && turn.cancel_after_tokens >= 0) {
+    while (!handle.wait_for(std::chrono::milliseconds(1))) {
+      if (reached) {
+        session.close();
+        break;
+      }
+    }
+  } else if (turn.cancel_after_tokens == 0) {
+    handle.cancel();
+  }
   handle.wait();
   record.tokens = handle.tokens();
   record.text = handle.text();
   record.reason = handle.finish_reason();
   record.error = handle.error_message();
-  record.position_after = session.position();
+  record.position_after = session.valid() ? session.position() : -1;
   return record;
 }
 
@@ -205,11 +225,19 @@ inline std::vector<TurnRecord> run_conversation(Runner& runner, const std::vecto
     }
     if (chance(rng, 0.25)) {
       turn.cancel_after_tokens = uniform(rng, 0, turn.config.max_new_tokens);
+      turn.cancel_by_close = chance(rng, 0.3);
     }
     TurnRecord record = run_turn(session, context, turn);
     context = concat(concat(context, turn.prompt), record.tokens);
     records.push_back(std::move(record));
-    if (!session.status().ok()) break;  // the oracle reports the failed turn
+    if (!session.valid()) {  // closed to cancel: start again from a first part
+      restart.assign(context.begin(),
+                     context.begin() + uniform(rng, 1, std::min<int32_t>(context.size(), 300)));
+      session = runner.open_session();
+      context.clear();
+      continue;
+    }
+    if (!session.status().ok()) break;  // failed, or the runner shut down: the oracle says which
     if (chance(rng, 0.15)) {            // fork: go on from a clone of a first part
       const int32_t upto = uniform(rng, 1, static_cast<int32_t>(context.size()));
       Session clone = session.clone_async(upto);
@@ -260,9 +288,12 @@ struct WorkloadResult {
   EngineMetrics metrics;
 };
 
-// Runs the seed's workload on `executor` (initialized with random_shape(seed)'s plan and pool).
+// Runs the seed's workload on `executor` (initialized with random_shape(seed)'s plan and pool);
+// with `shutdown_after_ms` >= 0 the runner is shut down that long after the conversations start,
+// whatever they are doing.
 inline WorkloadResult run_workload(Executor& executor, const Tokenizer& tokenizer,
-                                   const Shape& shape, uint32_t seed) {
+                                   const Shape& shape, uint32_t seed,
+                                   int32_t shutdown_after_ms = -1) {
   std::mt19937 rng(seed ^ 0x9e3779b9u);
   std::vector<Tokens> prefixes;  // system prompts several conversations begin with
   for (int i = 0; i < 3; ++i) {
@@ -278,27 +309,41 @@ inline WorkloadResult run_workload(Executor& executor, const Tokenizer& tokenize
     threads.emplace_back(
         [&, i] { result.conversations[i] = run_conversation(runner, prefixes, seed * 1000 + i); });
   }
+  if (shutdown_after_ms >= 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(shutdown_after_ms));
+    runner.shutdown();
+  }
   for (std::thread& thread : threads) thread.join();
   result.metrics = runner.metrics();
   return result;
 }
 
 // The oracle, each turn against solo runs on `solo` (test failures name the conversation and
-// turn). Prints what the workload exercised, for a soak's reader.
+// turn). `shut_down`: the runner was shut down mid-workload, so turns may also end cancelled or
+// refused by the shutdown (then their positions are not checked). Prints what the workload
+// exercised, for a soak's reader.
 inline void expect_solo_results(const WorkloadResult& result, Executor& solo,
-                                const Tokenizer& tokenizer, uint32_t seed) {
+                                const Tokenizer& tokenizer, uint32_t seed, bool shut_down = false) {
   int64_t num_delivered = 0;
   for (size_t i = 0; i < result.conversations.size(); ++i) {
     for (size_t t = 0; t < result.conversations[i].size(); ++t) {
       const TurnRecord& r = result.conversations[i][t];
       SCOPED_TRACE("conversation " + std::to_string(i) + ", turn " + std::to_string(t));
       num_delivered += static_cast<int64_t>(r.tokens.size());
-      ASSERT_NE(r.reason, FinishReason::kFailed) << r.error;
+      const bool by_shutdown = shut_down && r.error.find("shut down") != std::string::npos;
+      if (by_shutdown) {
+        EXPECT_TRUE(r.reason == FinishReason::kCancelled || r.reason == FinishReason::kFailed)
+            << r.error;
+      } else {
+        ASSERT_NE(r.reason, FinishReason::kFailed) << r.error;
+      }
       const Tokens whole = concat(r.context_before, r.turn.prompt);
-      EXPECT_EQ(r.position_after, static_cast<int32_t>(whole.size() + r.tokens.size()))
-          << "the context is the earlier context + the prompt + the delivered tokens";
+      if (r.position_after >= 0 && !by_shutdown) {  // -1: closed to cancel it
+        EXPECT_EQ(r.position_after, static_cast<int32_t>(whole.size() + r.tokens.size()))
+            << "the context is the earlier context + the prompt + the delivered tokens";
+      }
       const SoloResult alone = solo_run(solo, tokenizer, whole, r.turn.config);
-      if (r.reason == FinishReason::kCancelled) {
+      if (r.reason == FinishReason::kCancelled || by_shutdown) {
         ASSERT_LE(r.tokens.size(), alone.tokens.size());
         EXPECT_EQ(r.tokens, Tokens(alone.tokens.begin(), alone.tokens.begin() + r.tokens.size()))
             << "a cancelled turn delivers a prefix of the solo tokens";
