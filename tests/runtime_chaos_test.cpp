@@ -25,8 +25,9 @@ TEST_P(RuntimeChaosTest, EveryTurnDeliversItsSoloTokensWhateverTheInterleaving) 
   const testing::chaos::Shape shape = testing::chaos::random_shape(seed);
   SCOPED_TRACE("seed " + std::to_string(seed) + ": " + shape.describe());
   const Tokenizer& tokenizer = testing::stories260k().tokenizer();
-  std::unique_ptr<CpuExecutor> executor = testing::make_executor(
-      {shape.max_step_tokens, shape.min_prefill_chunk, shape.decode_widths, shape.max_cells});
+  std::unique_ptr<CpuExecutor> executor =
+      testing::make_executor({shape.max_step_tokens, shape.min_prefill_chunk, shape.decode_widths,
+                              shape.max_cells, shape.max_sessions});
   const testing::chaos::WorkloadResult result =
       testing::chaos::run_workload(*executor, tokenizer, shape, seed);
   std::unique_ptr<CpuExecutor> solo = testing::make_executor({16, 5, {1, 2, 4}});
@@ -42,8 +43,9 @@ TEST_P(RuntimeChaosTest, AShutdownMidWorkloadEndsEveryTurnWithAPrefixOfItsSoloTo
   SCOPED_TRACE("seed " + std::to_string(seed) + ": " + shape.describe() + ", shutdown after " +
                std::to_string(shutdown_after_ms) + " ms");
   const Tokenizer& tokenizer = testing::stories260k().tokenizer();
-  std::unique_ptr<CpuExecutor> executor = testing::make_executor(
-      {shape.max_step_tokens, shape.min_prefill_chunk, shape.decode_widths, shape.max_cells});
+  std::unique_ptr<CpuExecutor> executor =
+      testing::make_executor({shape.max_step_tokens, shape.min_prefill_chunk, shape.decode_widths,
+                              shape.max_cells, shape.max_sessions});
   const testing::chaos::WorkloadResult result =
       testing::chaos::run_workload(*executor, tokenizer, shape, seed, shutdown_after_ms);
   std::unique_ptr<CpuExecutor> solo = testing::make_executor({16, 5, {1, 2, 4}});

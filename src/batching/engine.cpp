@@ -185,6 +185,9 @@ void Engine::clone(Command& command) {
   }
   const int32_t shared_positions = std::min(command.upto, src.committed);
   StatusOr<SessionId> id = executor_.clone_session(src.id, shared_positions);
+  while (!id.ok() && id.status().code() == StatusCode::kResourceExhausted && drop_retained()) {
+    id = executor_.clone_session(src.id, shared_positions);  // retained prefixes go first
+  }
   if (!id.ok()) {
     command.session->set_status(id.status().with_context(what));
     return;

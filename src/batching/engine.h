@@ -164,11 +164,12 @@ class Engine {
   // Keeps a closing session's executor session as a retained prefix; false when it is not
   // worth keeping (the caller closes it).
   bool retain(const EngineSession& session);
-  // Closes the least recently used retained prefix; false when there is none.
-  bool drop_retained();
+  // Closes the least recently used retained prefix (never the one whose executor session is
+  // `keep`); false when there is none.
+  bool drop_retained(std::optional<SessionId> keep = std::nullopt);
   void count_retained();  // counters_.num_retained_prefixes = retained_.size()
-  // Index of the least recently used retained prefix, or -1.
-  int lru_retained() const;
+  // Index of the least recently used retained prefix (not `keep`'s), or -1.
+  int lru_retained(std::optional<SessionId> keep = std::nullopt) const;
   void close_executor_session(SessionId id, const std::string& what);
 
   // engine_step.cpp

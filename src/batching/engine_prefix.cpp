@@ -51,15 +51,39 @@ int32_t Engine::reuse_prefix(EngineSession& session, std::span<const int32_t> co
   const auto usable = static_cast<int32_t>(context.size()) - 1;
   const int32_t worth = session.committed + std::max(options.min_tokens, 1);
   if (!options.enabled || usable < worth) return 0;
-  const HeldPrefix held = longest_held_prefix(session, context, usable);
+  HeldPrefix held = longest_held_prefix(session, context, usable);
   if (held.length < worth) return 0;
-  const StatusOr<SessionId> clone = executor_.clone_session(held.id, held.length);
-  if (!clone.ok()) {  // e.g. no room for one more session: compute the context instead
+  const std::string name = "session " + std::to_string(session.shared->key);
+  StatusOr<SessionId> clone = executor_.clone_session(held.id, held.length);
+  bool own_closed = false;  // the session's executor session, given up to the clone
+  if (!clone.ok() && clone.status().code() == StatusCode::kResourceExhausted) {
+    // At the executor's session limit. A session holding no cells yet (a new one: the common
+    // case) gives its own executor session up to the clone; another one has a retained prefix
+    // other than the donor closed first, as an open would.
+    if (session.committed == 0) {
+      close_executor_session(session.id, name);
+      key_of_.erase(session.id);
+      own_closed = true;
+      clone = executor_.clone_session(held.id, held.length);
+      if (!clone.ok()) {  // take the place just given up back, and compute the context
+        const std::optional<SessionId> reopened = executor_.open_session();
+        CELLM_CHECK(reopened.has_value()) << name << " lost the executor session it gave up";
+        session.id = *reopened;
+        key_of_[*reopened] = session.shared->key;
+      }
+    } else if (drop_retained(held.id)) {
+      held = longest_held_prefix(session, context, usable);  // the donor moved in retained_
+      clone = executor_.clone_session(held.id, held.length);
+    }
+  }
+  if (!clone.ok()) {  // compute the context instead
     CELLM_LOG(kDebug) << "prefix reuse skipped: " << clone.status().to_string();
     return 0;
   }
-  close_executor_session(session.id, "session " + std::to_string(session.shared->key));
-  key_of_.erase(session.id);
+  if (!own_closed) {
+    close_executor_session(session.id, name);
+    key_of_.erase(session.id);
+  }
   key_of_[*clone] = session.shared->key;
   const int32_t gained = held.length - session.committed;
   session.id = *clone;
@@ -148,9 +172,10 @@ bool Engine::retain(const EngineSession& session) {
   return true;
 }
 
-int Engine::lru_retained() const {
+int Engine::lru_retained(std::optional<SessionId> keep) const {
   int victim = -1;
   for (size_t i = 0; i < retained_.size(); ++i) {
+    if (retained_[i].id == keep) continue;
     if (victim < 0 || retained_[i].last_used < retained_[static_cast<size_t>(victim)].last_used) {
       victim = static_cast<int>(i);
     }
@@ -158,8 +183,8 @@ int Engine::lru_retained() const {
   return victim;
 }
 
-bool Engine::drop_retained() {
-  const int victim = lru_retained();
+bool Engine::drop_retained(std::optional<SessionId> keep) {
+  const int victim = lru_retained(keep);
   if (victim < 0) return false;
   close_executor_session(retained_[static_cast<size_t>(victim)].id, "a retained prefix");
   retained_.erase(retained_.begin() + victim);

@@ -40,7 +40,9 @@ struct SessionShared;
 
 // Prefix reuse: a generation whose context begins with positions another session's cells already
 // hold — an open session, or a closed one the engine retained — starts from a clone of those cells
-// (Executor::clone_session: shared, no bytes copied) and runs only the rest. A generation whose
+// (Executor::clone_session: shared, no bytes copied) and runs only the rest, at the executor's
+// session limit too (the session's own empty executor session, or a retained prefix other than
+// the donor, gives way to the clone). A generation whose
 // prefix another running generation is still computing (prompts sharing a system prompt, started
 // together) waits until those positions are in its cells, then clones them. The outputs are the
 // same as computing the whole context, up to the last bits of positions another step computed.
@@ -94,8 +96,8 @@ class Session {
   GenerationHandle generate_async(std::vector<int32_t> prompt_delta, GenConfig config,
                                   GenerationCallback callback = {});
   // A new session holding this one's first `upto` positions (0 <= upto <= position() when the
-  // engine processes the command), sharing their cells. Failure leaves the clone not valid in
-  // status().
+  // engine processes the command), sharing their cells; at the executor's session limit a
+  // retained prefix is closed for it first. Failure leaves the clone not valid in status().
   Session clone_async(int32_t upto) const;
   // Closes the session (asynchronously; a running generation ends kCancelled). The Session
   // becomes not valid.

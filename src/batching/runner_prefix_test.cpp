@@ -150,6 +150,71 @@ TEST(RunnerPrefixTest, RetainedPrefixesGiveWayWhenTheExecutorHasNoRoomForASessio
   EXPECT_EQ(fb.tokens, fake_greedy(ramp(20, 9), 3, kVocab));
 }
 
+// At the executor's session limit, a new session's own (empty) executor session gives way to the
+// clone of the retained prefix it starts from: the prefix is reused, not recomputed.
+TEST(RunnerPrefixTest, AtTheSessionLimitANewSessionStillStartsFromARetainedPrefix) {
+  FakeExecutorConfig config;
+  config.max_sessions = 2;
+  Rig rig(config, std::nullopt, reuse());
+  const Tokens shared = ramp(40, 3);
+  {
+    Session first = rig.runner.open_session();
+    generate(first, shared, 2);
+  }
+  Session probe;  // the retained prefix and the probe fill both places
+  EXPECT_EQ(settled(rig.runner, probe).num_retained_prefixes, 1);
+  probe.close();
+  Session second = rig.runner.open_session();  // the retained prefix and this: the limit again
+  const Tokens prompt = concat(shared, {7, 8, 9});
+  const Finished b = generate(second, prompt, 4);
+  EXPECT_EQ(b.tokens, fake_greedy(prompt, 4, kVocab));
+  EXPECT_EQ(b.metrics.num_reused_tokens, 40) << "the retained prefix's 40 positions";
+  EXPECT_TRUE(second.status().ok()) << second.status().to_string();
+}
+
+// At the limit, a session already holding cells has the least recently used retained prefix
+// closed for the clone — never the donor, though it is the least recently used.
+TEST(RunnerPrefixTest, AtTheSessionLimitAnotherRetainedPrefixGivesWayToTheDonorsClone) {
+  FakeExecutorConfig config;
+  config.max_sessions = 3;
+  Rig rig(config, std::nullopt, reuse());
+  const Tokens shared = ramp(40, 3);
+  for (const Tokens& prompt : {shared, ramp(30, 11)}) {  // the donor first: it is the older
+    Session session = rig.runner.open_session();
+    generate(session, prompt, 2);
+  }
+  Session z = rig.runner.open_session();  // two retained prefixes and this: the limit
+  generate(z, Tokens(shared.begin(), shared.begin() + 10), 0);  // too short to reuse anything
+  const Tokens rest = concat(Tokens(shared.begin() + 10, shared.end()), {7, 8});
+  const Finished f = generate(z, rest, 4);
+  EXPECT_EQ(f.tokens, fake_greedy(concat(shared, {7, 8}), 4, kVocab));
+  EXPECT_GE(f.metrics.num_reused_tokens, 26) << "the donor's positions past z's first 10";
+  EXPECT_EQ(rig.runner.metrics().num_retained_prefixes, 1);
+  EXPECT_TRUE(z.status().ok()) << z.status().to_string();
+}
+
+// An explicit clone at the executor's session limit closes a retained prefix first, as an open
+// does.
+TEST(RunnerPrefixTest, ACloneAtTheSessionLimitClosesARetainedPrefixFirst) {
+  FakeExecutorConfig config;
+  config.max_sessions = 2;
+  Rig rig(config, std::nullopt, reuse());
+  {
+    Session first = rig.runner.open_session();
+    generate(first, ramp(30, 1), 2);
+  }
+  Session a = rig.runner.open_session();
+  const Tokens a_prompt = ramp(20, 5);
+  const Finished fa = generate(a, a_prompt, 3);
+  EXPECT_EQ(rig.runner.metrics().num_retained_prefixes, 1) << "the limit: a and the prefix";
+  Session clone = a.clone_async(12);
+  const Finished fc = generate(clone, {4, 2}, 3);
+  EXPECT_TRUE(clone.status().ok()) << clone.status().to_string();
+  const Tokens clone_context = concat(Tokens(a_prompt.begin(), a_prompt.begin() + 12), {4, 2});
+  EXPECT_EQ(fc.tokens, fake_greedy(clone_context, 3, kVocab));
+  EXPECT_EQ(rig.runner.metrics().num_retained_prefixes, 0);
+}
+
 TEST(RunnerPrefixTest, AtMostMaxRetainedAreKeptAndShutdownClosesEachOnce) {
   Rig rig({}, std::nullopt, reuse(16, /*max_retained=*/2));
   Tokens last_context;

@@ -261,13 +261,16 @@ struct Shape {
   int32_t min_prefill_chunk = 0;
   std::vector<int32_t> decode_widths;
   int32_t max_cells = 0;
+  // Sessions the executor holds: live ones (at most two a conversation, for a moment) always fit;
+  // retained prefixes fill the rest and give way at the limit.
+  int32_t max_sessions = 64;
   int32_t sampling_threads = 1;
 
   std::string describe() const {
     return "W " + std::to_string(max_step_tokens) + ", m " + std::to_string(min_prefill_chunk) +
            ", " + std::to_string(decode_widths.size()) + " decode widths, " +
-           std::to_string(max_cells) + " cells, " + std::to_string(sampling_threads) +
-           " sampling threads";
+           std::to_string(max_cells) + " cells, " + std::to_string(max_sessions) + " sessions, " +
+           std::to_string(sampling_threads) + " sampling threads";
   }
 };
 
@@ -279,6 +282,7 @@ inline Shape random_shape(uint32_t seed) {
   shape.decode_widths =
       chance(rng, 0.5) ? std::vector<int32_t>{1} : recommended_decode_widths(shape.max_step_tokens);
   shape.max_cells = uniform(rng, kMaxContext + 50, 2 * kMaxContext);
+  shape.max_sessions = chance(rng, 0.5) ? 2 * kNumConversations + 4 : 64;
   shape.sampling_threads = uniform(rng, 1, 3);
   return shape;
 }

@@ -18,12 +18,12 @@ namespace {
 std::unique_ptr<CudaExecutor> make_chaos_executor(const Program& program, int32_t max_step_tokens,
                                                   int32_t min_prefill_chunk,
                                                   std::vector<int32_t> decode_widths,
-                                                  int32_t max_cells) {
+                                                  int32_t max_cells, int32_t max_sessions) {
   ProgramSpec spec = testing::with_plan(program.spec(), max_step_tokens, min_prefill_chunk,
                                         std::move(decode_widths));
   spec.kv_max_cells = max_cells;
   CudaExecutorOptions options;
-  options.max_sessions = 64;
+  options.max_sessions = max_sessions;
   options.device_argmax = true;  // as `cellm` runs it
   return testing::make_cuda(program, spec, options);
 }
@@ -40,12 +40,12 @@ TEST_P(CudaChaosTest, EveryTurnDeliversItsSoloTokensWhateverTheInterleaving) {
   const Program& program = testing::stories260k();
   std::unique_ptr<CudaExecutor> executor =
       make_chaos_executor(program, shape.max_step_tokens, shape.min_prefill_chunk,
-                          shape.decode_widths, shape.max_cells);
+                          shape.decode_widths, shape.max_cells, shape.max_sessions);
   ASSERT_NE(executor, nullptr);
   const testing::chaos::WorkloadResult result =
       testing::chaos::run_workload(*executor, program.tokenizer(), shape, seed);
   std::unique_ptr<CudaExecutor> solo =
-      make_chaos_executor(program, 16, 5, {1, 2, 4}, testing::chaos::kMaxContext + 64);
+      make_chaos_executor(program, 16, 5, {1, 2, 4}, testing::chaos::kMaxContext + 64, 4);
   ASSERT_NE(solo, nullptr);
   testing::chaos::expect_solo_results(result, *solo, program.tokenizer(), seed);
 }
