@@ -164,6 +164,10 @@ class Engine {
   // Keeps a closing session's executor session as a retained prefix; false when it is not
   // worth keeping (the caller closes it).
   bool retain(const EngineSession& session);
+  // Preempted generations whose context begins with positions another session's cells hold
+  // start again from a clone of them (as a new generation would) instead of running everything:
+  // shared prefixes stay shared.
+  void resume_preempted();
   // Closes the least recently used retained prefix (never the one whose executor session is
   // `keep`); false when there is none.
   bool drop_retained(std::optional<SessionId> keep = std::nullopt);
@@ -251,6 +255,11 @@ class Engine {
   std::unordered_map<uint64_t, EngineSession> sessions_;  // by key
   std::unordered_map<SessionId, uint64_t> key_of_;        // executor id -> key
   std::vector<RetainedPrefix> retained_;                  // at most max_retained
+  struct Preempted {
+    uint64_t key = 0;
+    int32_t held = -1;  // positions other cells held when first looked at; -1: not yet looked
+  };
+  std::vector<Preempted> preempted_;  // generations preempted and not yet started again
   uint64_t next_arrival_ = 0;
   int64_t step_ = 0;
 

@@ -96,6 +96,37 @@ int32_t Engine::reuse_prefix(EngineSession& session, std::span<const int32_t> co
   return gained;
 }
 
+void Engine::resume_preempted() {
+  std::erase_if(preempted_, [&](Preempted& entry) {
+    const auto it = sessions_.find(entry.key);
+    if (it == sessions_.end()) return true;
+    EngineSession& session = it->second;
+    // Back at 0 with its generation, which may take other sessions' cells; else done with.
+    if (!session.generation || session.committed != 0 || session.waits_for != 0 ||
+        session.generation->config.sampling.prompt_logprobs >= 0) {
+      return true;
+    }
+    // What other cells hold of its context, looked up once (a scan of every session's tokens).
+    const auto usable = static_cast<int32_t>(session.tokens.size()) - 1;
+    if (entry.held < 0) entry.held = longest_held_prefix(session, session.tokens, usable).length;
+    if (entry.held == 0) return true;
+    // As a prompt holding no cell starts only when all of it fits, it starts from the prefix only
+    // when the rest fits, with a cell to spare for each task's next step (else it would be the
+    // first preempted again); until then it waits here, or the scheduler starts it from 0.
+    const int32_t rest = static_cast<int32_t>(session.tokens.size()) - entry.held;
+    if (executor_.cache_usage().num_free < rest + scheduler_.num_tasks()) return false;
+    const SessionId before = session.id;
+    const int32_t gained = reuse_prefix(session, session.tokens);
+    if (gained > 0) {
+      session.generation->metrics.num_reused_tokens += gained;
+      const std::optional<SchedulerTask> task = scheduler_.cancel(before);
+      CELLM_CHECK(task.has_value()) << "a preempted generation without its task";
+      submit_next(session, *session.generation);
+    }
+    return true;  // started from the prefix, or the prefix is gone: the scheduler starts it
+  });
+}
+
 bool Engine::wait_for_prefix(EngineSession& session) {
   const PrefixReuseOptions& options = options_.prefix_reuse;
   const auto usable = static_cast<int32_t>(session.tokens.size()) - 1;

@@ -63,6 +63,7 @@ class Engine::Memory : public SchedulerMemory {
     EngineSession* session = engine_.find_by_id(id);
     CELLM_CHECK(session != nullptr && session->generation) << "preempt of an idle session " << id;
     release(*session);
+    engine_.preempted_.push_back({session->shared->key});
     ++session->generation->metrics.num_preemptions;
     std::lock_guard<std::mutex> lock(engine_.metrics_mutex_);
     ++engine_.counters_.num_preemptions;
@@ -93,6 +94,7 @@ void Engine::submit_next(EngineSession& session, const ActiveGeneration& generat
 
 void Engine::run_step() {
   ++step_;
+  resume_preempted();
   Memory memory(*this);
   const StepSchedule plan = scheduler_.schedule(memory);
   if (plan.slices.empty()) {

@@ -42,7 +42,9 @@ struct SessionShared;
 // hold — an open session, or a closed one the engine retained — starts from a clone of those cells
 // (Executor::clone_session: shared, no bytes copied) and runs only the rest, at the executor's
 // session limit too (the session's own empty executor session, or a retained prefix other than
-// the donor, gives way to the clone). A generation whose
+// the donor, gives way to the clone). A generation preempted for room starts again the same way
+// once the rest of its context fits, so a shared prefix stays shared and only its own part runs
+// again. A generation whose
 // prefix another running generation is still computing (prompts sharing a system prompt, started
 // together) waits until those positions are in its cells, then clones them. The outputs are the
 // same as computing the whole context, up to the last bits of positions another step computed.

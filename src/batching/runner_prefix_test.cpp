@@ -193,6 +193,34 @@ TEST(RunnerPrefixTest, AtTheSessionLimitAnotherRetainedPrefixGivesWayToTheDonors
   EXPECT_TRUE(z.status().ok()) << z.status().to_string();
 }
 
+// Sessions preempted for room start again from the cells that still hold their shared prefix, as
+// a new generation would: only their own part runs again, and the prefix stays shared.
+TEST(RunnerPrefixTest, PreemptedGenerationsStartAgainFromTheSharedPrefix) {
+  FakeExecutorConfig config;
+  config.max_cells = 400;  // the 100-position prefix once, and 300 for 8 x (4 + 40) of their own
+  Rig rig(config, std::nullopt, reuse());
+  const Tokens shared = ramp(100, 3);
+  testing::StepGate gate(1);  // started together
+  rig.executor.set_during_execute(gate.hook());
+  std::vector<Session> sessions;
+  std::vector<GenerationHandle> handles;
+  std::vector<Tokens> prompts;
+  for (int32_t i = 0; i < 8; ++i) {
+    prompts.push_back(concat(shared, ramp(4, 11 + i)));
+    sessions.push_back(rig.runner.open_session());
+    handles.push_back(sessions.back().generate_async(prompts.back(), greedy(40)));
+  }
+  gate.open();
+  for (int32_t i = 0; i < 8; ++i) {
+    handles[i].wait();
+    EXPECT_EQ(handles[i].tokens(), fake_greedy(prompts[i], 40, kVocab)) << "session " << i;
+  }
+  const EngineMetrics m = rig.runner.metrics();
+  ASSERT_GT(m.num_preemptions, 0) << "the pool is too small for all of them at once";
+  EXPECT_LT(m.num_recomputed_tokens, 100 * m.num_preemptions)
+      << "a preempted generation ran the shared prefix again";
+}
+
 // An explicit clone at the executor's session limit closes a retained prefix first, as an open
 // does.
 TEST(RunnerPrefixTest, ACloneAtTheSessionLimitClosesARetainedPrefixFirst) {
