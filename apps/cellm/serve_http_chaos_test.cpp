@@ -1,12 +1,14 @@
-// The HTTP server end to end on stories260K, randomized: a dozen clients at once, each sending a
-// few completions requests of random shape — text or token prompts, one or two prompts, one or two
-// choices each, greedy or seeded sampling, stop strings, log-probabilities, echo, whole or
-// streamed — through a few generation slots, some clients hanging up part-way through a stream.
-// Every request answered in full gets, choice by choice, the text, token ids and finish reason
-// (and, whole, the log-probabilities and usage) the same request gets alone on the idle server
-// afterwards; the server ends with nothing running and goes on answering. The workload is a
-// function of the seed; the interleaving is not, and the oracle does not depend on it.
-// CELLM_CHAOS_SEEDS=N runs seeds 1..N (a soak); CI runs 3, and 1 under TSan.
+// The HTTP server end to end on stories260K (with a chat template), randomized: a dozen clients
+// at once, each sending a few completions or chat completions requests of random shape — text or
+// token prompts, one or two prompts, one or two choices each, greedy or seeded sampling, stop
+// strings, log-probabilities, echo, whole or streamed — through 2-8 generation slots or all 16
+// sessions the engine holds, some clients hanging up part-way through a stream. Every request
+// answered in full gets, choice by choice, the text, token ids and finish reason (and, whole, the
+// log-probabilities and usage) the same request gets alone on the idle server afterwards; a
+// refusal (more choices than slots) is the same refusal; the server ends with nothing running and
+// goes on answering. The workload is a function of the seed; the interleaving is not, and the
+// oracle does not depend on it. CELLM_CHAOS_SEEDS=N runs seeds 1..N (a soak); CI runs 3, and 1
+// under TSan.
 #include <gtest/gtest.h>
 
 #include <chrono>
