@@ -13,10 +13,10 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <map>
 #include <random>
 
+#include "chaos_workload.h"
 #include "sanitizers.h"
 #include "serve_http_test_util.h"
 
@@ -24,20 +24,11 @@ namespace cellm::app::http_test {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::chaos::chance;
+using testing::chaos::uniform;
 
 // Under ThreadSanitizer a seed takes a minute or so: the TSan job runs one.
 constexpr int kDefaultSeeds = testing::kThreadSanitizer ? 1 : 3;
-
-int num_seeds() {
-  const char* env = std::getenv("CELLM_CHAOS_SEEDS");
-  return env != nullptr ? std::max(1, std::atoi(env)) : kDefaultSeeds;
-}
-
-int uniform(std::mt19937& rng, int lo, int hi) {
-  return std::uniform_int_distribution<int>(lo, hi)(rng);
-}
-
-bool chance(std::mt19937& rng, double p) { return std::bernoulli_distribution(p)(rng); }
 
 // A prompt: a text (some sharing a long first part, for prefix reuse) or token ids.
 Json random_prompt(std::mt19937& rng, bool as_ids) {
@@ -338,7 +329,8 @@ TEST_P(ServeHttpChaosTest, AStopMidTrafficEndsEveryRequestAndTheAnsweredOnesAreW
               stop_after_ms, tally.answered, tally.refused, tally.hung_up, tally.unanswered);
 }
 
-INSTANTIATE_TEST_SUITE_P(Seeds, ServeHttpChaosTest, ::testing::Range(1, 1 + num_seeds()));
+INSTANTIATE_TEST_SUITE_P(Seeds, ServeHttpChaosTest,
+                         ::testing::Range(1, 1 + testing::chaos::num_seeds(kDefaultSeeds)));
 
 }  // namespace
 }  // namespace cellm::app::http_test
