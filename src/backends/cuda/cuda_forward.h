@@ -202,6 +202,8 @@ class CudaForward {
     int64_t ffn;
   };
   Widths widths() const;
+  // The per-layer operations other than the products, attention() above included
+  // (cuda_forward_ops.cpp).
   // x_ = the embeddings of the step's `rows` tokens.
   Status embed(const DeviceStep& step, int32_t rows, cudaStream_t stream);
   // q/k norms and RoPE on the q and k columns of qkv_ (`rows` rows of layer `layer`), k and v

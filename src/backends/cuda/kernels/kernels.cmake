@@ -89,6 +89,7 @@ if(CELLM_BENCH)
     ${_cellm_kernels_dir}/decode_latency_probe.cu ${_cellm_kernels_dir}/decode_latency_bench.cpp
     ${_cellm_kernels_dir}/decode_code_probe.cu ${_cellm_kernels_dir}/decode_block_major_bench.cu
     ${_cellm_kernels_dir}/decode_fused_mlp_bench.cu ${_cellm_kernels_dir}/decode_chain_benches.cpp
+    ${_cellm_kernels_dir}/decode_step_chain_bench.cpp
     ${_cellm_kernels_dir}/decode_fused_front_bench.cu ${_cellm_kernels_dir}/decode_fused_front_run.cpp)
   set_source_files_properties(${_cellm_kernels_dir}/decode_bench_kernels.cu
     ${_cellm_kernels_dir}/decode_persistent_bench.cu ${_cellm_kernels_dir}/decode_ring_bench.cu

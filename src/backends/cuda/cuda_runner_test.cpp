@@ -1,0 +1,190 @@
+// End to end through the Runner on the CUDA executor (stories260K): prefix reuse keeps the
+// reference tokens, and log-probabilities are the reference logits' log-softmax — summarized on
+// the device for greedy rows, from the row for sampled ones.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cuda_stories_fixture.h"
+#include "batching/runner.h"
+
+namespace cellm {
+namespace {
+
+using testing::Tokens;
+
+class CudaRunnerTest : public testing::StoriesReferenceTest {};
+
+// Prefix reuse through the Runner (RunnerOptions::prefix_reuse): sessions continuing another
+// session's text from its cells — some of them written by decode steps — still generate the
+// reference tokens, from an open session and from a closed one the engine retained.
+TEST_F(CudaRunnerTest, PrefixReuseThroughTheRunnerKeepsTheReferenceTokens) {
+  const ProgramSpec spec = testing::with_plan(model_->spec(), 64, 9, {1, 2, 4, 8});
+  auto executor = testing::make_cuda(*model_, spec);
+  ASSERT_NE(executor, nullptr);
+  Runner runner(*executor, DecodeFirstScheduler(SchedulerConfig::defaults_for(64)));
+  const size_t c = 3;  // the longest reference prompt (11 tokens)
+  const auto greedy = [](int32_t n) {
+    GenConfig config;
+    config.max_new_tokens = n;
+    return config;
+  };
+  const auto tail = [&](size_t from, size_t count) {
+    const Tokens all = reference_tokens(c, from + count);
+    return Tokens(all.begin() + static_cast<ptrdiff_t>(from), all.end());
+  };
+  Session a = runner.open_session();
+  GenerationHandle first = a.generate_async(reference_prompt(c), greedy(40));
+  first.wait();
+  EXPECT_EQ(first.tokens(), reference_tokens(c, 40));
+  Session b = runner.open_session();  // from the open session's cells
+  GenerationHandle second = b.generate_async(sequence(c, 20), greedy(16));
+  second.wait();
+  EXPECT_EQ(second.tokens(), tail(20, 16));
+  EXPECT_EQ(second.metrics().num_reused_tokens, static_cast<int32_t>(sequence(c, 20).size()) - 1);
+  a.close();
+  Session d = runner.open_session();  // from the closed one, retained
+  GenerationHandle third = d.generate_async(sequence(c, 30), greedy(16));
+  third.wait();
+  EXPECT_EQ(third.tokens(), tail(30, 16));
+  EXPECT_EQ(third.metrics().num_reused_tokens, static_cast<int32_t>(sequence(c, 30).size()) - 1);
+  EXPECT_EQ(runner.metrics().num_prefix_hits, 2);
+}
+
+// Log-probabilities through the Runner on CUDA: the device computes each row's argmax and
+// summarizes the rows that ask (kernels/row_logprobs.cuh), so greedy generations asking for them
+// copy no rows to the host; they are the log-softmax of the reference logits, for two sessions
+// batched together; prompt log-probabilities (every prompt position's row kept and summarized)
+// equal them too; and a sampled generation (its rows on the host for the sampler) takes its
+// token's logit from the row and the rest from the summary, consistently.
+TEST_F(CudaRunnerTest, LogprobsThroughTheRunnerAreTheLogSoftmaxOfTheReferenceLogits) {
+  const ProgramSpec spec = testing::with_plan(model_->spec(), 64, 9, {1, 2, 4, 8});
+  auto executor = testing::make_cuda(*model_, spec);
+  ASSERT_NE(executor, nullptr);
+  Runner runner(*executor, DecodeFirstScheduler(SchedulerConfig::defaults_for(64)));
+  constexpr int32_t kTokens = 24;
+  GenConfig config;
+  config.max_new_tokens = kTokens;
+  config.sampling.logprobs = 2;
+  std::vector<Session> sessions;
+  std::vector<std::vector<TokenLogprobs>> got(2);
+  std::vector<GenerationHandle> handles;
+  for (size_t c = 0; c < 2; ++c) {
+    sessions.push_back(runner.open_session());
+    handles.push_back(sessions.back().generate_async(
+        reference_prompt(c), config, [&got, c](const GenerationUpdate& update) {
+          got[c].insert(got[c].end(), update.logprobs.begin(), update.logprobs.end());
+        }));
+  }
+  double worst = 0.0;
+  for (size_t c = 0; c < 2; ++c) {
+    handles[c].wait();
+    ASSERT_EQ(handles[c].tokens(), reference_tokens(c, kTokens));
+    ASSERT_EQ(got[c].size(), static_cast<size_t>(kTokens));
+    const std::string path =
+        testing::test_model_path("reference/stories260K-logits-" + std::to_string(c) + ".f32");
+    std::ifstream in(path, std::ios::binary);
+    std::vector<float> logits(static_cast<size_t>(kTokens) * vocab_);
+    in.read(reinterpret_cast<char*>(logits.data()),
+            static_cast<std::streamsize>(logits.size() * sizeof(float)));
+    ASSERT_TRUE(in) << "cannot read " << path;
+    for (int32_t i = 0; i < kTokens; ++i) {
+      const float* row = logits.data() + static_cast<size_t>(i) * vocab_;
+      const double top = *std::max_element(row, row + vocab_);
+      double sum = 0.0;
+      for (int32_t v = 0; v < vocab_; ++v) sum += std::exp(row[v] - top);
+      const auto logprob = [&](int32_t t) { return row[t] - top - std::log(sum); };
+      const TokenLogprobs& entry = got[c][static_cast<size_t>(i)];
+      EXPECT_EQ(entry.token, handles[c].tokens()[static_cast<size_t>(i)]);
+      worst = std::max(worst, std::fabs(entry.logprob - logprob(entry.token)));
+      ASSERT_EQ(entry.top.size(), 2u);
+      EXPECT_EQ(entry.top[0].first, entry.token) << "greedy: the sampled token is the best";
+      for (const auto& [id, value] : entry.top) {
+        worst = std::max(worst, std::fabs(value - logprob(id)));
+      }
+    }
+  }
+  std::printf("logprobs vs the reference's log-softmax: worst diff %.3g\n", worst);
+  EXPECT_LE(worst, 1e-3);
+
+  // Prompt log-probabilities: case 0's prompt and its first 8 generated tokens as the prompt, one
+  // input per position (each keeps its row), the narrow ones run as decodes (m = 9).
+  Tokens prompt = sequence(0, 8);
+  const size_t num_prompt = reference_prompt(0).size();
+  GenConfig prompt_config;
+  prompt_config.max_new_tokens = 1;
+  prompt_config.sampling.prompt_logprobs = 1;
+  std::vector<TokenLogprobs> prompt_entries;
+  Session session = runner.open_session();
+  GenerationHandle handle = session.generate_async(
+      prompt, prompt_config, [&prompt_entries](const GenerationUpdate& update) {
+        prompt_entries.insert(prompt_entries.end(), update.prompt_logprobs.begin(),
+                              update.prompt_logprobs.end());
+      });
+  handle.wait();
+  ASSERT_EQ(handle.tokens(), Tokens{reference_tokens(0, 9).back()});
+  ASSERT_EQ(prompt_entries.size(), prompt.size() - 1) << "every prompt token after position 0";
+  std::ifstream in(testing::test_model_path("reference/stories260K-logits-0.f32"),
+                   std::ios::binary);
+  std::vector<float> rows(8 * static_cast<size_t>(vocab_));
+  in.read(reinterpret_cast<char*>(rows.data()),
+          static_cast<std::streamsize>(rows.size() * sizeof(float)));
+  ASSERT_TRUE(in);
+  double worst_prompt = 0.0;
+  for (size_t g = 0; g < 8; ++g) {
+    const float* row = rows.data() + g * static_cast<size_t>(vocab_);
+    const double top = *std::max_element(row, row + vocab_);
+    double sum = 0.0;
+    for (int32_t v = 0; v < vocab_; ++v) sum += std::exp(row[v] - top);
+    const TokenLogprobs& entry = prompt_entries[num_prompt - 1 + g];
+    EXPECT_EQ(entry.token, prompt[num_prompt + g]);
+    worst_prompt =
+        std::max(worst_prompt, std::fabs(entry.logprob - (row[entry.token] - top - std::log(sum))));
+  }
+  std::printf("prompt logprobs vs the reference's log-softmax: worst diff %.3g\n", worst_prompt);
+  EXPECT_LE(worst_prompt, 1e-3);
+
+  // Sampled: the token's log-probability is its entry's in the top list whenever it is there
+  // (the same logit, from the row or from the summary), the top list is ordered and its mass at
+  // most 1.
+  GenConfig sampled;
+  sampled.max_new_tokens = 32;
+  sampled.sampling.temperature = 1.5f;
+  sampled.seed = 5;
+  sampled.sampling.logprobs = kMaxLogprobs;
+  std::vector<TokenLogprobs> sampled_entries;
+  Session sampling = runner.open_session();
+  GenerationHandle sampled_handle = sampling.generate_async(
+      reference_prompt(1), sampled, [&sampled_entries](const GenerationUpdate& update) {
+        sampled_entries.insert(sampled_entries.end(), update.logprobs.begin(),
+                               update.logprobs.end());
+      });
+  sampled_handle.wait();
+  ASSERT_EQ(sampled_entries.size(), 32u) << sampled_handle.error_message();
+  int32_t found_in_top = 0;
+  for (const TokenLogprobs& entry : sampled_entries) {
+    ASSERT_EQ(entry.top.size(), static_cast<size_t>(kMaxLogprobs));
+    double mass = 0.0;
+    for (size_t k = 0; k < entry.top.size(); ++k) {
+      mass += std::exp(static_cast<double>(entry.top[k].second));
+      if (k > 0) {
+        EXPECT_LE(entry.top[k].second, entry.top[k - 1].second);
+      }
+      if (entry.top[k].first == entry.token) {
+        EXPECT_EQ(entry.logprob, entry.top[k].second);
+        ++found_in_top;
+      }
+    }
+    EXPECT_LE(mass, 1.0 + 1e-5);
+    EXPECT_LE(entry.logprob, entry.top[0].second);
+    EXPECT_LT(entry.logprob, 0.0f);
+  }
+  EXPECT_GT(found_in_top, 0) << "no sampled token among the 20 best: the check compared nothing";
+}
+
+}  // namespace
+}  // namespace cellm
