@@ -1,5 +1,5 @@
 // HttpServer (serve_http.h) on cpp-httplib: routes, the API key, generation slots in arrival
-// order, and each request's ServeExchange written out whole or as events.
+// order (serve_slots.h), and each request's ServeExchange written out whole or as events.
 #include "serve_http.h"
 
 #include <fmt/format.h>
@@ -17,6 +17,7 @@
 #include "serve_api.h"
 #include "serve_exchange.h"
 #include "serve_metrics.h"
+#include "serve_slots.h"
 
 namespace cellm::app {
 namespace {
@@ -51,62 +52,21 @@ struct HttpServer::Impl {
   ServeOptions options;
   httplib::Server server;
 
+  SlotQueue slots;  // one per choice of a running generation
   std::mutex mutex;
-  std::condition_variable slot_cv;
-  int32_t num_running = 0;   // guarded by mutex: generations holding a slot
-  int32_t num_queued = 0;    // guarded by mutex: requests waiting for one
-  uint64_t next_ticket = 0;  // guarded by mutex: the next arrival's place in the queue
-  uint64_t head_ticket = 0;  // guarded by mutex: the place whose turn it is
-  bool stopping = false;     // guarded by mutex
-  bool serving = false;      // guarded by mutex: serve() has not returned
+  bool stopping = false;  // guarded by mutex
+  bool serving = false;   // guarded by mutex: serve() has not returned
   std::condition_variable served_cv;
   std::mt19937_64 seeds{std::random_device{}()};  // guarded by mutex
   std::atomic<uint64_t> num_requests{0};
   std::atomic<uint64_t> num_rejected{0};  // answered 4xx or 5xx
 
   Impl(Runner& r, const TextCodec& c, const ExecutorLimits& l, ServeOptions o)
-      : runner(r), codec(c), limits(l), options(std::move(o)) {}
-
-  // Generation slots (one per choice), held until release() or destruction.
-  class Slots {
-   public:
-    Slots(Impl* impl, int32_t count) : impl_(impl), count_(count) {}
-    Slots(const Slots&) = delete;
-    Slots& operator=(const Slots&) = delete;
-    ~Slots() { release(); }
-    void release() {
-      if (impl_ == nullptr) return;
-      {
-        std::lock_guard<std::mutex> lock(impl_->mutex);
-        impl_->num_running -= count_;
-      }
-      impl_->slot_cv.notify_all();  // only the head ticket may take them
-      impl_ = nullptr;
-    }
-
-   private:
-    Impl* impl_;
-    int32_t count_;
-  };
-
-  // Waits for `count` free slots in arrival order (tickets: a condition variable wakes waiters
-  // in no particular order); Cancelled when the server stops first.
-  StatusOr<std::unique_ptr<Slots>> acquire_slots(int32_t count) {
-    std::unique_lock<std::mutex> lock(mutex);
-    const uint64_t ticket = next_ticket++;
-    ++num_queued;
-    slot_cv.wait(lock, [&] {
-      return stopping ||
-             (ticket == head_ticket && num_running + count <= options.max_concurrent_generations);
-    });
-    --num_queued;
-    if (stopping) return cancelled("the server is stopping");
-    ++head_ticket;
-    num_running += count;
-    lock.unlock();
-    slot_cv.notify_all();  // the next ticket may fit too
-    return std::make_unique<Slots>(this, count);
-  }
+      : runner(r),
+        codec(c),
+        limits(l),
+        options(std::move(o)),
+        slots(options.max_concurrent_generations) {}
 
   bool is_stopping() {
     std::lock_guard<std::mutex> lock(mutex);
@@ -222,7 +182,7 @@ struct HttpServer::Impl {
   // response outlives the handler) the content provider.
   struct Exchange {
     std::unique_ptr<ServeExchange> generations;
-    std::unique_ptr<Slots> slots;
+    std::unique_ptr<SlotQueue::Lease> slots;
 
     // Ends the generations still running, closes their sessions, frees the slots.
     void end() {
@@ -242,16 +202,16 @@ struct HttpServer::Impl {
       header = new_header(*request);
       status = prepare(*request, header, configs);
     }
-    StatusOr<std::unique_ptr<Slots>> slots =
-        status.ok() ? acquire_slots(static_cast<int32_t>(configs.size()))
-                    : StatusOr<std::unique_ptr<Slots>>(status);
-    if (!slots.ok()) {
+    StatusOr<std::unique_ptr<SlotQueue::Lease>> lease =
+        status.ok() ? slots.acquire(static_cast<int32_t>(configs.size()))
+                    : StatusOr<std::unique_ptr<SlotQueue::Lease>>(status);
+    if (!lease.ok()) {
       num_rejected.fetch_add(1);
-      reply_error(response, slots.status());
+      reply_error(response, lease.status());
       return;
     }
     auto exchange = std::make_shared<Exchange>();
-    exchange->slots = std::move(slots).value();
+    exchange->slots = std::move(lease).value();
     exchange->generations = std::make_unique<ServeExchange>(
         runner, std::move(request).value(), std::move(header), std::move(configs),
         [this](int32_t id) { return codec.token_piece(id); });
@@ -345,11 +305,8 @@ struct HttpServer::Impl {
 
   ServerCounters counters() {
     ServerCounters c;
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      c.running_generations = num_running;
-      c.queued_requests = num_queued;
-    }
+    c.running_generations = slots.num_running();
+    c.queued_requests = slots.num_queued();
     c.max_concurrent_generations = options.max_concurrent_generations;
     c.requests = static_cast<int64_t>(num_requests.load());
     c.rejected_requests = static_cast<int64_t>(num_rejected.load());
@@ -498,7 +455,7 @@ void HttpServer::stop() {
     std::lock_guard<std::mutex> lock(impl_->mutex);
     impl_->stopping = true;
   }
-  impl_->slot_cv.notify_all();
+  impl_->slots.stop();
   // serve() may be between its check of `stopping` and the accept loop, where the library's
   // stop() does nothing: repeat until it runs (then stop() ends it) or has returned.
   for (;;) {
