@@ -11,7 +11,9 @@
 #include <condition_variable>
 #include <mutex>
 #include <random>
+#include <string_view>
 #include <thread>
+#include <utility>
 
 #include "core/check.h"
 #include "serve_api.h"
@@ -41,6 +43,20 @@ void reply_json(httplib::Response& response, int status, const nlohmann::ordered
 
 void reply_error(httplib::Response& response, const Status& status) {
   reply_json(response, http_status_for(status), error_json(status));
+}
+
+// The method a route of the server takes ("" for no route). add_routes() registers these.
+std::string_view route_method(std::string_view path) {
+  static constexpr std::pair<std::string_view, std::string_view> kRoutes[] = {
+      {"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"},
+      {"/tokenize", "POST"},       {"/detokenize", "POST"},
+      {"/v1/models", "GET"},       {"/health", "GET"},
+      {"/metrics", "GET"},         {"/metrics.json", "GET"},
+  };
+  for (const auto& [route, method] : kRoutes) {
+    if (route == path) return method;
+  }
+  return {};
 }
 
 }  // namespace
@@ -381,6 +397,19 @@ struct HttpServer::Impl {
     });
     server.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;  // a handler's own error body
+      if (res.status == 404) {  // a route asked with another method: 405, naming the right one
+        const std::string_view allowed = route_method(req.path);
+        if (!allowed.empty()) {
+          res.set_header("Allow", std::string(allowed));
+          reply_json(
+              res, 405,
+              {{"error",
+                {{"message", fmt::format("{} takes {}, not {}", req.path, allowed, req.method)},
+                 {"type", "invalid_request_error"},
+                 {"code", "method_not_allowed"}}}});
+          return;
+        }
+      }
       const Status status =
           res.status == 404 ? not_found(fmt::format("no route for {} {}", req.method, req.path))
           : res.status == 413

@@ -271,6 +271,29 @@ TEST(ServeHttpTest, BadRequestsGetClearErrorsAndTheServerGoesOn) {
   EXPECT_EQ(models.body.at("data").at(0).at("max_model_len"), context);
 }
 
+TEST(ServeHttpTest, ARouteAskedWithAnotherMethodIsMethodNotAllowed) {
+  Served served;
+  httplib::Client client = served.client();
+  const httplib::Result wrong_get = client.Get("/v1/chat/completions");
+  ASSERT_TRUE(wrong_get);
+  EXPECT_EQ(wrong_get->status, 405) << wrong_get->body;
+  EXPECT_EQ(wrong_get->get_header_value("Allow"), "POST");
+  const Json body = Json::parse(wrong_get->body, nullptr, false);
+  ASSERT_TRUE(body.is_object()) << wrong_get->body;
+  EXPECT_EQ(body.at("error").at("code"), "method_not_allowed");
+  EXPECT_NE(body.at("error").at("message").get<std::string>().find("takes POST, not GET"),
+            std::string::npos);
+
+  const httplib::Result wrong_post = client.Post("/health", "{}", "application/json");
+  ASSERT_TRUE(wrong_post);
+  EXPECT_EQ(wrong_post->status, 405) << wrong_post->body;
+  EXPECT_EQ(wrong_post->get_header_value("Allow"), "GET");
+  const httplib::Result unknown = client.Get("/v1/embeddings");
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(unknown->status, 404) << "a path with no route at all stays not found";
+  EXPECT_EQ(get(served, "/health").status, 200) << "the right method still works";
+}
+
 TEST(ServeHttpTest, AClientThatGoesAwayCancelsItsGeneration) {
   Served served;
   Json body = {{"prompt", "Once upon a time"},
