@@ -66,9 +66,11 @@ struct HttpServer::Impl {
   const TextCodec& codec;
   ExecutorLimits limits;
   ServeOptions options;
+  // One slot per choice of a running generation. Declared before the server, so it outlives the
+  // server's handlers and content providers, which hold leases.
+  SlotQueue slots;
   httplib::Server server;
 
-  SlotQueue slots;  // one per choice of a running generation
   std::mutex mutex;
   bool stopping = false;  // guarded by mutex
   bool serving = false;   // guarded by mutex: serve() has not returned
