@@ -11,9 +11,10 @@
 #include <condition_variable>
 #include <mutex>
 #include <random>
-#include <string_view>
+#include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "core/check.h"
 #include "serve_api.h"
@@ -43,20 +44,6 @@ void reply_json(httplib::Response& response, int status, const nlohmann::ordered
 
 void reply_error(httplib::Response& response, const Status& status) {
   reply_json(response, http_status_for(status), error_json(status));
-}
-
-// The method a route of the server takes ("" for no route). add_routes() registers these.
-std::string_view route_method(std::string_view path) {
-  static constexpr std::pair<std::string_view, std::string_view> kRoutes[] = {
-      {"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"},
-      {"/tokenize", "POST"},       {"/detokenize", "POST"},
-      {"/v1/models", "GET"},       {"/health", "GET"},
-      {"/metrics", "GET"},         {"/metrics.json", "GET"},
-  };
-  for (const auto& [route, method] : kRoutes) {
-    if (route == path) return method;
-  }
-  return {};
 }
 
 }  // namespace
@@ -344,6 +331,26 @@ struct HttpServer::Impl {
     return differ == 0;
   }
 
+  // Every route with its method, as add_routes() registers them (filled before serving; read-only
+  // afterwards): the error handler tells a wrong method from a missing route by it.
+  std::vector<std::pair<std::string, std::string>> routes;
+
+  void post(const std::string& path, httplib::Server::Handler handler) {
+    routes.emplace_back(path, "POST");
+    server.Post(path, std::move(handler));
+  }
+  void get(const std::string& path, httplib::Server::Handler handler) {
+    routes.emplace_back(path, "GET");
+    server.Get(path, std::move(handler));
+  }
+  // The method `path` takes ("" for no route).
+  std::string route_method(const std::string& path) const {
+    for (const auto& [route, method] : routes) {
+      if (route == path) return method;
+    }
+    return {};
+  }
+
   void add_routes() {
     server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (authorized(req)) return httplib::Server::HandlerResponse::Unhandled;
@@ -355,17 +362,16 @@ struct HttpServer::Impl {
                     {"code", "unauthenticated"}}}});
       return httplib::Server::HandlerResponse::Handled;
     });
-    server.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
       handle_generation(req, res, ServeEndpoint::kCompletions);
     });
-    server.Post("/v1/chat/completions",
-                [this](const httplib::Request& req, httplib::Response& res) {
-                  handle_generation(req, res, ServeEndpoint::kChatCompletions);
-                });
-    server.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+      handle_generation(req, res, ServeEndpoint::kChatCompletions);
+    });
+    post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
       handle_tokenize(req, res);
     });
-    server.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
       StatusOr<std::vector<int32_t>> tokens = parse_detokenize_request(req.body);
       Status status = tokens.status();
       for (size_t i = 0; status.ok() && i < tokens->size(); ++i) {
@@ -378,7 +384,7 @@ struct HttpServer::Impl {
       if (!text.ok()) return reply_error(res, invalid_argument(text.status().message()));
       reply_json(res, 200, {{"prompt", *text}});
     });
-    server.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
       nlohmann::ordered_json model = {{"id", options.model_name},
                                       {"object", "model"},
                                       {"created", unix_seconds()},
@@ -386,23 +392,23 @@ struct HttpServer::Impl {
                                       {"max_model_len", limits.max_session_tokens}};
       reply_json(res, 200, {{"object", "list"}, {"data", nlohmann::ordered_json::array({model})}});
     });
-    server.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    get("/health", [this](const httplib::Request&, httplib::Response& res) {
       const bool down = is_stopping();
       reply_json(res, down ? 503 : 200, {{"status", down ? "stopping" : "ok"}});
     });
-    server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(prometheus_metrics(counters(), runner.metrics()),
                       "text/plain; version=0.0.4; charset=utf-8");
     });
-    server.Get("/metrics.json", [this](const httplib::Request&, httplib::Response& res) {
+    get("/metrics.json", [this](const httplib::Request&, httplib::Response& res) {
       reply_json(res, 200, metrics_json(counters(), runner.metrics()));
     });
-    server.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    server.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;  // a handler's own error body
       if (res.status == 404) {  // a route asked with another method: 405, naming the right one
-        const std::string_view allowed = route_method(req.path);
+        const std::string allowed = route_method(req.path);
         if (!allowed.empty()) {
-          res.set_header("Allow", std::string(allowed));
+          res.set_header("Allow", allowed);
           reply_json(
               res, 405,
               {{"error",
