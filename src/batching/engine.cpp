@@ -7,11 +7,8 @@
 #include "core/logging.h"
 
 namespace cellm::internal {
-namespace {
 
 std::string session_name(uint64_t key) { return "session " + std::to_string(key); }
-
-}  // namespace
 
 Engine::Engine(Executor& executor, DecodeFirstScheduler scheduler, RunnerOptions options)
     : executor_(executor),
@@ -134,20 +131,23 @@ void Engine::apply(Command& command) {
   }
 }
 
+// Whether another session may open: each open one takes at most one executor session, retained
+// prefixes give way to them.
+Status Engine::check_room(const char* what) const {
+  if (static_cast<int64_t>(sessions_.size()) < limits_.max_sessions) return ok_status();
+  return resource_exhausted(std::string(what) + ": " + std::to_string(limits_.max_sessions) +
+                            " sessions are open, the most the executor allows; close one first");
+}
+
 void Engine::open(Command& command) {
-  std::optional<SessionId> id = executor_.open_session();
-  while (!id && drop_retained()) id = executor_.open_session();  // retained prefixes go first
-  if (!id) {
-    command.session->set_status(
-        resource_exhausted("open: " + std::to_string(limits_.max_sessions) +
-                           " sessions are open, the most the executor allows; close one first"));
+  const Status room = check_room("open");
+  if (!room.ok()) {
+    command.session->set_status(room);
     return;
   }
-  EngineSession& session = sessions_[command.session->key];
+  EngineSession& session = sessions_[command.session->key];  // its executor session comes later
   session.shared = command.session;
-  session.id = *id;
   session.last_used = step_;
-  key_of_[*id] = command.session->key;
 }
 
 void Engine::close(uint64_t key) {
@@ -158,9 +158,12 @@ void Engine::close(uint64_t key) {
     scheduler_.cancel(session.id);
     finish(session, FinishReason::kCancelled, "the session was closed");
   }
-  if (!retain(session)) close_executor_session(session.id, session_name(key));
+  if (retain(session)) {
+    key_of_.erase(session.id);
+  } else {
+    release_executor_session(session);
+  }
   session.shared->set_status(failed_precondition(session_name(key) + " is closed"));
-  key_of_.erase(session.id);
   sessions_.erase(it);
 }
 
@@ -183,25 +186,35 @@ void Engine::clone(Command& command) {
                                              "], its position"));
     return;
   }
-  const int32_t shared_positions = std::min(command.upto, src.committed);
-  StatusOr<SessionId> id = executor_.clone_session(src.id, shared_positions);
-  while (!id.ok() && id.status().code() == StatusCode::kResourceExhausted && drop_retained()) {
-    id = executor_.clone_session(src.id, shared_positions);  // retained prefixes go first
-  }
-  if (!id.ok()) {
-    command.session->set_status(id.status().with_context(what));
+  const Status room = check_room(what.c_str());
+  if (!room.ok()) {
+    command.session->set_status(room);
     return;
+  }
+  const int32_t shared_positions = std::min(command.upto, src.committed);
+  SessionId id = kNoExecutorSession;  // sharing no cells, it opens its own when it runs
+  if (shared_positions > 0) {
+    StatusOr<SessionId> clone = executor_.clone_session(src.id, shared_positions);
+    while (!clone.ok() && clone.status().code() == StatusCode::kResourceExhausted &&
+           drop_retained()) {
+      clone = executor_.clone_session(src.id, shared_positions);  // retained prefixes go first
+    }
+    if (!clone.ok()) {
+      command.session->set_status(clone.status().with_context(what));
+      return;
+    }
+    id = *clone;
+    key_of_[id] = command.session->key;
   }
   const std::vector<int32_t> tokens(src.tokens.begin(), src.tokens.begin() + command.upto);
   EngineSession& session = sessions_[command.session->key];
   session.shared = command.session;
-  session.id = *id;
+  session.id = id;
   session.tokens = tokens;
   session.committed = shared_positions;
   session.high_committed = shared_positions;
   session.last_used = step_;
   session.shared->position.store(command.upto, std::memory_order_relaxed);
-  key_of_[*id] = command.session->key;
 }
 
 Status Engine::check_start(const EngineSession& session, const StartRequest& request) const {
@@ -360,7 +373,7 @@ void Engine::shutdown_all() {
   }
   CELLM_CHECK(scheduler_.empty()) << "tasks left at shutdown";
   for (auto& [key, session] : sessions_) {
-    close_executor_session(session.id, session_name(key));
+    release_executor_session(session);
     session.shared->set_status(failed_precondition("the runner shut down"));
   }
   sessions_.clear();

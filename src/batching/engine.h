@@ -36,6 +36,9 @@
 
 namespace cellm::internal {
 
+// "session KEY": how messages name a session.
+std::string session_name(uint64_t key);
+
 // A Session's record shared between its handle and the engine.
 struct SessionShared {
   explicit SessionShared(uint64_t session_key) : key(session_key) {}
@@ -106,9 +109,14 @@ class Engine {
     // (StepInput::rewrite views it until execute() returns); storage reused step to step.
     SamplerRewrite rewrite = {};
   };
+  // EngineSession::id of a session that holds no executor session yet.
+  static constexpr SessionId kNoExecutorSession = ~SessionId{0};
   struct EngineSession {
     std::shared_ptr<SessionShared> shared;
-    SessionId id = 0;             // the executor's id
+    // The executor's id; kNoExecutorSession until the session first runs or holds cells (open
+    // takes none: at the executor's limit which retained prefix gives way is decided once the
+    // session's context says which one it would reuse).
+    SessionId id = kNoExecutorSession;
     std::vector<int32_t> tokens;  // [context] committed + pending, host copy
     int32_t committed = 0;        // positions the executor holds: tokens[0, committed)
     int32_t high_committed = 0;   // most positions it ever held (to count recomputation)
@@ -119,6 +127,8 @@ class Engine {
     // prefix, which this generation waits for (0: none), up to this many positions.
     uint64_t waits_for = 0;
     int32_t wait_until = 0;
+
+    bool has_executor_session() const { return id != kNoExecutorSession; }
   };
   // A closed session kept open in the executor for its prefix (PrefixReuseOptions).
   struct RetainedPrefix {
@@ -132,6 +142,7 @@ class Engine {
   void apply(Command& command);
   void open(Command& command);
   void close(uint64_t key);
+  Status check_room(const char* what) const;  // resource_exhausted at the session limit
   void clone(Command& command);
   void start(Command& command);
   Status check_start(const EngineSession& session, const StartRequest& request) const;
@@ -153,6 +164,9 @@ class Engine {
   // `session` (whose own cells hold a shorter prefix of it) when it is at least min_tokens
   // longer; returns the positions gained (0: nothing changed).
   int32_t reuse_prefix(EngineSession& session, std::span<const int32_t> context);
+  // Counts `session` (its executor session now holding `length` positions of its context) as
+  // a prefix hit; returns the positions gained.
+  int32_t count_reuse(EngineSession& session, int32_t length);
   // Whether the session's new generation should wait for another session's running generation,
   // which is computing at least min_tokens more of its context's prefix than anyone holds; sets
   // waits_for.
@@ -175,6 +189,15 @@ class Engine {
   // Index of the least recently used retained prefix (not `keep`'s), or -1.
   int lru_retained(std::optional<SessionId> keep = std::nullopt) const;
   void close_executor_session(SessionId id, const std::string& what);
+  // Gives the session an executor session of its own when it has none, closing least recently
+  // used retained prefixes for room (open sessions never exceed the executor's limit, so one
+  // always comes).
+  void ensure_executor_session(EngineSession& session);
+  // Closes the session's executor session, if any (its cells with it): it holds none after.
+  void release_executor_session(EngineSession& session);
+  // A session holding no executor session takes the retained prefix whose executor session is
+  // `id` over, kept to its first `length` positions; false when `id` is not a retained prefix's.
+  bool adopt_retained(EngineSession& session, SessionId id, int32_t length);
 
   // engine_step.cpp
   void run_step();

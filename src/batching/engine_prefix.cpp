@@ -53,47 +53,80 @@ int32_t Engine::reuse_prefix(EngineSession& session, std::span<const int32_t> co
   if (!options.enabled || usable < worth) return 0;
   HeldPrefix held = longest_held_prefix(session, context, usable);
   if (held.length < worth) return 0;
-  const std::string name = "session " + std::to_string(session.shared->key);
+  const auto exhausted = [](const StatusOr<SessionId>& s) {
+    return !s.ok() && s.status().code() == StatusCode::kResourceExhausted;
+  };
   StatusOr<SessionId> clone = executor_.clone_session(held.id, held.length);
-  bool own_closed = false;  // the session's executor session, given up to the clone
-  if (!clone.ok() && clone.status().code() == StatusCode::kResourceExhausted) {
-    // At the executor's session limit. A session holding no cells yet (a new one: the common
-    // case) gives its own executor session up to the clone; another one has a retained prefix
-    // other than the donor closed first, as an open would.
-    if (session.committed == 0) {
-      close_executor_session(session.id, name);
-      key_of_.erase(session.id);
-      own_closed = true;
+  if (exhausted(clone)) {
+    // At the executor's session limit. A session holding no cells gives its executor session up
+    // (it opens another when it runs: submit_next); then a retained prefix other than the donor
+    // is closed; at last a session holding nothing takes a retained donor over.
+    if (session.committed == 0 && session.has_executor_session()) {
+      release_executor_session(session);
       clone = executor_.clone_session(held.id, held.length);
-      if (!clone.ok()) {  // take the place just given up back, and compute the context
-        const std::optional<SessionId> reopened = executor_.open_session();
-        CELLM_CHECK(reopened.has_value()) << name << " lost the executor session it gave up";
-        session.id = *reopened;
-        key_of_[*reopened] = session.shared->key;
-      }
-    } else if (drop_retained(held.id)) {
+    }
+    if (exhausted(clone) && drop_retained(held.id)) {
       held = longest_held_prefix(session, context, usable);  // the donor moved in retained_
       clone = executor_.clone_session(held.id, held.length);
+    }
+    if (exhausted(clone) && !session.has_executor_session() &&
+        adopt_retained(session, held.id, held.length)) {
+      return count_reuse(session, held.length);
     }
   }
   if (!clone.ok()) {  // compute the context instead
     CELLM_LOG(kDebug) << "prefix reuse skipped: " << clone.status().to_string();
     return 0;
   }
-  if (!own_closed) {
-    close_executor_session(session.id, name);
-    key_of_.erase(session.id);
-  }
-  key_of_[*clone] = session.shared->key;
-  const int32_t gained = held.length - session.committed;
+  release_executor_session(session);
   session.id = *clone;
-  session.committed = held.length;
-  session.high_committed = std::max(session.high_committed, held.length);
+  key_of_[*clone] = session.shared->key;
   *held.last_used = step_;
+  return count_reuse(session, held.length);
+}
+
+int32_t Engine::count_reuse(EngineSession& session, int32_t length) {
+  const int32_t gained = length - session.committed;
+  session.committed = length;
+  session.high_committed = std::max(session.high_committed, length);
   std::lock_guard<std::mutex> lock(metrics_mutex_);
   ++counters_.num_prefix_hits;
   counters_.num_reused_tokens += gained;
   return gained;
+}
+
+void Engine::ensure_executor_session(EngineSession& session) {
+  if (session.has_executor_session()) return;
+  std::optional<SessionId> id = executor_.open_session();
+  while (!id && drop_retained()) id = executor_.open_session();  // retained prefixes go first
+  CELLM_CHECK(id.has_value()) << session_name(session.shared->key)
+                              << " found no executor session though at most "
+                              << limits_.max_sessions << " sessions are open";
+  session.id = *id;
+  key_of_[*id] = session.shared->key;
+}
+
+void Engine::release_executor_session(EngineSession& session) {
+  if (!session.has_executor_session()) return;
+  close_executor_session(session.id, session_name(session.shared->key));
+  key_of_.erase(session.id);
+  session.id = kNoExecutorSession;
+}
+
+bool Engine::adopt_retained(EngineSession& session, SessionId id, int32_t length) {
+  CELLM_CHECK(!session.has_executor_session() && session.committed == 0)
+      << "only a session holding nothing takes a retained prefix over";
+  const auto it = std::find_if(retained_.begin(), retained_.end(),
+                               [&](const RetainedPrefix& r) { return r.id == id; });
+  if (it == retained_.end()) return false;
+  const Status status = executor_.rewind_session(id, length);
+  CELLM_CHECK(status.ok()) << "rewinding a retained prefix to " << length << ": "
+                           << status.to_string();
+  retained_.erase(it);
+  count_retained();
+  session.id = id;
+  key_of_[id] = session.shared->key;
+  return true;
 }
 
 void Engine::resume_preempted() {
@@ -116,9 +149,8 @@ void Engine::resume_preempted() {
     const int32_t rest = static_cast<int32_t>(session.tokens.size()) - entry.held;
     if (executor_.cache_usage().num_free < rest + scheduler_.num_tasks()) return false;
     const SessionId before = session.id;
-    const int32_t gained = reuse_prefix(session, session.tokens);
-    if (gained > 0) {
-      session.generation->metrics.num_reused_tokens += gained;
+    session.generation->metrics.num_reused_tokens += reuse_prefix(session, session.tokens);
+    if (session.id != before) {  // a clone, or its own executor session given up for one
       const std::optional<SchedulerTask> task = scheduler_.cancel(before);
       CELLM_CHECK(task.has_value()) << "a preempted generation without its task";
       submit_next(session, *session.generation);

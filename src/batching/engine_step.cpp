@@ -86,6 +86,7 @@ Engine::EngineSession* Engine::find_by_id(SessionId id) {
 }
 
 void Engine::submit_next(EngineSession& session, const ActiveGeneration& generation) {
+  ensure_executor_session(session);
   const auto end = static_cast<int32_t>(session.tokens.size());
   const bool decode = session.committed > 0 && end == session.committed + 1;
   scheduler_.submit({session.id, decode ? TaskKind::kDecode : TaskKind::kPrompt, session.committed,

@@ -41,8 +41,9 @@ struct SessionShared;
 // Prefix reuse: a generation whose context begins with positions another session's cells already
 // hold — an open session, or a closed one the engine retained — starts from a clone of those cells
 // (Executor::clone_session: shared, no bytes copied) and runs only the rest, at the executor's
-// session limit too (the session's own empty executor session, or a retained prefix other than
-// the donor, gives way to the clone). A generation preempted for room starts again the same way
+// session limit too: a session takes its executor session only when it first runs, so a retained
+// prefix other than the donor gives way to the clone (a retained donor, where none other is
+// left, is taken over). A generation preempted for room starts again the same way
 // once the rest of its context fits, so a shared prefix stays shared and only its own part runs
 // again. A generation whose
 // prefix another running generation is still computing (prompts sharing a system prompt, started
@@ -54,7 +55,8 @@ struct PrefixReuseOptions {
   int32_t min_tokens = 16;
   // Closed sessions kept for their prefixes (at least min_tokens positions each), least recently
   // used dropped first. Their cells are released like an idle session's when the pool runs short,
-  // and they are closed when the executor has no room for a new session.
+  // and they are closed when the executor has no room for an open session's first run. Open
+  // sessions alone count against the executor's session limit.
   int32_t max_retained = 64;
 };
 
@@ -122,8 +124,9 @@ class Runner {
   Runner& operator=(const Runner&) = delete;
   ~Runner();  // shutdown(); must not run on the engine thread (from a callback)
 
-  // A new empty session (opened asynchronously; at the executor's capacity its status() says so
-  // and its generations fail).
+  // A new empty session (opened asynchronously; with the executor's limit of sessions already
+  // open its status() says so and its generations fail). It takes an executor session when its
+  // first generation runs.
   Session open_session();
   // Ends every live generation as kCancelled, closes every session once and stops the engine
   // thread. Idempotent. From a callback it only asks (the engine stops after that step).

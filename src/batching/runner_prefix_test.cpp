@@ -193,6 +193,53 @@ TEST(RunnerPrefixTest, AtTheSessionLimitAnotherRetainedPrefixGivesWayToTheDonors
   EXPECT_TRUE(z.status().ok()) << z.status().to_string();
 }
 
+// An open takes no executor session: at the limit, the retained prefix closed for room is
+// chosen once the prompt is known, so the one the prompt continues is kept (a conversation's
+// earlier turn, the least recently used, is not closed for its own next turn).
+TEST(RunnerPrefixTest, AtTheSessionLimitTheRetainedPrefixAPromptContinuesIsNotClosedForIt) {
+  FakeExecutorConfig config;
+  config.max_sessions = 2;
+  Rig rig(config, std::nullopt, reuse());
+  const Tokens earlier_turn = ramp(40, 3);
+  for (const Tokens& prompt : {earlier_turn, ramp(30, 11)}) {  // the turn first: it is the older
+    Session session = rig.runner.open_session();
+    generate(session, prompt, 2);
+  }
+  Session next = rig.runner.open_session();  // both places held by retained prefixes
+  const Tokens prompt = concat(earlier_turn, {7, 8, 9});
+  const Finished f = generate(next, prompt, 4);
+  EXPECT_TRUE(next.status().ok()) << next.status().to_string();
+  EXPECT_EQ(f.tokens, fake_greedy(prompt, 4, kVocab));
+  EXPECT_EQ(f.metrics.num_reused_tokens, 40) << "the earlier turn's 40 positions";
+  EXPECT_EQ(rig.runner.metrics().num_retained_prefixes, 1) << "the other prefix gave way";
+}
+
+// With one place, held by the retained prefix a new session's prompt continues, the session
+// takes that executor session over (no clone fits): the prefix is reused, not recomputed.
+TEST(RunnerPrefixTest, AtTheSessionLimitANewSessionTakesTheRetainedPrefixItContinuesOver) {
+  FakeExecutorConfig config;
+  config.max_sessions = 1;
+  Rig rig(config, std::nullopt, reuse());
+  const Tokens shared = ramp(40, 3);
+  {
+    Session first = rig.runner.open_session();
+    generate(first, shared, 2);
+  }
+  Session second = rig.runner.open_session();
+  const Tokens prompt = concat(shared, {7, 8, 9});
+  const Finished f = generate(second, prompt, 4);
+  EXPECT_TRUE(second.status().ok()) << second.status().to_string();
+  EXPECT_EQ(f.tokens, fake_greedy(prompt, 4, kVocab));
+  EXPECT_EQ(f.metrics.num_reused_tokens, 40);
+  EXPECT_EQ(rig.runner.metrics().num_retained_prefixes, 0);
+  second.close();
+  Session third = rig.runner.open_session();  // second's context, retained in its turn
+  const Tokens longer = concat(concat(prompt, f.tokens), {5});
+  const Finished g = generate(third, longer, 2);
+  EXPECT_EQ(g.tokens, fake_greedy(longer, 2, kVocab));
+  EXPECT_GE(g.metrics.num_reused_tokens, 43) << "the whole prompt second ran";
+}
+
 // Sessions preempted for room start again from the cells that still hold their shared prefix, as
 // a new generation would: only their own part runs again, and the prefix stays shared.
 TEST(RunnerPrefixTest, PreemptedGenerationsStartAgainFromTheSharedPrefix) {
