@@ -359,12 +359,27 @@ Status parse_body(const Json& body, ServeRequest& request) {
   return validate_gen_config(request.config);
 }
 
-}  // namespace
+// The request body as a JSON object: an empty body or a syntax error says so, with where.
+StatusOr<Json> parse_json_object(std::string_view body) {
+  if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) {
+    return invalid_argument("the request body is empty; a JSON object is expected");
+  }
+  Json json;
+  try {
+    json = Json::parse(body);
+  } catch (const Json::exception& e) {  // a syntax error, or a number past a double's range
+    // "[json.exception.parse_error.101] parse error at line 1, column 9: ...": from "parse error".
+    const std::string_view what = e.what();
+    const size_t from = what.find("] ");
+    return invalid_argument(
+        "the request body is not valid JSON: " +
+        std::string(from == std::string_view::npos ? what : what.substr(from + 2)));
+  }
+  if (!json.is_object()) return invalid_argument("the request body must be a JSON object");
+  return json;
+}
 
-StatusOr<ServeRequest> parse_serve_request(std::string_view body, ServeEndpoint endpoint) {
-  // No exceptions out of the parser: parse errors are a discarded value.
-  const Json json = Json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded()) return invalid_argument("the request body is not valid JSON");
+StatusOr<ServeRequest> request_from_json(const Json& json, ServeEndpoint endpoint) {
   ServeRequest request;
   request.endpoint = endpoint;
   try {
@@ -375,18 +390,23 @@ StatusOr<ServeRequest> parse_serve_request(std::string_view body, ServeEndpoint 
   return request;
 }
 
+}  // namespace
+
+StatusOr<ServeRequest> parse_serve_request(std::string_view body, ServeEndpoint endpoint) {
+  CELLM_ASSIGN_OR_RETURN(const Json json, parse_json_object(body));
+  return request_from_json(json, endpoint);
+}
+
 size_t num_prompts(const ServeRequest& request) {
   return request.endpoint == ServeEndpoint::kChatCompletions ? 1 : request.prompts.size();
 }
 
 StatusOr<TokenizeRequest> parse_tokenize_request(std::string_view body) {
-  const Json json = Json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded()) return invalid_argument("the request body is not valid JSON");
-  if (!json.is_object()) return invalid_argument("the request body must be a JSON object");
+  CELLM_ASSIGN_OR_RETURN(const Json json, parse_json_object(body));
   TokenizeRequest request;
   const ServeEndpoint endpoint =
       json.contains("messages") ? ServeEndpoint::kChatCompletions : ServeEndpoint::kCompletions;
-  CELLM_ASSIGN_OR_RETURN(request.prompt, parse_serve_request(body, endpoint));
+  CELLM_ASSIGN_OR_RETURN(request.prompt, request_from_json(json, endpoint));
   if (num_prompts(request.prompt) != 1) return field_error("prompt", "must be one prompt");
   if (json.contains("add_special_tokens") && !json["add_special_tokens"].is_null()) {
     CELLM_ASSIGN_OR_RETURN(request.add_special_tokens,
@@ -396,9 +416,8 @@ StatusOr<TokenizeRequest> parse_tokenize_request(std::string_view body) {
 }
 
 StatusOr<std::vector<int32_t>> parse_detokenize_request(std::string_view body) {
-  const Json json = Json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded()) return invalid_argument("the request body is not valid JSON");
-  if (!json.is_object() || !json.contains("tokens") || !json["tokens"].is_array()) {
+  CELLM_ASSIGN_OR_RETURN(const Json json, parse_json_object(body));
+  if (!json.contains("tokens") || !json["tokens"].is_array()) {
     return field_error("tokens", "must be a list of token ids");
   }
   std::vector<int32_t> tokens;

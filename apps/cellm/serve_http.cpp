@@ -418,10 +418,15 @@ struct HttpServer::Impl {
           return;
         }
       }
+      const bool no_body_length = req.method == "POST" && !req.has_header("Content-Length") &&
+                                  !req.has_header("Transfer-Encoding");
       const Status status =
           res.status == 404 ? not_found(fmt::format("no route for {} {}", req.method, req.path))
           : res.status == 413
               ? invalid_argument("the request body is larger than the server accepts")
+          : res.status == 400 && no_body_length
+              ? invalid_argument(fmt::format(
+                    "{} takes a JSON body, and the request has no Content-Length", req.path))
               : invalid_argument(fmt::format("HTTP status {}", res.status));
       const int code = res.status;
       reply_json(res, code, error_json(status));

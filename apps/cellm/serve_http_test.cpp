@@ -235,7 +235,8 @@ TEST(ServeHttpTest, BadRequestsGetClearErrorsAndTheServerGoesOn) {
     std::string expected;
   };
   const std::vector<Case> cases = {
-      {"/v1/completions", "{not json", 400, "not valid JSON"},
+      {"/v1/completions", "{not json", 400, "not valid JSON: parse error at line 1"},
+      {"/v1/completions", "", 400, "the request body is empty"},
       {"/v1/completions", R"({"prompt": "x", "best_of": 2})", 400, "\"best_of\""},
       {"/v1/completions", R"({"prompt": "x", "n": 9})", 400, "at most 8 at once"},
       {"/v1/completions", R"({"prompt": [1, 512]})", 400, "outside the vocabulary"},
@@ -258,6 +259,13 @@ TEST(ServeHttpTest, BadRequestsGetClearErrorsAndTheServerGoesOn) {
     const std::string message = body.at("error").at("message");
     EXPECT_NE(message.find(c.expected), std::string::npos) << c.body << " -> " << message;
   }
+  // No body at all (no Content-Length): refused before any route, with a message that says so.
+  const std::string bare =
+      raw_exchange(served, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(bare.rfind("HTTP/1.1 400", 0), 0u) << bare;
+  EXPECT_NE(bare.find("takes a JSON body, and the request has no Content-Length"),
+            std::string::npos)
+      << bare;
   const Reply ok = post(served, "/v1/completions", greedy_request(reference_cases()[2], 8));
   ASSERT_EQ(ok.status, 200) << ok.body.dump();
   EXPECT_EQ(ok.body.at("choices").at(0).at("token_ids").get<std::vector<int32_t>>(),

@@ -1,6 +1,10 @@
 #include "serve_http_test_util.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -103,6 +107,25 @@ int post_receiving(const Served& served, const Json& body,
   httplib::Client client = served.client();
   client.send(request);  // an error when `receive` stopped it
   return status;
+}
+
+std::string raw_exchange(const Served& served, std::string_view request) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return {};
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(served.port()));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string answer;
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0 &&
+      ::send(fd, request.data(), request.size(), 0) == static_cast<ssize_t>(request.size())) {
+    const timeval timeout{10, 0};  // a server that never answers fails the test, not hangs it
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+    char buffer[4096];
+    for (ssize_t n; (n = ::recv(fd, buffer, sizeof(buffer), 0)) > 0;) answer.append(buffer, n);
+  }
+  ::close(fd);
+  return answer;
 }
 
 void expect_one_cancelled_early(const Served& served) {

@@ -66,6 +66,10 @@ int post_receiving(const Served& served, const Json& body,
                    std::function<bool(std::string_view)> receive,
                    const std::string& path = "/v1/completions");
 
+// Sends `request` (an HTTP request's bytes, as a client that httplib's would not send) on a new
+// connection and returns every byte the server answers until it closes the connection.
+std::string raw_exchange(const Served& served, std::string_view request);
+
 // The engine ends the one generation a client left as cancelled, well before its session's
 // context is full (it asked for all of it).
 void expect_one_cancelled_early(const Served& served);
