@@ -150,4 +150,15 @@ nlohmann::ordered_json error_json(const Status& status);
 // 500 otherwise.
 int http_status_for(const Status& status);
 
+// The answer to a request the HTTP layer refused before any route's handler ran — `status` 404
+// (no route), 413 (a body larger than the server accepts), 400 (a request it could not read) — or
+// to a known route asked with another method (`allowed_method` not empty: 405, which the caller
+// sends with an Allow header): the status and OpenAI's error body.
+struct HttpRefusal {
+  int status = 500;
+  nlohmann::ordered_json body;
+};
+HttpRefusal http_refusal(int status, std::string_view method, std::string_view path,
+                         bool has_body_length, std::string_view allowed_method);
+
 }  // namespace cellm::app

@@ -389,5 +389,29 @@ TEST(ServeApiTest, StatusesMapToHttpCodesAndOpenAIErrorBodies) {
   EXPECT_EQ(openai_finish_reason(FinishReason::kCancelled), "cancelled");
 }
 
+TEST(ServeApiTest, RefusalsBeforeAnyHandlerSayWhatWasWrong) {
+  const auto message = [](const HttpRefusal& r) {
+    return r.body.at("error").at("message").get<std::string>();
+  };
+  const HttpRefusal wrong_method = http_refusal(404, "GET", "/v1/completions", false, "POST");
+  EXPECT_EQ(wrong_method.status, 405);
+  EXPECT_EQ(message(wrong_method), "/v1/completions takes POST, not GET");
+  EXPECT_EQ(wrong_method.body.at("error").at("code"), "method_not_allowed");
+  const HttpRefusal no_route = http_refusal(404, "GET", "/v2/x", false, "");
+  EXPECT_EQ(no_route.status, 404);
+  EXPECT_EQ(message(no_route), "no route for GET /v2/x");
+  EXPECT_EQ(no_route.body.at("error").at("type"), "not_found_error");
+  const HttpRefusal too_large = http_refusal(413, "POST", "/tokenize", true, "");
+  EXPECT_EQ(too_large.status, 413);
+  EXPECT_NE(message(too_large).find("larger than the server accepts"), std::string::npos);
+  const HttpRefusal no_length = http_refusal(400, "POST", "/tokenize", false, "");
+  EXPECT_EQ(no_length.status, 400);
+  EXPECT_EQ(message(no_length),
+            "/tokenize takes a JSON body, and the request has no Content-Length");
+  const HttpRefusal unreadable = http_refusal(400, "POST", "/tokenize", true, "");
+  EXPECT_EQ(message(unreadable), "HTTP status 400") << "a body it has, unread for another reason";
+  EXPECT_EQ(unreadable.body.at("error").at("type"), "invalid_request_error");
+}
+
 }  // namespace
 }  // namespace cellm::app

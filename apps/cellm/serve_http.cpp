@@ -405,31 +405,13 @@ struct HttpServer::Impl {
     });
     server.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;  // a handler's own error body
-      if (res.status == 404) {  // a route asked with another method: 405, naming the right one
-        const std::string allowed = route_method(req.path);
-        if (!allowed.empty()) {
-          res.set_header("Allow", allowed);
-          reply_json(
-              res, 405,
-              {{"error",
-                {{"message", fmt::format("{} takes {}, not {}", req.path, allowed, req.method)},
-                 {"type", "invalid_request_error"},
-                 {"code", "method_not_allowed"}}}});
-          return;
-        }
-      }
-      const bool no_body_length = req.method == "POST" && !req.has_header("Content-Length") &&
-                                  !req.has_header("Transfer-Encoding");
-      const Status status =
-          res.status == 404 ? not_found(fmt::format("no route for {} {}", req.method, req.path))
-          : res.status == 413
-              ? invalid_argument("the request body is larger than the server accepts")
-          : res.status == 400 && no_body_length
-              ? invalid_argument(fmt::format(
-                    "{} takes a JSON body, and the request has no Content-Length", req.path))
-              : invalid_argument(fmt::format("HTTP status {}", res.status));
-      const int code = res.status;
-      reply_json(res, code, error_json(status));
+      const std::string allowed = res.status == 404 ? route_method(req.path) : "";
+      if (!allowed.empty()) res.set_header("Allow", allowed);
+      const bool has_body_length =
+          req.has_header("Content-Length") || req.has_header("Transfer-Encoding");
+      const HttpRefusal refusal =
+          http_refusal(res.status, req.method, req.path, has_body_length, allowed);
+      reply_json(res, refusal.status, refusal.body);
     });
     server.set_exception_handler(
         [this](const httplib::Request&, httplib::Response& res, std::exception_ptr error) {

@@ -236,4 +236,23 @@ int http_status_for(const Status& status) {
   }
 }
 
+HttpRefusal http_refusal(int status, std::string_view method, std::string_view path,
+                         bool has_body_length, std::string_view allowed_method) {
+  if (status == 404 && !allowed_method.empty()) {
+    return {405,
+            {{"error",
+              {{"message", fmt::format("{} takes {}, not {}", path, allowed_method, method)},
+               {"type", "invalid_request_error"},
+               {"code", "method_not_allowed"}}}}};
+  }
+  const Status error =
+      status == 404   ? not_found(fmt::format("no route for {} {}", method, path))
+      : status == 413 ? invalid_argument("the request body is larger than the server accepts")
+      : status == 400 && method == "POST" && !has_body_length
+          ? invalid_argument(
+                fmt::format("{} takes a JSON body, and the request has no Content-Length", path))
+          : invalid_argument(fmt::format("HTTP status {}", status));
+  return {status, error_json(error)};
+}
+
 }  // namespace cellm::app
