@@ -133,6 +133,8 @@ void add_sampling_flags(CLI::App& command, SamplingFlags& flags) {
   command.add_option("--top-k", flags.top_k, "Keep the k most likely; 0 = off");
   command.add_option("--top-p", flags.top_p, "Nucleus mass, (0, 1]");
   command.add_option("--min-p", flags.min_p, "Drop tokens below min-p x the best; 0 = off");
+  command.add_flag("--json-object", flags.json_object,
+                   "Constrain the output to one JSON object; stop when it is whole");
 }
 
 StatusOr<GenConfig> gen_config_from_flags(const SamplingFlags& flags,
@@ -150,6 +152,7 @@ StatusOr<GenConfig> gen_config_from_flags(const SamplingFlags& flags,
   config.seed = flags.seed;
   config.use_default_stop_tokens = !flags.ignore_eos;
   config.stop_strings = stop_strings;
+  config.json_object = flags.json_object;
   const Status status = validate_gen_config(config);
   if (!status.ok()) {  // "top_p is 2; ..." -> "--top-p is 2; ..."
     std::string message = status.message();

@@ -65,9 +65,10 @@ struct SamplingFlags {
   float min_p = 0.0f;
   uint64_t seed = 0;
   bool ignore_eos = false;
+  bool json_object = false;  // GenConfig::json_object
 };
 
-// Registers --temperature, --top-k, --top-p and --min-p (each command adds --max-new-tokens,
+// Registers --temperature, --top-k, --top-p, --min-p and --json-object (each command adds --max-new-tokens,
 // --seed and --ignore-eos with its own words).
 void add_sampling_flags(CLI::App& command, SamplingFlags& flags);
 

@@ -164,6 +164,7 @@ nlohmann::ordered_json config_json(const RunOptions& o, const Engine& engine, in
           {"min_p", o.sampling.min_p},
           {"seed", o.sampling.seed},
           {"ignore_eos", o.sampling.ignore_eos},
+          {"json_object", o.sampling.json_object},
           {"chat", o.chat},
           {"prefix_reuse", !o.no_prefix_reuse},
           {"stop", o.stop}};

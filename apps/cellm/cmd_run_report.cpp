@@ -28,9 +28,7 @@ nlohmann::ordered_json generation_metrics_json(const GenerationMetrics& m) {
 
 nlohmann::ordered_json engine_metrics_json(const EngineMetrics& m) {
   nlohmann::ordered_json finished;
-  for (const FinishReason reason :
-       {FinishReason::kStopToken, FinishReason::kStopString, FinishReason::kNewTokenLimit,
-        FinishReason::kCancelled, FinishReason::kFailed}) {
+  for (const FinishReason reason : kFinishReasons) {
     finished[std::string(finish_reason_name(reason))] = m.finished(reason);
   }
   return {{"elapsed_us", m.elapsed_us},

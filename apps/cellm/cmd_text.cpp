@@ -109,6 +109,11 @@ RunnerOptions TextCodec::runner_options() const {
   RunnerOptions options;
   options.default_stop_tokens = stop_token_ids();
   options.text_streams = text_streams();
+  const Tokenizer& tokenizer = state_->tokenizer;
+  options.token_bytes.reserve(static_cast<size_t>(tokenizer.vocab_size()));
+  for (int32_t id = 0; id < tokenizer.vocab_size(); ++id) {
+    options.token_bytes.emplace_back(tokenizer.token_piece(id, /*render_special=*/false));
+  }
   return options;
 }
 

@@ -55,8 +55,8 @@ class TextCodec {
   bool adds_bos() const;
   int32_t bos_token() const;  // kNoToken when the vocabulary has none
   TextStreamFactory text_streams() const;
-  // The Runner's options for this model's text: stop_token_ids() and text_streams() (the rest
-  // at their defaults, for the caller to set).
+  // The Runner's options for this model's text: stop_token_ids(), text_streams() and each
+  // token's bytes (the rest at their defaults, for the caller to set).
   RunnerOptions runner_options() const;
 
  private:

@@ -210,9 +210,22 @@ Status refuse_unsupported(const Json& body) {
   if (given("tools") && !(body["tools"].is_array() && body["tools"].empty())) {
     return field_error("tools", "is not supported");
   }
-  if (given("response_format") && !(body["response_format"].is_object() &&
-                                    body["response_format"].value("type", "") == "text")) {
-    return field_error("response_format", "only {\"type\": \"text\"} is supported");
+  return ok_status();
+}
+
+// response_format: "text", or "json_object" (GenConfig::json_object); a JSON schema is refused.
+Status parse_response_format(const Json& body, GenConfig& config) {
+  if (!body.contains("response_format") || body["response_format"].is_null()) return ok_status();
+  const Json& format = body["response_format"];
+  if (!format.is_object() || !format.contains("type") || !format["type"].is_string()) {
+    return field_error("response_format", "must be an object with a \"type\"");
+  }
+  const std::string type = format["type"].get<std::string>();
+  if (type == "json_object") {
+    config.json_object = true;
+  } else if (type != "text") {
+    return field_error("response_format",
+                       fmt::format("type '{}' is not supported: \"text\" or \"json_object\"", type));
   }
   return ok_status();
 }
@@ -332,6 +345,7 @@ Status parse_body(const Json& body, ServeRequest& request) {
                                         num_prompts(request), choices, kMaxServeChoices));
   }
   CELLM_RETURN_IF_ERROR(parse_sampling(body, request));
+  CELLM_RETURN_IF_ERROR(parse_response_format(body, request.config));
   CELLM_RETURN_IF_ERROR(parse_echo(body, request));
   CELLM_RETURN_IF_ERROR(parse_logprobs(body, request));
   if (body.contains("stop")) CELLM_RETURN_IF_ERROR(parse_stop(body["stop"], request.config));

@@ -171,8 +171,10 @@ TEST(ServeApiTest, EveryRefusalNamesItsField) {
       {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})",
        "\"tools\"", ServeEndpoint::kChatCompletions},
       {R"({"messages": [{"role": "user", "content": "x"}],
-           "response_format": {"type": "json_object"}})",
-       "\"response_format\"", ServeEndpoint::kChatCompletions},
+           "response_format": {"type": "json_schema", "json_schema": {}}})",
+       "type 'json_schema' is not supported", ServeEndpoint::kChatCompletions},
+      {R"({"messages": [{"role": "user", "content": "x"}], "response_format": "json"})",
+       "\"response_format\" must be an object", ServeEndpoint::kChatCompletions},
   };
   for (const Case& c : cases) {
     const StatusOr<ServeRequest> r = parse_serve_request(c.body, c.endpoint);
@@ -184,8 +186,23 @@ TEST(ServeApiTest, EveryRefusalNamesItsField) {
 }
 
 TEST(ServeApiTest, DefaultValuedUnsupportedOptionsAreAccepted) {
-  parse_ok(R"({"prompt": "x", "n": 1, "best_of": 1, "echo": false, "logprobs": false,
-               "tools": [], "response_format": {"type": "text"}})");
+  const ServeRequest r = parse_ok(R"({"prompt": "x", "n": 1, "best_of": 1, "echo": false,
+                                      "logprobs": false, "tools": [],
+                                      "response_format": {"type": "text"}})");
+  EXPECT_FALSE(r.config.json_object);
+}
+
+TEST(ServeApiTest, AJsonObjectResponseFormatConstrainsTheGeneration) {
+  for (const ServeEndpoint endpoint :
+       {ServeEndpoint::kCompletions, ServeEndpoint::kChatCompletions}) {
+    const std::string input = endpoint == ServeEndpoint::kCompletions
+                                  ? R"("prompt": "x")"
+                                  : R"("messages": [{"role": "user", "content": "x"}])";
+    const StatusOr<ServeRequest> r = parse_serve_request(
+        "{" + input + R"(, "response_format": {"type": "json_object"}})", endpoint);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_TRUE(r->config.json_object);
+  }
 }
 
 ServeResult sample_result() {

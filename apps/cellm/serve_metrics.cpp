@@ -66,9 +66,7 @@ std::string prometheus_metrics(const ServerCounters& server, const EngineMetrics
            m.pool_used_cells);
   e.metric("cellm_pool_max_cells", "gauge", "KV cells the pool may hold.", m.pool_max_cells);
   e.header("cellm_finished_total", "counter", "Generations ended, by finish reason.");
-  for (const FinishReason reason :
-       {FinishReason::kStopToken, FinishReason::kStopString, FinishReason::kNewTokenLimit,
-        FinishReason::kCancelled, FinishReason::kFailed}) {
+  for (const FinishReason reason : kFinishReasons) {
     e.line(fmt::format("cellm_finished_total{{reason=\"{}\"}} {}", finish_reason_name(reason),
                        m.finished(reason)));
   }

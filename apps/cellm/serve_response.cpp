@@ -115,6 +115,7 @@ std::string_view openai_finish_reason(FinishReason reason) {
   switch (reason) {
     case FinishReason::kStopToken:
     case FinishReason::kStopString:
+    case FinishReason::kFormatComplete:
       return "stop";
     case FinishReason::kNewTokenLimit:
       return "length";

@@ -244,6 +244,12 @@ Status Engine::check_start(const EngineSession& session, const StartRequest& req
   if (!config.stop_strings.empty() && !options_.text_streams) {
     return invalid_argument("stop strings need a text stream factory (RunnerOptions)");
   }
+  if (config.json_object &&
+      options_.token_bytes.size() != static_cast<size_t>(limits_.vocab_size)) {
+    return invalid_argument("json_object needs the bytes of each of the " +
+                            std::to_string(limits_.vocab_size) +
+                            " tokens (RunnerOptions::token_bytes)");
+  }
   const int64_t context =
       static_cast<int64_t>(session.tokens.size()) + static_cast<int64_t>(request.prompt.size());
   if (context == 0) {
@@ -298,8 +304,12 @@ void Engine::start(Command& command) {
   EngineSession& session = it->second;
   auto generation = std::make_unique<ActiveGeneration>(ActiveGeneration{
       request.state, request.config, std::move(request.callback),
-      Sampler(request.config.sampling, request.config.seed), StopMatcher({}, {}, nullptr),
-      GenerationMetrics{}, LatencyStats{}, -1, -1, ++next_arrival_});
+      Sampler(request.config.sampling, request.config.seed, request.config.json_object),
+      StopMatcher({}, {}, nullptr), GenerationMetrics{}, LatencyStats{}, -1, -1, ++next_arrival_});
+  if (request.config.json_object) {
+    generation->json.emplace(/*object_only=*/true, kJsonMaxWhitespaceRun);
+    generation->token_bytes = &options_.token_bytes;
+  }
   std::vector<int32_t> stop_tokens = request.config.stop_tokens;
   if (request.config.use_default_stop_tokens) {
     stop_tokens.insert(stop_tokens.end(), options_.default_stop_tokens.begin(),

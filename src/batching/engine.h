@@ -27,6 +27,7 @@
 
 #include "batching/executor.h"
 #include "batching/generation.h"
+#include "batching/json_prefix.h"
 #include "batching/metrics.h"
 #include "batching/runner.h"
 #include "batching/sampler.h"
@@ -108,6 +109,12 @@ class Engine {
     // The sampler's rewrite of the step's row, for an executor that rewrites rows
     // (StepInput::rewrite views it until execute() returns); storage reused step to step.
     SamplerRewrite rewrite = {};
+    // GenConfig::json_object: the text generated so far as a JSON prefix, each token's bytes
+    // (RunnerOptions::token_bytes) and pick_token's mask of the tokens that keep it one
+    // ([vocab], scratch).
+    std::optional<JsonPrefix> json = std::nullopt;
+    const std::vector<std::string>* token_bytes = nullptr;
+    std::vector<uint8_t> allowed = {};
   };
   // EngineSession::id of a session that holds no executor session yet.
   static constexpr SessionId kNoExecutorSession = ~SessionId{0};

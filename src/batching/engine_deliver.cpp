@@ -57,16 +57,23 @@ void Engine::deliver(EngineSession& session, int32_t token, const TokenLogprobs*
     ++counters_.num_generated_tokens;
   }
 
+  bool format_complete = false;
+  if (generation.json.has_value()) {
+    const bool fed = generation.json->feed((*generation.token_bytes)[static_cast<size_t>(token)]);
+    CELLM_CHECK(fed) << "token " << token << " was picked outside the JSON the mask allowed";
+    format_complete = generation.json->complete();
+  }
   StopMatcher::Step stop = generation.stops.push(token);
   const int32_t one[1] = {token};
   const std::span<const TokenLogprobs> one_logprobs =
       logprobs != nullptr ? std::span<const TokenLogprobs>(logprobs, 1)
                           : std::span<const TokenLogprobs>();
-  if (stop.outcome != StopMatcher::Outcome::kContinue ||
+  if (stop.outcome != StopMatcher::Outcome::kContinue || format_complete ||
       metrics.num_generated_tokens >= generation.config.max_new_tokens) {
     const FinishReason reason =
         stop.outcome == StopMatcher::Outcome::kStopToken    ? FinishReason::kStopToken
         : stop.outcome == StopMatcher::Outcome::kStopString ? FinishReason::kStopString
+        : format_complete                                   ? FinishReason::kFormatComplete
                                                             : FinishReason::kNewTokenLimit;
     finish(session, reason, "", one, std::move(stop.text), one_logprobs);
     return;

@@ -23,8 +23,10 @@ std::span<const float> logits_row(const BatchOutput& out, size_t row) {
 // A row with no finite logit that the engine reports without reading it (its argmax or its
 // candidates said so).
 Status no_finite_logit(size_t position) {
-  return failed_precondition("no token has a finite score at position " + std::to_string(position) +
-                             " (NaN or infinite logits, or logit_bias banned every token)");
+  return failed_precondition(
+      "no token has a finite score at position " + std::to_string(position) +
+      " (NaN or infinite logits, or logit_bias or the response format banned "
+      "every token)");
 }
 
 }  // namespace
@@ -353,7 +355,7 @@ void Engine::fail_step(const StepSchedule& plan, const Status& status) {
 
 bool Engine::lists_candidates(const ActiveGeneration& generation) const {
   const Sampler& sampler = generation.sampler;
-  if (!executor_.computes_candidates()) return false;
+  if (!executor_.computes_candidates() || sampler.masked()) return false;
   if (sampler.takes_candidates()) return true;
   // A rewritten row: greedy takes the list's head, sampling the executor's draw.
   const SamplingParams& sampling = generation.config.sampling;
@@ -431,7 +433,14 @@ Engine::PickedToken Engine::pick_token(EngineSession& session, const BatchOutput
     // The executor found no finite logit and, every row being greedy, returned none to sample.
     token = no_finite_logit(session.tokens.size());
   } else if (greedy == kNoToken || !generation.sampler.takes_argmax()) {
-    token = generation.sampler.sample(logits_row(out, row), session.tokens);
+    if (generation.json.has_value()) {  // the tokens that keep the text a JSON prefix
+      const std::vector<std::string>& bytes = *generation.token_bytes;
+      generation.allowed.resize(bytes.size());
+      for (size_t t = 0; t < bytes.size(); ++t) {
+        generation.allowed[t] = !bytes[t].empty() && generation.json->accepts(bytes[t]) ? 1 : 0;
+      }
+    }
+    token = generation.sampler.sample(logits_row(out, row), session.tokens, generation.allowed);
   }
   const int32_t num_logprobs = generation.config.sampling.logprobs;
   if (!token.ok() || num_logprobs < 0) return picked;

@@ -11,6 +11,8 @@ std::string_view finish_reason_name(FinishReason reason) {
       return "stop_token";
     case FinishReason::kStopString:
       return "stop_string";
+    case FinishReason::kFormatComplete:
+      return "format_complete";
     case FinishReason::kNewTokenLimit:
       return "new_token_limit";
     case FinishReason::kCancelled:

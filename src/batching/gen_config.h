@@ -8,6 +8,7 @@
 // from its tokenizer. Thread-safety: plain values.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -57,17 +58,33 @@ struct GenConfig {
   // Text that ends the generation (StopString) once it appears in the detokenized output; the
   // text is cut before it and a partial match is never emitted. Needs RunnerOptions::text_streams.
   std::vector<std::string> stop_strings;
+  // Constrains the output to one JSON object (OpenAI's response_format "json_object"): each
+  // token is picked among those that keep the text a prefix of one (batching/json_prefix.h) with
+  // at most kJsonMaxWhitespaceRun whitespace bytes in a row between its tokens, and the
+  // generation ends (FormatComplete) once the object is whole. Needs RunnerOptions::token_bytes.
+  // Tokens that add no text (control tokens, EOS) are never picked.
+  bool json_object = false;
 };
+
+// The whitespace a json_object generation may write between two tokens: a newline and an
+// indentation of 19 (a model that was not trained to write JSON would otherwise write whitespace
+// until max_new_tokens, every byte of it valid JSON).
+inline constexpr int32_t kJsonMaxWhitespaceRun = 20;
 
 enum class FinishReason {
-  kStopToken,      // a stop token was produced (and delivered)
-  kStopString,     // a stop string appeared in the text
-  kNewTokenLimit,  // max_new_tokens were produced
-  kCancelled,      // cancel(), the session closed, or the runner shut down
-  kFailed,         // refused at submit, an executor failure, or a callback threw
+  kStopToken,       // a stop token was produced (and delivered)
+  kStopString,      // a stop string appeared in the text
+  kFormatComplete,  // the JSON object GenConfig::json_object asked for is whole
+  kNewTokenLimit,   // max_new_tokens were produced
+  kCancelled,       // cancel(), the session closed, or the runner shut down
+  kFailed,          // refused at submit, an executor failure, or a callback threw
 };
 
-// "stop_token", "stop_string", "new_token_limit", "cancelled", "failed".
+inline constexpr std::array<FinishReason, 6> kFinishReasons = {
+    FinishReason::kStopToken,     FinishReason::kStopString, FinishReason::kFormatComplete,
+    FinishReason::kNewTokenLimit, FinishReason::kCancelled,  FinishReason::kFailed};
+
+// "stop_token", "stop_string", "format_complete", "new_token_limit", "cancelled", "failed".
 std::string_view finish_reason_name(FinishReason reason);
 
 // Checks the fields that need no executor: counts and ranges of the sampling parameters, empty

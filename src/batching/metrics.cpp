@@ -110,11 +110,12 @@ std::string format_report(const EngineMetrics& m) {
   out += line;
   std::snprintf(line, sizeof(line),
                 "generations: %lld submitted, %lld refused; %lld stop token, %lld stop string, "
-                "%lld token limit, %lld cancelled, %lld failed; %lld preemptions, %lld idle "
-                "evictions\n",
+                "%lld format complete, %lld token limit, %lld cancelled, %lld failed; %lld "
+                "preemptions, %lld idle evictions\n",
                 static_cast<long long>(m.num_submitted), static_cast<long long>(m.num_refusals),
                 static_cast<long long>(m.finished(FinishReason::kStopToken)),
                 static_cast<long long>(m.finished(FinishReason::kStopString)),
+                static_cast<long long>(m.finished(FinishReason::kFormatComplete)),
                 static_cast<long long>(m.finished(FinishReason::kNewTokenLimit)),
                 static_cast<long long>(m.finished(FinishReason::kCancelled)),
                 static_cast<long long>(m.finished(FinishReason::kFailed)),

@@ -90,7 +90,7 @@ struct EngineMetrics {
   int64_t num_refusals = 0;           // generations refused at submit
   int64_t num_submitted = 0;
   // Generations ended, by FinishReason (index = the enum's value).
-  std::array<int64_t, 5> num_finished = {};
+  std::array<int64_t, kFinishReasons.size()> num_finished = {};
 
   int64_t finished(FinishReason reason) const { return num_finished[static_cast<size_t>(reason)]; }
 };

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -67,6 +68,10 @@ struct RunnerOptions {
   // Makes the text of each generation; without it updates carry no text and stop strings are
   // refused.
   TextStreamFactory text_streams;
+  // [vocab] the bytes each token adds to the text ("" for control tokens), as text_streams
+  // writes them: what GenConfig::json_object checks tokens against; without it such
+  // generations are refused. The app takes them from its tokenizer.
+  std::vector<std::string> token_bytes;
   PrefixReuseOptions prefix_reuse;
   // Threads that pick a step's tokens from the rows the host reads (samplers at a temperature,
   // bias or penalties; log-probabilities no executor summarized), the engine thread included:

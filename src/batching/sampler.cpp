@@ -54,13 +54,14 @@ int32_t argmax_finite(std::span<const float> row) {
   return static_cast<int32_t>(found - row.begin());
 }
 
-Sampler::Sampler(const SamplingParams& params, uint64_t seed)
+Sampler::Sampler(const SamplingParams& params, uint64_t seed, bool masked)
     : params_(params),
       seed_(seed),
-      rewrites_scores_(!params.logit_bias.empty() || has_penalties(params)) {
+      rewrites_scores_(!params.logit_bias.empty() || has_penalties(params)),
+      masked_(masked) {
   // Log-probabilities are the engine's business: it reads them from the row or from the
   // executor's summary of it (batch.h's RowLogprobs).
-  takes_argmax_ = params_.temperature <= 0.0f && !rewrites_scores_;
+  takes_argmax_ = params_.temperature <= 0.0f && !rewrites_scores_ && !masked_;
   for (const LogitBias& bias : params_.logit_bias)
     biases_by_token_.emplace_back(bias.token, bias.bias);
   std::stable_sort(biases_by_token_.begin(), biases_by_token_.end(),
@@ -168,21 +169,29 @@ void Sampler::sort_prefix(size_t n) {
   num_sorted_ = end;
 }
 
-StatusOr<int32_t> Sampler::sample(std::span<const float> logits, std::span<const int32_t> context) {
+StatusOr<int32_t> Sampler::sample(std::span<const float> logits, std::span<const int32_t> context,
+                                   std::span<const uint8_t> allowed) {
   const auto vocab = static_cast<int32_t>(logits.size());
   CELLM_CHECK_GT(vocab, 0) << "sample from an empty logits row";
+  CELLM_CHECK(masked_ ? allowed.size() == logits.size() : allowed.empty())
+      << "a mask of " << allowed.size() << " tokens for a " << (masked_ ? "" : "un")
+      << "masked sampler over " << vocab;
   row_ = logits;
-  if (rewrites_scores_) {
+  if (rewrites_scores_ || masked_) {
     scores_.assign(logits.begin(), logits.end());
-    build_rewrite(context, window_, rewrite_);
-    apply_rewrite(rewrite_.view(), scores_);
+    if (rewrites_scores_) {
+      build_rewrite(context, window_, rewrite_);
+      apply_rewrite(rewrite_.view(), scores_);
+    }
+    constexpr float kBanned = -std::numeric_limits<float>::infinity();
+    for (size_t t = 0; t < allowed.size(); ++t) scores_[t] = allowed[t] != 0 ? scores_[t] : kBanned;
     row_ = scores_;
   }
   const int32_t best = argmax_finite(row_);
   if (best == kNoToken) {
-    return failed_precondition("no token has a finite score at position " +
-                               std::to_string(context.size()) +
-                               " (NaN or infinite logits, or logit_bias banned every token)");
+    return failed_precondition(
+        "no token has a finite score at position " + std::to_string(context.size()) +
+        " (NaN or infinite logits, or logit_bias or the response format banned every token)");
   }
   if (params_.temperature <= 0.0f) return best;
 

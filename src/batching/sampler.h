@@ -81,21 +81,29 @@ void apply_rewrite(const RowRewrite& rewrite, std::span<float> row);
 class Sampler {
  public:
   // params must pass validate_gen_config; its token ids must lie in the vocabulary (the Runner
-  // checks both at submit; a bad id here is a CELLM_CHECK failure).
-  Sampler(const SamplingParams& params, uint64_t seed);
+  // checks both at submit; a bad id here is a CELLM_CHECK failure). A `masked` sampler is told at
+  // every sample() which tokens it may pick (a constrained output: GenConfig::json_object).
+  Sampler(const SamplingParams& params, uint64_t seed, bool masked = false);
 
   // The token for position context.size(), from `logits` ([vocab] f32, raw) given the session's
-  // context before it. FailedPrecondition when no token has a finite score (NaN logits, or the
-  // bias banned every token).
-  StatusOr<int32_t> sample(std::span<const float> logits, std::span<const int32_t> context);
+  // context before it; a masked sampler's `allowed` ([vocab], nonzero: may be picked) bans the
+  // others before the chain, as a bias of -infinity would. FailedPrecondition when no token has
+  // a finite score (NaN logits, or the bias or the mask banned every token).
+  StatusOr<int32_t> sample(std::span<const float> logits, std::span<const int32_t> context,
+                           std::span<const uint8_t> allowed = {});
 
-  // True when sample() returns the raw row's argmax_finite (greedy, no bias, no penalties): a
-  // caller that already holds the argmax (OutputRow::greedy_token) may use it instead.
+  // True when sample() returns the raw row's argmax_finite (greedy, no bias, no penalties, no
+  // mask): a caller that already holds the argmax (OutputRow::greedy_token) may use it instead.
   bool takes_argmax() const { return takes_argmax_; }
 
   // True when sample_from_candidates may stand in for sample(): sampling at a temperature, no
-  // bias, no penalties (they rewrite the row).
-  bool takes_candidates() const { return params_.temperature > 0.0f && !rewrites_scores_; }
+  // bias, no penalties (they rewrite the row), no mask (the list may hold no allowed token).
+  bool takes_candidates() const {
+    return params_.temperature > 0.0f && !rewrites_scores_ && !masked_;
+  }
+
+  // True when every sample() takes a mask of the allowed tokens (no executor shortcut stands in).
+  bool masked() const { return masked_; }
 
   // True when bias or penalties rewrite the row before the chain (rewrite_for says how).
   bool rewrites_scores() const { return rewrites_scores_; }
@@ -139,11 +147,12 @@ class Sampler {
   uint64_t seed_ = 0;
   bool takes_argmax_ = false;
   bool rewrites_scores_ = false;  // bias or penalties: scores_ differs from the row
+  bool masked_ = false;
   // The row being sampled: the raw logits, or scores_ when rewritten. Valid inside sample().
   std::span<const float> row_;
   double inv_temperature_ = 1.0;
   double top_ = 0.0;                 // the best score / temperature
-  std::vector<float> scores_;        // [vocab] biased, penalized logits
+  std::vector<float> scores_;        // [vocab] biased, penalized, masked logits
   std::vector<int32_t> candidates_;  // [<= vocab] token ids still in the running
   size_t num_sorted_ = 0;            // candidates_[0, num_sorted_) are sorted best first
   std::vector<int32_t> heap_;        // sort_prefix's selection of the next best candidates

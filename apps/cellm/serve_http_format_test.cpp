@@ -1,0 +1,96 @@
+// The HTTP server's response_format end to end (stories260K on the CPU, serve_http_test_util.h):
+// {"type": "json_object"} gives a text that is one JSON object when the choice stops, and a
+// prefix of one when max_tokens cuts it, whole or streamed; the prompt's own tokens are free.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "batching/json_oracle_test_util.h"
+#include "serve_http_test_util.h"
+
+namespace cellm::app {
+namespace {
+
+using namespace http_test;
+
+Json json_request(int max_tokens, double temperature, int seed) {
+  return {{"prompt", "Once upon a time"},
+          {"max_tokens", max_tokens},
+          {"temperature", temperature},
+          {"seed", seed},
+          {"response_format", {{"type", "json_object"}}}};
+}
+
+TEST(ServeHttpFormatTest, AJsonObjectFormatGivesOneObjectOrAPrefixCutByMaxTokens) {
+  Served served;
+  for (int seed = 0; seed < 6; ++seed) {
+    for (const int max_tokens : {12, 160}) {
+      const Reply reply =
+          post(served, "/v1/completions", json_request(max_tokens, seed == 0 ? 0.0 : 0.9, seed));
+      ASSERT_EQ(reply.status, 200) << reply.body.dump();
+      const Json& choice = reply.body.at("choices").at(0);
+      const std::string text = choice.at("text");
+      const std::string finish = choice.at("finish_reason");
+      EXPECT_TRUE(testing::is_prefix_of_json_object(text)) << text;
+      if (finish == "stop") {
+        EXPECT_TRUE(Json::parse(text).is_object()) << text;
+      } else {
+        EXPECT_EQ(finish, "length") << text;
+        EXPECT_EQ(reply.body.at("usage").at("completion_tokens"), max_tokens);
+      }
+    }
+  }
+}
+
+// The model writes stories, not JSON: a bias toward '"', ':' and '}' (each a token of its own)
+// makes it close an object within a few tokens, and the choice stops there.
+TEST(ServeHttpFormatTest, AChoiceStopsOnceItsObjectIsWhole) {
+  Served served;
+  Json bias = Json::object();
+  for (int32_t id = 0; id < served.engine().limits.vocab_size; ++id) {
+    const std::string piece = served.codec().token_piece(id);
+    if (piece == "\"" || piece == ":" || piece == "}") bias[std::to_string(id)] = 100;
+  }
+  ASSERT_GE(bias.size(), 3u) << bias.dump();  // a piece and its byte token may both exist
+  for (int seed = 0; seed < 3; ++seed) {
+    Json request = json_request(64, seed == 0 ? 0.0 : 1.0, seed);
+    request["logit_bias"] = bias;
+    const Reply reply = post(served, "/v1/completions", request);
+    ASSERT_EQ(reply.status, 200) << reply.body.dump();
+    const Json& choice = reply.body.at("choices").at(0);
+    const std::string text = choice.at("text");
+    EXPECT_EQ(choice.at("finish_reason"), "stop") << text;
+    EXPECT_TRUE(Json::parse(text).is_object()) << text;
+    EXPECT_LT(reply.body.at("usage").at("completion_tokens").get<int>(), 64);
+  }
+}
+
+TEST(ServeHttpFormatTest, AStreamedJsonObjectSendsTheSameTextAsAWholeOne) {
+  Served served;
+  const Json request = json_request(48, 0.8, 3);
+  const Reply whole = post(served, "/v1/completions", request);
+  ASSERT_EQ(whole.status, 200) << whole.body.dump();
+  Json streamed_request = request;
+  streamed_request["stream"] = true;
+  httplib::Client client = served.client();
+  httplib::Result result =
+      client.Post("/v1/completions", streamed_request.dump(), "application/json");
+  ASSERT_TRUE(result);
+  ASSERT_EQ(result->status, 200);
+  std::string text;
+  std::string finish;
+  for (const std::string& payload : sse_payloads(result->body)) {
+    if (payload == "[DONE]") continue;
+    const Json event = Json::parse(payload);
+    const Json& choice = event.at("choices").at(0);
+    text += choice.at("text").get<std::string>();
+    if (!choice.at("finish_reason").is_null()) finish = choice.at("finish_reason");
+  }
+  EXPECT_EQ(text, whole.body.at("choices").at(0).at("text"));
+  EXPECT_EQ(finish, whole.body.at("choices").at(0).at("finish_reason"));
+  EXPECT_TRUE(testing::is_prefix_of_json_object(text)) << text;
+}
+
+}  // namespace
+}  // namespace cellm::app

@@ -1,0 +1,168 @@
+// The Runner with GenConfig::json_object on the FakeExecutor, over a toy vocabulary whose tokens
+// are pieces of JSON: every generation's text stays a prefix of one JSON object and ends when the
+// object is whole, and its tokens are the ones an independent oracle (nlohmann::json's parser
+// deciding which tokens keep the text a prefix: json_oracle_test_util.h) lets the toy model's
+// rows pick.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "batching/json_oracle_test_util.h"
+#include "batching/runner.h"
+#include "batching/runner_test_util.h"
+#include "batching/sampler.h"
+
+namespace cellm::testing {
+namespace {
+
+// [kVocab] each token's bytes: structure, strings, numbers, literals, escapes, UTF-8 (whole and
+// split), and "" for token 0 (a control token such as EOS: it adds no text). Every prefix of a
+// JSON object these tokens can write has a token that continues it (no partial literal), as a
+// real vocabulary, holding every byte, has.
+const std::vector<std::string>& toy_bytes() {
+  static const std::vector<std::string> bytes = {
+      "",   "{",    "}",   "\"",    "a",        "b",    ":",    ",",  " ",  "1",    "[",
+      "]",  "true", "{\"", "\":",   "\"}",      "ab",   "x",    "-",  ".",  "e",    "0",
+      "\n", "null", "\\",  "false", "\xc3\xa9", "\xc3", "\xa9", "}}", "],", "\"a\""};
+  return bytes;
+}
+
+// The longest run of whitespace bytes between tokens (outside strings) that `piece` ends or
+// holds when it follows `text`.
+int32_t whitespace_run_reached(const std::string& text, const std::string& piece) {
+  const std::string all = text + piece;
+  bool in_string = false;
+  bool escaped = false;
+  int32_t run = 0;
+  int32_t most = 0;
+  for (size_t i = 0; i < all.size(); ++i) {
+    const char c = all[i];
+    if (in_string) {
+      in_string = escaped || c != '"';
+      escaped = !escaped && c == '\\';
+      continue;
+    }
+    const bool space = c == ' ' || c == '\n' || c == '\t' || c == '\r';
+    run = space ? run + 1 : 0;
+    in_string = c == '"';
+    if (i >= text.size()) most = std::max(most, run);
+  }
+  return most;
+}
+
+struct Outcome {
+  Tokens tokens;
+  std::string text;
+  FinishReason reason = FinishReason::kFailed;
+};
+
+// What a json_object generation must give: at each position the sampler (at `config`'s
+// settings) picks among the tokens the oracle allows from the toy model's row; it ends when the
+// text is a whole object or after max_new_tokens.
+Outcome expected(Tokens context, const GenConfig& config) {
+  Sampler sampler(config.sampling, config.seed, /*masked=*/true);
+  Outcome out;
+  std::vector<uint8_t> allowed(kVocab);
+  for (int32_t n = 0; n < config.max_new_tokens; ++n) {
+    for (int32_t t = 0; t < kVocab; ++t) {
+      const std::string& piece = toy_bytes()[static_cast<size_t>(t)];
+      allowed[static_cast<size_t>(t)] =
+          !piece.empty() && is_prefix_of_json_object(out.text + piece) &&
+                  whitespace_run_reached(out.text, piece) <= kJsonMaxWhitespaceRun
+              ? 1
+              : 0;
+    }
+    const StatusOr<int32_t> token = sampler.sample(fake_logits(context, kVocab), context, allowed);
+    EXPECT_TRUE(token.ok()) << token.status().to_string() << " after " << out.text;
+    if (!token.ok()) return out;
+    context.push_back(*token);
+    out.tokens.push_back(*token);
+    out.text += toy_bytes()[static_cast<size_t>(*token)];
+    if (is_json_object(out.text)) {
+      out.reason = FinishReason::kFormatComplete;
+      return out;
+    }
+  }
+  out.reason = FinishReason::kNewTokenLimit;
+  return out;
+}
+
+RunnerOptions with_bytes() {
+  RunnerOptions options;
+  options.token_bytes = toy_bytes();
+  return options;
+}
+
+GenConfig json_config(int32_t max_new_tokens, float temperature, uint64_t seed) {
+  GenConfig config;
+  config.max_new_tokens = max_new_tokens;
+  config.sampling.temperature = temperature;
+  config.seed = seed;
+  config.json_object = true;
+  return config;
+}
+
+// The executors' ways of handing rows over: the CPU's (every row returned), and the CUDA
+// executor's (greedy tokens, candidates and draws on the device, rows kept and fetched).
+std::vector<FakeExecutorConfig> executors() {
+  FakeExecutorConfig device;
+  device.greedy_tokens = true;
+  device.logprobs = true;
+  device.candidates = true;
+  device.draws_rows = true;
+  device.rewrites_rows = true;
+  device.fetches_logits = true;
+  return {FakeExecutorConfig{}, device};
+}
+
+TEST(RunnerJsonTest, EveryGenerationIsTheOracleConstrainedPickAndStopsWhenTheObjectIsWhole) {
+  ASSERT_EQ(toy_bytes().size(), static_cast<size_t>(kVocab));
+  for (const FakeExecutorConfig& executor : executors()) {
+    Rig rig(executor, std::nullopt, with_bytes());
+    std::vector<Session> sessions;
+    std::vector<GenerationHandle> handles;
+    std::vector<std::pair<Tokens, GenConfig>> asked;
+    for (int32_t i = 0; i < 12; ++i) {  // greedy and sampled, batched together
+      const GenConfig config = json_config(40, i % 3 == 0 ? 0.0f : 0.5f + 0.25f * (i % 4), i);
+      asked.emplace_back(ramp(3 + i, i), config);
+      sessions.push_back(rig.runner.open_session());
+      handles.push_back(sessions.back().generate_async(asked.back().first, config));
+    }
+    int num_whole = 0;
+    for (size_t i = 0; i < handles.size(); ++i) {
+      handles[i].wait();
+      const Outcome want = expected(asked[i].first, asked[i].second);
+      EXPECT_EQ(handles[i].tokens(), want.tokens) << "generation " << i;
+      EXPECT_EQ(handles[i].finish_reason(), want.reason)
+          << "generation " << i << ": " << handles[i].error_message();
+      std::string text;
+      for (const int32_t t : handles[i].tokens()) text += toy_bytes()[static_cast<size_t>(t)];
+      EXPECT_TRUE(is_prefix_of_json_object(text)) << text;
+      if (handles[i].finish_reason() == FinishReason::kFormatComplete) {
+        EXPECT_TRUE(nlohmann::json::parse(text).is_object()) << text;
+        ++num_whole;
+      }
+    }
+    EXPECT_GT(num_whole, 0) << "no generation closed its object: the test shows too little";
+    EXPECT_EQ(rig.runner.metrics().finished(FinishReason::kFormatComplete), num_whole);
+  }
+}
+
+TEST(RunnerJsonTest, AGenerationWithoutTokenBytesIsRefusedAndOthersRun) {
+  Rig rig;  // RunnerOptions without token_bytes
+  Session session = rig.runner.open_session();
+  GenerationHandle refused = session.generate_async(ramp(4), json_config(8, 0.0f, 0));
+  refused.wait();
+  EXPECT_EQ(refused.finish_reason(), FinishReason::kFailed);
+  EXPECT_NE(refused.error_message().find("json_object needs the bytes"), std::string::npos)
+      << refused.error_message();
+  GenerationHandle plain = session.generate_async(ramp(4), greedy(3));
+  plain.wait();
+  EXPECT_EQ(plain.tokens(), fake_greedy(ramp(4), 3, kVocab));
+}
+
+}  // namespace
+}  // namespace cellm::testing
