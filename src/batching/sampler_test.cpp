@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <random>
 #include <set>
+#include <string>
 #include <vector>
 
 namespace cellm {
@@ -243,6 +245,43 @@ TEST(SamplerTest, OnlyPlainGreedyTakesTheArgmax) {
   SamplingParams with_logprobs;  // the engine reads them apart from the sampler
   with_logprobs.logprobs = 5;
   EXPECT_TRUE(Sampler(with_logprobs, 1).takes_argmax());
+}
+
+TEST(SamplerTest, AMaskedSamplerPicksOnlyAllowedTokensAsIfTheOthersWereBanned) {
+  const std::vector<float> logits = {3.0f, 2.5f, 0.5f, 2.9f, -1.0f, 1.0f};
+  const std::vector<uint8_t> allowed = {0, 1, 1, 0, 1, 1};
+  Sampler greedy({}, 1, /*masked=*/true);
+  EXPECT_FALSE(greedy.takes_argmax()) << "the executor's argmax may be a banned token";
+  const StatusOr<int32_t> best = greedy.sample(logits, {}, allowed);
+  ASSERT_TRUE(best.ok()) << best.status().to_string();
+  EXPECT_EQ(*best, 1);
+  // At a temperature the mask is a bias of -infinity on the others: the same draws, and no
+  // candidates shortcut.
+  SamplingParams params = with_temperature(1.5f);
+  params.top_p = 0.9f;
+  SamplingParams banned = params;
+  for (size_t t = 0; t < allowed.size(); ++t) {
+    if (allowed[t] == 0) {
+      banned.logit_bias.push_back(
+          {static_cast<int32_t>(t), -std::numeric_limits<float>::infinity()});
+    }
+  }
+  Sampler masked(params, 9, /*masked=*/true);
+  EXPECT_FALSE(masked.takes_candidates());
+  Sampler biased(banned, 9);
+  Tokens context;
+  for (int32_t n = 0; n < 200; ++n) {
+    const StatusOr<int32_t> a = masked.sample(logits, context, allowed);
+    const StatusOr<int32_t> b = biased.sample(logits, context);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(*a, *b) << "draw " << n;
+    EXPECT_NE(allowed[static_cast<size_t>(*a)], 0) << "draw " << n;
+    context.push_back(0);  // the next position: a new draw
+  }
+  const std::vector<uint8_t> none(logits.size(), 0);
+  const StatusOr<int32_t> nothing = greedy.sample(logits, {}, none);
+  ASSERT_FALSE(nothing.ok());
+  EXPECT_NE(nothing.status().message().find("response format"), std::string::npos);
 }
 
 // The chain written the plain way (the whole vocabulary sorted best first): what the sampler's
