@@ -48,7 +48,8 @@ tsan: deps
 # config.json files and hf_tokenizer_fuzz_seeds' tokenizers, with fuzz/hf_json.dict.
 # What reads a GGUF model's or program's meaning (model_load_fuzz): model_fuzz_seeds' models, cut
 # vocabularies and exported programs. The HTTP server's request parser (serve_request_fuzz):
-# fuzz/serve_seeds with fuzz/serve_json.dict.
+# fuzz/serve_seeds with fuzz/serve_json.dict. The JSON prefix recognizer of constrained output
+# (json_prefix_fuzz, against nlohmann::json): fuzz/json_prefix_seeds.
 FUZZ_SECONDS ?= 30
 FUZZ_CORPUS := build/fuzz/corpus
 fuzz: deps
@@ -85,6 +86,11 @@ fuzz: deps
 	mkdir -p $(FUZZ_CORPUS)/serve
 	cp -f fuzz/serve_seeds/* $(FUZZ_CORPUS)/serve/
 	build/fuzz/fuzz/serve_request_fuzz -dict=fuzz/serve_json.dict $(FUZZ_CORPUS)/serve \
+	  -max_total_time=$(FUZZ_SECONDS)
+	cmake --build --preset fuzz -j $(JOBS) --target json_prefix_fuzz
+	mkdir -p $(FUZZ_CORPUS)/json_prefix
+	cp -f fuzz/json_prefix_seeds/* $(FUZZ_CORPUS)/json_prefix/
+	build/fuzz/fuzz/json_prefix_fuzz -dict=fuzz/serve_json.dict $(FUZZ_CORPUS)/json_prefix \
 	  -max_total_time=$(FUZZ_SECONDS)
 
 ci:
