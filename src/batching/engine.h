@@ -4,13 +4,15 @@
 // Not part of the public API (runner.h is); split out so each file stays one responsibility:
 // engine.cpp holds the queue, the loop and the commands, engine_step.cpp one step (plan,
 // execute, sample), engine_deliver.cpp what a picked token does (deliver, finish),
-// engine_prefix.cpp prefix reuse. The pending-token rule lives here: `tokens` is the session's
-// whole context on the host, `committed` the prefix the executor holds; a task always runs
-// [committed, tokens.size()). Thread-safety: push/wake/request_shutdown/metrics/now_us from any
-// thread; everything else on the engine thread only, except pick_token, which the engine thread
-// runs on its sampling pool for distinct sessions while it waits.
+// engine_prefix.cpp prefix reuse, engine_json.cpp the JSON constraint's masks. The pending-token
+// rule lives here: `tokens` is the session's whole context on the host, `committed` the prefix the
+// executor holds; a task always runs [committed, tokens.size()). Thread-safety:
+// push/wake/request_shutdown/metrics/now_us from any thread; everything else on the engine thread
+// only, except pick_token, which the engine thread runs on its sampling pool for distinct sessions
+// while it waits.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -88,6 +90,13 @@ class Engine {
   void run();  // the loop; returns after shutdown
 
  private:
+  // What a JSON mask knows of options_.token_bytes before any text: each token's
+  // JsonPrefix::plain_string_piece (allowed inside a string without a check), and the tokens by
+  // their first byte (a byte the text cannot take next rules out all of its tokens at once).
+  struct TokenBytesIndex {
+    std::vector<uint8_t> plain_string_pieces;             // [vocab], 0 for ""
+    std::array<std::vector<int32_t>, 256> by_first_byte;  // token ids, "" in none
+  };
   struct ActiveGeneration {
     std::shared_ptr<GenerationState> state;
     GenConfig config;
@@ -114,6 +123,7 @@ class Engine {
     // ([vocab], scratch).
     std::optional<JsonPrefix> json = std::nullopt;
     const std::vector<std::string>* token_bytes = nullptr;
+    const TokenBytesIndex* token_index = nullptr;
     std::vector<uint8_t> allowed = {};
   };
   // EngineSession::id of a session that holds no executor session yet.
@@ -251,6 +261,12 @@ class Engine {
   // Touches only the session's generation (its sampler's scratch): safe on any thread while no
   // other pick runs for the same session.
   static PickedToken pick_token(EngineSession& session, const BatchOutput& out, size_t row);
+  // engine_json.cpp. GenConfig::json_object: the row's argmax (`greedy` when the executor
+  // computed it) where plain greedy takes it and it keeps the text a JSON prefix — no mask
+  // needed; else nullopt, with generation.allowed the mask of the tokens that keep it one. Touches
+  // only the generation, as pick_token.
+  static std::optional<int32_t> constrain_to_json(ActiveGeneration& generation,
+                                                  std::span<const float> logits, int32_t greedy);
   void complete_task(EngineSession& session, const ScheduledSlice& slice, PickedToken picked);
   // `logprobs`: the token's log-probabilities when the generation asked for them, else null.
   void deliver(EngineSession& session, int32_t token, const TokenLogprobs* logprobs);
@@ -268,6 +284,7 @@ class Engine {
   Executor& executor_;
   const ExecutorLimits limits_;
   const RunnerOptions options_;
+  const TokenBytesIndex token_index_;
   const std::chrono::steady_clock::time_point start_time_;
   std::atomic<uint64_t> next_key_{0};
 

@@ -433,14 +433,14 @@ Engine::PickedToken Engine::pick_token(EngineSession& session, const BatchOutput
     // The executor found no finite logit and, every row being greedy, returned none to sample.
     token = no_finite_logit(session.tokens.size());
   } else if (greedy == kNoToken || !generation.sampler.takes_argmax()) {
-    if (generation.json.has_value()) {  // the tokens that keep the text a JSON prefix
-      const std::vector<std::string>& bytes = *generation.token_bytes;
-      generation.allowed.resize(bytes.size());
-      for (size_t t = 0; t < bytes.size(); ++t) {
-        generation.allowed[t] = !bytes[t].empty() && generation.json->accepts(bytes[t]) ? 1 : 0;
-      }
+    const std::span<const float> logits = logits_row(out, row);
+    const std::optional<int32_t> best_allowed =
+        generation.json.has_value() ? constrain_to_json(generation, logits, greedy) : std::nullopt;
+    if (best_allowed.has_value()) {
+      token = *best_allowed;
+    } else {
+      token = generation.sampler.sample(logits, session.tokens, generation.allowed);
     }
-    token = generation.sampler.sample(logits_row(out, row), session.tokens, generation.allowed);
   }
   const int32_t num_logprobs = generation.config.sampling.logprobs;
   if (!token.ok() || num_logprobs < 0) return picked;

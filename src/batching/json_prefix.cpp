@@ -51,6 +51,16 @@ bool JsonPrefix::accepts(std::string_view bytes) const {
   return true;
 }
 
+bool JsonPrefix::plain_string_piece(std::string_view bytes) {
+  JsonPrefix inside(/*object_only=*/false);
+  inside.mode_ = Mode::kString;
+  for (char c : bytes) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte == '"' || byte == '\\' || !inside.step(byte)) return false;
+  }
+  return inside.mode_ == Mode::kString;
+}
+
 bool JsonPrefix::complete() const {
   if (depth_ != 0) return false;
   switch (mode_) {

@@ -44,6 +44,12 @@ class JsonPrefix {
   bool complete() const;
   // Nesting depth of open arrays/objects (0 at top level).
   int depth() const { return depth_; }
+  // Whether the state is inside a string between two characters (no escape or UTF-8 sequence
+  // under way): every plain_string_piece() is accepted there and leaves it there.
+  bool between_string_characters() const { return mode_ == Mode::kString; }
+  // Whether `bytes` are whole characters a string may hold as they are: valid UTF-8, no '"', no
+  // '\\', no control character. (A mask over a vocabulary computes this once per token.)
+  static bool plain_string_piece(std::string_view bytes);
 
   static constexpr int kMaxDepth = 64;            // deeper nesting is refused (feed returns false)
   static constexpr int kNoWhitespaceLimit = 255;  // a max_whitespace_run meaning none

@@ -200,6 +200,40 @@ TEST(JsonPrefixTest, AWhitespaceRunLongerThanItsLimitIsRefusedBetweenTokensOnly)
             kAccepted);
 }
 
+TEST(JsonPrefixTest, APlainStringPieceIsAcceptedWhereverAStringIsBetweenCharacters) {
+  EXPECT_TRUE(JsonPrefix::plain_string_piece("a b/c\xC3\xA9\xF0\x9F\x98\x80"));
+  for (const std::string_view piece : {"a\"", "\\n", "a\nb", "\xC3", "\xA9", "\xED\xA0\x80"}) {
+    EXPECT_FALSE(JsonPrefix::plain_string_piece(piece)) << printable(piece);
+  }
+  // Inside strings of every kind: a key, a value, in an array, after an escape or a character.
+  std::vector<JsonPrefix> inside;
+  for (const std::string_view text :
+       {"{\"", "{\"k\": \"ab", "[1, \"", "{\"a\": [\"\\n", "[\"\xC3\xA9", "[\"\\ud83d\\ude00"}) {
+    JsonPrefix prefix;
+    JsonPrefix any(/*object_only=*/false);
+    ASSERT_TRUE(prefix.feed(text) || any.feed(text)) << printable(text);
+    inside.push_back(text[0] == '{' ? prefix : any);
+    ASSERT_TRUE(inside.back().between_string_characters()) << printable(text);
+  }
+  std::mt19937 rng(5);
+  int num_plain = 0;
+  for (int n = 0; n < 20000; ++n) {
+    std::string piece;
+    for (int k = 1 + static_cast<int>(rng() % 6); k > 0; --k) {
+      static constexpr char kBytes[] = "ab \"\\\n\x7F\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80\xED\xC0";
+      piece.push_back(rng() % 3 == 0 ? static_cast<char>(rng() % 256)
+                                     : kBytes[rng() % (sizeof(kBytes) - 1)]);
+    }
+    if (!JsonPrefix::plain_string_piece(piece)) continue;
+    ++num_plain;
+    for (JsonPrefix prefix : inside) {
+      ASSERT_TRUE(prefix.feed(piece)) << printable(piece);
+      EXPECT_TRUE(prefix.between_string_characters()) << printable(piece);
+    }
+  }
+  EXPECT_GT(num_plain, 1000) << "the random pieces hold too few plain ones to show anything";
+}
+
 TEST(JsonPrefixTest, DepthCountsOpenContainersUpToSixtyFour) {
   JsonPrefix prefix;
   ASSERT_TRUE(prefix.feed("{\"a\":[1,{\"b\":[[]"));
