@@ -1,14 +1,15 @@
 // JsonPrefix: recognizes, one byte at a time, the prefixes of a single JSON text (RFC 8259): after
 // each byte it knows whether what was fed can still be extended to a valid JSON text, whether it
 // already is one, and how deeply it is nested. It checks the grammar exactly (whitespace, literals,
-// number shapes, string escapes, \u surrogate pairs, UTF-8 inside strings) and nothing else: it
-// knows no tokens, no tokenizer and no model, only bytes; it keeps no values, no keys (duplicate
-// keys are not its concern) and no text.
+// number shapes, string escapes, \u surrogate pairs, UTF-8 inside strings) and, when asked, bounds
+// runs of whitespace between tokens; nothing else. It knows no tokens, no tokenizer and no model,
+// only bytes; it keeps no values, no keys (duplicate keys are not its concern) and no text.
 //
 // Who calls it: the engine's response-format constraint (OpenAI's `response_format:
-// {"type": "json_object"}`), which asks accepts(bytes) for every vocabulary token's bytes at every
-// generated token and feed()s the bytes of the token it samples. The state is a few bytes (the open
-// containers are bits of one word), so checking a token costs a copy and a handful of branches.
+// {"type": "json_object"}`, engine_json.cpp), which asks accepts(bytes) for the vocabulary's tokens
+// at every generated token and feed()s the bytes of the token it samples. The state is a few bytes
+// (the open containers are bits of one word), so checking a token costs a copy and a handful of
+// branches.
 //
 // Thread-safety: a value type, trivially copyable; one thread per object (copies are independent).
 #pragma once
