@@ -68,7 +68,8 @@ struct SamplingFlags {
   bool json_object = false;  // GenConfig::json_object
 };
 
-// Registers --temperature, --top-k, --top-p, --min-p and --json-object (each command adds --max-new-tokens,
+// Registers --temperature, --top-k, --top-p, --min-p and --json-object (each command adds
+// --max-new-tokens,
 // --seed and --ignore-eos with its own words).
 void add_sampling_flags(CLI::App& command, SamplingFlags& flags);
 

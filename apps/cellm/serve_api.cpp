@@ -224,8 +224,9 @@ Status parse_response_format(const Json& body, GenConfig& config) {
   if (type == "json_object") {
     config.json_object = true;
   } else if (type != "text") {
-    return field_error("response_format",
-                       fmt::format("type '{}' is not supported: \"text\" or \"json_object\"", type));
+    return field_error(
+        "response_format",
+        fmt::format("type '{}' is not supported: \"text\" or \"json_object\"", type));
   }
   return ok_status();
 }

@@ -170,7 +170,7 @@ void Sampler::sort_prefix(size_t n) {
 }
 
 StatusOr<int32_t> Sampler::sample(std::span<const float> logits, std::span<const int32_t> context,
-                                   std::span<const uint8_t> allowed) {
+                                  std::span<const uint8_t> allowed) {
   const auto vocab = static_cast<int32_t>(logits.size());
   CELLM_CHECK_GT(vocab, 0) << "sample from an empty logits row";
   CELLM_CHECK(masked_ ? allowed.size() == logits.size() : allowed.empty())
