@@ -2,6 +2,7 @@
 // token its cells hold: a clone of the wrong cells, or of too many, changes the tokens.
 #include <gtest/gtest.h>
 
+#include <initializer_list>
 #include <thread>
 
 #include "batching/runner.h"
@@ -29,6 +30,14 @@ EngineMetrics settled(Runner& runner, Session& probe) {
   probe = runner.open_session();
   generate(probe, {0}, 1);
   return runner.metrics();
+}
+
+// Each prompt generated on a session of its own, closed after: retained, the first the oldest.
+void retain_each(Runner& runner, std::initializer_list<Tokens> prompts) {
+  for (const Tokens& prompt : prompts) {
+    Session session = runner.open_session();
+    generate(session, prompt, 2);
+  }
 }
 
 RunnerOptions reuse(int32_t min_tokens = 16, int32_t max_retained = 64) {
@@ -179,11 +188,8 @@ TEST(RunnerPrefixTest, AtTheSessionLimitAnotherRetainedPrefixGivesWayToTheDonors
   config.max_sessions = 3;
   Rig rig(config, std::nullopt, reuse());
   const Tokens shared = ramp(40, 3);
-  for (const Tokens& prompt : {shared, ramp(30, 11)}) {  // the donor first: it is the older
-    Session session = rig.runner.open_session();
-    generate(session, prompt, 2);
-  }
-  Session z = rig.runner.open_session();  // two retained prefixes and this: the limit
+  retain_each(rig.runner, {shared, ramp(30, 11)});  // the donor first: it is the older
+  Session z = rig.runner.open_session();            // two retained prefixes and this: the limit
   generate(z, Tokens(shared.begin(), shared.begin() + 10), 0);  // too short to reuse anything
   const Tokens rest = concat(Tokens(shared.begin() + 10, shared.end()), {7, 8});
   const Finished f = generate(z, rest, 4);
@@ -201,11 +207,8 @@ TEST(RunnerPrefixTest, AtTheSessionLimitTheRetainedPrefixAPromptContinuesIsNotCl
   config.max_sessions = 2;
   Rig rig(config, std::nullopt, reuse());
   const Tokens earlier_turn = ramp(40, 3);
-  for (const Tokens& prompt : {earlier_turn, ramp(30, 11)}) {  // the turn first: it is the older
-    Session session = rig.runner.open_session();
-    generate(session, prompt, 2);
-  }
-  Session next = rig.runner.open_session();  // both places held by retained prefixes
+  retain_each(rig.runner, {earlier_turn, ramp(30, 11)});  // the turn first: it is the older
+  Session next = rig.runner.open_session();               // both places held by retained prefixes
   const Tokens prompt = concat(earlier_turn, {7, 8, 9});
   const Finished f = generate(next, prompt, 4);
   EXPECT_TRUE(next.status().ok()) << next.status().to_string();
