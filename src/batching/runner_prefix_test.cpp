@@ -159,17 +159,15 @@ TEST(RunnerPrefixTest, RetainedPrefixesGiveWayWhenTheExecutorHasNoRoomForASessio
   EXPECT_EQ(fb.tokens, fake_greedy(ramp(20, 9), 3, kVocab));
 }
 
-// At the executor's session limit, a new session's own (empty) executor session gives way to the
-// clone of the retained prefix it starts from: the prefix is reused, not recomputed.
+// At the executor's session limit (the retained prefix and a new session), the new session, which
+// takes no executor session before it runs, starts from a clone of the retained prefix: the
+// prefix is reused, not recomputed.
 TEST(RunnerPrefixTest, AtTheSessionLimitANewSessionStillStartsFromARetainedPrefix) {
   FakeExecutorConfig config;
   config.max_sessions = 2;
   Rig rig(config, std::nullopt, reuse());
   const Tokens shared = ramp(40, 3);
-  {
-    Session first = rig.runner.open_session();
-    generate(first, shared, 2);
-  }
+  retain_each(rig.runner, {shared});
   Session probe;  // the retained prefix and the probe fill both places
   EXPECT_EQ(settled(rig.runner, probe).num_retained_prefixes, 1);
   probe.close();
@@ -224,10 +222,7 @@ TEST(RunnerPrefixTest, AtTheSessionLimitANewSessionTakesTheRetainedPrefixItConti
   config.max_sessions = 1;
   Rig rig(config, std::nullopt, reuse());
   const Tokens shared = ramp(40, 3);
-  {
-    Session first = rig.runner.open_session();
-    generate(first, shared, 2);
-  }
+  retain_each(rig.runner, {shared});
   Session second = rig.runner.open_session();
   const Tokens prompt = concat(shared, {7, 8, 9});
   const Finished f = generate(second, prompt, 4);
