@@ -49,7 +49,8 @@ tsan: deps
 # What reads a GGUF model's or program's meaning (model_load_fuzz): model_fuzz_seeds' models, cut
 # vocabularies and exported programs. The HTTP server's request parser (serve_request_fuzz):
 # fuzz/serve_seeds with fuzz/serve_json.dict. The JSON prefix recognizer of constrained output
-# (json_prefix_fuzz, against nlohmann::json): fuzz/json_prefix_seeds.
+# (json_prefix_fuzz, against nlohmann::json): fuzz/json_prefix_seeds. The JSON-schema compiler and
+# walker (json_schema_fuzz, against an independent validator): fuzz/json_schema_seeds.
 FUZZ_SECONDS ?= 30
 FUZZ_CORPUS := build/fuzz/corpus
 fuzz: deps
@@ -91,6 +92,11 @@ fuzz: deps
 	mkdir -p $(FUZZ_CORPUS)/json_prefix
 	cp -f fuzz/json_prefix_seeds/* $(FUZZ_CORPUS)/json_prefix/
 	build/fuzz/fuzz/json_prefix_fuzz -dict=fuzz/serve_json.dict $(FUZZ_CORPUS)/json_prefix \
+	  -max_total_time=$(FUZZ_SECONDS)
+	cmake --build --preset fuzz -j $(JOBS) --target json_schema_fuzz
+	mkdir -p $(FUZZ_CORPUS)/json_schema
+	cp -f fuzz/json_schema_seeds/* $(FUZZ_CORPUS)/json_schema/
+	build/fuzz/fuzz/json_schema_fuzz -dict=fuzz/json_schema.dict $(FUZZ_CORPUS)/json_schema \
 	  -max_total_time=$(FUZZ_SECONDS)
 
 ci:

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <climits>
+#include <fstream>
+#include <memory>
 #include <sstream>
 
 #include "backends/cpu/cpu_executor.h"
@@ -133,8 +135,14 @@ void add_sampling_flags(CLI::App& command, SamplingFlags& flags) {
   command.add_option("--top-k", flags.top_k, "Keep the k most likely; 0 = off");
   command.add_option("--top-p", flags.top_p, "Nucleus mass, (0, 1]");
   command.add_option("--min-p", flags.min_p, "Drop tokens below min-p x the best; 0 = off");
-  command.add_flag("--json-object", flags.json_object,
-                   "Constrain the output to one JSON object; stop when it is whole");
+  CLI::Option* object =
+      command.add_flag("--json-object", flags.json_object,
+                       "Constrain the output to one JSON object; stop when it is whole");
+  command
+      .add_option("--json-schema", flags.json_schema_file,
+                  "Constrain the output to one JSON value this file's JSON Schema accepts; stop "
+                  "when it is whole")
+      ->excludes(object);
 }
 
 StatusOr<GenConfig> gen_config_from_flags(const SamplingFlags& flags,
@@ -153,6 +161,18 @@ StatusOr<GenConfig> gen_config_from_flags(const SamplingFlags& flags,
   config.use_default_stop_tokens = !flags.ignore_eos;
   config.stop_strings = stop_strings;
   config.json_object = flags.json_object;
+  if (!flags.json_schema_file.empty()) {
+    std::ifstream file(flags.json_schema_file, std::ios::binary);
+    std::ostringstream text;
+    text << file.rdbuf();
+    if (!file) return not_found("--json-schema " + flags.json_schema_file + ": cannot read it");
+    StatusOr<std::shared_ptr<const JsonSchema>> schema = JsonSchema::compile(text.str());
+    if (!schema.ok()) {
+      return invalid_argument("--json-schema " + flags.json_schema_file + ": " +
+                              schema.status().message());
+    }
+    config.json_schema = *std::move(schema);
+  }
   const Status status = validate_gen_config(config);
   if (!status.ok()) {  // "top_p is 2; ..." -> "--top-p is 2; ..."
     std::string message = status.message();

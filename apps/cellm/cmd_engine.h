@@ -65,12 +65,12 @@ struct SamplingFlags {
   float min_p = 0.0f;
   uint64_t seed = 0;
   bool ignore_eos = false;
-  bool json_object = false;  // GenConfig::json_object
+  bool json_object = false;      // GenConfig::json_object
+  std::string json_schema_file;  // GenConfig::json_schema, compiled from this file; "" none
 };
 
-// Registers --temperature, --top-k, --top-p, --min-p and --json-object (each command adds
-// --max-new-tokens,
-// --seed and --ignore-eos with its own words).
+// Registers --temperature, --top-k, --top-p, --min-p, --json-object and --json-schema (each
+// command adds --max-new-tokens, --seed and --ignore-eos with its own words).
 void add_sampling_flags(CLI::App& command, SamplingFlags& flags);
 
 // The generation the flags ask for (seed as given, stop strings added); InvalidArgument naming

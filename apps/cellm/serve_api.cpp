@@ -213,7 +213,9 @@ Status refuse_unsupported(const Json& body) {
   return ok_status();
 }
 
-// response_format: "text", or "json_object" (GenConfig::json_object); a JSON schema is refused.
+// response_format: "text", "json_object" (GenConfig::json_object), or "json_schema" with its
+// schema under json_schema.schema (GenConfig::json_schema; OpenAI's name and strict are taken and
+// need nothing: every schema cellm takes is enforced strictly, what it cannot enforce is refused).
 Status parse_response_format(const Json& body, GenConfig& config) {
   if (!body.contains("response_format") || body["response_format"].is_null()) return ok_status();
   const Json& format = body["response_format"];
@@ -223,10 +225,26 @@ Status parse_response_format(const Json& body, GenConfig& config) {
   const std::string type = format["type"].get<std::string>();
   if (type == "json_object") {
     config.json_object = true;
+  } else if (type == "json_schema") {
+    const Json* wrapper = format.contains("json_schema") ? &format["json_schema"] : nullptr;
+    if (wrapper == nullptr || !wrapper->is_object() || !wrapper->contains("schema") ||
+        !((*wrapper)["schema"].is_object() || (*wrapper)["schema"].is_boolean())) {
+      return field_error(
+          "response_format",
+          "of type \"json_schema\" must carry {\"json_schema\": {\"schema\": {...}}}");
+    }
+    StatusOr<std::shared_ptr<const JsonSchema>> schema =
+        JsonSchema::compile((*wrapper)["schema"].dump());
+    if (!schema.ok()) {
+      return field_error("response_format", "json_schema.schema is refused: " +
+                                                std::string(schema.status().message()));
+    }
+    config.json_schema = *std::move(schema);
   } else if (type != "text") {
-    return field_error(
-        "response_format",
-        fmt::format("type '{}' is not supported: \"text\" or \"json_object\"", type));
+    return field_error("response_format",
+                       fmt::format("type '{}' is not supported: \"text\", \"json_object\" or "
+                                   "\"json_schema\"",
+                                   type));
   }
   return ok_status();
 }

@@ -172,7 +172,13 @@ TEST(ServeApiTest, EveryRefusalNamesItsField) {
        "\"tools\"", ServeEndpoint::kChatCompletions},
       {R"({"messages": [{"role": "user", "content": "x"}],
            "response_format": {"type": "json_schema", "json_schema": {}}})",
-       "type 'json_schema' is not supported", ServeEndpoint::kChatCompletions},
+       "must carry {\"json_schema\": {\"schema\"", ServeEndpoint::kChatCompletions},
+      {R"({"prompt": "x", "response_format": {"type": "json_schema", "json_schema":
+           {"name": "s", "schema": {"type": "object", "properties": {
+             "when": {"type": "string", "format": "date-time"}}}}}})",
+       "json_schema.schema is refused: #/properties/when: the keyword \"format\" is not supported"},
+      {R"({"prompt": "x", "response_format": {"type": "grammar"}})",
+       "type 'grammar' is not supported"},
       {R"({"messages": [{"role": "user", "content": "x"}], "response_format": "json"})",
        "\"response_format\" must be an object", ServeEndpoint::kChatCompletions},
   };
@@ -203,6 +209,23 @@ TEST(ServeApiTest, AJsonObjectResponseFormatConstrainsTheGeneration) {
     ASSERT_TRUE(r.ok()) << r.status().to_string();
     EXPECT_TRUE(r->config.json_object);
   }
+}
+
+TEST(ServeApiTest, AJsonSchemaResponseFormatCarriesTheCompiledSchema) {
+  const StatusOr<ServeRequest> r = parse_serve_request(
+      R"({"messages": [{"role": "user", "content": "x"}],
+          "response_format": {"type": "json_schema", "json_schema": {"name": "person",
+            "strict": true, "schema": {"type": "object", "properties": {
+              "name": {"type": "string"}}, "required": ["name"],
+              "additionalProperties": false}}}})",
+      ServeEndpoint::kChatCompletions);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  ASSERT_NE(r->config.json_schema, nullptr);
+  EXPECT_FALSE(r->config.json_object);
+  const JsonSchema::Node& root = r->config.json_schema->node(r->config.json_schema->root());
+  ASSERT_EQ(root.properties.size(), 1u);
+  EXPECT_EQ(root.properties[0].name, "name");
+  EXPECT_EQ(root.additional, JsonSchema::kNoNode);
 }
 
 ServeResult sample_result() {

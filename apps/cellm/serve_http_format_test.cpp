@@ -1,12 +1,15 @@
 // The HTTP server's response_format end to end (stories260K on the CPU, serve_http_test_util.h):
 // {"type": "json_object"} gives a text that is one JSON object when the choice stops, and a
-// prefix of one when max_tokens cuts it, whole or streamed; the prompt's own tokens are free.
+// prefix of one when max_tokens cuts it, whole or streamed; the prompt's own tokens are free;
+// {"type": "json_schema"} gives a value the schema's validator (json_schema_oracle_test_util.h)
+// accepts.
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
 #include "batching/json_oracle_test_util.h"
+#include "batching/json_schema_oracle_test_util.h"
 #include "serve_http_test_util.h"
 
 namespace cellm::app {
@@ -64,6 +67,37 @@ TEST(ServeHttpFormatTest, AChoiceStopsOnceItsObjectIsWhole) {
     EXPECT_TRUE(Json::parse(text).is_object()) << text;
     EXPECT_LT(reply.body.at("usage").at("completion_tokens").get<int>(), 64);
   }
+}
+
+// Every value this schema accepts is short (an enum, a bounded string, no other keys), so even a
+// model that writes stories ends it well within max_tokens.
+TEST(ServeHttpFormatTest, AJsonSchemaFormatGivesAValueTheSchemaAccepts) {
+  Served served;
+  const Json schema = Json::parse(R"({"type": "object", "properties": {
+      "mood": {"enum": ["happy", "sad", "sleepy"]},
+      "name": {"type": "string", "minLength": 1, "maxLength": 12},
+      "friends": {"type": "array", "items": {"type": "boolean"}, "maxItems": 2}},
+    "required": ["mood", "name"], "additionalProperties": false})");
+  for (int seed = 0; seed < 4; ++seed) {
+    Json request = json_request(400, seed == 0 ? 0.0 : 1.0, seed);
+    request["response_format"] = {{"type", "json_schema"},
+                                  {"json_schema", {{"name", "character"}, {"schema", schema}}}};
+    const Reply reply = post(served, "/v1/completions", request);
+    ASSERT_EQ(reply.status, 200) << reply.body.dump();
+    const Json& choice = reply.body.at("choices").at(0);
+    const std::string text = choice.at("text");
+    EXPECT_EQ(choice.at("finish_reason"), "stop") << text;
+    const Json value = Json::parse(text);
+    EXPECT_TRUE(testing::oracle_valid(schema, schema, value)) << text;
+  }
+  const Reply refused =
+      post(served, "/v1/completions",
+           {{"prompt", "x"},
+            {"response_format",
+             {{"type", "json_schema"},
+              {"json_schema", {{"schema", {{"type", "string"}, {"pattern", "^[a-z]+$"}}}}}}}});
+  EXPECT_EQ(refused.status, 400);
+  EXPECT_NE(refused.body.dump().find("pattern"), std::string::npos) << refused.body.dump();
 }
 
 TEST(ServeHttpFormatTest, AStreamedJsonObjectSendsTheSameTextAsAWholeOne) {

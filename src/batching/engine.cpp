@@ -256,9 +256,9 @@ Status Engine::check_start(const EngineSession& session, const StartRequest& req
   if (!config.stop_strings.empty() && !options_.text_streams) {
     return invalid_argument("stop strings need a text stream factory (RunnerOptions)");
   }
-  if (config.json_object &&
+  if (config.constrained_to_json() &&
       options_.token_bytes.size() != static_cast<size_t>(limits_.vocab_size)) {
-    return invalid_argument("json_object needs the bytes of each of the " +
+    return invalid_argument("a JSON response format needs the bytes of each of the " +
                             std::to_string(limits_.vocab_size) +
                             " tokens (RunnerOptions::token_bytes)");
   }
@@ -316,10 +316,12 @@ void Engine::start(Command& command) {
   EngineSession& session = it->second;
   auto generation = std::make_unique<ActiveGeneration>(ActiveGeneration{
       request.state, request.config, std::move(request.callback),
-      Sampler(request.config.sampling, request.config.seed, request.config.json_object),
+      Sampler(request.config.sampling, request.config.seed, request.config.constrained_to_json()),
       StopMatcher({}, {}, nullptr), GenerationMetrics{}, LatencyStats{}, -1, -1, ++next_arrival_});
-  if (request.config.json_object) {
-    generation->json.emplace(/*object_only=*/true, kJsonMaxWhitespaceRun);
+  if (request.config.constrained_to_json()) {
+    generation->json.emplace(request.config.json_schema != nullptr ? request.config.json_schema
+                                                                   : JsonSchema::any_object(),
+                             kJsonMaxWhitespaceRun);
     generation->token_bytes = &options_.token_bytes;
     generation->token_index = &token_index_;
   }

@@ -30,6 +30,7 @@
 #include "batching/executor.h"
 #include "batching/generation.h"
 #include "batching/json_prefix.h"
+#include "batching/json_schema_prefix.h"
 #include "batching/metrics.h"
 #include "batching/runner.h"
 #include "batching/sampler.h"
@@ -118,10 +119,10 @@ class Engine {
     // The sampler's rewrite of the step's row, for an executor that rewrites rows
     // (StepInput::rewrite views it until execute() returns); storage reused step to step.
     SamplerRewrite rewrite = {};
-    // GenConfig::json_object: the text generated so far as a JSON prefix, each token's bytes
-    // (RunnerOptions::token_bytes) and pick_token's mask of the tokens that keep it one
-    // ([vocab], scratch).
-    std::optional<JsonPrefix> json = std::nullopt;
+    // GenConfig::json_object / json_schema: the text generated so far as a prefix of a value
+    // the schema accepts, each token's bytes (RunnerOptions::token_bytes) and pick_token's mask
+    // of the tokens that keep it one ([vocab], scratch).
+    std::optional<JsonSchemaPrefix> json = std::nullopt;
     const std::vector<std::string>* token_bytes = nullptr;
     const TokenBytesIndex* token_index = nullptr;
     std::vector<uint8_t> allowed = {};
@@ -261,8 +262,8 @@ class Engine {
   // Touches only the session's generation (its sampler's scratch): safe on any thread while no
   // other pick runs for the same session.
   static PickedToken pick_token(EngineSession& session, const BatchOutput& out, size_t row);
-  // engine_json.cpp. GenConfig::json_object: the row's argmax (`greedy` when the executor
-  // computed it) where plain greedy takes it and it keeps the text a JSON prefix — no mask
+  // engine_json.cpp. GenConfig::json_object / json_schema: the row's argmax (`greedy` when the
+  // executor computed it) where plain greedy takes it and it keeps the text a JSON prefix — no mask
   // needed; else nullopt, with generation.allowed the mask of the tokens that keep it one. Touches
   // only the generation, as pick_token.
   static std::optional<int32_t> constrain_to_json(ActiveGeneration& generation,

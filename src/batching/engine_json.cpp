@@ -1,5 +1,6 @@
-// GenConfig::json_object on the engine's side: which tokens keep a generation's text a prefix of
-// one JSON object (batching/json_prefix.h), found without checking every token where possible.
+// GenConfig::json_object and json_schema on the engine's side: which tokens keep a generation's
+// text a prefix of a value the schema accepts (batching/json_schema_prefix.h), found without
+// checking every token where possible.
 // Runs on the sampling pool, touching only its generation (engine.h's pick_token).
 #include <optional>
 #include <span>
@@ -12,7 +13,7 @@ namespace cellm::internal {
 
 std::optional<int32_t> Engine::constrain_to_json(ActiveGeneration& generation,
                                                  std::span<const float> logits, int32_t greedy) {
-  const JsonPrefix& json = *generation.json;
+  const JsonSchemaPrefix& json = *generation.json;
   const std::vector<std::string>& bytes = *generation.token_bytes;
   const auto allows = [&](int32_t t) {
     const std::string& piece = bytes[static_cast<size_t>(t)];
@@ -29,7 +30,7 @@ std::optional<int32_t> Engine::constrain_to_json(ActiveGeneration& generation,
   // tokens whose first byte the text may take next are checked.
   const TokenBytesIndex& index = *generation.token_index;
   std::vector<uint8_t>& allowed = generation.allowed;
-  if (json.between_string_characters()) {
+  if (json.free_string()) {
     allowed.resize(bytes.size());
     for (size_t t = 0; t < bytes.size(); ++t) {
       allowed[t] = index.plain_string_pieces[t] != 0 || allows(static_cast<int32_t>(t)) ? 1 : 0;

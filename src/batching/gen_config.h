@@ -10,11 +10,13 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "batching/batch.h"
+#include "batching/json_schema.h"
 #include "core/status.h"
 
 namespace cellm {
@@ -64,6 +66,13 @@ struct GenConfig {
   // generation ends (FormatComplete) once the object is whole. Needs RunnerOptions::token_bytes.
   // Tokens that add no text (control tokens, EOS) are never picked.
   bool json_object = false;
+  // Constrains the output to one JSON value the schema accepts (OpenAI's response_format
+  // "json_schema"; batching/json_schema_prefix.h), as json_object does for any object; the
+  // generation ends (FormatComplete) once the value is whole. Takes json_object's place when set.
+  std::shared_ptr<const JsonSchema> json_schema = nullptr;
+
+  // Whether the output is held to a JSON format (json_object or json_schema).
+  bool constrained_to_json() const { return json_object || json_schema != nullptr; }
 };
 
 // The whitespace a json_object generation may write between two tokens: a newline and an
@@ -74,7 +83,7 @@ inline constexpr int32_t kJsonMaxWhitespaceRun = 20;
 enum class FinishReason {
   kStopToken,       // a stop token was produced (and delivered)
   kStopString,      // a stop string appeared in the text
-  kFormatComplete,  // the JSON object GenConfig::json_object asked for is whole
+  kFormatComplete,  // the JSON value GenConfig::json_object or json_schema asked for is whole
   kNewTokenLimit,   // max_new_tokens were produced
   kCancelled,       // cancel(), the session closed, or the runner shut down
   kFailed,          // refused at submit, an executor failure, or a callback threw

@@ -59,6 +59,9 @@ class JsonPrefix {
   friend bool operator==(const JsonPrefix&, const JsonPrefix&) = default;
 
  private:
+  // The schema walker reads the mode to learn where a value, key or character begins and ends.
+  friend class JsonSchemaPrefix;
+
   // Where the byte stream stands: between tokens (what may come next), or inside a token. The
   // order matters to step(): the modes between tokens, then inside strings, then the numbers.
   enum class Mode : uint8_t {

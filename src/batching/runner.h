@@ -69,7 +69,7 @@ struct RunnerOptions {
   // refused.
   TextStreamFactory text_streams;
   // [vocab] the bytes each token adds to the text ("" for control tokens), as text_streams
-  // writes them: what GenConfig::json_object checks tokens against; without it such
+  // writes them: what GenConfig::json_object and json_schema check tokens against; without it such
   // generations are refused. The app takes them from its tokenizer.
   std::vector<std::string> token_bytes;
   PrefixReuseOptions prefix_reuse;

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "batching/json_oracle_test_util.h"
+#include "batching/json_schema_oracle_test_util.h"
+#include "batching/json_schema_prefix.h"
 #include "batching/runner.h"
 #include "batching/runner_test_util.h"
 #include "batching/sampler.h"
@@ -151,13 +153,83 @@ TEST(RunnerJsonTest, EveryGenerationIsTheOracleConstrainedPickAndStopsWhenTheObj
   }
 }
 
+// A schema the toy tokens can satisfy: an integer, a short list of enum values, nothing else.
+constexpr const char* kToySchema = R"({"type": "object", "properties": {
+    "a": {"type": "integer"},
+    "ab": {"type": "array", "items": {"enum": ["x", true, null]}, "maxItems": 2}},
+  "required": ["a", "ab"], "additionalProperties": false})";
+
+// What a json_schema generation must give: at each position the sampler picks among the tokens a
+// JsonSchemaPrefix of the text so far accepts (the walker's own checks are json_schema_test's).
+Outcome expected_with_schema(Tokens context, const GenConfig& config) {
+  Sampler sampler(config.sampling, config.seed, /*masked=*/true);
+  JsonSchemaPrefix walker(config.json_schema, kJsonMaxWhitespaceRun);
+  Outcome out;
+  std::vector<uint8_t> allowed(kVocab);
+  for (int32_t n = 0; n < config.max_new_tokens; ++n) {
+    for (int32_t t = 0; t < kVocab; ++t) {
+      const std::string& piece = toy_bytes()[static_cast<size_t>(t)];
+      allowed[static_cast<size_t>(t)] = !piece.empty() && walker.accepts(piece) ? 1 : 0;
+    }
+    const StatusOr<int32_t> token = sampler.sample(fake_logits(context, kVocab), context, allowed);
+    EXPECT_TRUE(token.ok()) << token.status().to_string() << " after " << out.text;
+    if (!token.ok()) return out;
+    context.push_back(*token);
+    out.tokens.push_back(*token);
+    out.text += toy_bytes()[static_cast<size_t>(*token)];
+    EXPECT_TRUE(walker.feed(toy_bytes()[static_cast<size_t>(*token)]));
+    if (walker.complete()) {
+      out.reason = FinishReason::kFormatComplete;
+      return out;
+    }
+  }
+  out.reason = FinishReason::kNewTokenLimit;
+  return out;
+}
+
+TEST(RunnerJsonTest, ASchemaGenerationPicksAmongTheTokensTheSchemaAllowsAndEndsValid) {
+  StatusOr<std::shared_ptr<const JsonSchema>> schema = JsonSchema::compile(kToySchema);
+  ASSERT_TRUE(schema.ok()) << schema.status().to_string();
+  const nlohmann::json root = nlohmann::json::parse(kToySchema);
+  for (const FakeExecutorConfig& executor : executors()) {
+    Rig rig(executor, std::nullopt, with_bytes());
+    std::vector<Session> sessions;
+    std::vector<GenerationHandle> handles;
+    std::vector<std::pair<Tokens, GenConfig>> asked;
+    for (int32_t i = 0; i < 12; ++i) {  // greedy and sampled, beside a json_object generation
+      GenConfig config = json_config(60, i % 3 == 0 ? 0.0f : 0.5f + 0.25f * (i % 4), i);
+      config.json_object = i == 5;
+      config.json_schema = i == 5 ? nullptr : *schema;
+      asked.emplace_back(ramp(3 + i, i), config);
+      sessions.push_back(rig.runner.open_session());
+      handles.push_back(sessions.back().generate_async(asked.back().first, config));
+    }
+    int num_valid = 0;
+    for (size_t i = 0; i < handles.size(); ++i) {
+      handles[i].wait();
+      const Outcome want = i == 5 ? expected(asked[i].first, asked[i].second)
+                                  : expected_with_schema(asked[i].first, asked[i].second);
+      EXPECT_EQ(handles[i].tokens(), want.tokens) << "generation " << i;
+      EXPECT_EQ(handles[i].finish_reason(), want.reason)
+          << "generation " << i << ": " << handles[i].error_message();
+      if (i == 5 || handles[i].finish_reason() != FinishReason::kFormatComplete) continue;
+      std::string text;
+      for (const int32_t t : handles[i].tokens()) text += toy_bytes()[static_cast<size_t>(t)];
+      EXPECT_TRUE(oracle_valid(root, root, nlohmann::json::parse(text))) << text;
+      ++num_valid;
+    }
+    EXPECT_GT(num_valid, 0) << "no generation completed its value: the test shows too little";
+  }
+}
+
 TEST(RunnerJsonTest, AGenerationWithoutTokenBytesIsRefusedAndOthersRun) {
   Rig rig;  // RunnerOptions without token_bytes
   Session session = rig.runner.open_session();
   GenerationHandle refused = session.generate_async(ramp(4), json_config(8, 0.0f, 0));
   refused.wait();
   EXPECT_EQ(refused.finish_reason(), FinishReason::kFailed);
-  EXPECT_NE(refused.error_message().find("json_object needs the bytes"), std::string::npos)
+  EXPECT_NE(refused.error_message().find("a JSON response format needs the bytes"),
+            std::string::npos)
       << refused.error_message();
   GenerationHandle plain = session.generate_async(ramp(4), greedy(3));
   plain.wait();

@@ -82,7 +82,8 @@ class Sampler {
  public:
   // params must pass validate_gen_config; its token ids must lie in the vocabulary (the Runner
   // checks both at submit; a bad id here is a CELLM_CHECK failure). A `masked` sampler is told at
-  // every sample() which tokens it may pick (a constrained output: GenConfig::json_object).
+  // every sample() which tokens it may pick (a constrained output: GenConfig::json_object,
+  // json_schema).
   Sampler(const SamplingParams& params, uint64_t seed, bool masked = false);
 
   // The token for position context.size(), from `logits` ([vocab] f32, raw) given the session's

@@ -1,0 +1,104 @@
+// JsonSchema: a JSON Schema compiled into a table of nodes that JsonSchemaPrefix
+// (json_schema_prefix.h) walks one byte at a time while a generation writes its output. Compiling
+// checks the schema once — what it cannot enforce exactly is refused with the keyword and its
+// place, never ignored — so that every prefix the walker accepts can still be completed into a
+// value the schema accepts.
+//
+// The subset (OpenAI's structured outputs and what pydantic emits): `type` (one or a list;
+// "integer" is written without fraction or exponent), `enum` and `const` (the value is written as
+// its compact serialization), `properties`, `required` (at most 64 properties an object),
+// `additionalProperties` (true, false or a schema; absent: any), `items` (a schema or false),
+// `prefixItems`, `minItems`, `maxItems`, `minLength`, `maxLength` (code points), `anyOf` and
+// `oneOf` whose branches take different JSON types (chosen by the value's first byte), `allOf` of
+// one schema, `$ref` to a place in the same document ("#", "#/$defs/Name", recursion included),
+// and the annotations (`title`, `description`, `default`, `examples`, ...) which change nothing.
+// Property names are written as they are between the quotes (no escapes). Anything else —
+// `pattern`, `format`, numeric bounds, `minProperties`, `uniqueItems`, `not`, remote refs — is
+// refused.
+//
+// It knows JSON values and schemas, not tokens, models or the engine. Built by the server and the
+// CLI from the request's schema; shared read-only by the generations that use it.
+//
+// Thread-safety: immutable after compile(); any number of threads may read one.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+
+namespace cellm {
+
+// A JSON value's type, as its first byte tells it; a node's accepted types are a mask of these.
+enum JsonTypeBit : uint8_t {
+  kJsonObjectBit = 1,
+  kJsonArrayBit = 2,
+  kJsonStringBit = 4,
+  kJsonNumberBit = 8,  // integers too
+  kJsonBooleanBit = 16,
+  kJsonNullBit = 32,
+  kJsonAnyTypeBits = 63,
+};
+
+// The type bit of a value that begins with `byte`, or 0 when no value begins with it.
+uint8_t json_type_of_first_byte(unsigned char byte);
+
+class JsonSchema {
+ public:
+  static constexpr int32_t kAnyNode = 0;  // accepts every JSON value
+  static constexpr int32_t kNoNode = -1;  // accepts nothing (`additionalProperties: false`)
+  static constexpr int kMaxProperties = 64;
+  static constexpr uint32_t kUnbounded = UINT32_MAX;
+
+  struct Property {
+    std::string name;  // the bytes between the key's quotes
+    int32_t node;
+  };
+  struct Node {
+    uint8_t types = kJsonAnyTypeBits;
+    bool integer_only = false;  // kJsonNumberBit means integers only
+    // A union (anyOf / oneOf / a list of types with per-type branches): the branch to use for a
+    // value of type bit b is branch_by_type[log2 b], kNoNode for none. Empty: not a union.
+    std::vector<int32_t> branch_by_type;
+    // Objects: properties sorted by name (a name before its extensions); required: their bits.
+    std::vector<Property> properties;
+    uint64_t required = 0;
+    int32_t additional = kAnyNode;
+    // Arrays: item i's node is prefix_items[i], then `items`.
+    std::vector<int32_t> prefix_items;
+    int32_t items = kAnyNode;
+    uint32_t min_items = 0;
+    uint32_t max_items = kUnbounded;
+    // Strings, in code points.
+    uint32_t min_length = 0;
+    uint32_t max_length = kUnbounded;
+    // enum / const: the values' compact serializations, sorted (a text before its extensions);
+    // has_enum false: no such constraint.
+    bool has_enum = false;
+    std::vector<std::string> enum_texts;
+  };
+
+  // Compiles a schema written as JSON text. Errors name the keyword and where it is
+  // ("#/properties/age: the keyword \"minimum\" is not supported").
+  static StatusOr<std::shared_ptr<const JsonSchema>> compile(std::string_view schema_text);
+  // {"type": "object"}: OpenAI's json_object.
+  static std::shared_ptr<const JsonSchema> any_object();
+
+  int32_t root() const { return root_; }
+  const Node& node(int32_t index) const { return nodes_[static_cast<size_t>(index)]; }
+  // The node a value of type `type_bit` is checked against at `index` (a union's branch), or
+  // kNoNode when the node does not take that type.
+  int32_t node_for_type(int32_t index, uint8_t type_bit) const;
+  // The node of an array's item `position` (0-based), or kNoNode when it may have no such item.
+  int32_t item_node(int32_t array_node, uint32_t position) const;
+
+ private:
+  friend class JsonSchemaCompiler;
+  std::vector<Node> nodes_;
+  int32_t root_ = kAnyNode;
+};
+
+}  // namespace cellm

@@ -1,0 +1,112 @@
+// A JSON Schema validator for tests of the schema walker (json_schema_prefix_test): written from
+// the JSON Schema specification for the subset json_schema.h supports, over nlohmann::json values,
+// sharing no code with the walker or its compiler. Test code only. Thread-safety: stateless.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace cellm::testing {
+
+// Code points of a valid UTF-8 string.
+inline size_t utf8_length(const std::string& text) {
+  size_t n = 0;
+  for (const char c : text) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80 ? 1 : 0;
+  return n;
+}
+
+inline bool oracle_has_type(const nlohmann::json& value, const std::string& type) {
+  if (type == "object") return value.is_object();
+  if (type == "array") return value.is_array();
+  if (type == "string") return value.is_string();
+  if (type == "boolean") return value.is_boolean();
+  if (type == "null") return value.is_null();
+  if (type == "number") return value.is_number();
+  if (type == "integer") {
+    if (value.is_number_integer()) return true;
+    return value.is_number_float() && std::floor(value.get<double>()) == value.get<double>();
+  }
+  return false;
+}
+
+// Whether `value` is valid against `schema` (a part of `root`, which $ref points into).
+inline bool oracle_valid(const nlohmann::json& root, const nlohmann::json& schema,
+                         const nlohmann::json& value) {
+  using nlohmann::json;
+  if (schema.is_boolean()) return schema.get<bool>();
+  if (schema.contains("$ref")) {
+    const std::string ref = schema.at("$ref").get<std::string>();
+    return oracle_valid(root, root.at(json::json_pointer(ref.substr(1))), value);
+  }
+  if (schema.contains("type")) {
+    const json& type = schema.at("type");
+    bool any = false;
+    if (type.is_string()) {
+      any = oracle_has_type(value, type.get<std::string>());
+    } else {
+      for (const json& t : type) any = any || oracle_has_type(value, t.get<std::string>());
+    }
+    if (!any) return false;
+  }
+  if (schema.contains("enum")) {
+    bool found = false;
+    for (const json& option : schema.at("enum")) found = found || option == value;
+    if (!found) return false;
+  }
+  if (schema.contains("const") && schema.at("const") != value) return false;
+  if (schema.contains("anyOf")) {
+    bool any = false;
+    for (const json& branch : schema.at("anyOf")) any = any || oracle_valid(root, branch, value);
+    if (!any) return false;
+  }
+  if (schema.contains("oneOf")) {
+    int matches = 0;
+    for (const json& branch : schema.at("oneOf")) matches += oracle_valid(root, branch, value);
+    if (matches != 1) return false;
+  }
+  if (schema.contains("allOf")) {
+    for (const json& branch : schema.at("allOf")) {
+      if (!oracle_valid(root, branch, value)) return false;
+    }
+  }
+  if (value.is_object()) {
+    const json properties = schema.value("properties", json::object());
+    for (const auto& [key, child] : value.items()) {
+      if (properties.contains(key)) {
+        if (!oracle_valid(root, properties.at(key), child)) return false;
+      } else if (schema.contains("additionalProperties")) {
+        if (!oracle_valid(root, schema.at("additionalProperties"), child)) return false;
+      }
+    }
+    for (const json& name : schema.value("required", json::array())) {
+      if (!value.contains(name.get<std::string>())) return false;
+    }
+  }
+  if (value.is_array()) {
+    const json prefix = schema.value("prefixItems", json::array());
+    for (size_t i = 0; i < value.size(); ++i) {
+      if (i < prefix.size()) {
+        if (!oracle_valid(root, prefix[i], value[i])) return false;
+      } else if (schema.contains("items")) {
+        if (!oracle_valid(root, schema.at("items"), value[i])) return false;
+      }
+    }
+    if (schema.contains("minItems") && value.size() < schema.at("minItems").get<size_t>()) {
+      return false;
+    }
+    if (schema.contains("maxItems") && value.size() > schema.at("maxItems").get<size_t>()) {
+      return false;
+    }
+  }
+  if (value.is_string()) {
+    const size_t length = utf8_length(value.get<std::string>());
+    if (schema.contains("minLength") && length < schema.at("minLength").get<size_t>()) return false;
+    if (schema.contains("maxLength") && length > schema.at("maxLength").get<size_t>()) return false;
+  }
+  return true;
+}
+
+}  // namespace cellm::testing

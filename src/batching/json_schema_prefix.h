@@ -1,0 +1,87 @@
+// JsonSchemaPrefix: recognizes, one byte at a time, the prefixes of the JSON texts a JsonSchema
+// (json_schema.h) accepts. The grammar is JsonPrefix's (exactly RFC 8259, whitespace runs
+// bounded); on top it walks the schema: which types a value may take, which keys an object may
+// still get and which it must get before '}', how many items an array may hold, how long a string
+// may be, and which texts an enum allows. Every prefix it accepts can still be completed into a
+// text the schema accepts (the compiler refuses what would make that untrue), so a constrained
+// generation never finds every token refused.
+//
+// It knows bytes and the compiled schema; no tokens, no tokenizer, no model. Who calls it: the
+// engine's response-format constraint (engine_json.cpp) — accepts(bytes) for candidate tokens at
+// every generated token, feed() for the one sampled.
+//
+// Thread-safety: a value type; one thread per object (copies are independent and share the
+// immutable schema).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+#include "batching/json_prefix.h"
+#include "batching/json_schema.h"
+
+namespace cellm {
+
+class JsonSchemaPrefix {
+ public:
+  JsonSchemaPrefix(std::shared_ptr<const JsonSchema> schema, int max_whitespace_run);
+  JsonSchemaPrefix(const JsonSchemaPrefix& other);
+  JsonSchemaPrefix& operator=(const JsonSchemaPrefix& other);
+
+  // Feeds every byte of `bytes`; commits and returns true only if all are accepted (all or
+  // nothing). Empty: true.
+  bool feed(std::string_view bytes);
+  // Whether feed(bytes) would succeed, without changing the state.
+  bool accepts(std::string_view bytes) const;
+  // Whether what was fed is one whole value the schema accepts (plus optional whitespace).
+  bool complete() const;
+  // Whether the state is inside a string value whose characters are free (no enum, no maximum
+  // length) between two characters: every JsonPrefix::plain_string_piece() is accepted there and
+  // leaves it there.
+  bool free_string() const;
+
+  static constexpr int kMaxDepth = JsonPrefix::kMaxDepth;
+
+ private:
+  using Mode = JsonPrefix::Mode;
+  // An open object or array.
+  struct Frame {
+    int32_t node;    // the schema node it is checked against
+    uint32_t count;  // array: items begun; object: keys ended
+    uint64_t seen;   // object: the bits of the properties it has
+  };
+  // What is being written inside the innermost container (or at the top).
+  enum class Active : uint8_t { kNone, kKey, kString, kNumber, kEnum };
+  struct State {
+    JsonPrefix syntax;
+    Active active;
+    bool integer_only;       // kNumber: no fraction, no exponent
+    int32_t value_node;      // object: the node of the value after the key that ended
+    int32_t string_node;     // kString: the string's node (its length bounds)
+    uint32_t string_length;  // kString: code points begun so far
+    uint32_t lo;             // kKey: properties [lo, hi) match the key so far; kEnum: texts
+    uint32_t hi;
+    uint32_t offset;     // kKey, kEnum: bytes matched
+    int32_t enum_node;   // kEnum: the node whose texts are matched
+    int32_t enum_depth;  // kEnum: the syntax depth the value began at
+    int32_t num_frames;
+    Frame frames[kMaxDepth];  // [0, num_frames) open containers; the rest unused
+  };
+  static void copy_state(const State& from, State* to);
+
+  bool step(State& s, unsigned char byte) const;
+  bool step_between_tokens(State& s, unsigned char byte, Mode before) const;
+  bool step_key(State& s, unsigned char byte, Mode before) const;
+  bool step_enum(State& s, unsigned char byte, Mode before, int32_t depth_before) const;
+  bool begin_value(State& s, unsigned char byte) const;
+  bool end_key(State& s) const;
+  bool can_take_key(const Frame& frame) const;
+  bool property_available(const Frame& frame, uint32_t index) const;
+
+  std::shared_ptr<const JsonSchema> owner_;
+  const JsonSchema* schema_;
+  State state_;
+};
+
+}  // namespace cellm

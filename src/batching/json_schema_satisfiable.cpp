@@ -1,0 +1,69 @@
+#include "batching/json_schema_satisfiable.h"
+
+#include <algorithm>
+#include <cstdint>
+
+namespace cellm {
+
+void prune_unsatisfiable(std::vector<JsonSchema::Node>& nodes) {
+  using Node = JsonSchema::Node;
+  std::vector<uint8_t> sat(nodes.size(), 0);
+  const auto can = [&](int32_t n) {
+    return n != JsonSchema::kNoNode && sat[static_cast<size_t>(n)] != 0;
+  };
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      const Node& n = nodes[i];
+      uint8_t mask = 0;
+      if (!n.branch_by_type.empty()) {
+        for (int t = 0; t < 6; ++t) {
+          const int32_t b = n.branch_by_type[static_cast<size_t>(t)];
+          if (b != JsonSchema::kNoNode && (sat[static_cast<size_t>(b)] & (1u << t)) != 0) {
+            mask = static_cast<uint8_t>(mask | (1u << t));
+          }
+        }
+      } else {
+        mask = static_cast<uint8_t>(n.types & ~(kJsonObjectBit | kJsonArrayBit));
+        if ((n.types & kJsonObjectBit) != 0) {
+          bool all = true;
+          for (size_t p = 0; p < n.properties.size(); ++p) {
+            if (((n.required >> p) & 1) != 0) all = all && can(n.properties[p].node);
+          }
+          if (all || n.has_enum) mask |= kJsonObjectBit;
+        }
+        if ((n.types & kJsonArrayBit) != 0) {
+          bool all = true;
+          for (uint32_t k = 0; k < n.min_items && all; ++k) {
+            all = can(k < n.prefix_items.size() ? n.prefix_items[k] : n.items);
+          }
+          if (all || n.has_enum) mask |= kJsonArrayBit;
+        }
+      }
+      if (mask != sat[i]) {
+        sat[i] = mask;
+        changed = true;
+      }
+    }
+  }
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    Node& n = nodes[i];
+    n.types = sat[i];
+    for (int t = 0; t < static_cast<int>(n.branch_by_type.size()); ++t) {
+      if ((sat[i] & (1u << t)) == 0) n.branch_by_type[static_cast<size_t>(t)] = JsonSchema::kNoNode;
+    }
+    for (JsonSchema::Property& p : n.properties) {
+      if (!can(p.node)) p.node = JsonSchema::kNoNode;
+    }
+    if (!can(n.additional)) n.additional = JsonSchema::kNoNode;
+    if (!can(n.items)) n.items = JsonSchema::kNoNode;
+    for (size_t k = 0; k < n.prefix_items.size(); ++k) {
+      if (!can(n.prefix_items[k])) {
+        n.max_items = std::min(n.max_items, static_cast<uint32_t>(k));
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace cellm

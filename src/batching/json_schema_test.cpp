@@ -1,0 +1,366 @@
+// The schema compiler and walker against an independent validator (json_schema_oracle_test_util.h):
+// random walks that pick among the bytes the walker accepts must never get stuck and must end in
+// texts the validator accepts; one-byte mutations of those the walker still takes whole must be
+// valid too; re-serialized valid values must be taken whole; hand-written texts are taken exactly
+// when the validator accepts them; and what the compiler cannot enforce is refused by name.
+#include "batching/json_schema.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "batching/json_schema_oracle_test_util.h"
+#include "batching/json_schema_prefix.h"
+
+namespace cellm {
+namespace {
+
+using nlohmann::json;
+
+constexpr int kWhitespaceRun = 4;
+
+const std::vector<std::string>& schemas() {
+  static const std::vector<std::string> kSchemas = {
+      // 0: a record with bounded strings, an integer, a nullable field and an enum list
+      R"({"type": "object", "properties": {
+            "name": {"type": "string", "minLength": 1, "maxLength": 8},
+            "age": {"type": "integer"},
+            "email": {"type": ["string", "null"]},
+            "tags": {"type": "array", "items": {"type": "string", "enum": ["a", "ab", "b"]},
+                     "maxItems": 3}},
+          "required": ["name", "age"], "additionalProperties": false})",
+      // 1: a recursive tree through $defs
+      R"({"$ref": "#/$defs/node", "$defs": {"node": {"type": "object", "properties": {
+            "value": {"type": "number"},
+            "children": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 2}},
+          "required": ["value"], "additionalProperties": false}}})",
+      // 2: a union chosen by type, a tuple, other keys free
+      R"({"type": "object", "properties": {"x": {"anyOf": [
+            {"type": "string", "maxLength": 3}, {"type": "integer"}, {"type": "null"},
+            {"type": "array", "prefixItems": [{"const": true}, {"enum": [1, 12, "z", null]}],
+             "items": false, "minItems": 1}]}},
+          "required": ["x"]})",
+      // 3: property names that are prefixes of each other
+      R"({"type": "object", "properties": {"a": {"type": "boolean"}, "ab": {"type": "null"},
+            "abc": {"type": "integer"}}, "required": ["abc"], "additionalProperties": false})",
+      // 4: an enum of values of every kind, at the top
+      R"({"enum": [{"k": 1}, {"k": [1, 2]}, "s", 3, 3.5, true, null, [], "é"]})",
+      // 5: anything
+      R"({})",
+      // 6: extra keys of one type beside a declared one
+      R"({"type": "object", "properties": {"n": {"type": "string"}},
+          "additionalProperties": {"type": "integer"}})",
+      // 7: an array of 2-4 records
+      R"({"type": "array", "items": {"type": "object", "properties": {"id": {"type": "integer"}},
+            "required": ["id"]}, "minItems": 2, "maxItems": 4})",
+      // 8: oneOf by type, a const string
+      R"({"oneOf": [{"type": "boolean"}, {"type": "object", "properties": {"q": {"const": "yes"}},
+            "required": ["q"], "additionalProperties": false}]})",
+      // 9: a required property only named in "required" (any value), and an empty-only object
+      R"({"type": "object", "required": ["z"], "properties": {"e": {"type": "object",
+            "additionalProperties": false}, "never": false}})",
+      // 10: a property whose every value would hold another without end, beside a plain one
+      R"({"type": "object", "properties": {"loop": {"$ref": "#/$defs/l"}, "ok": {"type": "integer"},
+            "list": {"type": "array", "prefixItems": [{"type": "null"}, {"$ref": "#/$defs/l"}]}},
+          "additionalProperties": false,
+          "$defs": {"l": {"type": "object", "properties": {"next": {"$ref": "#/$defs/l"}},
+            "required": ["next"]}}})",
+  };
+  return kSchemas;
+}
+
+std::shared_ptr<const JsonSchema> compiled(const std::string& text) {
+  StatusOr<std::shared_ptr<const JsonSchema>> schema = JsonSchema::compile(text);
+  EXPECT_TRUE(schema.ok()) << schema.status().message() << "\n" << text;
+  return schema.ok() ? *schema : JsonSchema::any_object();
+}
+
+bool takes_whole(const std::shared_ptr<const JsonSchema>& schema, const std::string& text) {
+  JsonSchemaPrefix walker(schema, kWhitespaceRun);
+  return walker.feed(text) && walker.complete();
+}
+
+// Whether the validator takes `text`; nullopt for a number beyond a double's range (valid JSON
+// that nlohmann::json cannot hold, so the validator cannot say).
+std::optional<bool> oracle_takes(const json& root, const std::string& text) {
+  json value;
+  try {
+    value = json::parse(text);
+  } catch (const json::out_of_range&) {
+    return std::nullopt;
+  } catch (const json::exception&) {
+    return false;
+  }
+  return testing::oracle_valid(root, root, value);
+}
+
+// Pieces a walk writes to end soon: the schema's required key first (so that objects open to other
+// keys still get it), then what closes strings and containers.
+std::vector<std::string> finishing_pieces(size_t schema_index) {
+  std::vector<std::string> pieces = {"\"", "}", "]", ":", "0", "null", ","};
+  const char* key = schema_index == 2   ? "x"
+                    : schema_index == 7 ? "id"
+                    : schema_index == 9 ? "z"
+                                        : "";
+  if (*key != '\0') pieces.insert(pieces.begin(), std::string(key) + "\":0");
+  return pieces;
+}
+
+// A walk of random accepted bytes; after `budget` bytes it mostly writes the first finishing
+// piece the walker takes. Every byte is checked first: some byte must be accepted unless the
+// text is complete. Returns the text once complete (and stopping), or nullopt past `limit` bytes.
+std::optional<std::string> random_walk(const std::shared_ptr<const JsonSchema>& schema,
+                                       const std::vector<std::string>& pieces, std::mt19937& rng,
+                                       size_t budget, size_t limit) {
+  JsonSchemaPrefix walker(schema, kWhitespaceRun);
+  std::string text;
+  std::string queued;  // the rest of a finishing piece
+  while (text.size() < limit) {
+    if (walker.complete() && (text.size() >= budget || rng() % 4 == 0)) return text;
+    std::vector<unsigned char> accepted;
+    for (int b = 0; b < 256; ++b) {
+      const char c = static_cast<char>(b);
+      if (walker.accepts(std::string_view(&c, 1)))
+        accepted.push_back(static_cast<unsigned char>(b));
+    }
+    if (accepted.empty()) {
+      EXPECT_TRUE(walker.complete()) << "stuck after: " << text;
+      return walker.complete() ? std::optional<std::string>(text) : std::nullopt;
+    }
+    if (queued.empty() && text.size() >= budget && rng() % 5 != 0) {
+      for (const std::string& piece : pieces) {
+        if (walker.accepts(piece)) {
+          queued = piece;
+          break;
+        }
+      }
+    }
+    char c = static_cast<char>(accepted[rng() % accepted.size()]);
+    if (!queued.empty()) {
+      c = queued[0];
+      queued.erase(0, 1);
+    }
+    EXPECT_TRUE(walker.feed(std::string_view(&c, 1)));
+    text.push_back(c);
+  }
+  return std::nullopt;
+}
+
+// Whether a value holds a float with an integral value (a walker writes integers as such).
+bool has_integral_float(const json& value) {
+  if (value.is_number_float()) return std::floor(value.get<double>()) == value.get<double>();
+  if (value.is_structured()) {
+    for (const json& child : value) {
+      if (has_integral_float(child)) return true;
+    }
+  }
+  return false;
+}
+
+TEST(JsonSchemaPrefixTest, RandomWalksNeverGetStuckAndEndInValidTexts) {
+  std::mt19937 rng(20261205);
+  for (size_t i = 0; i < schemas().size(); ++i) {
+    SCOPED_TRACE("schema " + std::to_string(i));
+    const json root = json::parse(schemas()[i]);
+    const std::shared_ptr<const JsonSchema> schema = compiled(schemas()[i]);
+    int finished = 0;
+    for (int walk = 0; walk < 60; ++walk) {
+      const std::optional<std::string> text =
+          random_walk(schema, finishing_pieces(i), rng, rng() % 300, 6000);
+      if (!text.has_value() || !oracle_takes(root, *text).has_value()) continue;
+      ++finished;
+      EXPECT_TRUE(*oracle_takes(root, *text)) << *text;
+      // The same value written compactly (keys sorted, numbers respelled) is taken whole.
+      const json value = json::parse(*text);
+      if (!has_integral_float(value)) {
+        EXPECT_TRUE(takes_whole(schema, value.dump())) << value.dump();
+      }
+      // A one-byte change the walker still takes whole is valid too.
+      for (int m = 0; m < 40; ++m) {
+        std::string mutated = *text;
+        const size_t at = rng() % (mutated.size() + 1);
+        static const std::string kBytes = "{}[]\",:0123456789.-eE ntrufalsxyz\xc3\xa9\\";
+        const char byte = kBytes[rng() % kBytes.size()];
+        switch (rng() % 3) {
+          case 0:
+            if (at < mutated.size()) mutated[at] = byte;
+            break;
+          case 1:
+            mutated.insert(mutated.begin() + static_cast<std::ptrdiff_t>(at), byte);
+            break;
+          default:
+            if (at < mutated.size()) mutated.erase(at, 1);
+        }
+        if (takes_whole(schema, mutated)) {
+          EXPECT_NE(oracle_takes(root, mutated), std::optional<bool>(false)) << mutated;
+        }
+      }
+    }
+    EXPECT_GE(finished, 30) << "too few walks ended: the completeness checks ran too rarely";
+  }
+}
+
+TEST(JsonSchemaPrefixTest, HandWrittenTextsAreTakenExactlyWhenValid) {
+  const std::vector<std::pair<size_t, std::string>> cases = {
+      {0, R"({"name": "Al", "age": 30})"},
+      {0, R"({"age": -4, "name": "Alexande", "email": null})"},
+      {0, R"({"age": 3, "name": "Alexander"})"},
+      {0, R"({"name": "", "age": 3})"},
+      {0, R"({"name": "Al", "age": 3.5})"},
+      {0, R"({"name": "Al"})"},
+      {0, R"({"name": "Al", "age": 1, "x": 1})"},
+      {0, R"({"name": "Al", "age": 1, "tags": ["ab", "b", "a"]})"},
+      {0, R"({"name": "Al", "age": 1, "tags": ["ab", "b", "a", "a"]})"},
+      {0, R"({"name": "Al", "age": 1, "tags": ["abc"]})"},
+      {0, R"({"name": "Al", "age": 1, "email": 3})"},
+      {0, R"({"name": "日本語", "age": 1})"},
+      {0, R"({"name": "\u65e5\ud83d\ude00", "age": 1})"},
+      {1, R"({"value": 1.5, "children": [{"value": 2}, {"value": -1e3, "children": []}]})"},
+      {1, R"({"value": 1, "children": [{"value": 2}, {"value": 3}, {"value": 4}]})"},
+      {1, R"({"children": []})"},
+      {2, R"({"x": "abc", "y": [1, {"z": null}]})"},
+      {2, R"({"x": "abcd"})"},
+      {2, R"({"x": 7})"},
+      {2, R"({"x": 7.5})"},
+      {2, R"({"x": [true, 12]})"},
+      {2, R"({"x": [true, 13]})"},
+      {2, R"({"x": [true]})"},
+      {2, R"({"x": []})"},
+      {2, R"({"x": [true, "z", 1]})"},
+      {2, R"({"x": false})"},
+      {3, R"({"abc": 1, "a": true, "ab": null})"},
+      {3, R"({"ab": null})"},
+      {3, R"({"abc": 1, "abcd": 1})"},
+      {4, R"({"k":[1,2]})"},
+      {4, R"({"k":[1,3]})"},
+      {4, R"(3.5)"},
+      {4, R"(3)"},
+      {4, R"(35)"},
+      {4, R"("é")"},
+      {4, R"([])"},
+      {4, R"(false)"},
+      {5, R"([1, {"a": "b"}, null])"},
+      {6, R"({"n": "x", "m": 4})"},
+      {6, R"({"n": "x", "m": "y"})"},
+      {6, R"({"n": 1})"},
+      {7, R"([{"id": 1}, {"id": 2, "other": [true]}])"},
+      {7, R"([{"id": 1}])"},
+      {7, R"([{"id": 1}, {"id": 2}, {"id": 3}, {"id": 4}, {"id": 5}])"},
+      {7, R"([{"id": 1}, {}])"},
+      {8, R"(true)"},
+      {8, R"({"q": "yes"})"},
+      {8, R"({"q": "no"})"},
+      {8, R"(null)"},
+      {9, R"({"z": [1]})"},
+      {9, R"({"z": 1, "e": {}})"},
+      {9, R"({"z": 1, "e": {"f": 1}})"},
+      {9, R"({"z": 1, "never": 1})"},
+      {9, R"({"e": {}})"},
+      {10, R"({"ok": 1, "list": [null]})"},
+      {10, R"({"list": [null, {"next": {}}]})"},
+      {10, R"({"loop": {"next": {"next": {}}}})"},
+      {10, R"({"loop": null})"},
+  };
+  for (const auto& [index, text] : cases) {
+    const json root = json::parse(schemas()[index]);
+    EXPECT_EQ(takes_whole(compiled(schemas()[index]), text), oracle_takes(root, text).value())
+        << "schema " << index << ": " << text;
+  }
+}
+
+TEST(JsonSchemaPrefixTest, AKeyTwiceIsRefused) {
+  // RFC 8259: names SHOULD be unique; a reader keeps one of the two values, so a generation may
+  // not write a declared property twice.
+  EXPECT_FALSE(takes_whole(compiled(schemas()[0]), R"({"name": "Al", "age": 1, "name": "Bo"})"));
+  EXPECT_FALSE(takes_whole(compiled(schemas()[3]), R"({"abc": 1, "abc": 2})"));
+  EXPECT_TRUE(takes_whole(compiled(schemas()[3]), R"({"abc": 1, "ab": null})"));
+}
+
+TEST(JsonSchemaPrefixTest, AValueThatCouldNeverEndIsNeverBegun) {
+  // Every value of #/$defs/l holds another under "next": no finite text has one, so neither the
+  // property nor the tuple's second item may be begun, though the schema names both.
+  JsonSchemaPrefix walker(compiled(schemas()[10]), kWhitespaceRun);
+  EXPECT_FALSE(walker.accepts(R"({"loop")"));
+  EXPECT_FALSE(walker.accepts(R"({"list": [null,)"));
+  EXPECT_TRUE(walker.accepts(R"({"list": [null], "ok": 1})"));
+}
+
+TEST(JsonSchemaPrefixTest, OnlyFreeStringsLetPlainPiecesThrough) {
+  const std::shared_ptr<const JsonSchema> schema = compiled(schemas()[0]);
+  JsonSchemaPrefix walker(schema, kWhitespaceRun);
+  ASSERT_TRUE(walker.feed(R"({"email": ")"));
+  EXPECT_TRUE(walker.free_string());
+  ASSERT_TRUE(walker.feed(R"(x", "name": ")"));
+  EXPECT_FALSE(walker.free_string()) << "a string with a maximum length counts its characters";
+  ASSERT_TRUE(walker.feed(R"(Al", "tags": [")"));
+  EXPECT_FALSE(walker.free_string()) << "an enum's string is matched byte by byte";
+  JsonSchemaPrefix key(schema, kWhitespaceRun);
+  ASSERT_TRUE(key.feed(R"({")"));
+  EXPECT_FALSE(key.free_string()) << "a key is matched against the property names";
+}
+
+TEST(JsonSchemaPrefixTest, AKnownNameSpelledWithAnEscapeIsRefused) {
+  // Where names are checked, a key is taken as written: "\u006eame" would be "name" in disguise.
+  JsonSchemaPrefix walker(compiled(schemas()[6]), kWhitespaceRun);
+  EXPECT_FALSE(walker.accepts(R"({"\u006e": 1})"));
+  EXPECT_TRUE(walker.accepts(R"({"n": "x", "other": 1})"));
+  // Where no name is declared, any key is another one, escapes included.
+  JsonSchemaPrefix free(JsonSchema::any_object(), kWhitespaceRun);
+  EXPECT_TRUE(free.accepts(R"({"\u006e\n": 1})"));
+}
+
+TEST(JsonSchemaTest, WhatCannotBeEnforcedIsRefusedByName) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"type": "string", "pattern": "^a"})", "\"pattern\" is not supported"},
+      {R"({"type": "object", "properties": {"age": {"type": "integer", "minimum": 0}}})",
+       "#/properties/age: the keyword \"minimum\""},
+      {R"({"type": "string", "format": "date"})", "\"format\""},
+      {R"({"$ref": "#/$defs/missing"})", "points at nothing"},
+      {R"({"$ref": "https://example.com/s.json"})", "only references within the schema"},
+      {R"({"$ref": "#/$defs/a", "$defs": {"a": {"$ref": "#/$defs/a"}}})", "refers to itself"},
+      {R"({"anyOf": [{"type": "string"}, {"type": ["string", "null"]}]})",
+       "two branches accept string values"},
+      {R"({"allOf": [{"type": "string"}, {"maxLength": 3}]})", "\"allOf\" of more than one"},
+      {R"({"type": "object", "required": ["a"], "additionalProperties": false})",
+       "required property \"a\" is not among"},
+      {R"({"type": "object", "properties": {"a\"b": {}}})", "needs escapes"},
+      {R"({"type": "strin"})", "unknown type \"strin\""},
+      {R"({"type": "integer", "enum": [1.5, "a"]})", "no value of \"enum\""},
+      {R"({"type": "array", "minItems": 3, "maxItems": 2})", "minItems"},
+      {R"({"type": "string", "minLength": -1})", "non-negative integer"},
+      {R"(false)", "accepts no value"},
+      {R"({"type": "object", "properties": {"a": false}, "required": ["a"]})",
+       "required property \"a\" accepts no value"},
+      {R"({"type": )", "not valid JSON"},
+      {R"([1])", "a schema is an object or a boolean"},
+      {R"({"items": [{"type": "string"}]})", "prefixItems"},
+      {R"({"$ref": "#/$defs/l", "$defs": {"l": {"type": "object", "required": ["n"],
+            "properties": {"n": {"$ref": "#/$defs/l"}}}}})",
+       "accepts no finite value"},
+  };
+  for (const auto& [text, expected] : cases) {
+    StatusOr<std::shared_ptr<const JsonSchema>> schema = JsonSchema::compile(text);
+    ASSERT_FALSE(schema.ok()) << text;
+    EXPECT_NE(schema.status().message().find(expected), std::string::npos)
+        << text << " → " << schema.status().message();
+  }
+}
+
+TEST(JsonSchemaTest, DeeplyNestedSchemasAreRefusedNotRecursedWithoutEnd) {
+  std::string text;
+  for (int i = 0; i < 200; ++i) text += R"({"type": "array", "items": )";
+  text += "{}";
+  for (int i = 0; i < 200; ++i) text += "}";
+  StatusOr<std::shared_ptr<const JsonSchema>> schema = JsonSchema::compile(text);
+  ASSERT_FALSE(schema.ok());
+  EXPECT_NE(schema.status().message().find("nested too deeply"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace cellm
