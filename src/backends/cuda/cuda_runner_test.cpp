@@ -1,6 +1,7 @@
 // End to end through the Runner on the CUDA executor (stories260K): prefix reuse keeps the
-// reference tokens, and log-probabilities are the reference logits' log-softmax — summarized on
-// the device for greedy rows, from the row for sampled ones.
+// reference tokens, log-probabilities are the reference logits' log-softmax — summarized on
+// the device for greedy rows, from the row for sampled ones — and JSON-schema-constrained
+// generations (their rows kept on the device and fetched) pick what the CPU executor's do.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,7 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "backends/cuda/cuda_e2e_support.h"
 #include "backends/cuda/cuda_stories_fixture.h"
+#include "batching/json_schema_oracle_test_util.h"
 #include "batching/runner.h"
 
 namespace cellm {
@@ -184,6 +187,71 @@ TEST_F(CudaRunnerTest, LogprobsThroughTheRunnerAreTheLogSoftmaxOfTheReferenceLog
     EXPECT_LT(entry.logprob, 0.0f);
   }
   EXPECT_GT(found_in_top, 0) << "no sampled token among the 20 best: the check compared nothing";
+}
+
+// Token bytes of a toy mapping (the engine reads only these): id t writes kPieces[t % 24], so the
+// model's logits choose among JSON pieces; "" (ids 0, 24, ...) adds no text and is never picked.
+RunnerOptions toy_token_bytes(int32_t vocab) {
+  static const char* const kPieces[] = {"",  "{",  "}", "\"", "a",   "b",    ":",     ",",
+                                        " ", "1",  "[", "]",  "x",   "true", "null",  "0",
+                                        "-", "ab", "2", "\n", "{\"", "\":",  "\"a\"", "\"x\""};
+  RunnerOptions options;
+  for (int32_t t = 0; t < vocab; ++t) options.token_bytes.emplace_back(kPieces[t % 24]);
+  return options;
+}
+
+TEST_F(CudaRunnerTest, JsonSchemaGenerationsPickWhatTheCpuExecutorsPick) {
+  constexpr const char* kSchema = R"({"type": "object", "properties": {
+      "a": {"type": "integer"},
+      "ab": {"type": "array", "items": {"enum": ["x", true, null]}, "maxItems": 2}},
+    "required": ["a", "ab"], "additionalProperties": false})";
+  StatusOr<std::shared_ptr<const JsonSchema>> schema = JsonSchema::compile(kSchema);
+  ASSERT_TRUE(schema.ok()) << schema.status().to_string();
+  const ProgramSpec spec = testing::with_plan(model_->spec(), 64, 9, {1, 2, 4, 8});
+  const RunnerOptions options = toy_token_bytes(vocab_);
+  struct Outcome {
+    Tokens tokens;
+    FinishReason reason;
+  };
+  const auto run = [&](Executor& executor) {
+    Runner runner(executor, DecodeFirstScheduler(SchedulerConfig::defaults_for(64)), options);
+    std::vector<Session> sessions;
+    std::vector<GenerationHandle> handles;
+    for (int i = 0; i < 5; ++i) {  // greedy and sampled, one unconstrained beside them
+      GenConfig config;
+      config.max_new_tokens = 64;
+      config.sampling.temperature = i < 2 ? 0.0f : 0.8f;
+      config.seed = static_cast<uint64_t>(i);
+      config.json_schema = i == 4 ? nullptr : *schema;
+      sessions.push_back(runner.open_session());
+      handles.push_back(sessions.back().generate_async(reference_prompt(i % 3), config));
+    }
+    std::vector<Outcome> outcomes;
+    for (GenerationHandle& handle : handles) {
+      handle.wait();
+      outcomes.push_back({handle.tokens(), handle.finish_reason()});
+    }
+    return outcomes;
+  };
+  auto cuda = testing::make_cuda(*model_, spec);
+  ASSERT_NE(cuda, nullptr);
+  const std::vector<Outcome> on_cuda = run(*cuda);
+  cuda.reset();
+  auto cpu = testing::make_cpu(*model_, spec);
+  const std::vector<Outcome> on_cpu = run(*cpu);
+  const nlohmann::json root = nlohmann::json::parse(kSchema);
+  int num_valid = 0;
+  for (size_t i = 0; i < on_cuda.size(); ++i) {
+    EXPECT_EQ(on_cuda[i].tokens, on_cpu[i].tokens) << "generation " << i;
+    EXPECT_EQ(on_cuda[i].reason, on_cpu[i].reason) << "generation " << i;
+    if (i == 4 || on_cuda[i].reason != FinishReason::kFormatComplete) continue;
+    std::string text;
+    for (const int32_t t : on_cuda[i].tokens) text += options.token_bytes[static_cast<size_t>(t)];
+    EXPECT_TRUE(testing::oracle_valid(root, root, nlohmann::json::parse(text))) << text;
+    ++num_valid;
+  }
+  std::printf("json_schema generations on CUDA: %d of 4 complete and valid\n", num_valid);
+  EXPECT_GT(num_valid, 0) << "no generation completed its value: the test shows too little";
 }
 
 }  // namespace
