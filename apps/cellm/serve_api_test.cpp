@@ -175,8 +175,9 @@ TEST(ServeApiTest, EveryRefusalNamesItsField) {
        "must carry {\"json_schema\": {\"schema\"", ServeEndpoint::kChatCompletions},
       {R"({"prompt": "x", "response_format": {"type": "json_schema", "json_schema":
            {"name": "s", "schema": {"type": "object", "properties": {
-             "when": {"type": "string", "format": "date-time"}}}}}})",
-       "json_schema.schema is refused: #/properties/when: the keyword \"format\" is not supported"},
+             "code": {"type": "string", "pattern": "^[A-Z]+$"}}}}}})",
+       "json_schema.schema is refused: #/properties/code: the keyword \"pattern\" is not "
+       "supported"},
       {R"({"prompt": "x", "response_format": {"type": "grammar"}})",
        "type 'grammar' is not supported"},
       {R"({"messages": [{"role": "user", "content": "x"}], "response_format": "json"})",

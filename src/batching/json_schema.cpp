@@ -9,6 +9,7 @@
 #include <set>
 #include <utility>
 
+#include "batching/json_schema_bounds.h"
 #include "batching/json_schema_satisfiable.h"
 
 namespace cellm {
@@ -18,12 +19,13 @@ using Json = nlohmann::json;
 
 constexpr int kMaxNesting = 64;  // schemas nested deeper are refused (the walker's depth limit)
 
-// Keywords that only describe; they change which values are accepted in no way.
+// Keywords that only describe; they change which values are accepted in no way ("format" too:
+// an annotation by JSON Schema 2020-12's default, asserted only under a vocabulary that asks).
 bool is_annotation(const std::string& keyword) {
   static const std::set<std::string> kAnnotations = {
-      "title", "description", "default",    "examples",     "$schema",
-      "$id",   "$comment",    "deprecated", "readOnly",     "writeOnly",
-      "$defs", "definitions", "$anchor",    "discriminator"};
+      "title", "description", "default",    "examples",      "$schema",
+      "$id",   "$comment",    "deprecated", "readOnly",      "writeOnly",
+      "$defs", "definitions", "$anchor",    "discriminator", "format"};
   return kAnnotations.contains(keyword);
 }
 
@@ -199,23 +201,28 @@ class JsonSchemaCompiler {
     return index;
   }
 
-  StatusOr<uint32_t> bound(const Json& value, const std::string& where,
-                           const std::string& keyword) {
-    if (!value.is_number_integer() || value.get<int64_t>() < 0) {
-      if (!value.is_number_unsigned()) {
-        return error(where, "\"" + keyword + "\" must be a non-negative integer");
-      }
-    }
-    const uint64_t v = value.is_number_unsigned() ? value.get<uint64_t>()
-                                                  : static_cast<uint64_t>(value.get<int64_t>());
-    return static_cast<uint32_t>(std::min<uint64_t>(v, JsonSchema::kUnbounded - 1));
-  }
-
   Status fill(const Json& s, int32_t index, const std::string& where, int depth) {
-    static const std::set<std::string> kConstraints = {
-        "type",  "enum",        "const",    "properties", "required",  "additionalProperties",
-        "items", "prefixItems", "minItems", "maxItems",   "minLength", "maxLength",
-        "anyOf", "oneOf",       "allOf"};
+    static const std::set<std::string> kConstraints = {"type",
+                                                       "enum",
+                                                       "const",
+                                                       "properties",
+                                                       "required",
+                                                       "additionalProperties",
+                                                       "minProperties",
+                                                       "maxProperties",
+                                                       "items",
+                                                       "prefixItems",
+                                                       "minItems",
+                                                       "maxItems",
+                                                       "minLength",
+                                                       "maxLength",
+                                                       "minimum",
+                                                       "maximum",
+                                                       "exclusiveMinimum",
+                                                       "exclusiveMaximum",
+                                                       "anyOf",
+                                                       "oneOf",
+                                                       "allOf"};
     std::vector<std::string> present;
     for (const auto& [keyword, value] : s.items()) {
       if (is_annotation(keyword)) continue;
@@ -256,25 +263,7 @@ class JsonSchemaCompiler {
     }
     if (Status st = fill_object(s, node, where, depth); !st.ok()) return st;
     if (Status st = fill_array(s, node, where, depth); !st.ok()) return st;
-    if (s.contains("minLength")) {
-      StatusOr<uint32_t> v = bound(s.at("minLength"), where, "minLength");
-      if (!v.ok()) return v.status();
-      node.min_length = *v;
-    }
-    if (s.contains("maxLength")) {
-      StatusOr<uint32_t> v = bound(s.at("maxLength"), where, "maxLength");
-      if (!v.ok()) return v.status();
-      node.max_length = *v;
-    }
-    if (node.min_length > node.max_length) {
-      node.types &= static_cast<uint8_t>(~kJsonStringBit);
-      if (node.types == 0) return error(where, "\"minLength\" is above \"maxLength\"");
-    }
-    if (node.min_items > node.max_items ||
-        (node.items == JsonSchema::kNoNode && node.min_items > node.prefix_items.size())) {
-      node.types &= static_cast<uint8_t>(~kJsonArrayBit);
-      if (node.types == 0) return error(where, "no array has as many items as \"minItems\" asks");
-    }
+    if (Status st = read_counts_and_bounds(s, node, where); !st.ok()) return st;
     schema_.nodes_[static_cast<size_t>(index)] = std::move(node);
     return ok_status();
   }
@@ -424,16 +413,6 @@ class JsonSchemaCompiler {
       StatusOr<int32_t> child = compile(s.at("items"), where + "/items", depth + 1, true);
       if (!child.ok()) return child.status();
       node.items = *child;
-    }
-    if (s.contains("minItems")) {
-      StatusOr<uint32_t> v = bound(s.at("minItems"), where, "minItems");
-      if (!v.ok()) return v.status();
-      node.min_items = *v;
-    }
-    if (s.contains("maxItems")) {
-      StatusOr<uint32_t> v = bound(s.at("maxItems"), where, "maxItems");
-      if (!v.ok()) return v.status();
-      node.max_items = *v;
     }
     return ok_status();
   }

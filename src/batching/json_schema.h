@@ -7,14 +7,16 @@
 // The subset (OpenAI's structured outputs and what pydantic emits): `type` (one or a list;
 // "integer" is written without fraction or exponent), `enum` and `const` (the value is written as
 // its compact serialization), `properties`, `required` (at most 64 properties an object),
-// `additionalProperties` (true, false or a schema; absent: any), `items` (a schema or false),
-// `prefixItems`, `minItems`, `maxItems`, `minLength`, `maxLength` (code points), `anyOf` and
-// `oneOf` whose branches take different JSON types (chosen by the value's first byte), `allOf` of
-// one schema, `$ref` to a place in the same document ("#", "#/$defs/Name", recursion included),
-// and the annotations (`title`, `description`, `default`, `examples`, ...) which change nothing.
-// Property names are written as they are between the quotes (no escapes). Anything else —
-// `pattern`, `format`, numeric bounds, `minProperties`, `uniqueItems`, `not`, remote refs — is
-// refused.
+// `additionalProperties` (true, false or a schema; absent: any), `minProperties`,
+// `maxProperties`, `items` (a schema or false), `prefixItems`, `minItems`, `maxItems`,
+// `minLength`, `maxLength` (code points), `minimum`, `maximum`, `exclusiveMinimum`,
+// `exclusiveMaximum` (on integers), `anyOf` and `oneOf` whose branches take different JSON types
+// (chosen by the value's first byte), `allOf` of one schema, `$ref` to a place in the same
+// document ("#", "#/$defs/Name", recursion included), and the annotations (`title`,
+// `description`, `default`, `examples`, and `format`, an annotation by JSON Schema 2020-12's
+// default: a "date-time" string is any string) which change nothing. Property names are written
+// as they are between the quotes (no escapes). Anything else — `pattern`, bounds on numbers that
+// may have fractions, `multipleOf`, `uniqueItems`, `not`, remote refs — is refused.
 //
 // It knows JSON values and schemas, not tokens, models or the engine. Built by the server and the
 // CLI from the request's schema; shared read-only by the generations that use it.
@@ -23,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -63,10 +66,13 @@ class JsonSchema {
     // A union (anyOf / oneOf / a list of types with per-type branches): the branch to use for a
     // value of type bit b is branch_by_type[log2 b], kNoNode for none. Empty: not a union.
     std::vector<int32_t> branch_by_type;
-    // Objects: properties sorted by name (a name before its extensions); required: their bits.
+    // Objects: properties sorted by name (a name before its extensions); required: their bits;
+    // how many keys an object has.
     std::vector<Property> properties;
     uint64_t required = 0;
     int32_t additional = kAnyNode;
+    uint32_t min_properties = 0;
+    uint32_t max_properties = kUnbounded;
     // Arrays: item i's node is prefix_items[i], then `items`.
     std::vector<int32_t> prefix_items;
     int32_t items = kAnyNode;
@@ -75,6 +81,11 @@ class JsonSchema {
     // Strings, in code points.
     uint32_t min_length = 0;
     uint32_t max_length = kUnbounded;
+    // Integers (integer_only): the inclusive range of minimum / maximum / exclusiveMinimum /
+    // exclusiveMaximum.
+    bool has_integer_bounds = false;
+    int64_t integer_min = std::numeric_limits<int64_t>::min();
+    int64_t integer_max = std::numeric_limits<int64_t>::max();
     // enum / const: the values' compact serializations, sorted (a text before its extensions);
     // has_enum false: no such constraint.
     bool has_enum = false;

@@ -84,6 +84,25 @@ inline bool oracle_valid(const nlohmann::json& root, const nlohmann::json& schem
     for (const json& name : schema.value("required", json::array())) {
       if (!value.contains(name.get<std::string>())) return false;
     }
+    if (schema.contains("minProperties") &&
+        value.size() < schema.at("minProperties").get<size_t>()) {
+      return false;
+    }
+    if (schema.contains("maxProperties") &&
+        value.size() > schema.at("maxProperties").get<size_t>()) {
+      return false;
+    }
+  }
+  if (value.is_number()) {
+    const double v = value.get<double>();
+    if (schema.contains("minimum") && v < schema.at("minimum").get<double>()) return false;
+    if (schema.contains("maximum") && v > schema.at("maximum").get<double>()) return false;
+    if (schema.contains("exclusiveMinimum") && v <= schema.at("exclusiveMinimum").get<double>()) {
+      return false;
+    }
+    if (schema.contains("exclusiveMaximum") && v >= schema.at("exclusiveMaximum").get<double>()) {
+      return false;
+    }
   }
   if (value.is_array()) {
     const json prefix = schema.value("prefixItems", json::array());

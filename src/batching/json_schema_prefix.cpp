@@ -1,8 +1,10 @@
 #include "batching/json_schema_prefix.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -54,6 +56,10 @@ JsonSchemaPrefix::JsonSchemaPrefix(std::shared_ptr<const JsonSchema> schema, int
   state_.syntax = JsonPrefix(/*object_only=*/false, max_whitespace_run);
   state_.active = Active::kNone;
   state_.integer_only = false;
+  state_.number_negative = false;
+  state_.number_digits = 0;
+  state_.number_value = 0;
+  state_.number_node = JsonSchema::kNoNode;
   state_.value_node = JsonSchema::kNoNode;
   state_.string_node = JsonSchema::kNoNode;
   state_.string_length = 0;
@@ -109,6 +115,7 @@ bool JsonSchemaPrefix::complete() const {
   if (state_.active == Active::kEnum) {
     return schema_->node(state_.enum_node).enum_texts[state_.lo].size() == state_.offset;
   }
+  if (state_.active == Active::kNumber) return integer_within(state_);
   return true;
 }
 
@@ -117,16 +124,89 @@ bool JsonSchemaPrefix::free_string() const {
          schema_->node(state_.string_node).max_length == JsonSchema::kUnbounded;
 }
 
+bool JsonSchemaPrefix::only_required_keys(const Frame& frame) const {
+  const Node& node = schema_->node(frame.node);
+  if (node.max_properties == JsonSchema::kUnbounded) return false;
+  const auto missing = static_cast<uint32_t>(std::popcount(node.required & ~frame.seen));
+  return node.max_properties - frame.count <= missing;
+}
+
+bool JsonSchemaPrefix::additional_allowed(const Frame& frame) const {
+  return schema_->node(frame.node).additional != JsonSchema::kNoNode && !only_required_keys(frame);
+}
+
 bool JsonSchemaPrefix::property_available(const Frame& frame, uint32_t index) const {
   const Node& node = schema_->node(frame.node);
-  return ((frame.seen >> index) & 1) == 0 && node.properties[index].node != JsonSchema::kNoNode;
+  if (((frame.seen >> index) & 1) != 0 || node.properties[index].node == JsonSchema::kNoNode) {
+    return false;
+  }
+  return ((node.required >> index) & 1) != 0 || !only_required_keys(frame);
 }
 
 bool JsonSchemaPrefix::can_take_key(const Frame& frame) const {
   const Node& node = schema_->node(frame.node);
-  if (node.additional != JsonSchema::kNoNode) return true;
+  if (frame.count >= node.max_properties) return false;
+  if (additional_allowed(frame)) return true;
   for (uint32_t i = 0; i < node.properties.size(); ++i) {
     if (property_available(frame, i)) return true;
+  }
+  return false;
+}
+
+namespace {
+
+// The magnitudes [*low, *high] of the integers of one sign within [lo, hi]; false when none.
+bool magnitudes_within(bool negative, int64_t lo, int64_t hi, uint64_t* low, uint64_t* high) {
+  // -(v + 1) + 1 is |v| for any negative v, INT64_MIN included.
+  const auto magnitude = [](int64_t v) { return static_cast<uint64_t>(-(v + 1)) + 1; };
+  if (!negative) {
+    if (hi < 0) return false;
+    *low = lo > 0 ? static_cast<uint64_t>(lo) : 0;
+    *high = static_cast<uint64_t>(hi);
+    return true;
+  }
+  if (lo > 0) return false;
+  *low = hi >= 0 ? 0 : magnitude(hi);
+  *high = magnitude(lo);
+  return true;
+}
+
+}  // namespace
+
+bool JsonSchemaPrefix::integer_within(const State& s) const {
+  if (s.number_node == JsonSchema::kNoNode) return true;
+  const Node& node = schema_->node(s.number_node);
+  if (!node.has_integer_bounds) return true;
+  uint64_t low = 0;
+  uint64_t high = 0;
+  return s.number_digits > 0 &&
+         magnitudes_within(s.number_negative, node.integer_min, node.integer_max, &low, &high) &&
+         s.number_value >= low && s.number_value <= high;
+}
+
+bool JsonSchemaPrefix::integer_can_reach(const State& s) const {
+  const Node& node = schema_->node(s.number_node);
+  if (!node.has_integer_bounds) return true;
+  uint64_t low = 0;
+  uint64_t high = 0;
+  if (!magnitudes_within(s.number_negative, node.integer_min, node.integer_max, &low, &high)) {
+    // "-0" is 0, which lies within when the non-negative side holds it.
+    return s.number_negative && s.number_value == 0 && node.integer_min <= 0 &&
+           node.integer_max >= 0;
+  }
+  if (s.number_digits == 0) return true;     // "-": any magnitude still
+  if (s.number_value == 0) return low == 0;  // "0" or "-0": nothing may follow
+  // With k more digits the magnitude lies in [value·10^k, value·10^k + 10^k - 1].
+  uint64_t scale = 1;
+  for (int k = 0; s.number_digits + k <= 19; ++k) {
+    if (s.number_value > high / scale) return false;  // value·10^k > high
+    const uint64_t first = s.number_value * scale;
+    const uint64_t last = scale - 1 > std::numeric_limits<uint64_t>::max() - first
+                              ? std::numeric_limits<uint64_t>::max()
+                              : first + scale - 1;
+    if (last >= low) return true;
+    if (scale > std::numeric_limits<uint64_t>::max() / 10) return false;
+    scale *= 10;
   }
   return false;
 }
@@ -140,9 +220,15 @@ bool JsonSchemaPrefix::step(State& s, unsigned char byte) const {
   if (s.active == Active::kEnum) return step_enum(s, byte, before, depth_before);
   if (before >= Mode::kNumberMinus) {
     if (s.syntax.mode_ >= Mode::kNumberMinus) {
-      return !s.integer_only || (byte != '.' && byte != 'e' && byte != 'E');
+      if (!s.integer_only) return true;
+      if (byte < '0' || byte > '9') return false;  // no fraction, no exponent
+      if (s.number_digits >= 19) return !schema_->node(s.number_node).has_integer_bounds;
+      s.number_value = s.number_value * 10 + static_cast<uint64_t>(byte - '0');
+      ++s.number_digits;
+      return integer_can_reach(s);
     }
-    s.active = Active::kNone;  // the number ended before this byte
+    if (!integer_within(s)) return false;  // the number ended before this byte
+    s.active = Active::kNone;
     return step_between_tokens(s, byte, Mode::kAfterValue);
   }
   if (before == Mode::kLiteral) return true;  // its type was checked at its first byte
@@ -167,7 +253,7 @@ bool JsonSchemaPrefix::step_between_tokens(State& s, unsigned char byte, Mode be
   const auto close_object = [&] {
     const Node& node = schema_->node(top->node);
     --s.num_frames;
-    return (top->seen & node.required) == node.required;
+    return (top->seen & node.required) == node.required && top->count >= node.min_properties;
   };
   const auto close_array = [&] {
     const Node& node = schema_->node(top->node);
@@ -241,6 +327,11 @@ bool JsonSchemaPrefix::begin_value(State& s, unsigned char byte) const {
   } else if (type == kJsonNumberBit) {
     s.active = Active::kNumber;
     s.integer_only = n.integer_only;
+    s.number_node = node;
+    s.number_negative = byte == '-';
+    s.number_digits = byte == '-' ? 0 : 1;
+    s.number_value = byte == '-' ? 0 : static_cast<uint64_t>(byte - '0');
+    return !n.integer_only || integer_can_reach(s);
   } else {
     s.active = Active::kNone;  // true, false, null: the grammar checks the rest
   }
@@ -261,7 +352,7 @@ bool JsonSchemaPrefix::step_key(State& s, unsigned char byte, Mode before) const
     s.hi = hi;
   }
   ++s.offset;
-  if (node.additional != JsonSchema::kNoNode) return true;
+  if (additional_allowed(top)) return true;
   for (uint32_t i = s.lo; i < s.hi; ++i) {
     if (property_available(top, i)) return true;
   }
@@ -272,15 +363,17 @@ bool JsonSchemaPrefix::end_key(State& s) const {
   Frame& top = s.frames[s.num_frames - 1];
   const Node& node = schema_->node(top.node);
   s.active = Active::kNone;
-  ++top.count;
   if (s.lo < s.hi && node.properties[s.lo].name.size() == s.offset) {
     if (!property_available(top, s.lo)) return false;  // a duplicate, or a property never allowed
     top.seen |= uint64_t{1} << s.lo;
+    ++top.count;
     s.value_node = node.properties[s.lo].node;
     return true;
   }
+  if (!additional_allowed(top)) return false;
+  ++top.count;
   s.value_node = node.additional;
-  return node.additional != JsonSchema::kNoNode;
+  return true;
 }
 
 bool JsonSchemaPrefix::step_enum(State& s, unsigned char byte, Mode before,

@@ -56,7 +56,11 @@ class JsonSchemaPrefix {
   struct State {
     JsonPrefix syntax;
     Active active;
-    bool integer_only;       // kNumber: no fraction, no exponent
+    bool integer_only;      // kNumber: no fraction, no exponent
+    bool number_negative;   // kNumber with integer bounds: a '-' was written
+    uint8_t number_digits;  // ... the digits written, at most 19, and their value
+    uint64_t number_value;
+    int32_t number_node;     // kNumber: the number's node (its bounds)
     int32_t value_node;      // object: the node of the value after the key that ended
     int32_t string_node;     // kString: the string's node (its length bounds)
     uint32_t string_length;  // kString: code points begun so far
@@ -78,6 +82,14 @@ class JsonSchemaPrefix {
   bool end_key(State& s) const;
   bool can_take_key(const Frame& frame) const;
   bool property_available(const Frame& frame, uint32_t index) const;
+  // Whether the object's next key must be one of its missing required properties (as many keys
+  // are left under maxProperties as required ones are missing).
+  bool only_required_keys(const Frame& frame) const;
+  bool additional_allowed(const Frame& frame) const;
+  // Integer bounds: whether digits can still be appended to (or the number can end with) what
+  // was written so as to land within the node's range.
+  bool integer_can_reach(const State& s) const;
+  bool integer_within(const State& s) const;
 
   std::shared_ptr<const JsonSchema> owner_;
   const JsonSchema* schema_;

@@ -27,9 +27,13 @@ void prune_unsatisfiable(std::vector<JsonSchema::Node>& nodes) {
         mask = static_cast<uint8_t>(n.types & ~(kJsonObjectBit | kJsonArrayBit));
         if ((n.types & kJsonObjectBit) != 0) {
           bool all = true;
+          uint32_t num_fillable = 0;
           for (size_t p = 0; p < n.properties.size(); ++p) {
             if (((n.required >> p) & 1) != 0) all = all && can(n.properties[p].node);
+            num_fillable += can(n.properties[p].node) ? 1 : 0;
           }
+          // Enough keys for minProperties: declared ones that can hold a value, or any others.
+          all = all && (can(n.additional) || num_fillable >= n.min_properties);
           if (all || n.has_enum) mask |= kJsonObjectBit;
         }
         if ((n.types & kJsonArrayBit) != 0) {
