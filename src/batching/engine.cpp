@@ -14,18 +14,7 @@ Engine::Engine(Executor& executor, DecodeFirstScheduler scheduler, RunnerOptions
     : executor_(executor),
       limits_(executor.limits()),
       options_(std::move(options)),
-      token_index_([&] {
-        TokenBytesIndex index;
-        index.plain_string_pieces.resize(options_.token_bytes.size());
-        for (size_t t = 0; t < options_.token_bytes.size(); ++t) {
-          const std::string& piece = options_.token_bytes[t];
-          if (piece.empty()) continue;
-          index.plain_string_pieces[t] = JsonPrefix::plain_string_piece(piece) ? 1 : 0;
-          index.by_first_byte[static_cast<unsigned char>(piece[0])].push_back(
-              static_cast<int32_t>(t));
-        }
-        return index;
-      }()),
+      token_mask_(options_.token_bytes),
       start_time_(std::chrono::steady_clock::now()),
       scheduler_(std::move(scheduler)),
       sampling_pool_(
@@ -323,7 +312,7 @@ void Engine::start(Command& command) {
                                                                    : JsonSchema::any_object(),
                              kJsonMaxWhitespaceRun);
     generation->token_bytes = &options_.token_bytes;
-    generation->token_index = &token_index_;
+    generation->token_mask = &token_mask_;
   }
   std::vector<int32_t> stop_tokens = request.config.stop_tokens;
   if (request.config.use_default_stop_tokens) {

@@ -31,6 +31,7 @@
 #include "batching/generation.h"
 #include "batching/json_prefix.h"
 #include "batching/json_schema_prefix.h"
+#include "batching/json_token_mask.h"
 #include "batching/metrics.h"
 #include "batching/runner.h"
 #include "batching/sampler.h"
@@ -91,13 +92,6 @@ class Engine {
   void run();  // the loop; returns after shutdown
 
  private:
-  // What a JSON mask knows of options_.token_bytes before any text: each token's
-  // JsonPrefix::plain_string_piece (allowed inside a string without a check), and the tokens by
-  // their first byte (a byte the text cannot take next rules out all of its tokens at once).
-  struct TokenBytesIndex {
-    std::vector<uint8_t> plain_string_pieces;             // [vocab], 0 for ""
-    std::array<std::vector<int32_t>, 256> by_first_byte;  // token ids, "" in none
-  };
   struct ActiveGeneration {
     std::shared_ptr<GenerationState> state;
     GenConfig config;
@@ -124,7 +118,7 @@ class Engine {
     // of the tokens that keep it one ([vocab], scratch).
     std::optional<JsonSchemaPrefix> json = std::nullopt;
     const std::vector<std::string>* token_bytes = nullptr;
-    const TokenBytesIndex* token_index = nullptr;
+    const JsonTokenMask* token_mask = nullptr;
     std::vector<uint8_t> allowed = {};
   };
   // EngineSession::id of a session that holds no executor session yet.
@@ -285,7 +279,7 @@ class Engine {
   Executor& executor_;
   const ExecutorLimits limits_;
   const RunnerOptions options_;
-  const TokenBytesIndex token_index_;
+  const JsonTokenMask token_mask_;  // over options_.token_bytes
   const std::chrono::steady_clock::time_point start_time_;
   std::atomic<uint64_t> next_key_{0};
 

@@ -119,9 +119,19 @@ bool JsonSchemaPrefix::complete() const {
   return true;
 }
 
-bool JsonSchemaPrefix::free_string() const {
-  return state_.active == Active::kString && state_.syntax.mode_ == Mode::kString &&
-         schema_->node(state_.string_node).max_length == JsonSchema::kUnbounded;
+std::optional<uint32_t> JsonSchemaPrefix::string_room() const {
+  if (state_.syntax.mode_ != Mode::kString) return std::nullopt;
+  if (state_.active == Active::kString) {
+    const uint32_t most = schema_->node(state_.string_node).max_length;
+    return most == JsonSchema::kUnbounded ? most : most - state_.string_length;
+  }
+  if (state_.active == Active::kKey) {
+    const Frame& top = state_.frames[state_.num_frames - 1];
+    if (schema_->node(top.node).properties.empty() && additional_allowed(top)) {
+      return JsonSchema::kUnbounded;
+    }
+  }
+  return std::nullopt;
 }
 
 bool JsonSchemaPrefix::only_required_keys(const Frame& frame) const {

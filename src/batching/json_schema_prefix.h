@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string_view>
 
 #include "batching/json_prefix.h"
@@ -36,14 +37,17 @@ class JsonSchemaPrefix {
   bool accepts(std::string_view bytes) const;
   // Whether what was fed is one whole value the schema accepts (plus optional whitespace).
   bool complete() const;
-  // Whether the state is inside a string value whose characters are free (no enum, no maximum
-  // length) between two characters: every JsonPrefix::plain_string_piece() is accepted there and
-  // leaves it there.
-  bool free_string() const;
+  // Inside a string between two characters, where any plain characters may come (a value
+  // string without an enum, or a key of an object that declares no names): how many more code
+  // points it may take (JsonSchema::kUnbounded: no limit). Every JsonPrefix::plain_string_piece()
+  // of at most that many code points is accepted there and leaves it there. nullopt elsewhere.
+  std::optional<uint32_t> string_room() const;
 
   static constexpr int kMaxDepth = JsonPrefix::kMaxDepth;
 
  private:
+  // The mask steps copies of the state through the vocabulary's trie, a byte at a time.
+  friend class JsonTokenMask;
   using Mode = JsonPrefix::Mode;
   // An open object or array.
   struct Frame {

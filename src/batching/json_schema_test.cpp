@@ -328,18 +328,25 @@ TEST(JsonSchemaPrefixTest, AValueThatCouldNeverEndIsNeverBegun) {
   EXPECT_TRUE(walker.accepts(R"({"list": [null], "ok": 1})"));
 }
 
-TEST(JsonSchemaPrefixTest, OnlyFreeStringsLetPlainPiecesThrough) {
+TEST(JsonSchemaPrefixTest, TheRoomInAStringIsWhatItsMaximumLengthLeaves) {
   const std::shared_ptr<const JsonSchema> schema = compiled(schemas()[0]);
   JsonSchemaPrefix walker(schema, kWhitespaceRun);
   ASSERT_TRUE(walker.feed(R"({"email": ")"));
-  EXPECT_TRUE(walker.free_string());
-  ASSERT_TRUE(walker.feed(R"(x", "name": ")"));
-  EXPECT_FALSE(walker.free_string()) << "a string with a maximum length counts its characters";
-  ASSERT_TRUE(walker.feed(R"(Al", "tags": [")"));
-  EXPECT_FALSE(walker.free_string()) << "an enum's string is matched byte by byte";
+  EXPECT_EQ(walker.string_room(), JsonSchema::kUnbounded);
+  ASSERT_TRUE(walker.feed(R"(x", "name": "é)"));
+  EXPECT_EQ(walker.string_room(), 7u) << "maxLength 8 less one character";
+  ASSERT_TRUE(walker.feed(R"(\u00e9)"));
+  EXPECT_EQ(walker.string_room(), 6u) << "an escape is one character";
+  ASSERT_TRUE(walker.feed(R"(\)"));
+  EXPECT_EQ(walker.string_room(), std::nullopt) << "inside an escape";
+  ASSERT_TRUE(walker.feed(R"(n", "tags": [")"));
+  EXPECT_EQ(walker.string_room(), std::nullopt) << "an enum's string is matched byte by byte";
   JsonSchemaPrefix key(schema, kWhitespaceRun);
   ASSERT_TRUE(key.feed(R"({")"));
-  EXPECT_FALSE(key.free_string()) << "a key is matched against the property names";
+  EXPECT_EQ(key.string_room(), std::nullopt) << "a key is matched against the property names";
+  JsonSchemaPrefix free_key(JsonSchema::any_object(), kWhitespaceRun);
+  ASSERT_TRUE(free_key.feed(R"({"ab)"));
+  EXPECT_EQ(free_key.string_room(), JsonSchema::kUnbounded) << "no names declared: any key";
 }
 
 TEST(JsonSchemaPrefixTest, AKnownNameSpelledWithAnEscapeIsRefused) {

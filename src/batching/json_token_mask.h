@@ -1,0 +1,59 @@
+// JsonTokenMask: which tokens of a vocabulary keep a constrained generation's text a prefix of a
+// value its schema accepts (JsonSchemaPrefix), computed without checking every token: inside a
+// string whose characters are free, the tokens that are whole plain characters pass unchecked
+// (those of few enough characters where the string's length is bounded) and only the rest are
+// checked; elsewhere the vocabulary's bytes are walked as a trie, each
+// shared prefix stepped once and a refused byte cutting off every token under it.
+//
+// It knows token bytes (RunnerOptions::token_bytes: "" for a token that adds no text, never
+// allowed) and the walker; nothing of models, samplers or the engine. Built once per Runner
+// (engine.cpp); compute() is called on the sampling pool for each constrained row
+// (engine_json.cpp).
+//
+// Thread-safety: immutable after construction; compute() may run on many threads at once.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "batching/json_schema_prefix.h"
+
+namespace cellm {
+
+class JsonTokenMask {
+ public:
+  explicit JsonTokenMask(const std::vector<std::string>& token_bytes);
+
+  // allowed[t] = 1 when token t's bytes are accepted by `json` (as json.accepts would say), else
+  // 0; resized to the vocabulary.
+  void compute(const JsonSchemaPrefix& json, std::vector<uint8_t>& allowed) const;
+  // One token: whether `json` accepts its (non-empty) bytes.
+  bool allows(const JsonSchemaPrefix& json, int32_t token) const;
+
+  size_t vocab_size() const { return token_bytes_.size(); }
+
+ private:
+  // A trie node: the tokens whose bytes end here and the edges to longer prefixes.
+  struct TrieNode {
+    uint32_t first_edge = 0;
+    uint32_t num_edges = 0;
+    uint32_t first_token = 0;
+    uint32_t num_tokens = 0;
+  };
+  using State = JsonSchemaPrefix::State;
+  void visit(const JsonSchemaPrefix& json, uint32_t node, size_t depth, std::vector<State>& states,
+             std::vector<uint8_t>& allowed) const;
+
+  std::vector<std::string> token_bytes_;
+  std::vector<uint8_t> plain_string_pieces_;  // [vocab] JsonPrefix::plain_string_piece
+  std::vector<uint32_t> code_points_;         // [vocab] the UTF-8 characters it begins
+  std::vector<int32_t> not_plain_;            // the non-empty tokens that are not
+  std::vector<TrieNode> nodes_;               // [0] the root (the empty prefix)
+  std::vector<uint8_t> edge_bytes_;           // [edges] by node, ascending
+  std::vector<uint32_t> edge_targets_;
+  std::vector<int32_t> node_tokens_;  // by node
+  size_t max_token_bytes_ = 0;
+};
+
+}  // namespace cellm

@@ -1,0 +1,79 @@
+// JsonTokenMask against the definition it shortcuts: at states reached by random constrained
+// generations over a random vocabulary (every byte a token too, long whitespace runs, UTF-8, "",
+// tokens that are prefixes of each other), its mask equals checking every token with accepts().
+#include "batching/json_token_mask.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "batching/json_schema.h"
+
+namespace cellm {
+namespace {
+
+std::vector<std::string> random_vocabulary(std::mt19937& rng) {
+  static const std::string kAlphabet = "{}[]\":, \n\t0123456789-.eEabnlrstuxyz\\";
+  std::vector<std::string> vocab = {""};
+  for (int b = 1; b < 256; ++b) vocab.emplace_back(1, static_cast<char>(b));
+  vocab.push_back("\xc3\xa9");
+  vocab.push_back("      ");
+  vocab.push_back("{\"name\": \"");
+  vocab.push_back("\"name\"");
+  vocab.push_back("null");
+  vocab.push_back("");
+  for (int i = 0; i < 3000; ++i) {
+    std::string piece;
+    const int length = 1 + static_cast<int>(rng() % 7);
+    for (int k = 0; k < length; ++k) piece += kAlphabet[rng() % kAlphabet.size()];
+    vocab.push_back(piece);
+  }
+  return vocab;
+}
+
+TEST(JsonTokenMaskTest, TheMaskIsEveryTokenTheWalkerAccepts) {
+  const std::vector<std::string> schemas = {
+      R"({"type": "object"})",
+      R"({"type": "object", "properties": {"name": {"type": "string", "maxLength": 5},
+            "n": {"type": "integer", "minimum": -3, "maximum": 250},
+            "tags": {"type": "array", "items": {"enum": ["ab", "b", null, 12]}}},
+          "required": ["name"], "additionalProperties": false})",
+      R"({"type": "array", "items": {"anyOf": [{"type": "number"}, {"type": "null"},
+            {"type": "object", "additionalProperties": {"type": "boolean"}}]}})",
+  };
+  std::mt19937 rng(7);
+  const std::vector<std::string> vocab = random_vocabulary(rng);
+  const JsonTokenMask mask(vocab);
+  int num_states = 0;
+  for (const std::string& text : schemas) {
+    StatusOr<std::shared_ptr<const JsonSchema>> schema = JsonSchema::compile(text);
+    ASSERT_TRUE(schema.ok()) << schema.status().to_string();
+    for (int generation = 0; generation < 12; ++generation) {
+      JsonSchemaPrefix json(*schema, 6);
+      std::string written;
+      for (int step = 0; step < 60 && !json.complete(); ++step) {
+        std::vector<uint8_t> allowed;
+        mask.compute(json, allowed);
+        ASSERT_EQ(allowed.size(), vocab.size());
+        std::vector<int32_t> choices;
+        for (size_t t = 0; t < vocab.size(); ++t) {
+          const bool expected = !vocab[t].empty() && json.accepts(vocab[t]);
+          ASSERT_EQ(allowed[t] != 0, expected) << "token '" << vocab[t] << "' after " << written;
+          ASSERT_EQ(mask.allows(json, static_cast<int32_t>(t)), expected);
+          if (expected) choices.push_back(static_cast<int32_t>(t));
+        }
+        ++num_states;
+        ASSERT_FALSE(choices.empty()) << "nothing continues " << written;
+        const std::string& piece = vocab[static_cast<size_t>(choices[rng() % choices.size()])];
+        ASSERT_TRUE(json.feed(piece));
+        written += piece;
+      }
+    }
+  }
+  EXPECT_GT(num_states, 500);
+}
+
+}  // namespace
+}  // namespace cellm
