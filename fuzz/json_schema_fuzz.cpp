@@ -4,8 +4,9 @@
 // part of the text the walker accepts either is complete or has a byte that continues it (the
 // walker never strands a generation; below depth 32, as the walker's depth cap may strand a value
 // that must nest past 64), and a complete part is valid JSON the schema accepts by an independent
-// validator (src/batching/json_schema_oracle_test_util.h). A broken promise aborts; ASan/UBSan
-// catch the rest. Seeds: fuzz/json_schema_seeds (make fuzz).
+// validator (src/batching/json_schema_oracle_test_util.h); and JsonTokenMask's mask there, over a
+// small vocabulary (every byte, and pieces sharing prefixes), is every token the walker accepts.
+// A broken promise aborts; ASan/UBSan catch the rest. Seeds: fuzz/json_schema_seeds (make fuzz).
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -13,11 +14,13 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "batching/json_prefix.h"
 #include "batching/json_schema.h"
 #include "batching/json_schema_oracle_test_util.h"
 #include "batching/json_schema_prefix.h"
+#include "batching/json_token_mask.h"
 
 namespace {
 
@@ -25,6 +28,21 @@ void broken(const char* promise, const std::string& schema, const std::string& t
   std::fprintf(stderr, "json_schema_fuzz: %s\nschema: %s\ntext: %s\n", promise, schema.c_str(),
                text.c_str());
   std::abort();
+}
+
+const cellm::JsonTokenMask& mask() {
+  static const cellm::JsonTokenMask kMask = [] {
+    std::vector<std::string> vocab = {""};
+    for (int b = 1; b < 256; ++b) vocab.emplace_back(1, static_cast<char>(b));
+    for (const char* piece :
+         {"{\"",      "\":",   "\": ", "\",", "\"}", "  ",    "    ", "\n  ", "null",
+          "true",     "false", "12",   "-1",  "1.5", "e+",    "ab",   "abc",  "\\u00",
+          "\xc3\xa9", "}}",    "]}",   "[]",  "{}",  "\"a\"", "\"x\""}) {
+      vocab.emplace_back(piece);
+    }
+    return cellm::JsonTokenMask(vocab);
+  }();
+  return kMask;
 }
 
 }  // namespace
@@ -49,6 +67,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     ++accepted;
   }
   const std::string part = text.substr(0, accepted);
+  std::vector<uint8_t> allowed;
+  mask().compute(walker, allowed);
+  for (size_t t = 0; t < allowed.size(); ++t) {
+    if ((allowed[t] != 0) != mask().allows(walker, static_cast<int32_t>(t))) {
+      broken("a mask that differs from the walker", schema_text, part);
+    }
+  }
   if (!walker.complete() && syntax.depth() < 32) {
     bool any = false;
     for (int b = 0; b < 256 && !any; ++b) {
