@@ -10,13 +10,14 @@
 // `additionalProperties` (true, false or a schema; absent: any), `minProperties`,
 // `maxProperties`, `items` (a schema or false), `prefixItems`, `minItems`, `maxItems`,
 // `minLength`, `maxLength` (code points), `minimum`, `maximum`, `exclusiveMinimum`,
-// `exclusiveMaximum` (on integers), `anyOf` and `oneOf` whose branches take different JSON types
+// `exclusiveMaximum` (on integers any value; on other numbers whole ones, and such numbers are
+// then written without an exponent), `anyOf` and `oneOf` whose branches take different JSON types
 // (chosen by the value's first byte), `allOf` of one schema, `$ref` to a place in the same
 // document ("#", "#/$defs/Name", recursion included), and the annotations (`title`,
 // `description`, `default`, `examples`, and `format`, an annotation by JSON Schema 2020-12's
 // default: a "date-time" string is any string) which change nothing. Property names are written
-// as they are between the quotes (no escapes). Anything else — `pattern`, bounds on numbers that
-// may have fractions, `multipleOf`, `uniqueItems`, `not`, remote refs — is refused.
+// as they are between the quotes (no escapes). Anything else — `pattern`, fractional bounds on
+// numbers that may have fractions, `multipleOf`, `uniqueItems`, `not`, remote refs — is refused.
 //
 // It knows JSON values and schemas, not tokens, models or the engine. Built by the server and the
 // CLI from the request's schema; shared read-only by the generations that use it.
@@ -86,6 +87,13 @@ class JsonSchema {
     bool has_integer_bounds = false;
     int64_t integer_min = std::numeric_limits<int64_t>::min();
     int64_t integer_max = std::numeric_limits<int64_t>::max();
+    // Numbers that may have fractions: whole-number bounds, each inclusive or exclusive (written
+    // without an exponent, so that a prefix's reachable values are exact intervals).
+    bool has_decimal_bounds = false;
+    int64_t decimal_min = std::numeric_limits<int64_t>::min();
+    bool decimal_min_exclusive = false;
+    int64_t decimal_max = std::numeric_limits<int64_t>::max();
+    bool decimal_max_exclusive = false;
     // enum / const: the values' compact serializations, sorted (a text before its extensions);
     // has_enum false: no such constraint.
     bool has_enum = false;

@@ -47,6 +47,43 @@ int64_t to_integer_bound(double value, bool up) {
   return static_cast<int64_t>(rounded);
 }
 
+// Bounds on numbers that may have fractions: whole numbers only (then whether a prefix can still
+// land within is exact decimal arithmetic on its integer part).
+Status read_decimal_bounds(const Json& s, JsonSchema::Node& node, const std::string& where) {
+  node.has_decimal_bounds = true;
+  for (const char* keyword : {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"}) {
+    if (!s.contains(keyword)) continue;
+    const Json& v = s.at(keyword);
+    const bool whole = v.is_number_integer() ||
+                       (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>() &&
+                        std::fabs(v.get<double>()) < 9.2e18);
+    if (!whole || v.is_number_unsigned()) {
+      if (!(v.is_number_unsigned() && v.get<uint64_t>() <= 9200000000000000000u)) {
+        return error(where, std::string("\"") + keyword +
+                                "\" on a number that may have a fraction must be a whole number "
+                                "(within ±9.2e18): fractional bounds are not supported");
+      }
+    }
+    const int64_t bound =
+        v.is_number_float() ? static_cast<int64_t>(v.get<double>()) : v.get<int64_t>();
+    const std::string name = keyword;
+    if (name == "minimum" || name == "exclusiveMinimum") {
+      const bool exclusive = name == "exclusiveMinimum";
+      if (bound > node.decimal_min || (bound == node.decimal_min && exclusive)) {
+        node.decimal_min = bound;
+        node.decimal_min_exclusive = exclusive;
+      }
+    } else {
+      const bool exclusive = name == "exclusiveMaximum";
+      if (bound < node.decimal_max || (bound == node.decimal_max && exclusive)) {
+        node.decimal_max = bound;
+        node.decimal_max_exclusive = exclusive;
+      }
+    }
+  }
+  return ok_status();
+}
+
 Status read_integer_bounds(const Json& s, JsonSchema::Node& node, const std::string& where) {
   const char* const kKeywords[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
   bool any = false;
@@ -58,11 +95,7 @@ Status read_integer_bounds(const Json& s, JsonSchema::Node& node, const std::str
     any = true;
   }
   if (!any || (node.types & kJsonNumberBit) == 0) return ok_status();  // no number to bound
-  if (!node.integer_only) {
-    return error(where,
-                 "bounds on numbers that may have fractions are not supported (only on "
-                 "\"type\": \"integer\")");
-  }
+  if (!node.integer_only) return read_decimal_bounds(s, node, where);
   node.has_integer_bounds = true;
   const auto value = [&](const char* keyword) -> std::optional<Json> {
     if (!s.contains(keyword)) return std::nullopt;
@@ -129,8 +162,12 @@ Status read_counts_and_bounds(const Json& s, JsonSchema::Node& node, const std::
       return st;
     }
   }
-  if (node.has_integer_bounds && node.integer_min > node.integer_max) {
-    if (Status st = drop(kJsonNumberBit, "no integer lies within the bounds"); !st.ok()) return st;
+  const bool no_decimal =
+      node.has_decimal_bounds && (node.decimal_min > node.decimal_max ||
+                                  (node.decimal_min == node.decimal_max &&
+                                   (node.decimal_min_exclusive || node.decimal_max_exclusive)));
+  if ((node.has_integer_bounds && node.integer_min > node.integer_max) || no_decimal) {
+    if (Status st = drop(kJsonNumberBit, "no number lies within the bounds"); !st.ok()) return st;
   }
   return ok_status();
 }

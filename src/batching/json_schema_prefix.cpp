@@ -60,6 +60,8 @@ JsonSchemaPrefix::JsonSchemaPrefix(std::shared_ptr<const JsonSchema> schema, int
   state_.number_digits = 0;
   state_.number_value = 0;
   state_.number_node = JsonSchema::kNoNode;
+  state_.number_fraction = false;
+  state_.fraction_nonzero = false;
   state_.value_node = JsonSchema::kNoNode;
   state_.string_node = JsonSchema::kNoNode;
   state_.string_length = 0;
@@ -115,7 +117,7 @@ bool JsonSchemaPrefix::complete() const {
   if (state_.active == Active::kEnum) {
     return schema_->node(state_.enum_node).enum_texts[state_.lo].size() == state_.offset;
   }
-  if (state_.active == Active::kNumber) return integer_within(state_);
+  if (state_.active == Active::kNumber) return number_within(state_);
   return true;
 }
 
@@ -183,9 +185,73 @@ bool magnitudes_within(bool negative, int64_t lo, int64_t hi, uint64_t* low, uin
 
 }  // namespace
 
-bool JsonSchemaPrefix::integer_within(const State& s) const {
+namespace {
+
+// The magnitudes m of the numbers of one sign within decimal bounds: low ≤ m (or <) and m ≤ high
+// (or <); false when there are none.
+struct Magnitudes {
+  uint64_t low;
+  bool low_exclusive;
+  uint64_t high;
+  bool high_exclusive;
+};
+bool decimal_magnitudes(bool negative, const JsonSchema::Node& n, Magnitudes* m) {
+  const auto magnitude = [](int64_t v) { return static_cast<uint64_t>(-(v + 1)) + 1; };  // v < 0
+  const int64_t lo = n.decimal_min;
+  const int64_t hi = n.decimal_max;
+  if (!negative) {  // m = v
+    if (hi < 0 || (hi == 0 && n.decimal_max_exclusive)) return false;
+    *m = {lo > 0 ? static_cast<uint64_t>(lo) : 0, lo >= 0 && n.decimal_min_exclusive,
+          static_cast<uint64_t>(hi), n.decimal_max_exclusive};
+  } else {  // m = -v: v >= lo is m <= -lo, v <= hi is m >= -hi
+    if (lo > 0 || (lo == 0 && n.decimal_min_exclusive)) return false;
+    *m = {hi < 0 ? magnitude(hi) : 0, hi <= 0 && n.decimal_max_exclusive,
+          lo < 0 ? magnitude(lo) : 0, n.decimal_min_exclusive};
+  }
+  return m->low < m->high || (m->low == m->high && !m->low_exclusive && !m->high_exclusive);
+}
+
+}  // namespace
+
+bool JsonSchemaPrefix::decimal_can_reach(const State& s) const {
+  const Node& node = schema_->node(s.number_node);
+  if (!node.has_decimal_bounds) return true;
+  Magnitudes m{};
+  if (!decimal_magnitudes(s.number_negative, node, &m)) return false;
+  if (s.number_digits == 0) return true;  // "-": any magnitude still
+  const uint64_t whole = s.number_value;
+  if (s.number_fraction) {  // [whole.F, whole.F + 10^-f): the fraction decides only at `whole`
+    const bool below_high =
+        whole < m.high || (whole == m.high && !s.fraction_nonzero && !m.high_exclusive);
+    return below_high && whole >= m.low;
+  }
+  // [whole·10^k, (whole + 1)·10^k) for k more digits (a fraction fills each); "0": [0, 1) only.
+  uint64_t scale = 1;
+  for (int k = 0; s.number_digits + k <= 18; ++k) {
+    if (whole == 0 && k > 0) return false;
+    const uint64_t first = whole * scale;
+    const uint64_t last = (whole + 1) * scale;  // excluded
+    if (first > m.high || (first == m.high && m.high_exclusive)) return false;
+    if (last > m.low) return true;
+    scale *= 10;
+  }
+  return false;
+}
+
+bool JsonSchemaPrefix::number_within(const State& s) const {
   if (s.number_node == JsonSchema::kNoNode) return true;
   const Node& node = schema_->node(s.number_node);
+  if (node.has_decimal_bounds && !s.integer_only) {
+    Magnitudes m{};
+    if (s.number_digits == 0 || !decimal_magnitudes(s.number_negative, node, &m)) return false;
+    const uint64_t whole = s.number_value;
+    const bool fraction = s.fraction_nonzero;
+    const bool above_low =
+        m.low_exclusive ? whole > m.low || (whole == m.low && fraction) : whole >= m.low;
+    const bool below_high =
+        m.high_exclusive ? whole < m.high : whole < m.high || (whole == m.high && !fraction);
+    return above_low && below_high;
+  }
   if (!node.has_integer_bounds) return true;
   uint64_t low = 0;
   uint64_t high = 0;
@@ -230,14 +296,27 @@ bool JsonSchemaPrefix::step(State& s, unsigned char byte) const {
   if (s.active == Active::kEnum) return step_enum(s, byte, before, depth_before);
   if (before >= Mode::kNumberMinus) {
     if (s.syntax.mode_ >= Mode::kNumberMinus) {
-      if (!s.integer_only) return true;
+      if (!s.integer_only) {
+        if (!schema_->node(s.number_node).has_decimal_bounds) return true;
+        if (byte == 'e' || byte == 'E') return false;  // bounded numbers have no exponent
+        if (byte == '.') {
+          s.number_fraction = true;
+        } else if (s.number_fraction) {
+          s.fraction_nonzero = s.fraction_nonzero || byte != '0';
+        } else {
+          if (s.number_digits >= 18) return false;
+          s.number_value = s.number_value * 10 + static_cast<uint64_t>(byte - '0');
+          ++s.number_digits;
+        }
+        return decimal_can_reach(s);
+      }
       if (byte < '0' || byte > '9') return false;  // no fraction, no exponent
       if (s.number_digits >= 19) return !schema_->node(s.number_node).has_integer_bounds;
       s.number_value = s.number_value * 10 + static_cast<uint64_t>(byte - '0');
       ++s.number_digits;
       return integer_can_reach(s);
     }
-    if (!integer_within(s)) return false;  // the number ended before this byte
+    if (!number_within(s)) return false;  // the number ended before this byte
     s.active = Active::kNone;
     return step_between_tokens(s, byte, Mode::kAfterValue);
   }
@@ -341,7 +420,9 @@ bool JsonSchemaPrefix::begin_value(State& s, unsigned char byte) const {
     s.number_negative = byte == '-';
     s.number_digits = byte == '-' ? 0 : 1;
     s.number_value = byte == '-' ? 0 : static_cast<uint64_t>(byte - '0');
-    return !n.integer_only || integer_can_reach(s);
+    s.number_fraction = false;
+    s.fraction_nonzero = false;
+    return n.integer_only ? integer_can_reach(s) : decimal_can_reach(s);
   } else {
     s.active = Active::kNone;  // true, false, null: the grammar checks the rest
   }

@@ -65,6 +65,8 @@ class JsonSchemaPrefix {
     uint8_t number_digits;  // ... the digits written, at most 19, and their value
     uint64_t number_value;
     int32_t number_node;     // kNumber: the number's node (its bounds)
+    bool number_fraction;    // ... with decimal bounds: a '.' was written
+    bool fraction_nonzero;   // ... and a digit after it other than '0'
     int32_t value_node;      // object: the node of the value after the key that ended
     int32_t string_node;     // kString: the string's node (its length bounds)
     uint32_t string_length;  // kString: code points begun so far
@@ -93,7 +95,10 @@ class JsonSchemaPrefix {
   // Integer bounds: whether digits can still be appended to (or the number can end with) what
   // was written so as to land within the node's range.
   bool integer_can_reach(const State& s) const;
-  bool integer_within(const State& s) const;
+  // The same for numbers that may have fractions (whole-number bounds, no exponent).
+  bool decimal_can_reach(const State& s) const;
+  // Whether the number written so far lies within its node's bounds (either kind).
+  bool number_within(const State& s) const;
 
   std::shared_ptr<const JsonSchema> owner_;
   const JsonSchema* schema_;

@@ -84,6 +84,11 @@ const std::vector<std::string>& schemas() {
       // 13: large negative integers
       R"({"type": "array", "items": {"type": "integer", "minimum": -1000000000000,
             "maximum": -7}, "maxItems": 3})",
+      // 14: numbers with whole-number bounds, inclusive and exclusive
+      R"({"type": "object", "properties": {"p": {"type": "number", "minimum": 0, "maximum": 1},
+            "t": {"type": "number", "exclusiveMinimum": -3, "exclusiveMaximum": 0},
+            "big": {"type": ["number", "null"], "minimum": 100}},
+          "required": ["p", "t"], "additionalProperties": false})",
   };
   return kSchemas;
 }
@@ -122,6 +127,7 @@ std::vector<std::string> finishing_pieces(size_t schema_index) {
   if (schema_index == 7) keys = {"id\":0"};
   if (schema_index == 9) keys = {"z\":0"};
   if (schema_index == 11) keys = {"n\":0", "m\":1005"};
+  if (schema_index == 14) keys = {"p\":0", "t\":-1"};
   pieces.insert(pieces.begin(), keys.begin(), keys.end());
   return pieces;
 }
@@ -166,9 +172,13 @@ std::optional<std::string> random_walk(const std::shared_ptr<const JsonSchema>& 
   return std::nullopt;
 }
 
-// Whether a value holds a float with an integral value (a walker writes integers as such).
+// Whether a value holds a float with an integral value (a walker writes integers as such) or one
+// nlohmann writes with an exponent (a bounded number has none).
 bool has_integral_float(const json& value) {
-  if (value.is_number_float()) return std::floor(value.get<double>()) == value.get<double>();
+  if (value.is_number_float()) {
+    return std::floor(value.get<double>()) == value.get<double>() ||
+           value.dump().find_first_of("eE") != std::string::npos;
+  }
   if (value.is_structured()) {
     for (const json& child : value) {
       if (has_integral_float(child)) return true;
@@ -303,12 +313,37 @@ TEST(JsonSchemaPrefixTest, HandWrittenTextsAreTakenExactlyWhenValid) {
       {13, R"([-1000000000001])"},
       {13, R"([7])"},
       {13, R"([-10000000000000000000])"},
+      {14, R"({"p": 0, "t": -1})"},
+      {14, R"({"p": 1, "t": -0.5})"},
+      {14, R"({"p": 1.0, "t": -2.99})"},
+      {14, R"({"p": 1.01, "t": -1})"},
+      {14, R"({"p": 1.000, "t": -1})"},
+      {14, R"({"p": -0.0, "t": -1})"},
+      {14, R"({"p": -0.1, "t": -1})"},
+      {14, R"({"p": 0.5, "t": 0})"},
+      {14, R"({"p": 0.5, "t": -0.0})"},
+      {14, R"({"p": 0.5, "t": -3})"},
+      {14, R"({"p": 0.5, "t": -3.0})"},
+      {14, R"({"p": 0.5, "t": -2.999})"},
+      {14, R"({"p": 0.5, "t": -0.0001})"},
+      {14, R"({"p": 0.5, "t": -1, "big": 99.99})"},
+      {14, R"({"p": 0.5, "t": -1, "big": 100})"},
+      {14, R"({"p": 0.5, "t": -1, "big": 100.5})"},
+      {14, R"({"p": 0.5, "t": -1, "big": null})"},
+      {14, R"({"p": 0.5, "t": -1, "big": -100})"},
   };
   for (const auto& [index, text] : cases) {
     const json root = json::parse(schemas()[index]);
     EXPECT_EQ(takes_whole(compiled(schemas()[index]), text), oracle_takes(root, text).value())
         << "schema " << index << ": " << text;
   }
+}
+
+TEST(JsonSchemaPrefixTest, ABoundedNumberIsWrittenWithoutAnExponent) {
+  // Its reachable values are then exact intervals; 1e-1 is 0.1 written another way.
+  EXPECT_FALSE(takes_whole(compiled(schemas()[14]), R"({"p": 1e-1, "t": -1})"));
+  EXPECT_TRUE(takes_whole(compiled(schemas()[14]), R"({"p": 0.1, "t": -1})"));
+  EXPECT_TRUE(takes_whole(compiled(schemas()[5]), R"({"p": 1e-1})")) << "unbounded: any spelling";
 }
 
 TEST(JsonSchemaPrefixTest, AKeyTwiceIsRefused) {
@@ -362,8 +397,8 @@ TEST(JsonSchemaPrefixTest, AKnownNameSpelledWithAnEscapeIsRefused) {
 TEST(JsonSchemaTest, WhatCannotBeEnforcedIsRefusedByName) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {R"({"type": "string", "pattern": "^a"})", "\"pattern\" is not supported"},
-      {R"({"type": "object", "properties": {"age": {"type": "number", "minimum": 0}}})",
-       "#/properties/age: bounds on numbers that may have fractions"},
+      {R"({"type": "object", "properties": {"age": {"type": "number", "minimum": 0.5}}})",
+       "#/properties/age: \"minimum\" on a number that may have a fraction must be a whole"},
       {R"({"$ref": "#/$defs/missing"})", "points at nothing"},
       {R"({"$ref": "https://example.com/s.json"})", "only references within the schema"},
       {R"({"$ref": "#/$defs/a", "$defs": {"a": {"$ref": "#/$defs/a"}}})", "refers to itself"},
@@ -383,8 +418,8 @@ TEST(JsonSchemaTest, WhatCannotBeEnforcedIsRefusedByName) {
       {R"({"type": )", "not valid JSON"},
       {R"([1])", "a schema is an object or a boolean"},
       {R"({"items": [{"type": "string"}]})", "prefixItems"},
-      {R"({"type": "number", "minimum": 0})", "bounds on numbers that may have fractions"},
-      {R"({"type": "integer", "minimum": 5, "maximum": 4})", "no integer lies within"},
+      {R"({"type": "number", "exclusiveMaximum": 1.5})", "fractional bounds are not supported"},
+      {R"({"type": "integer", "minimum": 5, "maximum": 4})", "no number lies within"},
       {R"({"type": "object", "required": ["a", "b"], "maxProperties": 1})",
        "no object has as many keys"},
       {R"({"type": "integer", "multipleOf": 2})", "\"multipleOf\" is not supported"},
