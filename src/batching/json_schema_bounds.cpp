@@ -54,15 +54,15 @@ Status read_decimal_bounds(const Json& s, JsonSchema::Node& node, const std::str
   for (const char* keyword : {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"}) {
     if (!s.contains(keyword)) continue;
     const Json& v = s.at(keyword);
-    const bool whole = v.is_number_integer() ||
-                       (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>() &&
-                        std::fabs(v.get<double>()) < 9.2e18);
-    if (!whole || v.is_number_unsigned()) {
-      if (!(v.is_number_unsigned() && v.get<uint64_t>() <= 9200000000000000000u)) {
-        return error(where, std::string("\"") + keyword +
-                                "\" on a number that may have a fraction must be a whole number "
-                                "(within ±9.2e18): fractional bounds are not supported");
-      }
+    // Within ±10^14: such numbers are written in at most 15 digits (a reader's double holds
+    // them), and a value just inside an exclusive bound takes one more.
+    const bool whole = (v.is_number_integer() ||
+                        (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>())) &&
+                       std::fabs(v.get<double>()) < 1e14;
+    if (!whole) {
+      return error(where, std::string("\"") + keyword +
+                              "\" on a number that may have a fraction must be a whole number "
+                              "within ±10^14: fractional bounds are not supported");
     }
     const int64_t bound =
         v.is_number_float() ? static_cast<int64_t>(v.get<double>()) : v.get<int64_t>();

@@ -32,7 +32,31 @@ inline bool oracle_has_type(const nlohmann::json& value, const std::string& type
   return false;
 }
 
-// Whether `value` is valid against `schema` (a part of `root`, which $ref points into).
+// -1, 0 or 1 as number a is below, equal to or above b: exactly when both are integers (a double
+// would round 2^53 + 1), else as doubles.
+inline int oracle_compare(const nlohmann::json& a, const nlohmann::json& b) {
+  if (!a.is_number_float() && !b.is_number_float()) {
+    const bool a_negative =
+        a.is_number_integer() && !a.is_number_unsigned() && a.get<int64_t>() < 0;
+    const bool b_negative =
+        b.is_number_integer() && !b.is_number_unsigned() && b.get<int64_t>() < 0;
+    if (a_negative != b_negative) return a_negative ? -1 : 1;
+    if (a_negative) {
+      const int64_t x = a.get<int64_t>();
+      const int64_t y = b.get<int64_t>();
+      return x < y ? -1 : x > y ? 1 : 0;
+    }
+    const uint64_t x = a.get<uint64_t>();
+    const uint64_t y = b.get<uint64_t>();
+    return x < y ? -1 : x > y ? 1 : 0;
+  }
+  const double x = a.get<double>();
+  const double y = b.get<double>();
+  return x < y ? -1 : x > y ? 1 : 0;
+}
+
+// Whether `value` is valid against `schema` (a part of `root`, which $ref points into). Counts
+// are compared as doubles: a schema may give any number (1e80 items).
 inline bool oracle_valid(const nlohmann::json& root, const nlohmann::json& schema,
                          const nlohmann::json& value) {
   using nlohmann::json;
@@ -85,24 +109,20 @@ inline bool oracle_valid(const nlohmann::json& root, const nlohmann::json& schem
       if (!value.contains(name.get<std::string>())) return false;
     }
     if (schema.contains("minProperties") &&
-        value.size() < schema.at("minProperties").get<size_t>()) {
+        static_cast<double>(value.size()) < schema.at("minProperties").get<double>()) {
       return false;
     }
     if (schema.contains("maxProperties") &&
-        value.size() > schema.at("maxProperties").get<size_t>()) {
+        static_cast<double>(value.size()) > schema.at("maxProperties").get<double>()) {
       return false;
     }
   }
   if (value.is_number()) {
-    const double v = value.get<double>();
-    if (schema.contains("minimum") && v < schema.at("minimum").get<double>()) return false;
-    if (schema.contains("maximum") && v > schema.at("maximum").get<double>()) return false;
-    if (schema.contains("exclusiveMinimum") && v <= schema.at("exclusiveMinimum").get<double>()) {
-      return false;
-    }
-    if (schema.contains("exclusiveMaximum") && v >= schema.at("exclusiveMaximum").get<double>()) {
-      return false;
-    }
+    const auto cmp = [&](const char* keyword) { return oracle_compare(value, schema.at(keyword)); };
+    if (schema.contains("minimum") && cmp("minimum") < 0) return false;
+    if (schema.contains("maximum") && cmp("maximum") > 0) return false;
+    if (schema.contains("exclusiveMinimum") && cmp("exclusiveMinimum") <= 0) return false;
+    if (schema.contains("exclusiveMaximum") && cmp("exclusiveMaximum") >= 0) return false;
   }
   if (value.is_array()) {
     const json prefix = schema.value("prefixItems", json::array());
@@ -113,17 +133,23 @@ inline bool oracle_valid(const nlohmann::json& root, const nlohmann::json& schem
         if (!oracle_valid(root, schema.at("items"), value[i])) return false;
       }
     }
-    if (schema.contains("minItems") && value.size() < schema.at("minItems").get<size_t>()) {
+    if (schema.contains("minItems") &&
+        static_cast<double>(value.size()) < schema.at("minItems").get<double>()) {
       return false;
     }
-    if (schema.contains("maxItems") && value.size() > schema.at("maxItems").get<size_t>()) {
+    if (schema.contains("maxItems") &&
+        static_cast<double>(value.size()) > schema.at("maxItems").get<double>()) {
       return false;
     }
   }
   if (value.is_string()) {
     const size_t length = utf8_length(value.get<std::string>());
-    if (schema.contains("minLength") && length < schema.at("minLength").get<size_t>()) return false;
-    if (schema.contains("maxLength") && length > schema.at("maxLength").get<size_t>()) return false;
+    if (schema.contains("minLength") &&
+        static_cast<double>(length) < schema.at("minLength").get<double>())
+      return false;
+    if (schema.contains("maxLength") &&
+        static_cast<double>(length) > schema.at("maxLength").get<double>())
+      return false;
   }
   return true;
 }

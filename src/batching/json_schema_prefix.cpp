@@ -62,6 +62,7 @@ JsonSchemaPrefix::JsonSchemaPrefix(std::shared_ptr<const JsonSchema> schema, int
   state_.number_node = JsonSchema::kNoNode;
   state_.number_fraction = false;
   state_.fraction_nonzero = false;
+  state_.fraction_digits = 0;
   state_.value_node = JsonSchema::kNoNode;
   state_.string_node = JsonSchema::kNoNode;
   state_.string_length = 0;
@@ -181,8 +182,8 @@ bool JsonSchemaPrefix::step(State& s, unsigned char byte) const {
           s.number_fraction = true;
         } else if (s.number_fraction) {
           s.fraction_nonzero = s.fraction_nonzero || byte != '0';
+          ++s.fraction_digits;
         } else {
-          if (s.number_digits >= 18) return false;
           s.number_value = s.number_value * 10 + static_cast<uint64_t>(byte - '0');
           ++s.number_digits;
         }
@@ -300,6 +301,7 @@ bool JsonSchemaPrefix::begin_value(State& s, unsigned char byte) const {
     s.number_value = byte == '-' ? 0 : static_cast<uint64_t>(byte - '0');
     s.number_fraction = false;
     s.fraction_nonzero = false;
+    s.fraction_digits = 0;
     return n.integer_only ? integer_can_reach(s) : decimal_can_reach(s);
   } else {
     s.active = Active::kNone;  // true, false, null: the grammar checks the rest

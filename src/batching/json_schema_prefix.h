@@ -64,13 +64,14 @@ class JsonSchemaPrefix {
     bool number_negative;   // kNumber with integer bounds: a '-' was written
     uint8_t number_digits;  // ... the digits written, at most 19, and their value
     uint64_t number_value;
-    int32_t number_node;     // kNumber: the number's node (its bounds)
-    bool number_fraction;    // ... with decimal bounds: a '.' was written
-    bool fraction_nonzero;   // ... and a digit after it other than '0'
-    int32_t value_node;      // object: the node of the value after the key that ended
-    int32_t string_node;     // kString: the string's node (its length bounds)
-    uint32_t string_length;  // kString: code points begun so far
-    uint32_t lo;             // kKey: properties [lo, hi) match the key so far; kEnum: texts
+    int32_t number_node;      // kNumber: the number's node (its bounds)
+    bool number_fraction;     // ... with decimal bounds: a '.' was written
+    bool fraction_nonzero;    // ... and a digit after it other than '0'
+    uint8_t fraction_digits;  // ... and how many digits after it
+    int32_t value_node;       // object: the node of the value after the key that ended
+    int32_t string_node;      // kString: the string's node (its length bounds)
+    uint32_t string_length;   // kString: code points begun so far
+    uint32_t lo;              // kKey: properties [lo, hi) match the key so far; kEnum: texts
     uint32_t hi;
     uint32_t offset;     // kKey, kEnum: bytes matched
     int32_t enum_node;   // kEnum: the node whose texts are matched

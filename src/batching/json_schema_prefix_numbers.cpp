@@ -53,26 +53,55 @@ bool decimal_magnitudes(bool negative, const JsonSchema::Node& n, Magnitudes* m)
 
 }  // namespace
 
+// A bounded number with fractions has at most kMaxDecimalDigits digits, so that a reader's double
+// holds it faithfully (a 15-digit decimal below a whole bound stays below it as a double; "0." and
+// twenty 9s would read as 1).
+constexpr int kMaxDecimalDigits = 15;
+
 bool JsonSchemaPrefix::decimal_can_reach(const State& s) const {
   const JsonSchema::Node& node = schema_->node(s.number_node);
   if (!node.has_decimal_bounds) return true;
   Magnitudes m{};
   if (!decimal_magnitudes(s.number_negative, node, &m)) return false;
-  if (s.number_digits == 0) return true;  // "-": any magnitude still
+  if (s.number_digits == 0) return true;  // "-": any magnitude still (the bounds are < 10^14)
   const uint64_t whole = s.number_value;
-  if (s.number_fraction) {  // [whole.F, whole.F + 10^-f): the fraction decides only at `whole`
+  const int used = s.number_digits + s.fraction_digits;
+  if (used > kMaxDecimalDigits) return false;
+  const int room = kMaxDecimalDigits - used;  // digits still allowed
+  if (s.number_fraction) {
+    if (s.fraction_digits == 0 && room == 0) return false;  // "." needs a digit after it
+    // whole.F and what more digits make: all below whole + 1. At the bound itself the fraction
+    // decides: above an exclusive minimum takes a non-zero digit (written, or one still allowed).
+    const bool above_low =
+        whole > m.low || (whole == m.low && (!m.low_exclusive || s.fraction_nonzero || room > 0));
     const bool below_high =
         whole < m.high || (whole == m.high && !s.fraction_nonzero && !m.high_exclusive);
-    return below_high && whole >= m.low;
+    return above_low && below_high;
   }
-  // [whole·10^k, (whole + 1)·10^k) for k more digits (a fraction fills each); "0": [0, 1) only.
+  // With k more whole digits (and room - k fraction digits) the value's whole part n lies in
+  // [whole·10^k, (whole + 1)·10^k); the smallest such value not below the minimum must not pass the
+  // maximum. "0" takes no more whole digits.
   uint64_t scale = 1;
-  for (int k = 0; s.number_digits + k <= 18; ++k) {
+  for (int k = 0; k <= room; ++k) {
     if (whole == 0 && k > 0) return false;
     const uint64_t first = whole * scale;
-    const uint64_t last = (whole + 1) * scale;  // excluded
+    const uint64_t top = (whole + 1) * scale;  // whole parts below it
+    const int fraction_room = room - k;
+    uint64_t n = first;    // the smallest value's whole part
+    bool above_n = false;  // ... and whether it is n plus a fraction
+    if (first <= m.low) {
+      if (!m.low_exclusive) {
+        n = m.low;
+      } else if (fraction_room > 0) {
+        n = m.low;
+        above_n = true;
+      } else {
+        n = m.low + 1;
+      }
+    }
+    const bool fits = n < top && (m.high_exclusive || above_n ? n < m.high : n <= m.high);
+    if (fits) return true;
     if (first > m.high || (first == m.high && m.high_exclusive)) return false;
-    if (last > m.low) return true;
     scale *= 10;
   }
   return false;
@@ -84,6 +113,7 @@ bool JsonSchemaPrefix::number_within(const State& s) const {
   if (node.has_decimal_bounds && !s.integer_only) {
     Magnitudes m{};
     if (s.number_digits == 0 || !decimal_magnitudes(s.number_negative, node, &m)) return false;
+    if (s.number_digits + s.fraction_digits > kMaxDecimalDigits) return false;
     const uint64_t whole = s.number_value;
     const bool fraction = s.fraction_nonzero;
     const bool above_low =

@@ -346,6 +346,19 @@ TEST(JsonSchemaPrefixTest, ABoundedNumberIsWrittenWithoutAnExponent) {
   EXPECT_TRUE(takes_whole(compiled(schemas()[5]), R"({"p": 1e-1})")) << "unbounded: any spelling";
 }
 
+TEST(JsonSchemaPrefixTest, ABoundedNumberHasAtMostFifteenDigits) {
+  // So that a reader's double holds it: "0." and twenty 9s would read as 1, past an exclusive 1.
+  const std::shared_ptr<const JsonSchema> schema = compiled(schemas()[14]);
+  EXPECT_TRUE(takes_whole(schema, R"({"p": 0.99999999999999, "t": -0.00000000000001})"));
+  EXPECT_FALSE(takes_whole(schema, R"({"p": 0.999999999999999, "t": -1})"));
+  EXPECT_FALSE(takes_whole(schema, R"({"p": 0.5, "t": -0.000000000000001})"));
+  JsonSchemaPrefix walker(schema, kWhitespaceRun);
+  EXPECT_TRUE(walker.accepts(R"({"p": 0, "t": -1, "big": 100000000000000)"));
+  EXPECT_FALSE(walker.accepts(R"({"p": 0, "t": -1, "big": 1000000000000000)"));
+  EXPECT_FALSE(walker.accepts(R"({"p": 0, "t": -1, "big": 100000000000000.)"))
+      << "no digit could follow";
+}
+
 TEST(JsonSchemaPrefixTest, AKeyTwiceIsRefused) {
   // RFC 8259: names SHOULD be unique; a reader keeps one of the two values, so a generation may
   // not write a declared property twice.
