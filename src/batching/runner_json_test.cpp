@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "batching/json_oracle_test_util.h"
@@ -61,21 +62,18 @@ struct Outcome {
   FinishReason reason = FinishReason::kFailed;
 };
 
-// What a json_object generation must give: at each position the sampler (at `config`'s
-// settings) picks among the tokens the oracle allows from the toy model's row; it ends when the
-// text is a whole object or after max_new_tokens.
-Outcome expected(Tokens context, const GenConfig& config) {
+// What a constrained generation must give: at each position the sampler (at `config`'s settings)
+// picks among the tokens `allows(text, piece)` lets it take from the toy model's row; it ends once
+// `whole(text)` or after max_new_tokens.
+template <class Allows, class Whole>
+Outcome expected_constrained(Tokens context, const GenConfig& config, Allows allows, Whole whole) {
   Sampler sampler(config.sampling, config.seed, /*masked=*/true);
   Outcome out;
   std::vector<uint8_t> allowed(kVocab);
   for (int32_t n = 0; n < config.max_new_tokens; ++n) {
     for (int32_t t = 0; t < kVocab; ++t) {
       const std::string& piece = toy_bytes()[static_cast<size_t>(t)];
-      allowed[static_cast<size_t>(t)] =
-          !piece.empty() && is_prefix_of_json_object(out.text + piece) &&
-                  whitespace_run_reached(out.text, piece) <= kJsonMaxWhitespaceRun
-              ? 1
-              : 0;
+      allowed[static_cast<size_t>(t)] = !piece.empty() && allows(out.text, piece) ? 1 : 0;
     }
     const StatusOr<int32_t> token = sampler.sample(fake_logits(context, kVocab), context, allowed);
     EXPECT_TRUE(token.ok()) << token.status().to_string() << " after " << out.text;
@@ -83,13 +81,24 @@ Outcome expected(Tokens context, const GenConfig& config) {
     context.push_back(*token);
     out.tokens.push_back(*token);
     out.text += toy_bytes()[static_cast<size_t>(*token)];
-    if (is_json_object(out.text)) {
+    if (whole(out.text)) {
       out.reason = FinishReason::kFormatComplete;
       return out;
     }
   }
   out.reason = FinishReason::kNewTokenLimit;
   return out;
+}
+
+// A json_object generation: the oracle's prefixes of one object, whitespace runs bounded.
+Outcome expected(Tokens context, const GenConfig& config) {
+  return expected_constrained(
+      std::move(context), config,
+      [](const std::string& text, const std::string& piece) {
+        return is_prefix_of_json_object(text + piece) &&
+               whitespace_run_reached(text, piece) <= kJsonMaxWhitespaceRun;
+      },
+      [](const std::string& text) { return is_json_object(text); });
 }
 
 RunnerOptions with_bytes() {
@@ -159,32 +168,20 @@ constexpr const char* kToySchema = R"({"type": "object", "properties": {
     "ab": {"type": "array", "items": {"enum": ["x", true, null]}, "maxItems": 2}},
   "required": ["a", "ab"], "additionalProperties": false})";
 
-// What a json_schema generation must give: at each position the sampler picks among the tokens a
-// JsonSchemaPrefix of the text so far accepts (the walker's own checks are json_schema_test's).
+// A json_schema generation: the tokens a JsonSchemaPrefix of the text so far accepts (the walker's
+// own checks are json_schema_test's).
 Outcome expected_with_schema(Tokens context, const GenConfig& config) {
-  Sampler sampler(config.sampling, config.seed, /*masked=*/true);
-  JsonSchemaPrefix walker(config.json_schema, kJsonMaxWhitespaceRun);
-  Outcome out;
-  std::vector<uint8_t> allowed(kVocab);
-  for (int32_t n = 0; n < config.max_new_tokens; ++n) {
-    for (int32_t t = 0; t < kVocab; ++t) {
-      const std::string& piece = toy_bytes()[static_cast<size_t>(t)];
-      allowed[static_cast<size_t>(t)] = !piece.empty() && walker.accepts(piece) ? 1 : 0;
-    }
-    const StatusOr<int32_t> token = sampler.sample(fake_logits(context, kVocab), context, allowed);
-    EXPECT_TRUE(token.ok()) << token.status().to_string() << " after " << out.text;
-    if (!token.ok()) return out;
-    context.push_back(*token);
-    out.tokens.push_back(*token);
-    out.text += toy_bytes()[static_cast<size_t>(*token)];
-    EXPECT_TRUE(walker.feed(toy_bytes()[static_cast<size_t>(*token)]));
-    if (walker.complete()) {
-      out.reason = FinishReason::kFormatComplete;
-      return out;
-    }
-  }
-  out.reason = FinishReason::kNewTokenLimit;
-  return out;
+  const auto walked = [&](const std::string& text) {
+    JsonSchemaPrefix walker(config.json_schema, kJsonMaxWhitespaceRun);
+    EXPECT_TRUE(walker.feed(text)) << text;
+    return walker;
+  };
+  return expected_constrained(
+      std::move(context), config,
+      [&](const std::string& text, const std::string& piece) {
+        return walked(text).accepts(piece);
+      },
+      [&](const std::string& text) { return walked(text).complete(); });
 }
 
 TEST(RunnerJsonTest, ASchemaGenerationPicksAmongTheTokensTheSchemaAllowsAndEndsValid) {
