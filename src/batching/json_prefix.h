@@ -5,11 +5,10 @@
 // runs of whitespace between tokens; nothing else. It knows no tokens, no tokenizer and no model,
 // only bytes; it keeps no values, no keys (duplicate keys are not its concern) and no text.
 //
-// Who calls it: the engine's response-format constraint (OpenAI's `response_format:
-// {"type": "json_object"}`, engine_json.cpp), which asks accepts(bytes) for the vocabulary's tokens
-// at every generated token and feed()s the bytes of the token it samples. The state is a few bytes
-// (the open containers are bits of one word), so checking a token costs a copy and a handful of
-// branches.
+// Who calls it: JsonSchemaPrefix (json_schema_prefix.h), the grammar under the engine's
+// response-format constraints (json_object and json_schema), which steps it a byte at a time and
+// reads its mode; JsonTokenMask asks plain_string_piece() once per token. The state is a few bytes
+// (the open containers are bits of one word), so a step costs a handful of branches.
 //
 // Thread-safety: a value type, trivially copyable; one thread per object (copies are independent).
 #pragma once
