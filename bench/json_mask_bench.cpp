@@ -56,7 +56,9 @@ constexpr const char* kSchema = R"({"type": "object", "properties": {
     "nickname": {"type": "string", "maxLength": 12},
     "address": {"type": "object", "properties": {"street": {"type": "string"}},
                 "required": ["street"], "additionalProperties": false},
-    "tags": {"type": "array", "items": {"enum": ["red", "green", "blue"]}}},
+    "tags": {"type": "array", "items": {"enum": ["red", "green", "blue"]}},
+    "email": {"type": "string", "pattern": "^[^@ ]+@[a-z]+\\.[a-z]{2,}$"},
+    "note": {"type": "string", "pattern": "ok", "maxLength": 40}},
   "required": ["name", "age"], "additionalProperties": false})";
 
 // A walker of `schema` (empty: json_object) that has taken `text`.
@@ -119,6 +121,9 @@ void register_all() {
       {"schema/in_bounded_string", kSchema, "{\"nickname\": \"Bo"},
       {"schema/in_integer", kSchema, "{\"name\": \"Bo\", \"age\": 4"},
       {"schema/in_enum", kSchema, "{\"name\": \"Bo\", \"age\": 4, \"tags\": [\"gr"},
+      {"schema/in_pattern_string_free", kSchema, "{\"email\": \"bo"},
+      {"schema/in_pattern_string_narrow", kSchema, "{\"email\": \"bo@ex"},
+      {"schema/in_pattern_string_bounded", kSchema, "{\"note\": \"Bo"},
   };
   for (const Place& place : places) {
     for (const bool every : {false, true}) {

@@ -216,6 +216,7 @@ class JsonSchemaCompiler {
                                                        "maxItems",
                                                        "minLength",
                                                        "maxLength",
+                                                       "pattern",
                                                        "minimum",
                                                        "maximum",
                                                        "exclusiveMinimum",
@@ -264,7 +265,28 @@ class JsonSchemaCompiler {
     if (Status st = fill_object(s, node, where, depth); !st.ok()) return st;
     if (Status st = fill_array(s, node, where, depth); !st.ok()) return st;
     if (Status st = read_counts_and_bounds(s, node, where); !st.ok()) return st;
+    if (Status st = fill_pattern(s, node, where); !st.ok()) return st;
     schema_.nodes_[static_cast<size_t>(index)] = std::move(node);
+    return ok_status();
+  }
+
+  // "pattern", compiled with the string's lengths; a string type no string can satisfy is
+  // dropped (as minLength above maxLength is).
+  Status fill_pattern(const Json& s, Node& node, const std::string& where) {
+    if (!s.contains("pattern")) return ok_status();
+    if (!s.at("pattern").is_string()) return error(where, "\"pattern\" must be a string");
+    if ((node.types & kJsonStringBit) == 0) return ok_status();
+    StatusOr<std::shared_ptr<const StringPattern>> pattern = StringPattern::compile(
+        s.at("pattern").get<std::string>(), node.min_length, node.max_length);
+    if (!pattern.ok()) return error(where, "\"pattern\": " + pattern.status().message());
+    if (!(*pattern)->matches_something()) {
+      node.types &= static_cast<uint8_t>(~kJsonStringBit);
+      if (node.types == 0) {
+        return error(where, "no string matches \"pattern\" within its length bounds");
+      }
+      return ok_status();
+    }
+    node.pattern = std::move(*pattern);
     return ok_status();
   }
 

@@ -9,15 +9,18 @@
 // its compact serialization), `properties`, `required` (at most 64 properties an object),
 // `additionalProperties` (true, false or a schema; absent: any), `minProperties`,
 // `maxProperties`, `items` (a schema or false), `prefixItems`, `minItems`, `maxItems`,
-// `minLength`, `maxLength` (code points), `minimum`, `maximum`, `exclusiveMinimum`,
+// `minLength`, `maxLength` (code points), `pattern` (an ECMA-262 regular expression that is a set
+// of strings, string_pattern.h; such a string's characters are written as themselves or with
+// the two-character escapes, never \u), `minimum`, `maximum`, `exclusiveMinimum`,
 // `exclusiveMaximum` (on integers any value; on other numbers whole ones, and such numbers are
 // then written without an exponent), `anyOf` and `oneOf` whose branches take different JSON types
 // (chosen by the value's first byte), `allOf` of one schema, `$ref` to a place in the same
 // document ("#", "#/$defs/Name", recursion included), and the annotations (`title`,
 // `description`, `default`, `examples`, and `format`, an annotation by JSON Schema 2020-12's
 // default: a "date-time" string is any string) which change nothing. Property names are written
-// as they are between the quotes (no escapes). Anything else — `pattern`, fractional bounds on
-// numbers that may have fractions, `multipleOf`, `uniqueItems`, `not`, remote refs — is refused.
+// as they are between the quotes (no escapes). Anything else — fractional bounds on numbers that
+// may have fractions, `multipleOf`, `uniqueItems`, `not`, remote refs, `patternProperties`, a
+// pattern with lookaround or backreferences — is refused.
 //
 // It knows JSON values and schemas, not tokens, models or the engine. Built by the server and the
 // CLI from the request's schema; shared read-only by the generations that use it.
@@ -32,6 +35,7 @@
 #include <string_view>
 #include <vector>
 
+#include "batching/string_pattern.h"
 #include "core/status.h"
 
 namespace cellm {
@@ -79,9 +83,10 @@ class JsonSchema {
     int32_t items = kAnyNode;
     uint32_t min_items = 0;
     uint32_t max_items = kUnbounded;
-    // Strings, in code points.
+    // Strings, in code points; `pattern` (null: none) holds the lengths too.
     uint32_t min_length = 0;
     uint32_t max_length = kUnbounded;
+    std::shared_ptr<const StringPattern> pattern;
     // Integers (integer_only): the inclusive range of minimum / maximum / exclusiveMinimum /
     // exclusiveMaximum.
     bool has_integer_bounds = false;

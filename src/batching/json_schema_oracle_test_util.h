@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <string>
 
 namespace cellm::testing {
@@ -16,6 +17,43 @@ inline size_t utf8_length(const std::string& text) {
   size_t n = 0;
   for (const char c : text) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80 ? 1 : 0;
   return n;
+}
+
+// A valid UTF-8 string's code points, one per wchar_t (32 bits here).
+inline std::wstring utf8_to_wide(const std::string& text) {
+  std::wstring out;
+  for (size_t i = 0; i < text.size();) {
+    const auto b = static_cast<unsigned char>(text[i]);
+    const int extra = b < 0x80 ? 0 : b < 0xE0 ? 1 : b < 0xF0 ? 2 : 3;
+    uint32_t v = extra == 0 ? b : b & (0x3Fu >> extra);
+    for (int k = 1; k <= extra && i + static_cast<size_t>(k) < text.size(); ++k) {
+      v = (v << 6) | (static_cast<unsigned char>(text[i + static_cast<size_t>(k)]) & 0x3Fu);
+    }
+    out.push_back(static_cast<wchar_t>(v));
+    i += static_cast<size_t>(extra) + 1;
+  }
+  return out;
+}
+
+// Whether `value` matches the ECMA-262 `pattern` anywhere, by the standard library's ECMAScript
+// regex over code points. True where that library cannot answer as ECMA-262 does: a pattern it
+// does not parse, or a value holding a character its classes read otherwise (Unicode spaces for
+// \s, U+2028 / U+2029 for `.`), or one too long for its backtracking (which recurses per
+// character).
+inline bool oracle_matches_pattern(const std::string& pattern, const std::string& value) {
+  const std::wstring text = utf8_to_wide(value);
+  if (text.size() > 256 || pattern.size() > 256) return true;
+  for (const wchar_t c : text) {
+    if (c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 ||
+        c == 0x202F || c == 0x205F || c == 0x3000 || c == 0xFEFF) {
+      return true;
+    }
+  }
+  try {
+    return std::regex_search(text, std::wregex(utf8_to_wide(pattern), std::regex::ECMAScript));
+  } catch (const std::regex_error&) {
+    return true;
+  }
 }
 
 inline bool oracle_has_type(const nlohmann::json& value, const std::string& type) {
@@ -150,6 +188,11 @@ inline bool oracle_valid(const nlohmann::json& root, const nlohmann::json& schem
     if (schema.contains("maxLength") &&
         static_cast<double>(length) > schema.at("maxLength").get<double>())
       return false;
+    if (schema.contains("pattern") &&
+        !oracle_matches_pattern(schema.at("pattern").get<std::string>(),
+                                value.get<std::string>())) {
+      return false;
+    }
   }
   return true;
 }

@@ -66,6 +66,9 @@ JsonSchemaPrefix::JsonSchemaPrefix(std::shared_ptr<const JsonSchema> schema, int
   state_.value_node = JsonSchema::kNoNode;
   state_.string_node = JsonSchema::kNoNode;
   state_.string_length = 0;
+  state_.pattern_state = StringPattern::kDead;
+  state_.pattern_code_point = 0;
+  state_.pattern_bytes_left = 0;
   state_.lo = state_.hi = state_.offset = 0;
   state_.enum_node = JsonSchema::kNoNode;
   state_.enum_depth = 0;
@@ -125,6 +128,7 @@ bool JsonSchemaPrefix::complete() const {
 std::optional<uint32_t> JsonSchemaPrefix::string_room() const {
   if (state_.syntax.mode_ != Mode::kString) return std::nullopt;
   if (state_.active == Active::kString) {
+    if (schema_->node(state_.string_node).pattern != nullptr) return std::nullopt;
     const uint32_t most = schema_->node(state_.string_node).max_length;
     return most == JsonSchema::kUnbounded ? most : most - state_.string_length;
   }
@@ -202,8 +206,9 @@ bool JsonSchemaPrefix::step(State& s, unsigned char byte) const {
   if (before == Mode::kLiteral) return true;  // its type was checked at its first byte
   if (before >= Mode::kString) {              // the modes inside a string
     if (in_key) return step_key(s, byte, before);
-    if (before != Mode::kString) return true;  // inside an escape or a UTF-8 character
     const Node& node = schema_->node(s.string_node);
+    if (node.pattern != nullptr) return step_pattern_string(s, byte, before, *node.pattern);
+    if (before != Mode::kString) return true;  // inside an escape or a UTF-8 character
     if (byte == '"') {
       s.active = Active::kNone;
       return s.string_length >= node.min_length;
@@ -292,6 +297,8 @@ bool JsonSchemaPrefix::begin_value(State& s, unsigned char byte) const {
     s.active = Active::kString;
     s.string_node = node;
     s.string_length = 0;
+    s.pattern_state = n.pattern != nullptr ? n.pattern->start() : StringPattern::kDead;
+    s.pattern_bytes_left = 0;
   } else if (type == kJsonNumberBit) {
     s.active = Active::kNumber;
     s.integer_only = n.integer_only;

@@ -38,10 +38,20 @@ class JsonSchemaPrefix {
   // Whether what was fed is one whole value the schema accepts (plus optional whitespace).
   bool complete() const;
   // Inside a string between two characters, where any plain characters may come (a value
-  // string without an enum, or a key of an object that declares no names): how many more code
-  // points it may take (JsonSchema::kUnbounded: no limit). Every JsonPrefix::plain_string_piece()
-  // of at most that many code points is accepted there and leaves it there. nullopt elsewhere.
+  // string without an enum or a pattern, or a key of an object that declares no names): how many
+  // more code points it may take (JsonSchema::kUnbounded: no limit). Every
+  // JsonPrefix::plain_string_piece() of at most that many code points is accepted there and
+  // leaves it there. nullopt elsewhere.
   std::optional<uint32_t> string_room() const;
+  // Inside a string with a pattern, between two characters: the pattern, its automaton's state
+  // and the code points written so far. A JsonPrefix::plain_string_piece() is accepted there
+  // exactly when the pattern's live() holds after its code points. nullopt elsewhere.
+  struct PatternPlace {
+    const StringPattern* pattern;
+    int32_t state;
+    uint32_t length;
+  };
+  std::optional<PatternPlace> pattern_place() const;
 
   static constexpr int kMaxDepth = JsonPrefix::kMaxDepth;
 
@@ -71,7 +81,10 @@ class JsonSchemaPrefix {
     int32_t value_node;       // object: the node of the value after the key that ended
     int32_t string_node;      // kString: the string's node (its length bounds)
     uint32_t string_length;   // kString: code points begun so far
-    uint32_t lo;              // kKey: properties [lo, hi) match the key so far; kEnum: texts
+    int32_t pattern_state;    // kString with a pattern: its automaton's state (string_pattern.h)
+    uint32_t pattern_code_point;  // ... a UTF-8 character's bits so far
+    uint8_t pattern_bytes_left;   // ... and how many of its bytes are to come
+    uint32_t lo;                  // kKey: properties [lo, hi) match the key so far; kEnum: texts
     uint32_t hi;
     uint32_t offset;     // kKey, kEnum: bytes matched
     int32_t enum_node;   // kEnum: the node whose texts are matched
@@ -84,6 +97,9 @@ class JsonSchemaPrefix {
   bool step(State& s, unsigned char byte) const;
   bool step_between_tokens(State& s, unsigned char byte, Mode before) const;
   bool step_key(State& s, unsigned char byte, Mode before) const;
+  // A byte inside a string with a pattern (json_schema_prefix_pattern.cpp).
+  bool step_pattern_string(State& s, unsigned char byte, Mode before,
+                           const StringPattern& pattern) const;
   bool step_enum(State& s, unsigned char byte, Mode before, int32_t depth_before) const;
   bool begin_value(State& s, unsigned char byte) const;
   bool end_key(State& s) const;

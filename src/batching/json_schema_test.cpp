@@ -89,6 +89,14 @@ const std::vector<std::string>& schemas() {
             "t": {"type": "number", "exclusiveMinimum": -3, "exclusiveMaximum": 0},
             "big": {"type": ["number", "null"], "minimum": 100}},
           "required": ["p", "t"], "additionalProperties": false})",
+      // 15: strings held to patterns, with lengths, beside another type, in an array
+      R"({"type": "object", "properties": {
+            "zip": {"type": "string", "pattern": "^\\d{3}(-\\d{2})?$"},
+            "code": {"type": "string", "pattern": "[A-Z]{2}", "maxLength": 4},
+            "word": {"type": ["string", "integer"], "pattern": "^(é|a|\\n)+$", "minLength": 2},
+            "tags": {"type": "array", "items": {"type": "string", "pattern": "^x.?$"},
+                     "maxItems": 3}},
+          "required": ["zip", "code"], "additionalProperties": false})",
   };
   return kSchemas;
 }
@@ -128,6 +136,7 @@ std::vector<std::string> finishing_pieces(size_t schema_index) {
   if (schema_index == 9) keys = {"z\":0"};
   if (schema_index == 11) keys = {"n\":0", "m\":1005"};
   if (schema_index == 14) keys = {"p\":0", "t\":-1"};
+  if (schema_index == 15) keys = {"zip\":\"123\"", "code\":\"AB\""};
   pieces.insert(pieces.begin(), keys.begin(), keys.end());
   return pieces;
 }
@@ -331,12 +340,55 @@ TEST(JsonSchemaPrefixTest, HandWrittenTextsAreTakenExactlyWhenValid) {
       {14, R"({"p": 0.5, "t": -1, "big": 100.5})"},
       {14, R"({"p": 0.5, "t": -1, "big": null})"},
       {14, R"({"p": 0.5, "t": -1, "big": -100})"},
+      {15, R"({"zip": "123", "code": "AB"})"},
+      {15, R"({"zip": "123-45", "code": "xABy"})"},
+      {15, R"({"zip": "123-4", "code": "AB"})"},
+      {15, R"({"zip": "1234", "code": "AB"})"},
+      {15, R"({"zip": "a123", "code": "AB"})"},
+      {15, R"({"zip": "123", "code": "xxABy"})"},
+      {15, R"({"zip": "123", "code": "aBcD"})"},
+      {15, R"({"zip": "123", "code": "\"AB\\"})"},
+      {15, R"({"zip": "123", "code": "AB", "word": "éa"})"},
+      {15, R"({"zip": "123", "code": "AB", "word": "a\na"})"},
+      {15, R"({"zip": "123", "code": "AB", "word": "a"})"},
+      {15, R"({"zip": "123", "code": "AB", "word": "ab"})"},
+      {15, R"({"zip": "123", "code": "AB", "word": 7})"},
+      {15, R"({"zip": "123", "code": "AB", "tags": ["x", "xé", "x\t"]})"},
+      {15, R"({"zip": "123", "code": "AB", "tags": ["x\n"]})"},
+      {15, R"({"zip": "123", "code": "AB", "tags": ["xyz"]})"},
+      {15, R"({"zip": "123", "code": "AB", "tags": [""]})"},
   };
   for (const auto& [index, text] : cases) {
     const json root = json::parse(schemas()[index]);
     EXPECT_EQ(takes_whole(compiled(schemas()[index]), text), oracle_takes(root, text).value())
         << "schema " << index << ": " << text;
   }
+}
+
+TEST(JsonSchemaPrefixTest, APatternStringIsWrittenWithoutUnicodeEscapes) {
+  // "AB" spelled A\u0042 is a valid value, but the walker writes a pattern's characters as
+  // themselves (or \n, \t, ...): the automaton then steps once per character it can see.
+  const std::shared_ptr<const JsonSchema> schema = compiled(schemas()[15]);
+  EXPECT_FALSE(takes_whole(schema, R"({"zip": "123", "code": "A\u0042"})"));
+  // Without a pattern a \u escape is taken.
+  EXPECT_TRUE(takes_whole(compiled(schemas()[0]), R"({"name": "\u0041l", "age": 1})"));
+}
+
+TEST(JsonSchemaPrefixTest, APatternStringRefusesTheFirstByteThatLeadsNowhere) {
+  const std::shared_ptr<const JsonSchema> schema = compiled(schemas()[15]);
+  JsonSchemaPrefix walker(schema, kWhitespaceRun);
+  ASSERT_TRUE(walker.feed(R"({"zip": "12)"));
+  EXPECT_FALSE(walker.accepts("a"));
+  EXPECT_FALSE(walker.accepts("\xc3"));  // no UTF-8 character is a digit
+  EXPECT_FALSE(walker.accepts("\\"));    // nor any escaped one
+  EXPECT_FALSE(walker.accepts("\""));    // two digits are too few
+  EXPECT_TRUE(walker.accepts("3\""));
+  EXPECT_FALSE(walker.accepts("3-\""));
+  ASSERT_TRUE(walker.feed(R"(3", "code": "xy)"));
+  EXPECT_TRUE(walker.accepts("AB"));
+  EXPECT_TRUE(walker.accepts("A"));    // "xyA" leaves one character for a second capital
+  EXPECT_FALSE(walker.accepts("a"));   // "xya" does not
+  EXPECT_FALSE(walker.accepts("\""));  // no two capitals yet
 }
 
 TEST(JsonSchemaPrefixTest, ABoundedNumberIsWrittenWithoutAnExponent) {
@@ -409,7 +461,14 @@ TEST(JsonSchemaPrefixTest, AKnownNameSpelledWithAnEscapeIsRefused) {
 
 TEST(JsonSchemaTest, WhatCannotBeEnforcedIsRefusedByName) {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {R"({"type": "string", "pattern": "^a"})", "\"pattern\" is not supported"},
+      {R"({"type": "object", "properties": {"a": {"type": "string", "pattern": "(a)\\1"}}})",
+       "#/properties/a: \"pattern\": backreferences are not supported at offset 3"},
+      {R"j({"type": "string", "pattern": "a(?=b)"})j", "lookaround assertions are not supported"},
+      {R"({"type": "string", "pattern": 5})", "\"pattern\" must be a string"},
+      {R"({"type": "string", "pattern": "^ab$", "minLength": 3})", "no string matches"},
+      {R"j({"type": "string", "pattern": "(a|b)*a(a|b){12}"})j", "automaton states"},
+      {R"({"type": "object", "patternProperties": {"^a": {}}})",
+       "\"patternProperties\" is not supported"},
       {R"({"type": "object", "properties": {"age": {"type": "number", "minimum": 0.5}}})",
        "#/properties/age: \"minimum\" on a number that may have a fraction must be a whole"},
       {R"({"$ref": "#/$defs/missing"})", "points at nothing"},

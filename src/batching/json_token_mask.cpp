@@ -2,61 +2,115 @@
 
 #include <algorithm>
 #include <numeric>
+#include <span>
 
 namespace cellm {
+namespace {
+
+// Appends the code points of valid UTF-8 `text`.
+void append_code_points(const std::string& text, std::vector<uint32_t>& out) {
+  for (size_t i = 0; i < text.size();) {
+    const auto b = static_cast<unsigned char>(text[i]);
+    const size_t extra = b < 0x80 ? 0 : b < 0xE0 ? 1 : b < 0xF0 ? 2 : 3;
+    uint32_t v = extra == 0 ? b : b & (0x3Fu >> extra);
+    for (size_t k = 1; k <= extra; ++k)
+      v = (v << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3Fu);
+    out.push_back(v);
+    i += extra + 1;
+  }
+}
+
+}  // namespace
+
+// Fills `trie` from `order` (token ids sorted by their symbols): a node is a run of sorted tokens
+// sharing a prefix, its edges the runs sharing one more symbol. Nodes are numbered in the order
+// a depth-first walk meets them, so that such a walk reads the nodes forward. size_of(t) is
+// token t's number of symbols, symbol_of(t, i) its i-th.
+template <class Symbol, class SizeOf, class SymbolOf>
+void JsonTokenMask::build_trie(const std::vector<int32_t>& order, SizeOf size_of,
+                               SymbolOf symbol_of, Trie<Symbol>& trie) {
+  struct Run {
+    size_t edge;   // the edge into it (its target set when the node is made); none for the root
+    size_t begin;  // [begin, end) of `order`, sharing their first `depth` symbols
+    size_t end;
+    size_t depth;
+  };
+  constexpr size_t kNoEdge = SIZE_MAX;
+  std::vector<Run> stack = {{kNoEdge, 0, order.size(), 0}};
+  std::vector<Run> children;
+  while (!stack.empty()) {
+    const Run run = stack.back();
+    stack.pop_back();
+    const auto index = static_cast<uint32_t>(trie.nodes.size());
+    if (run.edge != kNoEdge) trie.edge_targets[run.edge] = index;
+    TrieNode node;
+    size_t i = run.begin;
+    node.first_token = static_cast<uint32_t>(trie.node_tokens.size());
+    for (; i < run.end && size_of(order[i]) == run.depth; ++i) trie.node_tokens.push_back(order[i]);
+    node.num_tokens = static_cast<uint32_t>(trie.node_tokens.size()) - node.first_token;
+    node.first_edge = static_cast<uint32_t>(trie.edge_symbols.size());
+    children.clear();
+    while (i < run.end) {
+      const Symbol symbol = symbol_of(order[i], run.depth);
+      size_t j = i;
+      while (j < run.end && symbol_of(order[j], run.depth) == symbol) ++j;
+      children.push_back({trie.edge_symbols.size(), i, j, run.depth + 1});
+      trie.edge_symbols.push_back(symbol);
+      trie.edge_targets.push_back(0);
+      i = j;
+    }
+    node.num_edges = static_cast<uint32_t>(children.size());
+    trie.nodes.push_back(node);
+    stack.insert(stack.end(), children.rbegin(), children.rend());  // the first child next
+  }
+}
 
 JsonTokenMask::JsonTokenMask(const std::vector<std::string>& token_bytes)
     : token_bytes_(token_bytes),
       plain_string_pieces_(token_bytes.size(), 0),
       code_points_(token_bytes.size(), 0) {
   std::vector<int32_t> order;
+  std::vector<int32_t> plain;
+  std::vector<uint32_t> piece_code_points;  // a plain token's: [piece_starts[t], [t + 1])
+  std::vector<uint32_t> piece_starts;
   for (size_t t = 0; t < token_bytes_.size(); ++t) {
+    piece_starts.push_back(static_cast<uint32_t>(piece_code_points.size()));
     const std::string& piece = token_bytes_[t];
     if (piece.empty()) continue;
     plain_string_pieces_[t] = JsonPrefix::plain_string_piece(piece) ? 1 : 0;
     for (const char c : piece) code_points_[t] += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
-    if (plain_string_pieces_[t] == 0) not_plain_.push_back(static_cast<int32_t>(t));
+    if (plain_string_pieces_[t] == 0) {
+      not_plain_.push_back(static_cast<int32_t>(t));
+    } else {
+      append_code_points(piece, piece_code_points);
+      plain.push_back(static_cast<int32_t>(t));
+    }
     order.push_back(static_cast<int32_t>(t));
     max_token_bytes_ = std::max(max_token_bytes_, piece.size());
   }
-  // The trie, breadth first over the tokens sorted by their bytes: a node is a run of sorted
-  // tokens sharing a prefix, its edges the runs sharing one more byte.
+  piece_starts.push_back(static_cast<uint32_t>(piece_code_points.size()));
   std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
     return token_bytes_[static_cast<size_t>(a)] < token_bytes_[static_cast<size_t>(b)];
   });
-  struct Run {
-    uint32_t node;
-    size_t begin;  // [begin, end) of `order`, sharing their first `depth` bytes
-    size_t end;
-    size_t depth;
+  build_trie<uint8_t>(
+      order, [&](int32_t t) { return token_bytes_[static_cast<size_t>(t)].size(); },
+      [&](int32_t t, size_t i) {
+        return static_cast<uint8_t>(token_bytes_[static_cast<size_t>(t)][i]);
+      },
+      bytes_);
+  const auto code_points_of = [&](int32_t t) {
+    const uint32_t* first = piece_code_points.data() + piece_starts[static_cast<size_t>(t)];
+    return std::span<const uint32_t>(
+        first, piece_starts[static_cast<size_t>(t) + 1] - piece_starts[static_cast<size_t>(t)]);
   };
-  nodes_.emplace_back();
-  std::vector<Run> runs = {{0, 0, order.size(), 0}};
-  for (size_t r = 0; r < runs.size(); ++r) {
-    const Run run = runs[r];
-    const auto bytes_of = [&](size_t i) -> const std::string& {
-      return token_bytes_[static_cast<size_t>(order[i])];
-    };
-    size_t i = run.begin;
-    nodes_[run.node].first_token = static_cast<uint32_t>(node_tokens_.size());
-    for (; i < run.end && bytes_of(i).size() == run.depth; ++i) node_tokens_.push_back(order[i]);
-    nodes_[run.node].num_tokens =
-        static_cast<uint32_t>(node_tokens_.size()) - nodes_[run.node].first_token;
-    nodes_[run.node].first_edge = static_cast<uint32_t>(edge_bytes_.size());
-    while (i < run.end) {
-      const char byte = bytes_of(i)[run.depth];
-      size_t j = i;
-      while (j < run.end && bytes_of(j)[run.depth] == byte) ++j;
-      const auto child = static_cast<uint32_t>(nodes_.size());
-      nodes_.emplace_back();
-      edge_bytes_.push_back(static_cast<uint8_t>(byte));
-      edge_targets_.push_back(child);
-      runs.push_back({child, i, j, run.depth + 1});
-      i = j;
-    }
-    nodes_[run.node].num_edges =
-        static_cast<uint32_t>(edge_bytes_.size()) - nodes_[run.node].first_edge;
-  }
+  std::sort(plain.begin(), plain.end(), [&](int32_t a, int32_t b) {
+    const std::span<const uint32_t> x = code_points_of(a);
+    const std::span<const uint32_t> y = code_points_of(b);
+    return std::lexicographical_compare(x.begin(), x.end(), y.begin(), y.end());
+  });
+  build_trie<uint32_t>(
+      plain, [&](int32_t t) { return code_points_of(t).size(); },
+      [&](int32_t t, size_t i) { return code_points_of(t)[i]; }, plain_code_points_);
 }
 
 bool JsonTokenMask::allows(const JsonSchemaPrefix& json, int32_t token) const {
@@ -65,6 +119,10 @@ bool JsonTokenMask::allows(const JsonSchemaPrefix& json, int32_t token) const {
 }
 
 void JsonTokenMask::compute(const JsonSchemaPrefix& json, std::vector<uint8_t>& allowed) const {
+  if (const std::optional<JsonSchemaPrefix::PatternPlace> at = json.pattern_place()) {
+    compute_in_pattern(json, *at, allowed);
+    return;
+  }
   if (const std::optional<uint32_t> room = json.string_room()) {
     if (*room == JsonSchema::kUnbounded) {
       allowed.assign(plain_string_pieces_.begin(), plain_string_pieces_.end());
@@ -84,20 +142,50 @@ void JsonTokenMask::compute(const JsonSchemaPrefix& json, std::vector<uint8_t>& 
   visit(json, 0, 0, states, allowed);
 }
 
+// A plain piece is whole characters, none of them '"' or '\\': the walker steps the automaton
+// once per code point and takes the piece exactly when the string is live after the last. The
+// plain pieces' trie is walked so: a prefix that is not live rules out every token under it (a
+// live state's predecessors on its path are live too).
+void JsonTokenMask::compute_in_pattern(const JsonSchemaPrefix& json,
+                                       const JsonSchemaPrefix::PatternPlace& at,
+                                       std::vector<uint8_t>& allowed) const {
+  allowed.assign(token_bytes_.size(), 0);
+  visit_in_pattern(*at.pattern, 0, at.state, at.length, allowed);
+  for (const int32_t t : not_plain_) allowed[static_cast<size_t>(t)] = allows(json, t) ? 1 : 0;
+}
+
+// The plain tokens under `node` of the code-point trie, whose prefix so far leaves the pattern at
+// `state` after `length` code points (live).
+void JsonTokenMask::visit_in_pattern(const StringPattern& pattern, uint32_t node, int32_t state,
+                                     uint32_t length, std::vector<uint8_t>& allowed) const {
+  const Trie<uint32_t>& trie = plain_code_points_;
+  const TrieNode& n = trie.nodes[node];
+  for (uint32_t e = n.first_edge; e < n.first_edge + n.num_edges; ++e) {
+    const int32_t next = pattern.next(state, trie.edge_symbols[e]);
+    if (!pattern.live(next, length + 1)) continue;
+    const TrieNode& child = trie.nodes[trie.edge_targets[e]];
+    for (uint32_t k = child.first_token; k < child.first_token + child.num_tokens; ++k) {
+      allowed[static_cast<size_t>(trie.node_tokens[k])] = 1;
+    }
+    if (child.num_edges > 0)
+      visit_in_pattern(pattern, trie.edge_targets[e], next, length + 1, allowed);
+  }
+}
+
 // The tokens under `node`, whose bytes so far states[depth] holds (accepted): each edge's byte is
 // stepped on a copy; a refused one rules out its whole subtree.
 void JsonTokenMask::visit(const JsonSchemaPrefix& json, uint32_t node, size_t depth,
                           std::vector<State>& states, std::vector<uint8_t>& allowed) const {
-  const TrieNode& n = nodes_[node];
+  const TrieNode& n = bytes_.nodes[node];
   for (uint32_t e = n.first_edge; e < n.first_edge + n.num_edges; ++e) {
     State& next = states[depth + 1];
     JsonSchemaPrefix::copy_state(states[depth], &next);
-    if (!json.step(next, edge_bytes_[e])) continue;
-    const TrieNode& child = nodes_[edge_targets_[e]];
+    if (!json.step(next, bytes_.edge_symbols[e])) continue;
+    const TrieNode& child = bytes_.nodes[bytes_.edge_targets[e]];
     for (uint32_t k = child.first_token; k < child.first_token + child.num_tokens; ++k) {
-      allowed[static_cast<size_t>(node_tokens_[k])] = 1;
+      allowed[static_cast<size_t>(bytes_.node_tokens[k])] = 1;
     }
-    if (child.num_edges > 0) visit(json, edge_targets_[e], depth + 1, states, allowed);
+    if (child.num_edges > 0) visit(json, bytes_.edge_targets[e], depth + 1, states, allowed);
   }
 }
 

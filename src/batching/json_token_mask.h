@@ -2,7 +2,9 @@
 // value its schema accepts (JsonSchemaPrefix), computed without checking every token: inside a
 // string whose characters are free, the tokens that are whole plain characters pass unchecked
 // (those of few enough characters where the string's length is bounded) and only the rest are
-// checked; elsewhere the vocabulary's bytes are walked as a trie, each
+// checked; inside a string with a pattern, the plain tokens' code points step the pattern's
+// automaton (string_pattern.h) from where the string stands, no bytes re-parsed; elsewhere the
+// vocabulary's bytes are walked as a trie, each
 // shared prefix stepped once and a refused byte cutting off every token under it.
 //
 // It knows token bytes (RunnerOptions::token_bytes: "" for a token that adds no text, never
@@ -41,18 +43,33 @@ class JsonTokenMask {
     uint32_t first_token = 0;
     uint32_t num_tokens = 0;
   };
+  // Tokens by their symbols (bytes or code points): nodes[0] is the root (the empty prefix),
+  // a node's edges are edge_symbols / edge_targets [first_edge, + num_edges), ascending.
+  template <class Symbol>
+  struct Trie {
+    std::vector<TrieNode> nodes;
+    std::vector<Symbol> edge_symbols;
+    std::vector<uint32_t> edge_targets;
+    std::vector<int32_t> node_tokens;  // by node
+  };
+  template <class Symbol, class SizeOf, class SymbolOf>
+  static void build_trie(const std::vector<int32_t>& order, SizeOf size_of, SymbolOf symbol_of,
+                         Trie<Symbol>& trie);
   using State = JsonSchemaPrefix::State;
   void visit(const JsonSchemaPrefix& json, uint32_t node, size_t depth, std::vector<State>& states,
              std::vector<uint8_t>& allowed) const;
+  void visit_in_pattern(const StringPattern& pattern, uint32_t node, int32_t state, uint32_t length,
+                        std::vector<uint8_t>& allowed) const;
+  // The plain tokens inside a string with a pattern; the others are checked one by one.
+  void compute_in_pattern(const JsonSchemaPrefix& json, const JsonSchemaPrefix::PatternPlace& at,
+                          std::vector<uint8_t>& allowed) const;
 
   std::vector<std::string> token_bytes_;
   std::vector<uint8_t> plain_string_pieces_;  // [vocab] JsonPrefix::plain_string_piece
   std::vector<uint32_t> code_points_;         // [vocab] the UTF-8 characters it begins
   std::vector<int32_t> not_plain_;            // the non-empty tokens that are not
-  std::vector<TrieNode> nodes_;               // [0] the root (the empty prefix)
-  std::vector<uint8_t> edge_bytes_;           // [edges] by node, ascending
-  std::vector<uint32_t> edge_targets_;
-  std::vector<int32_t> node_tokens_;  // by node
+  Trie<uint8_t> bytes_;                       // every non-empty token by its bytes
+  Trie<uint32_t> plain_code_points_;          // the plain pieces by their code points
   size_t max_token_bytes_ = 0;
 };
 

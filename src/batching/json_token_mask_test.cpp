@@ -42,6 +42,9 @@ TEST(JsonTokenMaskTest, TheMaskIsEveryTokenTheWalkerAccepts) {
           "required": ["name"], "additionalProperties": false})",
       R"({"type": "array", "items": {"anyOf": [{"type": "number"}, {"type": "null"},
             {"type": "object", "additionalProperties": {"type": "boolean"}}]}})",
+      R"({"type": "array", "items": {"type": "string", "pattern": "^[a-z]*(é|\\n)?x?$",
+            "maxLength": 9}, "minItems": 1})",
+      R"({"type": "array", "items": {"type": "string", "pattern": "ab|\\d\\d"}})",
   };
   std::mt19937 rng(7);
   const std::vector<std::string> vocab = random_vocabulary(rng);

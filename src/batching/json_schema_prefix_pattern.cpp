@@ -1,0 +1,111 @@
+// JsonSchemaPrefix inside a string with a pattern (json_schema_prefix.h): the pattern's
+// automaton (string_pattern.h) steps once per code point, when its last byte is fed; a byte that
+// begins or continues a character is taken only if some code point it may still become keeps the
+// string live, so that every prefix taken can be completed.
+#include <array>
+
+#include "batching/json_schema_prefix.h"
+
+namespace cellm {
+namespace {
+
+// The code point of a two-character escape's second byte (the grammar checked it), or -1 for
+// 'u': a string with a pattern is written without \u escapes.
+int64_t escaped_code_point(unsigned char byte) {
+  switch (byte) {
+    case 'b':
+      return '\b';
+    case 'f':
+      return '\f';
+    case 'n':
+      return '\n';
+    case 'r':
+      return '\r';
+    case 't':
+      return '\t';
+    case 'u':
+      return -1;
+    default:
+      return byte;  // '"', '\\', '/'
+  }
+}
+
+constexpr std::array<uint32_t, 8> kEscapable = {'"', '\\', '/', '\b', '\f', '\n', '\r', '\t'};
+
+struct Range {
+  uint32_t lo;
+  uint32_t hi;
+};
+
+// The code points a UTF-8 lead byte may begin (exactly those the grammar lets it: no overlong
+// forms, no surrogates, none past U+10FFFF); *bytes_left: the continuation bytes to come.
+Range lead_range(unsigned char byte, uint32_t* bits, uint8_t* bytes_left) {
+  if (byte <= 0xDF) {
+    *bytes_left = 1;
+    *bits = byte & 0x1Fu;
+    return {*bits << 6, (*bits << 6) | 0x3F};
+  }
+  if (byte <= 0xEF) {
+    *bytes_left = 2;
+    *bits = byte & 0x0Fu;
+    if (byte == 0xE0) return {0x800, 0xFFF};
+    if (byte == 0xED) return {0xD000, 0xD7FF};
+    return {*bits << 12, (*bits << 12) | 0xFFF};
+  }
+  *bytes_left = 3;
+  *bits = byte & 0x07u;
+  if (byte == 0xF0) return {0x10000, 0x3FFFF};
+  if (byte == 0xF4) return {0x100000, 0x10FFFF};
+  return {*bits << 18, (*bits << 18) | 0x3FFFF};
+}
+
+}  // namespace
+
+std::optional<JsonSchemaPrefix::PatternPlace> JsonSchemaPrefix::pattern_place() const {
+  if (state_.syntax.mode_ != Mode::kString || state_.active != Active::kString) return std::nullopt;
+  const StringPattern* pattern = schema_->node(state_.string_node).pattern.get();
+  if (pattern == nullptr) return std::nullopt;
+  return PatternPlace{pattern, state_.pattern_state, state_.string_length};
+}
+
+bool JsonSchemaPrefix::step_pattern_string(State& s, unsigned char byte, Mode before,
+                                           const StringPattern& pattern) const {
+  const auto complete = [&](uint32_t code_point) {  // the character's last byte
+    s.pattern_state = pattern.next(s.pattern_state, code_point);
+    return pattern.live(s.pattern_state, s.string_length);
+  };
+  switch (before) {
+    case Mode::kString: {
+      if (byte == '"') {
+        s.active = Active::kNone;
+        return pattern.accepts(s.pattern_state, s.string_length);
+      }
+      const uint32_t length = s.string_length++;  // a character begins
+      if (byte == '\\') {
+        for (const uint32_t c : kEscapable) {
+          if (pattern.live(pattern.next(s.pattern_state, c), length + 1)) return true;
+        }
+        return false;
+      }
+      if (byte < 0x80) return complete(byte);
+      const Range r = lead_range(byte, &s.pattern_code_point, &s.pattern_bytes_left);
+      return pattern.any_live(s.pattern_state, length, r.lo, r.hi);
+    }
+    case Mode::kEscape: {
+      const int64_t c = escaped_code_point(byte);
+      return c >= 0 && complete(static_cast<uint32_t>(c));
+    }
+    case Mode::kUtf8Continuation: {
+      s.pattern_code_point = (s.pattern_code_point << 6) | (byte & 0x3Fu);
+      if (--s.pattern_bytes_left == 0) return complete(s.pattern_code_point);
+      const unsigned shift = 6u * s.pattern_bytes_left;
+      const uint32_t lo = s.pattern_code_point << shift;
+      return pattern.any_live(s.pattern_state, s.string_length - 1, lo,
+                              lo | ((uint32_t{1} << shift) - 1));
+    }
+    default:
+      return false;  // inside a \u escape: never begun here
+  }
+}
+
+}  // namespace cellm
