@@ -1,7 +1,8 @@
 // Constrained-output masks (batching/json_token_mask.h) over a real vocabulary (deepseek-llm's
 // 102,400 byte-level BPE tokens, as the tokenizer writes them): the time to compute one mask at
-// typical places of a JSON object and of a schema's value, against checking every token with
-// JsonSchemaPrefix::accepts (the definition the mask shortcuts). Figures only; the equality is
+// typical places of a JSON object and of a schema's value (inside pattern strings also from a
+// generation's cache), against checking every token with JsonSchemaPrefix::accepts (the
+// definition the mask shortcuts). Figures only; the equality is
 // json_token_mask_test's.
 #include <benchmark/benchmark.h>
 
@@ -74,8 +75,11 @@ std::optional<JsonSchemaPrefix> walker(const std::string& schema, const std::str
   return json;
 }
 
-void run(benchmark::State& state, const std::string& schema, const std::string& text,
-         bool every_token) {
+// How a mask is computed: JsonTokenMask::compute, with a pattern cache that holds the state's
+// mask already, or by checking every token with accepts().
+enum class Way { kMask, kMaskCached, kEveryToken };
+
+void run(benchmark::State& state, const std::string& schema, const std::string& text, Way way) {
   if (!token_bytes().has_value()) {
     state.SkipWithError("cannot read vocab/ggml-vocab-deepseek-llm.gguf (CELLM_TEST_MODELS)");
     return;
@@ -88,8 +92,12 @@ void run(benchmark::State& state, const std::string& schema, const std::string& 
     return;
   }
   std::vector<uint8_t> allowed(bytes.size());
+  JsonTokenMask::PatternMaskCache cache;
+  mask.compute(*json, allowed, &cache);
   for (auto _ : state) {
-    if (every_token) {
+    if (way == Way::kMaskCached) {
+      mask.compute(*json, allowed, &cache);
+    } else if (way == Way::kEveryToken) {
       for (size_t t = 0; t < bytes.size(); ++t) {
         allowed[t] = !bytes[t].empty() && json->accepts(bytes[t]) ? 1 : 0;
       }
@@ -126,13 +134,17 @@ void register_all() {
       {"schema/in_pattern_string_bounded", kSchema, "{\"note\": \"Bo"},
   };
   for (const Place& place : places) {
-    for (const bool every : {false, true}) {
-      const std::string name =
-          std::string("JsonMask/") + place.name + (every ? "/every_token" : "/mask");
+    const bool in_pattern = std::string(place.name).find("pattern") != std::string::npos;
+    for (const Way way : {Way::kMask, Way::kMaskCached, Way::kEveryToken}) {
+      if (way == Way::kMaskCached && !in_pattern) continue;
+      const char* suffix = way == Way::kMask         ? "/mask"
+                           : way == Way::kMaskCached ? "/mask_cached"
+                                                     : "/every_token";
+      const std::string name = std::string("JsonMask/") + place.name + suffix;
       const std::string schema = place.schema;
       const std::string text = place.text;
       benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& state) {
-        run(state, schema, text, every);
+        run(state, schema, text, way);
       })->Unit(benchmark::kMicrosecond);
     }
   }

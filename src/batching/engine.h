@@ -115,11 +115,13 @@ class Engine {
     SamplerRewrite rewrite = {};
     // GenConfig::json_object / json_schema: the text generated so far as a prefix of a value
     // the schema accepts, each token's bytes (RunnerOptions::token_bytes) and pick_token's mask
-    // of the tokens that keep it one ([vocab], scratch).
+    // of the tokens that keep it one ([vocab], scratch), with the pattern strings' masks it may
+    // need again.
     std::optional<JsonSchemaPrefix> json = std::nullopt;
     const std::vector<std::string>* token_bytes = nullptr;
     const JsonTokenMask* token_mask = nullptr;
     std::vector<uint8_t> allowed = {};
+    JsonTokenMask::PatternMaskCache pattern_masks = {};
   };
   // EngineSession::id of a session that holds no executor session yet.
   static constexpr SessionId kNoExecutorSession = ~SessionId{0};

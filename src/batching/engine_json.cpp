@@ -22,7 +22,7 @@ std::optional<int32_t> Engine::constrain_to_json(ActiveGeneration& generation,
     const int32_t best = greedy != kNoToken ? greedy : argmax_finite(logits);
     if (best != kNoToken && mask.allows(json, best)) return best;
   }
-  mask.compute(json, generation.allowed);
+  mask.compute(json, generation.allowed, &generation.pattern_masks);
   return std::nullopt;
 }
 

@@ -118,9 +118,10 @@ bool JsonTokenMask::allows(const JsonSchemaPrefix& json, int32_t token) const {
   return !piece.empty() && json.accepts(piece);
 }
 
-void JsonTokenMask::compute(const JsonSchemaPrefix& json, std::vector<uint8_t>& allowed) const {
+void JsonTokenMask::compute(const JsonSchemaPrefix& json, std::vector<uint8_t>& allowed,
+                            PatternMaskCache* cache) const {
   if (const std::optional<JsonSchemaPrefix::PatternPlace> at = json.pattern_place()) {
-    compute_in_pattern(json, *at, allowed);
+    compute_in_pattern(json, *at, allowed, cache);
     return;
   }
   if (const std::optional<uint32_t> room = json.string_room()) {
@@ -146,11 +147,30 @@ void JsonTokenMask::compute(const JsonSchemaPrefix& json, std::vector<uint8_t>& 
 // once per code point and takes the piece exactly when the string is live after the last. The
 // plain pieces' trie is walked so: a prefix that is not live rules out every token under it (a
 // live state's predecessors on its path are live too).
+// With a cache, the plain tokens' part is kept by (pattern, state, length key): the length
+// matters to live() only below minLength or under a maxLength (pattern.length_matters).
 void JsonTokenMask::compute_in_pattern(const JsonSchemaPrefix& json,
                                        const JsonSchemaPrefix::PatternPlace& at,
-                                       std::vector<uint8_t>& allowed) const {
-  allowed.assign(token_bytes_.size(), 0);
-  visit_in_pattern(*at.pattern, 0, at.state, at.length, allowed);
+                                       std::vector<uint8_t>& allowed,
+                                       PatternMaskCache* cache) const {
+  const uint32_t length_key = at.pattern->length_matters(at.length) ? at.length : UINT32_MAX;
+  const auto same = [&](const PatternMaskCache::Entry& e) {
+    return e.pattern == at.pattern && e.state == at.state && e.length_key == length_key;
+  };
+  std::vector<PatternMaskCache::Entry>* entries = cache != nullptr ? &cache->entries_ : nullptr;
+  const auto hit = entries != nullptr ? std::find_if(entries->begin(), entries->end(), same)
+                                      : std::vector<PatternMaskCache::Entry>::iterator();
+  if (entries != nullptr && hit != entries->end()) {
+    std::rotate(hit, hit + 1, entries->end());  // now the most recently used
+    allowed = entries->back().allowed;
+  } else {
+    allowed.assign(token_bytes_.size(), 0);
+    visit_in_pattern(*at.pattern, 0, at.state, at.length, allowed);
+    if (entries != nullptr) {
+      if (entries->size() >= PatternMaskCache::kMaxEntries) entries->erase(entries->begin());
+      entries->push_back({at.pattern, at.state, length_key, allowed});
+    }
+  }
   for (const int32_t t : not_plain_) allowed[static_cast<size_t>(t)] = allows(json, t) ? 1 : 0;
 }
 

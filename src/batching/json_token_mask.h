@@ -27,9 +27,28 @@ class JsonTokenMask {
  public:
   explicit JsonTokenMask(const std::vector<std::string>& token_bytes);
 
+  // The plain tokens' masks inside strings with a pattern, kept by the pattern's state (and the
+  // string's length where the bounds make it matter), so that a generation that comes back to a
+  // state gets its mask by a copy. One per generation (its schema outlives it); not thread-safe.
+  class PatternMaskCache {
+   public:
+    static constexpr size_t kMaxEntries = 8;  // about 0.1 MB each for a 100K vocabulary
+
+   private:
+    friend class JsonTokenMask;
+    struct Entry {
+      const StringPattern* pattern;
+      int32_t state;
+      uint32_t length_key;
+      std::vector<uint8_t> allowed;  // [vocab] the plain tokens' part of the mask
+    };
+    std::vector<Entry> entries_;  // the most recently used last
+  };
+
   // allowed[t] = 1 when token t's bytes are accepted by `json` (as json.accepts would say), else
-  // 0; resized to the vocabulary.
-  void compute(const JsonSchemaPrefix& json, std::vector<uint8_t>& allowed) const;
+  // 0; resized to the vocabulary. `cache` (may be null) serves and keeps pattern masks.
+  void compute(const JsonSchemaPrefix& json, std::vector<uint8_t>& allowed,
+               PatternMaskCache* cache = nullptr) const;
   // One token: whether `json` accepts its (non-empty) bytes.
   bool allows(const JsonSchemaPrefix& json, int32_t token) const;
 
@@ -62,7 +81,7 @@ class JsonTokenMask {
                         std::vector<uint8_t>& allowed) const;
   // The plain tokens inside a string with a pattern; the others are checked one by one.
   void compute_in_pattern(const JsonSchemaPrefix& json, const JsonSchemaPrefix::PatternPlace& at,
-                          std::vector<uint8_t>& allowed) const;
+                          std::vector<uint8_t>& allowed, PatternMaskCache* cache) const;
 
   std::vector<std::string> token_bytes_;
   std::vector<uint8_t> plain_string_pieces_;  // [vocab] JsonPrefix::plain_string_piece

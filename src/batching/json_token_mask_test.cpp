@@ -1,6 +1,7 @@
 // JsonTokenMask against the definition it shortcuts: at states reached by random constrained
 // generations over a random vocabulary (every byte a token too, long whitespace runs, UTF-8, "",
-// tokens that are prefixes of each other), its mask equals checking every token with accepts().
+// tokens that are prefixes of each other), its mask equals checking every token with accepts(),
+// with or without a generation's cache of pattern masks.
 #include "batching/json_token_mask.h"
 
 #include <gtest/gtest.h>
@@ -55,11 +56,15 @@ TEST(JsonTokenMaskTest, TheMaskIsEveryTokenTheWalkerAccepts) {
     ASSERT_TRUE(schema.ok()) << schema.status().to_string();
     for (int generation = 0; generation < 12; ++generation) {
       JsonSchemaPrefix json(*schema, 6);
+      JsonTokenMask::PatternMaskCache cache;
       std::string written;
       for (int step = 0; step < 60 && !json.complete(); ++step) {
         std::vector<uint8_t> allowed;
         mask.compute(json, allowed);
         ASSERT_EQ(allowed.size(), vocab.size());
+        std::vector<uint8_t> from_cache;  // computed, or copied from an earlier state's
+        mask.compute(json, from_cache, &cache);
+        ASSERT_EQ(from_cache, allowed) << "the cache's mask after " << written;
         std::vector<int32_t> choices;
         for (size_t t = 0; t < vocab.size(); ++t) {
           const bool expected = !vocab[t].empty() && json.accepts(vocab[t]);

@@ -58,6 +58,11 @@ class StringPattern {
     const size_t room = max_length_ == kUnbounded ? num_within_ : max_length_ - length;
     return bit(within_, std::min(room, num_within_ - 1), state);
   }
+  // Whether live() after `length` code points and more may depend on the length (below
+  // min_length, or under a max_length); else it depends on the state alone.
+  bool length_matters(uint32_t length) const {
+    return length < min_length_ || max_length_ != kUnbounded;
+  }
   // Whether the string may end here: the pattern matches and min_length <= length <= max_length.
   bool accepts(int32_t state, uint32_t length) const;
   // Whether some code point in [lo, hi] leads from `state` (after `length` code points) to a
