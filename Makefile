@@ -50,7 +50,9 @@ tsan: deps
 # vocabularies and exported programs. The HTTP server's request parser (serve_request_fuzz):
 # fuzz/serve_seeds with fuzz/serve_json.dict. The JSON prefix recognizer of constrained output
 # (json_prefix_fuzz, against nlohmann::json): fuzz/json_prefix_seeds. The JSON-schema compiler and
-# walker (json_schema_fuzz, against an independent validator): fuzz/json_schema_seeds.
+# walker (json_schema_fuzz, against an independent validator): fuzz/json_schema_seeds. Whole-text
+# patterns, vLLM's guided_regex (text_pattern_fuzz, against the standard library's regex):
+# fuzz/text_pattern_seeds.
 FUZZ_SECONDS ?= 30
 FUZZ_CORPUS := build/fuzz/corpus
 fuzz: deps
@@ -97,6 +99,11 @@ fuzz: deps
 	mkdir -p $(FUZZ_CORPUS)/json_schema
 	cp -f fuzz/json_schema_seeds/* $(FUZZ_CORPUS)/json_schema/
 	build/fuzz/fuzz/json_schema_fuzz -dict=fuzz/json_schema.dict $(FUZZ_CORPUS)/json_schema \
+	  -max_total_time=$(FUZZ_SECONDS)
+	cmake --build --preset fuzz -j $(JOBS) --target text_pattern_fuzz
+	mkdir -p $(FUZZ_CORPUS)/text_pattern
+	cp -f fuzz/text_pattern_seeds/* $(FUZZ_CORPUS)/text_pattern/
+	build/fuzz/fuzz/text_pattern_fuzz -dict=fuzz/json_schema.dict $(FUZZ_CORPUS)/text_pattern \
 	  -max_total_time=$(FUZZ_SECONDS)
 
 ci:

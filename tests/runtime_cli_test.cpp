@@ -1,5 +1,6 @@
 // End to end through the `cellm` binary on stories260K: `cellm generate --json` against the
-// reference greedy output, `cellm run --report-json` (generations in prompt order, engine metrics
+// reference greedy output (and held to --regex: a text the standard library's regex matches
+// whole), `cellm run --report-json` (generations in prompt order, engine metrics
 // with preemptions, config), and bad arguments (one line, exit status 2).
 //
 // The binary is found by tests/support/cellm_cli.h. Every run hides the GPUs
@@ -15,6 +16,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <regex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -60,6 +62,20 @@ TEST(RuntimeCliTest, GenerateJsonMatchesTheFirstReferenceCase) {
   EXPECT_EQ(out.at("generated_tokens"), c.at("generated_tokens"));
   EXPECT_EQ(out.at("text"), c.at("text"));
   EXPECT_EQ(out.at("finish_reason"), "new_token_limit");
+}
+
+TEST(RuntimeCliTest, GenerateRegexGivesATextItMatchesWhole) {
+  const std::string regex = "(Once|Then) [a-z]{1,8}( [a-z]{1,8})*\\.";
+  for (const char* temperature : {"0", "1"}) {
+    const Result r =
+        run_cellm({"generate", "--model", testing::test_model_path("stories260K.gguf"), "--prompt",
+                   "Lily", "-n", "60", "--temperature", temperature, "--regex", regex, "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const nlohmann::json out = nlohmann::json::parse(r.out);
+    const std::string text = out.at("text");
+    EXPECT_NE(out.at("finish_reason"), "new_token_limit") << text;
+    EXPECT_TRUE(std::regex_match(text, std::regex(regex))) << text;
+  }
 }
 
 TEST(RuntimeCliTest, GeneratePromptTokensAreTakenAsGiven) {
@@ -185,6 +201,9 @@ TEST(RuntimeCliTest, BadArgumentsGiveOneClearLineAndExitStatusTwo) {
       {{"generate", "--model", model}, "--prompt"},
       {{"generate", "--model", model, "--prompt-tokens", "1,two"}, "two"},
       {{"generate", "--model", model, "--prompt-tokens", "1,512"}, "512"},
+      {{"generate", "--model", model, "--prompt", "hi", "--regex", "a(?=b)"}, "--regex"},
+      {{"generate", "--model", model, "--prompt", "hi", "--regex", "a", "--json-object"},
+       "--regex"},
       {{"run", "--model", model, "--prompt", "hi", "--max-cells", "100"}, "--max-cells 100"},
       {{"generate", "--model", model, "--prompt", "hi", "--threads", "100000"}, "--threads 100000"},
       {{"run", "--model", model, "--prompt", "hi", "--resident-bf16", "maybe"}, "--resident-bf16"},

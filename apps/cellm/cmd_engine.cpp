@@ -138,11 +138,18 @@ void add_sampling_flags(CLI::App& command, SamplingFlags& flags) {
   CLI::Option* object =
       command.add_flag("--json-object", flags.json_object,
                        "Constrain the output to one JSON object; stop when it is whole");
+  CLI::Option* schema =
+      command
+          .add_option("--json-schema", flags.json_schema_file,
+                      "Constrain the output to one JSON value this file's JSON Schema accepts; "
+                      "stop when it is whole")
+          ->excludes(object);
   command
-      .add_option("--json-schema", flags.json_schema_file,
-                  "Constrain the output to one JSON value this file's JSON Schema accepts; stop "
-                  "when it is whole")
-      ->excludes(object);
+      .add_option("--regex", flags.regex,
+                  "Constrain the whole output to a text this regular expression (ECMA-262) "
+                  "matches; stop where it matches and the model ends, or when nothing may follow")
+      ->excludes(object)
+      ->excludes(schema);
 }
 
 StatusOr<GenConfig> gen_config_from_flags(const SamplingFlags& flags,
@@ -172,6 +179,13 @@ StatusOr<GenConfig> gen_config_from_flags(const SamplingFlags& flags,
                               schema.status().message());
     }
     config.json_schema = *std::move(schema);
+  }
+  if (!flags.regex.empty()) {
+    StatusOr<std::shared_ptr<const StringPattern>> pattern = StringPattern::compile(
+        flags.regex, 0, StringPattern::kUnbounded, StringPattern::Target::kWholeText);
+    if (!pattern.ok()) return invalid_argument("--regex: " + pattern.status().message());
+    if (!(*pattern)->matches_something()) return invalid_argument("--regex matches no text");
+    config.text_pattern = *std::move(pattern);
   }
   const Status status = validate_gen_config(config);
   if (!status.ok()) {  // "top_p is 2; ..." -> "--top-p is 2; ..."

@@ -67,10 +67,11 @@ struct SamplingFlags {
   bool ignore_eos = false;
   bool json_object = false;      // GenConfig::json_object
   std::string json_schema_file;  // GenConfig::json_schema, compiled from this file; "" none
+  std::string regex;             // GenConfig::text_pattern, compiled from it; "" none
 };
 
-// Registers --temperature, --top-k, --top-p, --min-p, --json-object and --json-schema (each
-// command adds --max-new-tokens, --seed and --ignore-eos with its own words).
+// Registers --temperature, --top-k, --top-p, --min-p, --json-object, --json-schema and --regex
+// (each command adds --max-new-tokens, --seed and --ignore-eos with its own words).
 void add_sampling_flags(CLI::App& command, SamplingFlags& flags);
 
 // The generation the flags ask for (seed as given, stop strings added); InvalidArgument naming

@@ -166,6 +166,7 @@ nlohmann::ordered_json config_json(const RunOptions& o, const Engine& engine, in
           {"ignore_eos", o.sampling.ignore_eos},
           {"json_object", o.sampling.json_object},
           {"json_schema", o.sampling.json_schema_file},
+          {"regex", o.sampling.regex},
           {"chat", o.chat},
           {"prefix_reuse", !o.no_prefix_reuse},
           {"stop", o.stop}};

@@ -6,10 +6,11 @@
 // serve_api.cpp parses, serve_response.cpp formats.
 // What a request may say: the fields of OpenAI's /v1/completions and /v1/chat/completions that
 // cellm can honour (several prompts and `n` choices each included), plus vLLM's top_k, min_p,
-// repetition_penalty, ignore_eos and return_token_ids, and log-probabilities (completions'
-// "logprobs": n, chat's "logprobs": true with "top_logprobs": n; n at most kMaxLogprobs), and
-// completions' "echo" (with logprobs, the prompt tokens' too). A field cellm cannot honour with a
-// value that matters (best_of > 1, suffix, tools, a chat's echo) is refused by name rather than
+// repetition_penalty, ignore_eos and return_token_ids, vLLM's structured outputs (guided_json,
+// guided_regex, guided_choice), log-probabilities (completions' "logprobs": n, chat's
+// "logprobs": true with "top_logprobs": n; n at most kMaxLogprobs), and completions' "echo" (with
+// logprobs, the prompt tokens' too). A field cellm cannot honour with a value that matters
+// (best_of > 1, suffix, tools, a chat's echo, guided_grammar) is refused by name rather than
 // ignored;
 // fields that change nothing (user, metadata) are ignored. Every refusal is InvalidArgument naming
 // the field. Who calls it: serve_http.cpp and the request fuzzer. Thread-safety: pure functions.

@@ -2,9 +2,11 @@
 // {"type": "json_object"} gives a text that is one JSON object when the choice stops, and a
 // prefix of one when max_tokens cuts it, whole or streamed; the prompt's own tokens are free;
 // {"type": "json_schema"} gives a value the schema's validator (json_schema_oracle_test_util.h)
-// accepts.
+// accepts; vLLM's guided_choice and guided_regex give a text they match whole.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -98,6 +100,37 @@ TEST(ServeHttpFormatTest, AJsonSchemaFormatGivesAValueTheSchemaAccepts) {
               {"json_schema", {{"schema", {{"type", "string"}, {"pattern", "a(?=b)"}}}}}}}});
   EXPECT_EQ(refused.status, 400);
   EXPECT_NE(refused.body.dump().find("lookaround"), std::string::npos) << refused.body.dump();
+}
+
+// vLLM's guided_choice and guided_regex: the whole text is one of the choices, or matches the
+// regex (by the standard library's ECMAScript regex), when the choice stops.
+TEST(ServeHttpFormatTest, GuidedChoiceAndRegexGiveATextTheyMatchWhole) {
+  Served served;
+  const std::vector<std::string> choices = {"happy", "sad", "a very sleepy cat"};
+  const std::string regex = "[A-Z][a-z]{1,6}( [a-z]{1,6}){0,2}\\.";
+  for (int seed = 0; seed < 4; ++seed) {
+    Json request = {{"prompt", "Once upon a time"},
+                    {"max_tokens", 40},
+                    {"temperature", seed == 0 ? 0.0 : 1.0},
+                    {"seed", seed},
+                    {"guided_choice", choices}};
+    Reply reply = post(served, "/v1/completions", request);
+    ASSERT_EQ(reply.status, 200) << reply.body.dump();
+    const Json& picked = reply.body.at("choices").at(0);
+    EXPECT_EQ(picked.at("finish_reason"), "stop") << picked.dump();
+    EXPECT_NE(std::find(choices.begin(), choices.end(), picked.at("text")), choices.end())
+        << picked.dump();
+
+    request.erase("guided_choice");
+    request["guided_regex"] = regex;
+    reply = post(served, "/v1/completions", request);
+    ASSERT_EQ(reply.status, 200) << reply.body.dump();
+    const Json& matched = reply.body.at("choices").at(0);
+    EXPECT_EQ(matched.at("finish_reason"), "stop") << matched.dump();
+    EXPECT_TRUE(std::regex_match(testing::utf8_to_wide(matched.at("text")),
+                                 std::wregex(testing::utf8_to_wide(regex))))
+        << matched.dump();
+  }
 }
 
 TEST(ServeHttpFormatTest, AStreamedJsonObjectSendsTheSameTextAsAWholeOne) {

@@ -245,9 +245,12 @@ Status Engine::check_start(const EngineSession& session, const StartRequest& req
   if (!config.stop_strings.empty() && !options_.text_streams) {
     return invalid_argument("stop strings need a text stream factory (RunnerOptions)");
   }
-  if (config.constrained_to_json() &&
+  if (config.text_pattern != nullptr && config.constrained_to_json()) {
+    return invalid_argument("a text pattern and a JSON response format exclude each other");
+  }
+  if (config.constrained() &&
       options_.token_bytes.size() != static_cast<size_t>(limits_.vocab_size)) {
-    return invalid_argument("a JSON response format needs the bytes of each of the " +
+    return invalid_argument("a constrained output format needs the bytes of each of the " +
                             std::to_string(limits_.vocab_size) +
                             " tokens (RunnerOptions::token_bytes)");
   }
@@ -305,12 +308,17 @@ void Engine::start(Command& command) {
   EngineSession& session = it->second;
   auto generation = std::make_unique<ActiveGeneration>(ActiveGeneration{
       request.state, request.config, std::move(request.callback),
-      Sampler(request.config.sampling, request.config.seed, request.config.constrained_to_json()),
+      Sampler(request.config.sampling, request.config.seed, request.config.constrained()),
       StopMatcher({}, {}, nullptr), GenerationMetrics{}, LatencyStats{}, -1, -1, ++next_arrival_});
   if (request.config.constrained_to_json()) {
     generation->json.emplace(request.config.json_schema != nullptr ? request.config.json_schema
                                                                    : JsonSchema::any_object(),
                              kJsonMaxWhitespaceRun);
+    generation->token_bytes = &options_.token_bytes;
+    generation->token_mask = &token_mask_;
+  }
+  if (request.config.text_pattern != nullptr) {
+    generation->text.emplace(request.config.text_pattern);
     generation->token_bytes = &options_.token_bytes;
     generation->token_mask = &token_mask_;
   }
@@ -322,6 +330,7 @@ void Engine::start(Command& command) {
   session.tokens.insert(session.tokens.end(), request.prompt.begin(), request.prompt.end());
   std::unique_ptr<TextStream> text;
   if (options_.text_streams) text = options_.text_streams(session.tokens);
+  generation->stop_tokens = stop_tokens;  // a text pattern's mask allows them where it may end
   generation->stops =
       StopMatcher(std::move(stop_tokens), request.config.stop_strings, std::move(text));
   {

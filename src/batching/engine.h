@@ -37,6 +37,7 @@
 #include "batching/sampler.h"
 #include "batching/scheduler.h"
 #include "batching/stop_matcher.h"
+#include "batching/text_pattern_prefix.h"
 #include "core/thread_pool.h"
 
 namespace cellm::internal {
@@ -122,6 +123,11 @@ class Engine {
     const JsonTokenMask* token_mask = nullptr;
     std::vector<uint8_t> allowed = {};
     JsonTokenMask::PatternMaskCache pattern_masks = {};
+    // GenConfig::text_pattern: the text generated so far as a prefix of a match (the mask's and
+    // the bytes' fields above serve it too), and the stop tokens its mask allows where the text
+    // may end.
+    std::optional<TextPatternPrefix> text = std::nullopt;
+    std::vector<int32_t> stop_tokens = {};
   };
   // EngineSession::id of a session that holds no executor session yet.
   static constexpr SessionId kNoExecutorSession = ~SessionId{0};
@@ -263,6 +269,9 @@ class Engine {
   // needed; else nullopt, with generation.allowed the mask of the tokens that keep it one. Touches
   // only the generation, as pick_token.
   static std::optional<int32_t> constrain_to_json(ActiveGeneration& generation,
+                                                  std::span<const float> logits, int32_t greedy);
+  // The same for GenConfig::text_pattern; its stop tokens are allowed where the text matches.
+  static std::optional<int32_t> constrain_to_text(ActiveGeneration& generation,
                                                   std::span<const float> logits, int32_t greedy);
   void complete_task(EngineSession& session, const ScheduledSlice& slice, PickedToken picked);
   // `logprobs`: the token's log-probabilities when the generation asked for them, else null.

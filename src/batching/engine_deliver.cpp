@@ -63,6 +63,11 @@ void Engine::deliver(EngineSession& session, int32_t token, const TokenLogprobs*
     CELLM_CHECK(fed) << "token " << token << " was picked outside the JSON the mask allowed";
     format_complete = generation.json->complete();
   }
+  if (generation.text.has_value()) {
+    const bool fed = generation.text->feed((*generation.token_bytes)[static_cast<size_t>(token)]);
+    CELLM_CHECK(fed) << "token " << token << " was picked outside the text the pattern allowed";
+    format_complete = generation.text->must_end();
+  }
   StopMatcher::Step stop = generation.stops.push(token);
   const int32_t one[1] = {token};
   const std::span<const TokenLogprobs> one_logprobs =

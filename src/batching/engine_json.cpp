@@ -1,7 +1,10 @@
-// GenConfig::json_object and json_schema on the engine's side: which tokens keep a generation's
-// text a prefix of a value the schema accepts (batching/json_schema_prefix.h), by the Runner's
-// JsonTokenMask — or none, when plain greedy's argmax already keeps it one.
+// GenConfig::json_object, json_schema and text_pattern on the engine's side: which tokens keep a
+// generation's text a prefix of a value the schema accepts (batching/json_schema_prefix.h) or of
+// a text the pattern matches (batching/text_pattern_prefix.h; stop tokens too where it matches
+// already), by the Runner's JsonTokenMask — or none, when plain greedy's argmax already keeps it
+// one.
 // Runs on the sampling pool, touching only its generation (engine.h's pick_token).
+#include <algorithm>
 #include <optional>
 #include <span>
 #include <string>
@@ -23,6 +26,33 @@ std::optional<int32_t> Engine::constrain_to_json(ActiveGeneration& generation,
     if (best != kNoToken && mask.allows(json, best)) return best;
   }
   mask.compute(json, generation.allowed, &generation.pattern_masks);
+  return std::nullopt;
+}
+
+std::optional<int32_t> Engine::constrain_to_text(ActiveGeneration& generation,
+                                                 std::span<const float> logits, int32_t greedy) {
+  const TextPatternPrefix& text = *generation.text;
+  const JsonTokenMask& mask = *generation.token_mask;
+  const bool may_end = text.complete();
+  const auto is_stop = [&](int32_t t) {
+    return std::find(generation.stop_tokens.begin(), generation.stop_tokens.end(), t) !=
+           generation.stop_tokens.end();
+  };
+  const Sampler& sampler = generation.sampler;
+  if (sampler.params().temperature <= 0.0f && !sampler.rewrites_scores()) {
+    const int32_t best = greedy != kNoToken ? greedy : argmax_finite(logits);
+    if (best != kNoToken && (mask.allows_text(text, best) || (may_end && is_stop(best)))) {
+      return best;
+    }
+  }
+  mask.compute_text(text, generation.allowed, &generation.pattern_masks);
+  if (may_end) {
+    for (const int32_t t : generation.stop_tokens) {
+      if (t >= 0 && static_cast<size_t>(t) < generation.allowed.size()) {
+        generation.allowed[static_cast<size_t>(t)] = 1;
+      }
+    }
+  }
   return std::nullopt;
 }
 

@@ -70,9 +70,17 @@ struct GenConfig {
   // "json_schema"; batching/json_schema_prefix.h), as json_object does for any object; the
   // generation ends (FormatComplete) once the value is whole. Takes json_object's place when set.
   std::shared_ptr<const JsonSchema> json_schema = nullptr;
+  // Constrains the whole output to a text the pattern matches (compiled with
+  // StringPattern::Target::kWholeText: vLLM's guided_regex, and guided_choice as an alternation of
+  // its texts; batching/text_pattern_prefix.h): each token is picked among those that keep the
+  // text a prefix of a match, a stop token only where the text matches, and the generation ends
+  // (FormatComplete) once nothing may follow. Not beside json_object or json_schema.
+  std::shared_ptr<const StringPattern> text_pattern = nullptr;
 
   // Whether the output is held to a JSON format (json_object or json_schema).
   bool constrained_to_json() const { return json_object || json_schema != nullptr; }
+  // Whether each token is picked under a mask (a JSON format or a text pattern).
+  bool constrained() const { return constrained_to_json() || text_pattern != nullptr; }
 };
 
 // The whitespace a json_object generation may write between two tokens: a newline and an
@@ -83,7 +91,8 @@ inline constexpr int32_t kJsonMaxWhitespaceRun = 20;
 enum class FinishReason {
   kStopToken,       // a stop token was produced (and delivered)
   kStopString,      // a stop string appeared in the text
-  kFormatComplete,  // the JSON value GenConfig::json_object or json_schema asked for is whole
+  kFormatComplete,  // the JSON value GenConfig::json_object or json_schema asked for is whole,
+                    // or the text_pattern's match can take no more
   kNewTokenLimit,   // max_new_tokens were produced
   kCancelled,       // cancel(), the session closed, or the runner shut down
   kFailed,          // refused at submit, an executor failure, or a callback threw

@@ -32,33 +32,6 @@ int64_t escaped_code_point(unsigned char byte) {
 
 constexpr std::array<uint32_t, 8> kEscapable = {'"', '\\', '/', '\b', '\f', '\n', '\r', '\t'};
 
-struct Range {
-  uint32_t lo;
-  uint32_t hi;
-};
-
-// The code points a UTF-8 lead byte may begin (exactly those the grammar lets it: no overlong
-// forms, no surrogates, none past U+10FFFF); *bytes_left: the continuation bytes to come.
-Range lead_range(unsigned char byte, uint32_t* bits, uint8_t* bytes_left) {
-  if (byte <= 0xDF) {
-    *bytes_left = 1;
-    *bits = byte & 0x1Fu;
-    return {*bits << 6, (*bits << 6) | 0x3F};
-  }
-  if (byte <= 0xEF) {
-    *bytes_left = 2;
-    *bits = byte & 0x0Fu;
-    if (byte == 0xE0) return {0x800, 0xFFF};
-    if (byte == 0xED) return {0xD000, 0xD7FF};
-    return {*bits << 12, (*bits << 12) | 0xFFF};
-  }
-  *bytes_left = 3;
-  *bits = byte & 0x07u;
-  if (byte == 0xF0) return {0x10000, 0x3FFFF};
-  if (byte == 0xF4) return {0x100000, 0x10FFFF};
-  return {*bits << 18, (*bits << 18) | 0x3FFFF};
-}
-
 }  // namespace
 
 std::optional<JsonSchemaPrefix::PatternPlace> JsonSchemaPrefix::pattern_place() const {
@@ -88,8 +61,10 @@ bool JsonSchemaPrefix::step_pattern_string(State& s, unsigned char byte, Mode be
         return false;
       }
       if (byte < 0x80) return complete(byte);
-      const Range r = lead_range(byte, &s.pattern_code_point, &s.pattern_bytes_left);
-      return pattern.any_live(s.pattern_state, length, r.lo, r.hi);
+      uint32_t lo = 0;
+      uint32_t hi = 0;  // the grammar took the byte: it leads a character
+      StringPattern::utf8_lead(byte, &lo, &hi, &s.pattern_code_point, &s.pattern_bytes_left);
+      return pattern.any_live(s.pattern_state, length, lo, hi);
     }
     case Mode::kEscape: {
       const int64_t c = escaped_code_point(byte);

@@ -113,6 +113,28 @@ JsonTokenMask::JsonTokenMask(const std::vector<std::string>& token_bytes)
       [&](int32_t t, size_t i) { return code_points_of(t)[i]; }, plain_code_points_);
 }
 
+bool JsonTokenMask::allows_text(const TextPatternPrefix& text, int32_t token) const {
+  const std::string& piece = token_bytes_[static_cast<size_t>(token)];
+  return !piece.empty() && text.accepts(piece);
+}
+
+// Plain pieces through the code-point trie; the others (quotes, backslashes and control
+// characters are text here, and pieces of characters) one by one.
+void JsonTokenMask::compute_text(const TextPatternPrefix& text, std::vector<uint8_t>& allowed,
+                                 PatternMaskCache* cache) const {
+  if (const std::optional<JsonSchemaPrefix::PatternPlace> at = text.pattern_place()) {
+    plain_in_pattern(*at, allowed, cache);
+    for (const int32_t t : not_plain_) {
+      allowed[static_cast<size_t>(t)] = allows_text(text, t) ? 1 : 0;
+    }
+    return;
+  }
+  allowed.resize(token_bytes_.size());  // inside a character: every token checked
+  for (size_t t = 0; t < allowed.size(); ++t) {
+    allowed[t] = allows_text(text, static_cast<int32_t>(t)) ? 1 : 0;
+  }
+}
+
 bool JsonTokenMask::allows(const JsonSchemaPrefix& json, int32_t token) const {
   const std::string& piece = token_bytes_[static_cast<size_t>(token)];
   return !piece.empty() && json.accepts(piece);
@@ -121,7 +143,8 @@ bool JsonTokenMask::allows(const JsonSchemaPrefix& json, int32_t token) const {
 void JsonTokenMask::compute(const JsonSchemaPrefix& json, std::vector<uint8_t>& allowed,
                             PatternMaskCache* cache) const {
   if (const std::optional<JsonSchemaPrefix::PatternPlace> at = json.pattern_place()) {
-    compute_in_pattern(json, *at, allowed, cache);
+    plain_in_pattern(*at, allowed, cache);
+    for (const int32_t t : not_plain_) allowed[static_cast<size_t>(t)] = allows(json, t) ? 1 : 0;
     return;
   }
   if (const std::optional<uint32_t> room = json.string_room()) {
@@ -149,10 +172,8 @@ void JsonTokenMask::compute(const JsonSchemaPrefix& json, std::vector<uint8_t>& 
 // live state's predecessors on its path are live too).
 // With a cache, the plain tokens' part is kept by (pattern, state, length key): the length
 // matters to live() only below minLength or under a maxLength (pattern.length_matters).
-void JsonTokenMask::compute_in_pattern(const JsonSchemaPrefix& json,
-                                       const JsonSchemaPrefix::PatternPlace& at,
-                                       std::vector<uint8_t>& allowed,
-                                       PatternMaskCache* cache) const {
+void JsonTokenMask::plain_in_pattern(const JsonSchemaPrefix::PatternPlace& at,
+                                     std::vector<uint8_t>& allowed, PatternMaskCache* cache) const {
   const uint32_t length_key = at.pattern->length_matters(at.length) ? at.length : UINT32_MAX;
   const auto same = [&](const PatternMaskCache::Entry& e) {
     return e.pattern == at.pattern && e.state == at.state && e.length_key == length_key;
@@ -171,7 +192,6 @@ void JsonTokenMask::compute_in_pattern(const JsonSchemaPrefix& json,
       entries->push_back({at.pattern, at.state, length_key, allowed});
     }
   }
-  for (const int32_t t : not_plain_) allowed[static_cast<size_t>(t)] = allows(json, t) ? 1 : 0;
 }
 
 // The plain tokens under `node` of the code-point trie, whose prefix so far leaves the pattern at

@@ -12,6 +12,9 @@
 // (engine.cpp); compute() is called on the sampling pool for each constrained row
 // (engine_json.cpp).
 //
+// It masks a text held to a whole-text pattern too (compute_text: vLLM's guided_regex), with the
+// same code-point trie.
+//
 // Thread-safety: immutable after construction; compute() may run on many threads at once.
 #pragma once
 
@@ -20,6 +23,7 @@
 #include <vector>
 
 #include "batching/json_schema_prefix.h"
+#include "batching/text_pattern_prefix.h"
 
 namespace cellm {
 
@@ -51,6 +55,11 @@ class JsonTokenMask {
                PatternMaskCache* cache = nullptr) const;
   // One token: whether `json` accepts its (non-empty) bytes.
   bool allows(const JsonSchemaPrefix& json, int32_t token) const;
+  // The same two for a text held to a whole-text pattern (vLLM's guided_regex): tokens that add
+  // no text are never allowed here (the engine allows stop tokens where the text may end).
+  void compute_text(const TextPatternPrefix& text, std::vector<uint8_t>& allowed,
+                    PatternMaskCache* cache = nullptr) const;
+  bool allows_text(const TextPatternPrefix& text, int32_t token) const;
 
   size_t vocab_size() const { return token_bytes_.size(); }
 
@@ -79,9 +88,10 @@ class JsonTokenMask {
              std::vector<uint8_t>& allowed) const;
   void visit_in_pattern(const StringPattern& pattern, uint32_t node, int32_t state, uint32_t length,
                         std::vector<uint8_t>& allowed) const;
-  // The plain tokens inside a string with a pattern; the others are checked one by one.
-  void compute_in_pattern(const JsonSchemaPrefix& json, const JsonSchemaPrefix::PatternPlace& at,
-                          std::vector<uint8_t>& allowed, PatternMaskCache* cache) const;
+  // The plain tokens' part of the mask at a place in a pattern (the others 0), from `cache`
+  // where it holds it.
+  void plain_in_pattern(const JsonSchemaPrefix::PatternPlace& at, std::vector<uint8_t>& allowed,
+                        PatternMaskCache* cache) const;
 
   std::vector<std::string> token_bytes_;
   std::vector<uint8_t> plain_string_pieces_;  // [vocab] JsonPrefix::plain_string_piece

@@ -2,11 +2,13 @@
 // are pieces of JSON: every generation's text stays a prefix of one JSON object and ends when the
 // object is whole, and its tokens are the ones an independent oracle (nlohmann::json's parser
 // deciding which tokens keep the text a prefix: json_oracle_test_util.h) lets the toy model's
-// rows pick.
+// rows pick. A generation held to a text pattern (GenConfig::text_pattern) picks among the
+// tokens that keep its text a prefix of a match, stops only where it matches, and matches whole.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,6 +19,7 @@
 #include "batching/runner.h"
 #include "batching/runner_test_util.h"
 #include "batching/sampler.h"
+#include "batching/text_pattern_prefix.h"
 
 namespace cellm::testing {
 namespace {
@@ -219,13 +222,88 @@ TEST(RunnerJsonTest, ASchemaGenerationPicksAmongTheTokensTheSchemaAllowsAndEndsV
   }
 }
 
+// A text_pattern generation, stopped by token 0 (""): the tokens a TextPatternPrefix of the text
+// so far accepts, and token 0 where the text matches already (the walker's own checks are
+// text_pattern_prefix_test's).
+Outcome expected_with_pattern(Tokens context, const GenConfig& config) {
+  Sampler sampler(config.sampling, config.seed, /*masked=*/true);
+  TextPatternPrefix walker(config.text_pattern);
+  Outcome out;
+  std::vector<uint8_t> allowed(kVocab);
+  for (int32_t n = 0; n < config.max_new_tokens; ++n) {
+    for (int32_t t = 0; t < kVocab; ++t) {
+      const std::string& piece = toy_bytes()[static_cast<size_t>(t)];
+      allowed[static_cast<size_t>(t)] = piece.empty() ? walker.complete() : walker.accepts(piece);
+    }
+    const StatusOr<int32_t> token = sampler.sample(fake_logits(context, kVocab), context, allowed);
+    EXPECT_TRUE(token.ok()) << token.status().to_string() << " after " << out.text;
+    if (!token.ok()) return out;
+    context.push_back(*token);
+    out.tokens.push_back(*token);
+    if (*token == 0) {
+      out.reason = FinishReason::kStopToken;
+      return out;
+    }
+    EXPECT_TRUE(walker.feed(toy_bytes()[static_cast<size_t>(*token)]));
+    out.text += toy_bytes()[static_cast<size_t>(*token)];
+    if (walker.must_end()) {
+      out.reason = FinishReason::kFormatComplete;
+      return out;
+    }
+  }
+  out.reason = FinishReason::kNewTokenLimit;
+  return out;
+}
+
+TEST(RunnerJsonTest, APatternGenerationMatchesWholeAndStopsOnlyWhereItMatches) {
+  constexpr const char* kPattern = "(ab|a)+x?|true|-?1\\.?0*";
+  StatusOr<std::shared_ptr<const StringPattern>> pattern = StringPattern::compile(
+      kPattern, 0, StringPattern::kUnbounded, StringPattern::Target::kWholeText);
+  ASSERT_TRUE(pattern.ok()) << pattern.status().to_string();
+  const std::wregex oracle(utf8_to_wide(kPattern), std::regex::ECMAScript);
+  for (const FakeExecutorConfig& executor : executors()) {
+    Rig rig(executor, std::nullopt, with_bytes());
+    std::vector<Session> sessions;
+    std::vector<GenerationHandle> handles;
+    std::vector<std::pair<Tokens, GenConfig>> asked;
+    for (int32_t i = 0; i < 12; ++i) {  // greedy and sampled, beside a json_object generation
+      GenConfig config = json_config(30, i % 3 == 0 ? 0.0f : 0.5f + 0.25f * (i % 4), i);
+      config.json_object = i == 5;
+      config.text_pattern = i == 5 ? nullptr : *pattern;
+      config.stop_tokens = {0};
+      config.use_default_stop_tokens = false;
+      asked.emplace_back(ramp(3 + i, i), config);
+      sessions.push_back(rig.runner.open_session());
+      handles.push_back(sessions.back().generate_async(asked.back().first, config));
+    }
+    int num_ended = 0;
+    for (size_t i = 0; i < handles.size(); ++i) {
+      handles[i].wait();
+      if (i == 5) continue;  // its own test is above; here it only shares the steps
+      const Outcome want = expected_with_pattern(asked[i].first, asked[i].second);
+      EXPECT_EQ(handles[i].tokens(), want.tokens) << "generation " << i;
+      EXPECT_EQ(handles[i].finish_reason(), want.reason)
+          << "generation " << i << ": " << handles[i].error_message();
+      if (handles[i].finish_reason() != FinishReason::kFormatComplete &&
+          handles[i].finish_reason() != FinishReason::kStopToken) {
+        continue;
+      }
+      std::string text;
+      for (const int32_t t : handles[i].tokens()) text += toy_bytes()[static_cast<size_t>(t)];
+      EXPECT_TRUE(std::regex_match(utf8_to_wide(text), oracle)) << text;
+      ++num_ended;
+    }
+    EXPECT_GT(num_ended, 0) << "no generation ended its match: the test shows too little";
+  }
+}
+
 TEST(RunnerJsonTest, AGenerationWithoutTokenBytesIsRefusedAndOthersRun) {
   Rig rig;  // RunnerOptions without token_bytes
   Session session = rig.runner.open_session();
   GenerationHandle refused = session.generate_async(ramp(4), json_config(8, 0.0f, 0));
   refused.wait();
   EXPECT_EQ(refused.finish_reason(), FinishReason::kFailed);
-  EXPECT_NE(refused.error_message().find("a JSON response format needs the bytes"),
+  EXPECT_NE(refused.error_message().find("a constrained output format needs the bytes"),
             std::string::npos)
       << refused.error_message();
   GenerationHandle plain = session.generate_async(ramp(4), greedy(3));

@@ -21,9 +21,12 @@ constexpr size_t kMaxLivenessBits = size_t{1} << 26;  // levels × states
 constexpr size_t kMaxLivenessWork = size_t{1} << 28;  // levels × states × classes
 constexpr size_t kMaxSubsetWork = size_t{1} << 27;    // NFA states visited building the DFA
 
-// The code points a string with a pattern may hold: scalar values, and of the control
+// The code points a target may hold: scalar values, and in a JSON string of the control
 // characters only those with a two-character escape.
-CodePointSet writable_set() {
+CodePointSet writable_set(StringPattern::Target target) {
+  if (target == StringPattern::Target::kWholeText) {
+    return {{0, 0xD7FF}, {0xE000, pattern::kMaxCodePoint}};
+  }
   return {{0x08, 0x0A}, {0x0C, 0x0D}, {0x20, 0xD7FF}, {0xE000, pattern::kMaxCodePoint}};
 }
 
@@ -40,7 +43,8 @@ bool set_contains(const CodePointSet& set, uint32_t c) {
 // subset construction over code-point classes, then the liveness levels.
 class StringPatternBuilder {
  public:
-  StringPatternBuilder(uint32_t min_length, uint32_t max_length) {
+  StringPatternBuilder(uint32_t min_length, uint32_t max_length, StringPattern::Target target)
+      : target_(target) {
     out_.min_length_ = min_length;
     out_.max_length_ = max_length;
   }
@@ -49,15 +53,21 @@ class StringPatternBuilder {
     collect_sets(root);
     const int32_t any = add_set({{0, pattern::kMaxCodePoint}});
     if (!make_classes()) return resource_exhausted("the pattern has too many character ranges");
-    // Unanchored: any code points, the pattern, then any code points (the final state loops).
+    // In a JSON string, unanchored: any code points, the pattern, then any code points (the
+    // final state loops); a whole text is the pattern alone.
+    const bool anywhere = target_ == StringPattern::Target::kJsonString;
     const int32_t before = new_state();
-    nfa_[static_cast<size_t>(before)].set_id = any;
-    nfa_[static_cast<size_t>(before)].target = before;
+    if (anywhere) {
+      nfa_[static_cast<size_t>(before)].set_id = any;
+      nfa_[static_cast<size_t>(before)].target = before;
+    }
     const Fragment body = fragment(root);
     if (too_large_) return resource_exhausted("the pattern needs too many automaton states");
     final_ = new_state();
-    nfa_[static_cast<size_t>(final_)].set_id = any;
-    nfa_[static_cast<size_t>(final_)].target = final_;
+    if (anywhere) {
+      nfa_[static_cast<size_t>(final_)].set_id = any;
+      nfa_[static_cast<size_t>(final_)].target = final_;
+    }
     nfa_[static_cast<size_t>(before)].eps.push_back(body.in);
     nfa_[static_cast<size_t>(body.out)].eps.push_back(final_);
     if (Status st = determinize(before); !st.ok()) return st;
@@ -97,7 +107,7 @@ class StringPatternBuilder {
   // there are too many.
   bool make_classes() {
     std::vector<uint32_t> bounds = {0, pattern::kMaxCodePoint + 1};
-    const CodePointSet writable = writable_set();
+    const CodePointSet writable = writable_set(target_);
     for (const CodePointSet* set : {&writable}) {
       for (const auto& [lo, hi] : *set) bounds.insert(bounds.end(), {lo, hi + 1});
     }
@@ -365,6 +375,7 @@ class StringPatternBuilder {
     return ok_status();
   }
 
+  StringPattern::Target target_;
   StringPattern out_;
   std::vector<NfaState> nfa_;
   std::vector<CodePointSet> sets_;
@@ -391,12 +402,35 @@ bool StringPattern::any_live(int32_t state, uint32_t length, uint32_t lo, uint32
   return false;
 }
 
+bool StringPattern::utf8_lead(unsigned char byte, uint32_t* lo, uint32_t* hi, uint32_t* bits,
+                              uint8_t* bytes_left) {
+  if (byte < 0xC2 || byte > 0xF4) return false;
+  if (byte <= 0xDF) {
+    *bytes_left = 1;
+    *bits = byte & 0x1Fu;
+    *lo = *bits << 6;
+    *hi = *lo | 0x3F;
+  } else if (byte <= 0xEF) {
+    *bytes_left = 2;
+    *bits = byte & 0x0Fu;
+    *lo = byte == 0xE0 ? 0x800 : *bits << 12;
+    *hi = byte == 0xED ? 0xD7FF : (*bits << 12) | 0xFFF;
+  } else {
+    *bytes_left = 3;
+    *bits = byte & 0x07u;
+    *lo = byte == 0xF0 ? 0x10000 : *bits << 18;
+    *hi = byte == 0xF4 ? 0x10FFFF : (*bits << 18) | 0x3FFFF;
+  }
+  return true;
+}
+
 StatusOr<std::shared_ptr<const StringPattern>> StringPattern::compile(std::string_view pattern,
                                                                       uint32_t min_length,
-                                                                      uint32_t max_length) {
+                                                                      uint32_t max_length,
+                                                                      Target target) {
   StatusOr<SyntaxNode> syntax = pattern::parse_pattern(pattern);
   if (!syntax.ok()) return syntax.status();
-  StringPatternBuilder builder(min_length, max_length);
+  StringPatternBuilder builder(min_length, max_length, target);
   if (Status st = builder.build(*syntax); !st.ok()) return st;
   return builder.take();
 }

@@ -34,15 +34,27 @@ class StringPattern {
   static constexpr uint32_t kUnbounded = UINT32_MAX;
   static constexpr int32_t kMaxStates = 2000;
 
+  // What the pattern is matched against.
+  enum class Target : uint8_t {
+    kJsonString,  // a JSON string's value, anywhere in it (JSON Schema's "pattern"), written as
+                  // described above
+    kWholeText,   // a whole text, from its start to its end (vLLM's guided_regex), any scalar
+                  // value written as itself
+  };
   // Compiles `pattern` for strings of min_length to max_length code points (kUnbounded: no
   // maximum). Errors say what is unsupported or too large, and where in the pattern.
-  static StatusOr<std::shared_ptr<const StringPattern>> compile(std::string_view pattern,
-                                                                uint32_t min_length,
-                                                                uint32_t max_length);
+  static StatusOr<std::shared_ptr<const StringPattern>> compile(
+      std::string_view pattern, uint32_t min_length, uint32_t max_length,
+      Target target = Target::kJsonString);
+  // The code points a UTF-8 lead byte may begin, exactly (no overlong forms, no surrogates, none
+  // past U+10FFFF), *bits its value bits and *bytes_left the continuation bytes to come; false
+  // for a byte that begins no character of two bytes or more.
+  static bool utf8_lead(unsigned char byte, uint32_t* lo, uint32_t* hi, uint32_t* bits,
+                        uint8_t* bytes_left);
 
   int32_t start() const { return 0; }
-  // The state after `code_point`, or kDead when no string the pattern matches goes on so (or the
-  // code point cannot be written).
+  // The state after `code_point` from a state that is not kDead, or kDead when no string the
+  // pattern matches goes on so (or the code point cannot be written).
   int32_t next(int32_t state, uint32_t code_point) const {
     return next_[static_cast<size_t>(state) * num_classes_ + class_of(code_point)];
   }
