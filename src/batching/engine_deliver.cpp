@@ -64,9 +64,15 @@ void Engine::deliver(EngineSession& session, int32_t token, const TokenLogprobs*
     format_complete = generation.json->complete();
   }
   if (generation.text.has_value()) {
+    // A stop token may be picked where the text matches even if its bytes (most have none) would
+    // not continue it; it ends the generation below, its bytes left out of the match.
+    const bool stops = generation.text->complete() &&
+                       std::find(generation.stop_tokens.begin(), generation.stop_tokens.end(),
+                                 token) != generation.stop_tokens.end();
     const bool fed = generation.text->feed((*generation.token_bytes)[static_cast<size_t>(token)]);
-    CELLM_CHECK(fed) << "token " << token << " was picked outside the text the pattern allowed";
-    format_complete = generation.text->must_end();
+    CELLM_CHECK(fed || stops) << "token " << token
+                              << " was picked outside the text the pattern allowed";
+    format_complete = !stops && generation.text->must_end();
   }
   StopMatcher::Step stop = generation.stops.push(token);
   const int32_t one[1] = {token};

@@ -222,10 +222,14 @@ TEST(RunnerJsonTest, ASchemaGenerationPicksAmongTheTokensTheSchemaAllowsAndEndsV
   }
 }
 
-// A text_pattern generation, stopped by token 0 (""): the tokens a TextPatternPrefix of the text
-// so far accepts, and token 0 where the text matches already (the walker's own checks are
-// text_pattern_prefix_test's).
+// A text_pattern generation, stopped by token 0 ("") or token 17 ("x"): the tokens a
+// TextPatternPrefix of the text so far accepts, and the stop tokens where the text matches
+// already (the walker's own checks are text_pattern_prefix_test's).
 Outcome expected_with_pattern(Tokens context, const GenConfig& config) {
+  const auto is_stop = [&](int32_t t) {
+    return std::find(config.stop_tokens.begin(), config.stop_tokens.end(), t) !=
+           config.stop_tokens.end();
+  };
   Sampler sampler(config.sampling, config.seed, /*masked=*/true);
   TextPatternPrefix walker(config.text_pattern);
   Outcome out;
@@ -233,14 +237,15 @@ Outcome expected_with_pattern(Tokens context, const GenConfig& config) {
   for (int32_t n = 0; n < config.max_new_tokens; ++n) {
     for (int32_t t = 0; t < kVocab; ++t) {
       const std::string& piece = toy_bytes()[static_cast<size_t>(t)];
-      allowed[static_cast<size_t>(t)] = piece.empty() ? walker.complete() : walker.accepts(piece);
+      allowed[static_cast<size_t>(t)] =
+          (!piece.empty() && walker.accepts(piece)) || (is_stop(t) && walker.complete());
     }
     const StatusOr<int32_t> token = sampler.sample(fake_logits(context, kVocab), context, allowed);
     EXPECT_TRUE(token.ok()) << token.status().to_string() << " after " << out.text;
     if (!token.ok()) return out;
     context.push_back(*token);
     out.tokens.push_back(*token);
-    if (*token == 0) {
+    if (is_stop(*token)) {
       out.reason = FinishReason::kStopToken;
       return out;
     }
@@ -270,7 +275,7 @@ TEST(RunnerJsonTest, APatternGenerationMatchesWholeAndStopsOnlyWhereItMatches) {
       GenConfig config = json_config(30, i % 3 == 0 ? 0.0f : 0.5f + 0.25f * (i % 4), i);
       config.json_object = i == 5;
       config.text_pattern = i == 5 ? nullptr : *pattern;
-      config.stop_tokens = {0};
+      config.stop_tokens = {0, 17};  // "" and "x": a stop token the pattern may also take
       config.use_default_stop_tokens = false;
       asked.emplace_back(ramp(3 + i, i), config);
       sessions.push_back(rig.runner.open_session());
@@ -288,8 +293,10 @@ TEST(RunnerJsonTest, APatternGenerationMatchesWholeAndStopsOnlyWhereItMatches) {
           handles[i].finish_reason() != FinishReason::kStopToken) {
         continue;
       }
-      std::string text;
-      for (const int32_t t : handles[i].tokens()) text += toy_bytes()[static_cast<size_t>(t)];
+      std::string text;  // without the stop token that ended it
+      const Tokens& tokens = handles[i].tokens();
+      const size_t kept = tokens.size() - (handles[i].finish_reason() == FinishReason::kStopToken);
+      for (size_t k = 0; k < kept; ++k) text += toy_bytes()[static_cast<size_t>(tokens[k])];
       EXPECT_TRUE(std::regex_match(utf8_to_wide(text), oracle)) << text;
       ++num_ended;
     }
