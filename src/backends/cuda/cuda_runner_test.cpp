@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -252,6 +253,60 @@ TEST_F(CudaRunnerTest, JsonSchemaGenerationsPickWhatTheCpuExecutorsPick) {
   }
   std::printf("json_schema generations on CUDA: %d of 4 complete and valid\n", num_valid);
   EXPECT_GT(num_valid, 0) << "no generation completed its value: the test shows too little";
+}
+
+TEST_F(CudaRunnerTest, TextPatternGenerationsPickWhatTheCpuExecutorsPick) {
+  constexpr const char* kPattern = "(ab|a|x)+( 1| 2)?|true|null|-?[0-2]+";
+  StatusOr<std::shared_ptr<const StringPattern>> pattern = StringPattern::compile(
+      kPattern, 0, StringPattern::kUnbounded, StringPattern::Target::kWholeText);
+  ASSERT_TRUE(pattern.ok()) << pattern.status().to_string();
+  const ProgramSpec spec = testing::with_plan(model_->spec(), 64, 9, {1, 2, 4, 8});
+  const RunnerOptions options = toy_token_bytes(vocab_);
+  struct Outcome {
+    Tokens tokens;
+    FinishReason reason;
+  };
+  const auto run = [&](Executor& executor) {
+    Runner runner(executor, DecodeFirstScheduler(SchedulerConfig::defaults_for(64)), options);
+    std::vector<Session> sessions;
+    std::vector<GenerationHandle> handles;
+    for (int i = 0; i < 5; ++i) {  // greedy and sampled, one unconstrained beside them
+      GenConfig config;
+      config.max_new_tokens = 24;
+      config.sampling.temperature = i < 2 ? 0.0f : 0.8f;
+      config.seed = static_cast<uint64_t>(i);
+      config.text_pattern = i == 4 ? nullptr : *pattern;
+      config.stop_tokens = {0};  // "": allowed where the text matches
+      config.use_default_stop_tokens = false;
+      sessions.push_back(runner.open_session());
+      handles.push_back(sessions.back().generate_async(reference_prompt(i % 3), config));
+    }
+    std::vector<Outcome> outcomes;
+    for (GenerationHandle& handle : handles) {
+      handle.wait();
+      outcomes.push_back({handle.tokens(), handle.finish_reason()});
+    }
+    return outcomes;
+  };
+  auto cuda = testing::make_cuda(*model_, spec);
+  ASSERT_NE(cuda, nullptr);
+  const std::vector<Outcome> on_cuda = run(*cuda);
+  cuda.reset();
+  auto cpu = testing::make_cpu(*model_, spec);
+  const std::vector<Outcome> on_cpu = run(*cpu);
+  const std::regex oracle(kPattern);
+  int num_matched = 0;
+  for (size_t i = 0; i < on_cuda.size(); ++i) {
+    EXPECT_EQ(on_cuda[i].tokens, on_cpu[i].tokens) << "generation " << i;
+    EXPECT_EQ(on_cuda[i].reason, on_cpu[i].reason) << "generation " << i;
+    if (i == 4 || on_cuda[i].reason == FinishReason::kNewTokenLimit) continue;
+    std::string text;  // without the stop token
+    for (const int32_t t : on_cuda[i].tokens) text += options.token_bytes[static_cast<size_t>(t)];
+    EXPECT_TRUE(std::regex_match(text, oracle)) << text;
+    ++num_matched;
+  }
+  std::printf("text_pattern generations on CUDA: %d of 4 ended in a whole match\n", num_matched);
+  EXPECT_GT(num_matched, 0) << "no generation ended its match: the test shows too little";
 }
 
 }  // namespace
