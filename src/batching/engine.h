@@ -124,8 +124,8 @@ class Engine {
     std::vector<uint8_t> allowed = {};
     JsonTokenMask::PatternMaskCache pattern_masks = {};
     // GenConfig::text_pattern: the text generated so far as a prefix of a match (the mask's and
-    // the bytes' fields above serve it too), and the stop tokens its mask allows where the text
-    // may end.
+    // the bytes' fields above serve it too), and the stop tokens a constrained mask allows where
+    // the text may end (a match, or a whole JSON value that could go on: a top-level number).
     std::optional<TextPatternPrefix> text = std::nullopt;
     std::vector<int32_t> stop_tokens = {};
   };
@@ -273,6 +273,10 @@ class Engine {
   // The same for GenConfig::text_pattern; its stop tokens are allowed where the text matches.
   static std::optional<int32_t> constrain_to_text(ActiveGeneration& generation,
                                                   std::span<const float> logits, int32_t greedy);
+  // Whether `token` is one of the generation's stop tokens; allow_stop_tokens adds them all to
+  // its mask (where a constrained text may end).
+  static bool is_stop_token(const ActiveGeneration& generation, int32_t token);
+  static void allow_stop_tokens(ActiveGeneration& generation);
   void complete_task(EngineSession& session, const ScheduledSlice& slice, PickedToken picked);
   // `logprobs`: the token's log-probabilities when the generation asked for them, else null.
   void deliver(EngineSession& session, int32_t token, const TokenLogprobs* logprobs);

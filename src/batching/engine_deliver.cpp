@@ -59,16 +59,17 @@ void Engine::deliver(EngineSession& session, int32_t token, const TokenLogprobs*
 
   bool format_complete = false;
   if (generation.json.has_value()) {
+    // As for a text pattern below: a stop token ends a top-level number that could go on.
+    const bool stops = generation.json->complete() && is_stop_token(generation, token);
     const bool fed = generation.json->feed((*generation.token_bytes)[static_cast<size_t>(token)]);
-    CELLM_CHECK(fed) << "token " << token << " was picked outside the JSON the mask allowed";
-    format_complete = generation.json->complete();
+    CELLM_CHECK(fed || stops) << "token " << token
+                              << " was picked outside the JSON the mask allowed";
+    format_complete = !stops && generation.json->must_end();
   }
   if (generation.text.has_value()) {
     // A stop token may be picked where the text matches even if its bytes (most have none) would
     // not continue it; it ends the generation below, its bytes left out of the match.
-    const bool stops = generation.text->complete() &&
-                       std::find(generation.stop_tokens.begin(), generation.stop_tokens.end(),
-                                 token) != generation.stop_tokens.end();
+    const bool stops = generation.text->complete() && is_stop_token(generation, token);
     const bool fed = generation.text->feed((*generation.token_bytes)[static_cast<size_t>(token)]);
     CELLM_CHECK(fed || stops) << "token " << token
                               << " was picked outside the text the pattern allowed";

@@ -14,18 +14,37 @@
 
 namespace cellm::internal {
 
+bool Engine::is_stop_token(const ActiveGeneration& generation, int32_t token) {
+  return std::find(generation.stop_tokens.begin(), generation.stop_tokens.end(), token) !=
+         generation.stop_tokens.end();
+}
+
+void Engine::allow_stop_tokens(ActiveGeneration& generation) {
+  for (const int32_t t : generation.stop_tokens) {
+    if (t >= 0 && static_cast<size_t>(t) < generation.allowed.size()) {
+      generation.allowed[static_cast<size_t>(t)] = 1;
+    }
+  }
+}
+
 std::optional<int32_t> Engine::constrain_to_json(ActiveGeneration& generation,
                                                  std::span<const float> logits, int32_t greedy) {
   const JsonSchemaPrefix& json = *generation.json;
   const JsonTokenMask& mask = *generation.token_mask;
+  // A whole value that could still go on (a top-level number) may end with a stop token.
+  const bool may_end = json.complete();
   // Plain greedy: the row's argmax, when it keeps the text a JSON prefix, is the masked argmax
   // too (the lowest id on ties either way), and no mask is needed.
   const Sampler& sampler = generation.sampler;
   if (sampler.params().temperature <= 0.0f && !sampler.rewrites_scores()) {
     const int32_t best = greedy != kNoToken ? greedy : argmax_finite(logits);
-    if (best != kNoToken && mask.allows(json, best)) return best;
+    if (best != kNoToken &&
+        (mask.allows(json, best) || (may_end && is_stop_token(generation, best)))) {
+      return best;
+    }
   }
   mask.compute(json, generation.allowed, &generation.pattern_masks);
+  if (may_end) allow_stop_tokens(generation);
   return std::nullopt;
 }
 
@@ -34,25 +53,16 @@ std::optional<int32_t> Engine::constrain_to_text(ActiveGeneration& generation,
   const TextPatternPrefix& text = *generation.text;
   const JsonTokenMask& mask = *generation.token_mask;
   const bool may_end = text.complete();
-  const auto is_stop = [&](int32_t t) {
-    return std::find(generation.stop_tokens.begin(), generation.stop_tokens.end(), t) !=
-           generation.stop_tokens.end();
-  };
   const Sampler& sampler = generation.sampler;
   if (sampler.params().temperature <= 0.0f && !sampler.rewrites_scores()) {
     const int32_t best = greedy != kNoToken ? greedy : argmax_finite(logits);
-    if (best != kNoToken && (mask.allows_text(text, best) || (may_end && is_stop(best)))) {
+    if (best != kNoToken &&
+        (mask.allows_text(text, best) || (may_end && is_stop_token(generation, best)))) {
       return best;
     }
   }
   mask.compute_text(text, generation.allowed, &generation.pattern_masks);
-  if (may_end) {
-    for (const int32_t t : generation.stop_tokens) {
-      if (t >= 0 && static_cast<size_t>(t) < generation.allowed.size()) {
-        generation.allowed[static_cast<size_t>(t)] = 1;
-      }
-    }
-  }
+  if (may_end) allow_stop_tokens(generation);
   return std::nullopt;
 }
 

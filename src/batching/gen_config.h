@@ -68,7 +68,9 @@ struct GenConfig {
   bool json_object = false;
   // Constrains the output to one JSON value the schema accepts (OpenAI's response_format
   // "json_schema"; batching/json_schema_prefix.h), as json_object does for any object; the
-  // generation ends (FormatComplete) once the value is whole. Takes json_object's place when set.
+  // generation ends (FormatComplete) once nothing but whitespace may follow — a whole value that
+  // could go on (a top-level number) may end with a stop token instead. Takes json_object's
+  // place when set.
   std::shared_ptr<const JsonSchema> json_schema = nullptr;
   // Constrains the whole output to a text the pattern matches (compiled with
   // StringPattern::Target::kWholeText: vLLM's guided_regex, and guided_choice as an alternation of

@@ -125,6 +125,18 @@ bool JsonSchemaPrefix::complete() const {
   return true;
 }
 
+bool JsonSchemaPrefix::must_end() const {
+  if (!complete()) return false;
+  if (state_.syntax.mode_ == Mode::kAfterValue) return true;  // whitespace only, at the top
+  for (int b = 0; b < 256; ++b) {  // a top-level number (or an enum's): may a byte go on?
+    const auto byte = static_cast<unsigned char>(b);
+    State next;
+    copy_state(state_, &next);
+    if (!is_whitespace(byte) && step(next, byte)) return false;
+  }
+  return true;
+}
+
 std::optional<uint32_t> JsonSchemaPrefix::string_room() const {
   if (state_.syntax.mode_ != Mode::kString) return std::nullopt;
   if (state_.active == Active::kString) {

@@ -37,6 +37,9 @@ class JsonSchemaPrefix {
   bool accepts(std::string_view bytes) const;
   // Whether what was fed is one whole value the schema accepts (plus optional whitespace).
   bool complete() const;
+  // Whether it must end here: complete, and nothing but whitespace may follow (false for a
+  // top-level number that may take more digits: "1" of "12").
+  bool must_end() const;
   // Inside a string between two characters, where any plain characters may come (a value
   // string without an enum or a pattern, or a key of an object that declares no names): how many
   // more code points it may take (JsonSchema::kUnbounded: no limit). Every

@@ -393,6 +393,20 @@ TEST(JsonSchemaPrefixTest, APatternStringRefusesTheFirstByteThatLeadsNowhere) {
   EXPECT_FALSE(walker.accepts("\""));  // no two capitals yet
 }
 
+TEST(JsonSchemaPrefixTest, ATopLevelNumberMustEndOnlyWhereNoDigitCanFollow) {
+  const std::shared_ptr<const JsonSchema> number =
+      compiled(R"({"type": "integer", "minimum": 0, "maximum": 999})");
+  JsonSchemaPrefix walker(number, kWhitespaceRun);
+  ASSERT_TRUE(walker.feed("1"));
+  EXPECT_TRUE(walker.complete());
+  EXPECT_FALSE(walker.must_end());  // "12" and "123" may follow
+  ASSERT_TRUE(walker.feed("00"));
+  EXPECT_TRUE(walker.must_end());  // a fourth digit would pass 999
+  JsonSchemaPrefix object(compiled(schemas()[3]), kWhitespaceRun);
+  ASSERT_TRUE(object.feed(R"({"abc": 1})"));
+  EXPECT_TRUE(object.must_end());  // whitespace only after a closed object
+}
+
 TEST(JsonSchemaPrefixTest, ABoundedNumberIsWrittenWithoutAnExponent) {
   // Its reachable values are then exact intervals; 1e-1 is 0.1 written another way.
   EXPECT_FALSE(takes_whole(compiled(schemas()[14]), R"({"p": 1e-1, "t": -1})"));

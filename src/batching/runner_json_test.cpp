@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -222,16 +223,17 @@ TEST(RunnerJsonTest, ASchemaGenerationPicksAmongTheTokensTheSchemaAllowsAndEndsV
   }
 }
 
-// A text_pattern generation, stopped by token 0 ("") or token 17 ("x"): the tokens a
-// TextPatternPrefix of the text so far accepts, and the stop tokens where the text matches
-// already (the walker's own checks are text_pattern_prefix_test's).
-Outcome expected_with_pattern(Tokens context, const GenConfig& config) {
+// A generation held by `walker` (a TextPatternPrefix, or a JsonSchemaPrefix of a value that may
+// go on, such as a top-level number) and stopped by config.stop_tokens: the tokens the walker
+// accepts after the text so far, and the stop tokens where the text may end already; it ends
+// where it must (the walkers' own checks are their tests').
+template <class Walker>
+Outcome expected_walked(Walker walker, Tokens context, const GenConfig& config) {
   const auto is_stop = [&](int32_t t) {
     return std::find(config.stop_tokens.begin(), config.stop_tokens.end(), t) !=
            config.stop_tokens.end();
   };
   Sampler sampler(config.sampling, config.seed, /*masked=*/true);
-  TextPatternPrefix walker(config.text_pattern);
   Outcome out;
   std::vector<uint8_t> allowed(kVocab);
   for (int32_t n = 0; n < config.max_new_tokens; ++n) {
@@ -258,6 +260,52 @@ Outcome expected_with_pattern(Tokens context, const GenConfig& config) {
   }
   out.reason = FinishReason::kNewTokenLimit;
   return out;
+}
+
+// A text_pattern generation, stopped by token 0 ("") or token 17 ("x").
+Outcome expected_with_pattern(Tokens context, const GenConfig& config) {
+  return expected_walked(TextPatternPrefix(config.text_pattern), std::move(context), config);
+}
+
+TEST(RunnerJsonTest, ATopLevelNumberGoesOnUntilAStopTokenOrItsLastDigit) {
+  // At most three digits: "1" may end (a stop token) or go on; "100" must end.
+  StatusOr<std::shared_ptr<const JsonSchema>> schema =
+      JsonSchema::compile(R"({"type": "integer", "minimum": -5, "maximum": 999})");
+  ASSERT_TRUE(schema.ok()) << schema.status().to_string();
+  for (const FakeExecutorConfig& executor : executors()) {
+    Rig rig(executor, std::nullopt, with_bytes());
+    std::vector<Session> sessions;
+    std::vector<GenerationHandle> handles;
+    std::vector<std::pair<Tokens, GenConfig>> asked;
+    for (int32_t i = 0; i < 10; ++i) {
+      GenConfig config = json_config(12, i % 3 == 0 ? 0.0f : 0.7f + 0.2f * (i % 4), i);
+      config.json_object = false;
+      config.json_schema = *schema;
+      config.stop_tokens = {0};
+      config.use_default_stop_tokens = false;
+      asked.emplace_back(ramp(2 + i, 3 * i), config);
+      sessions.push_back(rig.runner.open_session());
+      handles.push_back(sessions.back().generate_async(asked.back().first, config));
+    }
+    std::set<size_t> lengths;  // digits and sign of the numbers written
+    for (size_t i = 0; i < handles.size(); ++i) {
+      handles[i].wait();
+      const Outcome want = expected_walked(JsonSchemaPrefix(*schema, kJsonMaxWhitespaceRun),
+                                           asked[i].first, asked[i].second);
+      EXPECT_EQ(handles[i].tokens(), want.tokens) << "generation " << i;
+      EXPECT_EQ(handles[i].finish_reason(), want.reason)
+          << "generation " << i << ": " << handles[i].error_message();
+      std::string text;
+      for (const int32_t t : handles[i].tokens()) text += toy_bytes()[static_cast<size_t>(t)];
+      if (handles[i].finish_reason() == FinishReason::kStopToken ||
+          handles[i].finish_reason() == FinishReason::kFormatComplete) {
+        const nlohmann::json value = nlohmann::json::parse(text);
+        EXPECT_TRUE(value.is_number_integer() && value >= -5 && value <= 999) << text;
+        lengths.insert(text.size());
+      }
+    }
+    EXPECT_GT(lengths.size(), 1u) << "every number had one length: the test shows too little";
+  }
 }
 
 TEST(RunnerJsonTest, APatternGenerationMatchesWholeAndStopsOnlyWhereItMatches) {
