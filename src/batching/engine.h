@@ -264,15 +264,13 @@ class Engine {
   // Touches only the session's generation (its sampler's scratch): safe on any thread while no
   // other pick runs for the same session.
   static PickedToken pick_token(EngineSession& session, const BatchOutput& out, size_t row);
-  // engine_json.cpp. GenConfig::json_object / json_schema: the row's argmax (`greedy` when the
-  // executor computed it) where plain greedy takes it and it keeps the text a JSON prefix — no mask
-  // needed; else nullopt, with generation.allowed the mask of the tokens that keep it one. Touches
-  // only the generation, as pick_token.
-  static std::optional<int32_t> constrain_to_json(ActiveGeneration& generation,
-                                                  std::span<const float> logits, int32_t greedy);
-  // The same for GenConfig::text_pattern; its stop tokens are allowed where the text matches.
-  static std::optional<int32_t> constrain_to_text(ActiveGeneration& generation,
-                                                  std::span<const float> logits, int32_t greedy);
+  // engine_json.cpp. A constrained generation (GenConfig::json_object, json_schema or
+  // text_pattern): the row's argmax (`greedy` when the executor computed it) where plain greedy
+  // takes it and it keeps the text a prefix of what the format accepts — no mask needed; else
+  // nullopt, with generation.allowed the mask of the tokens that keep it one (and the stop tokens
+  // where the text may end). Touches only the generation, as pick_token.
+  static std::optional<int32_t> constrain(ActiveGeneration& generation,
+                                          std::span<const float> logits, int32_t greedy);
   // Whether `token` is one of the generation's stop tokens; allow_stop_tokens adds them all to
   // its mask (where a constrained text may end).
   static bool is_stop_token(const ActiveGeneration& generation, int32_t token);

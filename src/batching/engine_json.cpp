@@ -27,41 +27,31 @@ void Engine::allow_stop_tokens(ActiveGeneration& generation) {
   }
 }
 
-std::optional<int32_t> Engine::constrain_to_json(ActiveGeneration& generation,
-                                                 std::span<const float> logits, int32_t greedy) {
-  const JsonSchemaPrefix& json = *generation.json;
+std::optional<int32_t> Engine::constrain(ActiveGeneration& generation,
+                                         std::span<const float> logits, int32_t greedy) {
   const JsonTokenMask& mask = *generation.token_mask;
-  // A whole value that could still go on (a top-level number) may end with a stop token.
-  const bool may_end = json.complete();
-  // Plain greedy: the row's argmax, when it keeps the text a JSON prefix, is the masked argmax
-  // too (the lowest id on ties either way), and no mask is needed.
+  const JsonSchemaPrefix* json = generation.json.has_value() ? &*generation.json : nullptr;
+  const TextPatternPrefix* text = generation.text.has_value() ? &*generation.text : nullptr;
+  // A match, or a whole JSON value that could still go on (a top-level number), may end with a
+  // stop token.
+  const bool may_end = json != nullptr ? json->complete() : text->complete();
+  // Plain greedy: the row's argmax, when it keeps the text a prefix, is the masked argmax too
+  // (the lowest id on ties either way), and no mask is needed.
   const Sampler& sampler = generation.sampler;
   if (sampler.params().temperature <= 0.0f && !sampler.rewrites_scores()) {
     const int32_t best = greedy != kNoToken ? greedy : argmax_finite(logits);
-    if (best != kNoToken &&
-        (mask.allows(json, best) || (may_end && is_stop_token(generation, best)))) {
+    const auto allows = [&](int32_t t) {
+      return json != nullptr ? mask.allows(*json, t) : mask.allows_text(*text, t);
+    };
+    if (best != kNoToken && (allows(best) || (may_end && is_stop_token(generation, best)))) {
       return best;
     }
   }
-  mask.compute(json, generation.allowed, &generation.pattern_masks);
-  if (may_end) allow_stop_tokens(generation);
-  return std::nullopt;
-}
-
-std::optional<int32_t> Engine::constrain_to_text(ActiveGeneration& generation,
-                                                 std::span<const float> logits, int32_t greedy) {
-  const TextPatternPrefix& text = *generation.text;
-  const JsonTokenMask& mask = *generation.token_mask;
-  const bool may_end = text.complete();
-  const Sampler& sampler = generation.sampler;
-  if (sampler.params().temperature <= 0.0f && !sampler.rewrites_scores()) {
-    const int32_t best = greedy != kNoToken ? greedy : argmax_finite(logits);
-    if (best != kNoToken &&
-        (mask.allows_text(text, best) || (may_end && is_stop_token(generation, best)))) {
-      return best;
-    }
+  if (json != nullptr) {
+    mask.compute(*json, generation.allowed, &generation.pattern_masks);
+  } else {
+    mask.compute_text(*text, generation.allowed, &generation.pattern_masks);
   }
-  mask.compute_text(text, generation.allowed, &generation.pattern_masks);
   if (may_end) allow_stop_tokens(generation);
   return std::nullopt;
 }

@@ -435,9 +435,9 @@ Engine::PickedToken Engine::pick_token(EngineSession& session, const BatchOutput
   } else if (greedy == kNoToken || !generation.sampler.takes_argmax()) {
     const std::span<const float> logits = logits_row(out, row);
     const std::optional<int32_t> best_allowed =
-        generation.json.has_value()   ? constrain_to_json(generation, logits, greedy)
-        : generation.text.has_value() ? constrain_to_text(generation, logits, greedy)
-                                      : std::nullopt;
+        generation.json.has_value() || generation.text.has_value()
+            ? constrain(generation, logits, greedy)
+            : std::nullopt;
     if (best_allowed.has_value()) {
       token = *best_allowed;
     } else {

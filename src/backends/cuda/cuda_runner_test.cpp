@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <regex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/cuda/cuda_e2e_support.h"
@@ -21,7 +23,49 @@ namespace {
 
 using testing::Tokens;
 
-class CudaRunnerTest : public testing::StoriesReferenceTest {};
+class CudaRunnerTest : public testing::StoriesReferenceTest {
+ protected:
+  // A generation's tokens and how it ended.
+  struct Outcome {
+    Tokens tokens;
+    FinishReason reason;
+  };
+  // Five generations of the reference prompts through a Runner with `options` — two greedy,
+  // three sampled, `constrain` applied to the first four (the fifth runs beside them free) — on a
+  // CUDA executor, then on a CPU executor of the same plan: {on CUDA, on the CPU}.
+  std::pair<std::vector<Outcome>, std::vector<Outcome>> run_on_cuda_and_cpu(
+      const RunnerOptions& options, int32_t max_new_tokens,
+      const std::function<void(GenConfig&)>& constrain) {
+    const ProgramSpec spec = testing::with_plan(model_->spec(), 64, 9, {1, 2, 4, 8});
+    const auto run = [&](Executor& executor) {
+      Runner runner(executor, DecodeFirstScheduler(SchedulerConfig::defaults_for(64)), options);
+      std::vector<Session> sessions;
+      std::vector<GenerationHandle> handles;
+      for (int i = 0; i < 5; ++i) {
+        GenConfig config;
+        config.max_new_tokens = max_new_tokens;
+        config.sampling.temperature = i < 2 ? 0.0f : 0.8f;
+        config.seed = static_cast<uint64_t>(i);
+        if (i < 4) constrain(config);
+        sessions.push_back(runner.open_session());
+        handles.push_back(sessions.back().generate_async(reference_prompt(i % 3), config));
+      }
+      std::vector<Outcome> outcomes;
+      for (GenerationHandle& handle : handles) {
+        handle.wait();
+        outcomes.push_back({handle.tokens(), handle.finish_reason()});
+      }
+      return outcomes;
+    };
+    auto cuda = testing::make_cuda(*model_, spec);
+    EXPECT_NE(cuda, nullptr);
+    if (cuda == nullptr) return {};
+    std::vector<Outcome> on_cuda = run(*cuda);
+    cuda.reset();
+    auto cpu = testing::make_cpu(*model_, spec);
+    return {std::move(on_cuda), run(*cpu)};
+  }
+};
 
 // Prefix reuse through the Runner (RunnerOptions::prefix_reuse): sessions continuing another
 // session's text from its cells — some of them written by decode steps — still generate the
@@ -208,38 +252,10 @@ TEST_F(CudaRunnerTest, JsonSchemaGenerationsPickWhatTheCpuExecutorsPick) {
     "required": ["a", "ab"], "additionalProperties": false})";
   StatusOr<std::shared_ptr<const JsonSchema>> schema = JsonSchema::compile(kSchema);
   ASSERT_TRUE(schema.ok()) << schema.status().to_string();
-  const ProgramSpec spec = testing::with_plan(model_->spec(), 64, 9, {1, 2, 4, 8});
   const RunnerOptions options = toy_token_bytes(vocab_);
-  struct Outcome {
-    Tokens tokens;
-    FinishReason reason;
-  };
-  const auto run = [&](Executor& executor) {
-    Runner runner(executor, DecodeFirstScheduler(SchedulerConfig::defaults_for(64)), options);
-    std::vector<Session> sessions;
-    std::vector<GenerationHandle> handles;
-    for (int i = 0; i < 5; ++i) {  // greedy and sampled, one unconstrained beside them
-      GenConfig config;
-      config.max_new_tokens = 64;
-      config.sampling.temperature = i < 2 ? 0.0f : 0.8f;
-      config.seed = static_cast<uint64_t>(i);
-      config.json_schema = i == 4 ? nullptr : *schema;
-      sessions.push_back(runner.open_session());
-      handles.push_back(sessions.back().generate_async(reference_prompt(i % 3), config));
-    }
-    std::vector<Outcome> outcomes;
-    for (GenerationHandle& handle : handles) {
-      handle.wait();
-      outcomes.push_back({handle.tokens(), handle.finish_reason()});
-    }
-    return outcomes;
-  };
-  auto cuda = testing::make_cuda(*model_, spec);
-  ASSERT_NE(cuda, nullptr);
-  const std::vector<Outcome> on_cuda = run(*cuda);
-  cuda.reset();
-  auto cpu = testing::make_cpu(*model_, spec);
-  const std::vector<Outcome> on_cpu = run(*cpu);
+  const auto [on_cuda, on_cpu] =
+      run_on_cuda_and_cpu(options, 64, [&](GenConfig& config) { config.json_schema = *schema; });
+  ASSERT_EQ(on_cuda.size(), on_cpu.size());
   const nlohmann::json root = nlohmann::json::parse(kSchema);
   int num_valid = 0;
   for (size_t i = 0; i < on_cuda.size(); ++i) {
@@ -260,40 +276,13 @@ TEST_F(CudaRunnerTest, TextPatternGenerationsPickWhatTheCpuExecutorsPick) {
   StatusOr<std::shared_ptr<const StringPattern>> pattern = StringPattern::compile(
       kPattern, 0, StringPattern::kUnbounded, StringPattern::Target::kWholeText);
   ASSERT_TRUE(pattern.ok()) << pattern.status().to_string();
-  const ProgramSpec spec = testing::with_plan(model_->spec(), 64, 9, {1, 2, 4, 8});
   const RunnerOptions options = toy_token_bytes(vocab_);
-  struct Outcome {
-    Tokens tokens;
-    FinishReason reason;
-  };
-  const auto run = [&](Executor& executor) {
-    Runner runner(executor, DecodeFirstScheduler(SchedulerConfig::defaults_for(64)), options);
-    std::vector<Session> sessions;
-    std::vector<GenerationHandle> handles;
-    for (int i = 0; i < 5; ++i) {  // greedy and sampled, one unconstrained beside them
-      GenConfig config;
-      config.max_new_tokens = 24;
-      config.sampling.temperature = i < 2 ? 0.0f : 0.8f;
-      config.seed = static_cast<uint64_t>(i);
-      config.text_pattern = i == 4 ? nullptr : *pattern;
-      config.stop_tokens = {0};  // "": allowed where the text matches
-      config.use_default_stop_tokens = false;
-      sessions.push_back(runner.open_session());
-      handles.push_back(sessions.back().generate_async(reference_prompt(i % 3), config));
-    }
-    std::vector<Outcome> outcomes;
-    for (GenerationHandle& handle : handles) {
-      handle.wait();
-      outcomes.push_back({handle.tokens(), handle.finish_reason()});
-    }
-    return outcomes;
-  };
-  auto cuda = testing::make_cuda(*model_, spec);
-  ASSERT_NE(cuda, nullptr);
-  const std::vector<Outcome> on_cuda = run(*cuda);
-  cuda.reset();
-  auto cpu = testing::make_cpu(*model_, spec);
-  const std::vector<Outcome> on_cpu = run(*cpu);
+  const auto [on_cuda, on_cpu] = run_on_cuda_and_cpu(options, 24, [&](GenConfig& config) {
+    config.text_pattern = *pattern;
+    config.stop_tokens = {0};  // "": allowed where the text matches
+    config.use_default_stop_tokens = false;
+  });
+  ASSERT_EQ(on_cuda.size(), on_cpu.size());
   const std::regex oracle(kPattern);
   int num_matched = 0;
   for (size_t i = 0; i < on_cuda.size(); ++i) {
