@@ -57,24 +57,19 @@ void Engine::deliver(EngineSession& session, int32_t token, const TokenLogprobs*
     ++counters_.num_generated_tokens;
   }
 
+  // A constrained generation's walker takes the token's bytes. A stop token may be picked where
+  // the text may end (a match, or a whole JSON value that could go on) even if its bytes (most
+  // have none) would not continue it; it ends the generation below, its bytes left out.
+  const auto walk = [&](auto& walker, const char* what) {
+    const bool stops = walker.complete() && is_stop_token(generation, token);
+    const bool fed = walker.feed((*generation.token_bytes)[static_cast<size_t>(token)]);
+    CELLM_CHECK(fed || stops) << "token " << token << " was picked outside the " << what
+                              << " the mask allowed";
+    return !stops && walker.must_end();
+  };
   bool format_complete = false;
-  if (generation.json.has_value()) {
-    // As for a text pattern below: a stop token ends a top-level number that could go on.
-    const bool stops = generation.json->complete() && is_stop_token(generation, token);
-    const bool fed = generation.json->feed((*generation.token_bytes)[static_cast<size_t>(token)]);
-    CELLM_CHECK(fed || stops) << "token " << token
-                              << " was picked outside the JSON the mask allowed";
-    format_complete = !stops && generation.json->must_end();
-  }
-  if (generation.text.has_value()) {
-    // A stop token may be picked where the text matches even if its bytes (most have none) would
-    // not continue it; it ends the generation below, its bytes left out of the match.
-    const bool stops = generation.text->complete() && is_stop_token(generation, token);
-    const bool fed = generation.text->feed((*generation.token_bytes)[static_cast<size_t>(token)]);
-    CELLM_CHECK(fed || stops) << "token " << token
-                              << " was picked outside the text the pattern allowed";
-    format_complete = !stops && generation.text->must_end();
-  }
+  if (generation.json.has_value()) format_complete = walk(*generation.json, "JSON");
+  if (generation.text.has_value()) format_complete = walk(*generation.text, "text pattern");
   StopMatcher::Step stop = generation.stops.push(token);
   const int32_t one[1] = {token};
   const std::span<const TokenLogprobs> one_logprobs =
