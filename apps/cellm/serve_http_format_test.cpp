@@ -2,7 +2,8 @@
 // {"type": "json_object"} gives a text that is one JSON object when the choice stops, and a
 // prefix of one when max_tokens cuts it, whole or streamed; the prompt's own tokens are free;
 // {"type": "json_schema"} gives a value the schema's validator (json_schema_oracle_test_util.h)
-// accepts; vLLM's guided_choice and guided_regex give a text they match whole.
+// accepts (an asserted format's strings among them); vLLM's guided_choice and guided_regex give a
+// text they match whole.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -100,6 +101,30 @@ TEST(ServeHttpFormatTest, AJsonSchemaFormatGivesAValueTheSchemaAccepts) {
               {"json_schema", {{"schema", {{"type", "string"}, {"pattern", "a(?=b)"}}}}}}}});
   EXPECT_EQ(refused.status, 400);
   EXPECT_NE(refused.body.dump().find("lookaround"), std::string::npos) << refused.body.dump();
+}
+
+// A string held to an asserted format is one of that format's strings by an independent check
+// (string_format_oracle_test_util.h); the strings are short, so every choice stops.
+TEST(ServeHttpFormatTest, AnAssertedFormatGivesAStringOfThatFormat) {
+  Served served;
+  for (const std::string format : {"date", "date-time", "uuid", "ipv4", "ipv6", "email"}) {
+    for (int seed = 0; seed < 2; ++seed) {
+      Json request = json_request(120, seed == 0 ? 0.0 : 1.0, seed);
+      request["response_format"] = {
+          {"type", "json_schema"},
+          {"json_schema",
+           {{"schema", {{"type", "string"}, {"format", format}, {"maxLength", 40}}}}}};
+      const Reply reply = post(served, "/v1/completions", request);
+      ASSERT_EQ(reply.status, 200) << reply.body.dump();
+      const Json& choice = reply.body.at("choices").at(0);
+      const std::string text = choice.at("text");
+      ASSERT_EQ(choice.at("finish_reason"), "stop") << format << ": " << text;
+      const Json value = Json::parse(text);
+      ASSERT_TRUE(value.is_string()) << text;
+      EXPECT_TRUE(testing::oracle_matches_format(format, value.get<std::string>()))
+          << format << ": " << text;
+    }
+  }
 }
 
 // vLLM's guided_choice and guided_regex: the whole text is one of the choices, or matches the

@@ -11,6 +11,8 @@
 
 #include "batching/json_schema_bounds.h"
 #include "batching/json_schema_satisfiable.h"
+#include "batching/string_format.h"
+#include "core/check.h"
 
 namespace cellm {
 namespace {
@@ -19,13 +21,13 @@ using Json = nlohmann::json;
 
 constexpr int kMaxNesting = 64;  // schemas nested deeper are refused (the walker's depth limit)
 
-// Keywords that only describe; they change which values are accepted in no way ("format" too:
-// an annotation by JSON Schema 2020-12's default, asserted only under a vocabulary that asks).
+// Keywords that only describe; they change which values are accepted in no way. ("format" is
+// asserted for the formats string_format() knows and an annotation for the others.)
 bool is_annotation(const std::string& keyword) {
   static const std::set<std::string> kAnnotations = {
-      "title", "description", "default",    "examples",      "$schema",
-      "$id",   "$comment",    "deprecated", "readOnly",      "writeOnly",
-      "$defs", "definitions", "$anchor",    "discriminator", "format"};
+      "title", "description", "default",    "examples",     "$schema",
+      "$id",   "$comment",    "deprecated", "readOnly",     "writeOnly",
+      "$defs", "definitions", "$anchor",    "discriminator"};
   return kAnnotations.contains(keyword);
 }
 
@@ -217,6 +219,7 @@ class JsonSchemaCompiler {
                                                        "minLength",
                                                        "maxLength",
                                                        "pattern",
+                                                       "format",
                                                        "minimum",
                                                        "maximum",
                                                        "exclusiveMinimum",
@@ -254,7 +257,7 @@ class JsonSchemaCompiler {
     if (Status st = fill_types(s, node, where); !st.ok()) return st;
     if (s.contains("enum") || s.contains("const")) {
       for (const std::string& keyword : present) {
-        if (keyword != "enum" && keyword != "const" && keyword != "type") {
+        if (keyword != "enum" && keyword != "const" && keyword != "type" && keyword != "format") {
           return error(where, "\"" + keyword + "\" beside \"enum\" or \"const\" is not supported");
         }
       }
@@ -270,19 +273,38 @@ class JsonSchemaCompiler {
     return ok_status();
   }
 
-  // "pattern", compiled with the string's lengths; a string type no string can satisfy is
-  // dropped (as minLength above maxLength is).
+  // "format", where string_format() asserts it; nullopt where it is absent or an annotation.
+  static StatusOr<std::optional<StringFormat>> read_format(const Json& s,
+                                                           const std::string& where) {
+    if (!s.contains("format")) return std::optional<StringFormat>();
+    if (!s.at("format").is_string()) return error(where, "\"format\" must be a string");
+    return string_format(s.at("format").get<std::string>());
+  }
+
+  // "pattern" or an asserted "format", compiled with the string's lengths; a string type no
+  // string can satisfy is dropped (as minLength above maxLength is).
   Status fill_pattern(const Json& s, Node& node, const std::string& where) {
-    if (!s.contains("pattern")) return ok_status();
-    if (!s.at("pattern").is_string()) return error(where, "\"pattern\" must be a string");
+    StatusOr<std::optional<StringFormat>> format = read_format(s, where);
+    if (!format.ok()) return format.status();
+    if (s.contains("pattern") && !s.at("pattern").is_string()) {
+      return error(where, "\"pattern\" must be a string");
+    }
+    if (!s.contains("pattern") && !format->has_value()) return ok_status();
+    if (s.contains("pattern") && format->has_value()) {
+      return error(where, "\"pattern\" beside \"format\": \"" + s.at("format").get<std::string>() +
+                              "\" is not supported");
+    }
     if ((node.types & kJsonStringBit) == 0) return ok_status();
+    const std::string keyword = format->has_value() ? "\"format\"" : "\"pattern\"";
+    if (format->has_value()) node.max_length = std::min(node.max_length, (*format)->max_length);
     StatusOr<std::shared_ptr<const StringPattern>> pattern = StringPattern::compile(
-        s.at("pattern").get<std::string>(), node.min_length, node.max_length);
-    if (!pattern.ok()) return error(where, "\"pattern\": " + pattern.status().message());
+        format->has_value() ? (*format)->pattern : s.at("pattern").get<std::string>(),
+        node.min_length, node.max_length);
+    if (!pattern.ok()) return error(where, keyword + ": " + pattern.status().message());
     if (!(*pattern)->matches_something()) {
       node.types &= static_cast<uint8_t>(~kJsonStringBit);
       if (node.types == 0) {
-        return error(where, "no string matches \"pattern\" within its length bounds");
+        return error(where, "no string matches " + keyword + " within its length bounds");
       }
       return ok_status();
     }
@@ -336,17 +358,33 @@ class JsonSchemaCompiler {
         return error(where, "\"enum\" must be a non-empty array");
       values.assign(list.begin(), list.end());
     }
+    // An asserted format keeps the strings it matches.
+    StatusOr<std::optional<StringFormat>> format = read_format(s, where);
+    if (!format.ok()) return format.status();
+    std::shared_ptr<const StringPattern> format_pattern;
+    if (format->has_value()) {
+      StatusOr<std::shared_ptr<const StringPattern>> compiled =
+          StringPattern::compile((*format)->pattern, 0, (*format)->max_length);
+      CELLM_CHECK(compiled.ok()) << "a format's expression compiles: "
+                                 << compiled.status().message();
+      format_pattern = std::move(*compiled);
+    }
     uint8_t types = 0;
     for (const Json& value : values) {
       const uint8_t type = type_of_value(value);
       if ((node.types & type) == 0) continue;
+      if (format_pattern && value.is_string() &&
+          !format_pattern->matches(value.get<std::string>())) {
+        continue;
+      }
       if (type == kJsonNumberBit && node.integer_only && value.is_number_float()) continue;
       StatusOr<std::string> text = compact_text(value);
       if (!text.ok()) return error(where, text.status().message());
       node.enum_texts.push_back(std::move(*text));
       types |= type;
     }
-    if (node.enum_texts.empty()) return error(where, "no value of \"enum\" has the schema's type");
+    if (node.enum_texts.empty())
+      return error(where, "no value of \"enum\" has the schema's type and format");
     std::sort(node.enum_texts.begin(), node.enum_texts.end());
     node.enum_texts.erase(std::unique(node.enum_texts.begin(), node.enum_texts.end()),
                           node.enum_texts.end());

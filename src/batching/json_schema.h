@@ -15,12 +15,13 @@
 // `exclusiveMaximum` (on integers any value; on other numbers whole ones, and such numbers are
 // then written without an exponent), `anyOf` and `oneOf` whose branches take different JSON types
 // (chosen by the value's first byte), `allOf` of one schema, `$ref` to a place in the same
-// document ("#", "#/$defs/Name", recursion included), and the annotations (`title`,
-// `description`, `default`, `examples`, and `format`, an annotation by JSON Schema 2020-12's
-// default: a "date-time" string is any string) which change nothing. Property names are written
-// as they are between the quotes (no escapes). Anything else — fractional bounds on numbers that
-// may have fractions, `multipleOf`, `uniqueItems`, `not`, remote refs, `patternProperties`, a
-// pattern with lookaround or backreferences — is refused.
+// document ("#", "#/$defs/Name", recursion included), `format` on strings for the formats
+// string_format.h asserts (compiled as a pattern; not beside `pattern`; an `enum` keeps the
+// strings of the format), and the annotations (`title`, `description`, `default`, `examples`,
+// and the other formats, annotations by JSON Schema 2020-12's default) which change nothing.
+// Property names are written as they are between the quotes (no escapes). Anything else —
+// fractional bounds on numbers that may have fractions, `multipleOf`, `uniqueItems`, `not`,
+// remote refs, `patternProperties`, a pattern with lookaround or backreferences — is refused.
 //
 // It knows JSON values and schemas, not tokens, models or the engine. Built by the server and the
 // CLI from the request's schema; shared read-only by the generations that use it.
@@ -83,7 +84,8 @@ class JsonSchema {
     int32_t items = kAnyNode;
     uint32_t min_items = 0;
     uint32_t max_items = kUnbounded;
-    // Strings, in code points; `pattern` (null: none) holds the lengths too.
+    // Strings, in code points; `pattern` (null: none; a "pattern" or an asserted "format")
+    // holds the lengths too.
     uint32_t min_length = 0;
     uint32_t max_length = kUnbounded;
     std::shared_ptr<const StringPattern> pattern;

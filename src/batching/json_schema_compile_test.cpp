@@ -17,6 +17,13 @@ TEST(JsonSchemaTest, WhatCannotBeEnforcedIsRefusedByName) {
        "#/properties/a: \"pattern\": backreferences are not supported at offset 3"},
       {R"j({"type": "string", "pattern": "a(?=b)"})j", "lookaround assertions are not supported"},
       {R"({"type": "string", "pattern": 5})", "\"pattern\" must be a string"},
+      {R"({"type": "string", "format": 5})", "\"format\" must be a string"},
+      {R"({"type": "string", "format": "date", "pattern": "^2"})",
+       "\"pattern\" beside \"format\": \"date\" is not supported"},
+      {R"({"type": "string", "format": "uuid", "maxLength": 35})",
+       "no string matches \"format\" within its length bounds"},
+      {R"({"enum": ["2023-02-29", 7.5], "type": "string", "format": "date"})",
+       "no value of \"enum\" has the schema's type and format"},
       {R"({"type": "string", "pattern": "^ab$", "minLength": 3})", "no string matches"},
       {R"j({"type": "string", "pattern": "(a|b)*a(a|b){12}"})j", "automaton states"},
       {R"({"type": "object", "patternProperties": {"^a": {}}})",
@@ -67,6 +74,28 @@ TEST(JsonSchemaTest, DeeplyNestedSchemasAreRefusedNotRecursedWithoutEnd) {
   StatusOr<std::shared_ptr<const JsonSchema>> schema = JsonSchema::compile(text);
   ASSERT_FALSE(schema.ok());
   EXPECT_NE(schema.status().message().find("nested too deeply"), std::string::npos);
+}
+
+TEST(JsonSchemaTest, AFormatItDoesNotAssertIsAnAnnotation) {
+  // "uri" is not asserted, so a pattern beside it is the string's only constraint.
+  StatusOr<std::shared_ptr<const JsonSchema>> uri =
+      JsonSchema::compile(R"({"type": "string", "format": "uri", "pattern": "^h"})");
+  ASSERT_TRUE(uri.ok()) << uri.status().message();
+  ASSERT_NE((*uri)->node((*uri)->root()).pattern, nullptr);
+  EXPECT_TRUE((*uri)->node((*uri)->root()).pattern->matches("hello"));
+  StatusOr<std::shared_ptr<const JsonSchema>> other =
+      JsonSchema::compile(R"({"type": "string", "format": "x-custom"})");
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ((*other)->node((*other)->root()).pattern, nullptr);
+  // An asserted format binds strings only; a hostname is at most 253 code points.
+  StatusOr<std::shared_ptr<const JsonSchema>> host =
+      JsonSchema::compile(R"({"type": ["integer", "string"], "format": "hostname"})");
+  ASSERT_TRUE(host.ok());
+  const JsonSchema::Node& node = (*host)->node((*host)->root());
+  EXPECT_EQ(node.types, kJsonNumberBit | kJsonStringBit);
+  EXPECT_EQ(node.max_length, 253u);
+  ASSERT_NE(node.pattern, nullptr);
+  EXPECT_FALSE(node.pattern->matches("a..b"));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // A JSON Schema validator for tests of the schema walker (json_schema_prefix_test): written from
 // the JSON Schema specification for the subset json_schema.h supports, over nlohmann::json values,
-// sharing no code with the walker or its compiler. Test code only. Thread-safety: stateless.
+// sharing no code with the walker or its compiler (formats: string_format_oracle_test_util.h).
+// Test code only. Thread-safety: stateless.
 #pragma once
 
 #include <cmath>
@@ -9,6 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
+
+#include "batching/string_format_oracle_test_util.h"
 
 namespace cellm::testing {
 
@@ -203,6 +206,10 @@ inline bool oracle_valid(const nlohmann::json& root, const nlohmann::json& schem
     if (schema.contains("pattern") &&
         !oracle_matches_pattern(schema.at("pattern").get<std::string>(),
                                 value.get<std::string>())) {
+      return false;
+    }
+    if (schema.contains("format") &&
+        !oracle_matches_format(schema.at("format").get<std::string>(), value.get<std::string>())) {
       return false;
     }
   }

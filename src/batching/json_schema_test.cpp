@@ -73,7 +73,7 @@ const std::vector<std::string>& schemas() {
           "additionalProperties": false,
           "$defs": {"l": {"type": "object", "properties": {"next": {"$ref": "#/$defs/l"}},
             "required": ["next"]}}})",
-      // 11: bounded integers, a formatted string (an annotation), two to three keys
+      // 11: bounded integers, a date-time string, two to three keys
       R"({"type": "object", "properties": {
             "n": {"type": "integer", "minimum": -5, "exclusiveMaximum": 120},
             "m": {"type": "integer", "minimum": 1000, "maximum": 1010},
@@ -99,6 +99,20 @@ const std::vector<std::string>& schemas() {
             "tags": {"type": "array", "items": {"type": "string", "pattern": "^x.?$"},
                      "maxItems": 3}},
           "required": ["zip", "code"], "additionalProperties": false})",
+      // 16: asserted formats, beside null, in an array, with a length bound, in an enum; a
+      // format that stays an annotation
+      R"({"type": "object", "properties": {
+            "day": {"type": "string", "format": "date"},
+            "at": {"type": ["string", "null"], "format": "time"},
+            "id": {"type": "string", "format": "uuid"},
+            "hosts": {"type": "array", "items": {"type": "string", "format": "ipv4"},
+                      "maxItems": 2},
+            "v6": {"type": "string", "format": "ipv6"},
+            "mail": {"type": "string", "format": "email", "maxLength": 12},
+            "span": {"type": "string", "format": "duration"},
+            "site": {"type": "string", "format": "uri"},
+            "pick": {"enum": ["2024-02-29", "2023-02-29", 7], "format": "date"}},
+          "required": ["day", "pick"], "additionalProperties": false})",
   };
   return kSchemas;
 }
@@ -312,6 +326,8 @@ TEST(JsonSchemaPrefixTest, HandWrittenTextsAreTakenExactlyWhenValid) {
       {11, R"({"n": 0, "m": 1001, "k": 3})"},
       {11, R"({"n": 0, "m": 1001, "k": 4})"},
       {11, R"({"n": 0, "m": 1001, "when": "yesterday"})"},
+      {11, R"({"n": 0, "m": 1001, "when": "2024-02-29T12:00:00.5+05:30"})"},
+      {11, R"({"n": 0, "m": 1001, "when": "2023-02-29T12:00:00Z"})"},
       {11, R"({"n": 0, "m": 1001, "k": 1, "when": "x"})"},
       {11, R"({"n": 0})"},
       {11, R"({"n": -0, "m": 1002, "other": [1]})"},
@@ -359,6 +375,19 @@ TEST(JsonSchemaPrefixTest, HandWrittenTextsAreTakenExactlyWhenValid) {
       {15, R"({"zip": "123", "code": "AB", "tags": ["x\n"]})"},
       {15, R"({"zip": "123", "code": "AB", "tags": ["xyz"]})"},
       {15, R"({"zip": "123", "code": "AB", "tags": [""]})"},
+      {16, R"({"day": "2024-02-29", "pick": 7, "id": "2eb8aa08-aa98-11ea-b4aa-73b441d16380"})"},
+      {16, R"({"day": "2024-02-29", "pick": "2024-02-29", "at": null})"},
+      {16, R"({"day": "2000-01-31", "pick": 7, "hosts": ["10.0.0.1", "0.0.0.0"], "span": "PT5M"})"},
+      {16, R"({"day": "2000-01-31", "pick": 7, "v6": "::ffff:10.0.0.1", "mail": "a.b@c.io"})"},
+      {16, R"({"day": "2000-01-31", "pick": 7, "site": "not a uri", "at": "23:59:59.9Z"})"},
+      {16, R"({"day": "2023-02-29", "pick": 7})"},
+      {16, R"({"day": "2024-02-29", "pick": 7, "id": "2eb8aa08-aa98-11ea-b4aa-73b441d1638"})"},
+      {16, R"({"day": "2024-02-29", "pick": "2023-02-29"})"},
+      {16, R"({"day": "2024-02-29", "pick": 7, "at": "24:00:00Z"})"},
+      {16, R"({"day": "2024-02-29", "pick": 7, "hosts": ["10.0.0.01"]})"},
+      {16, R"({"day": "2024-02-29", "pick": 7, "v6": "1::2::3"})"},
+      {16, R"({"day": "2024-02-29", "pick": 7, "mail": "abc.def@gh.io"})"},
+      {16, R"({"day": "2024-02-29", "pick": 7, "span": "P1Y2D"})"},
   };
   for (const auto& [index, text] : cases) {
     const json root = json::parse(schemas()[index]);

@@ -46,6 +46,7 @@ TEST(JsonTokenMaskTest, TheMaskIsEveryTokenTheWalkerAccepts) {
       R"({"type": "array", "items": {"type": "string", "pattern": "^[a-z]*(é|\\n)?x?$",
             "maxLength": 9}, "minItems": 1})",
       R"({"type": "array", "items": {"type": "string", "pattern": "ab|\\d\\d"}})",
+      R"({"type": "array", "items": {"type": "string", "format": "date"}, "maxItems": 2})",
   };
   std::mt19937 rng(7);
   const std::vector<std::string> vocab = random_vocabulary(rng);

@@ -394,6 +394,27 @@ bool StringPattern::accepts(int32_t state, uint32_t length) const {
          (max_length_ == kUnbounded || length <= max_length_);
 }
 
+bool StringPattern::matches(std::string_view utf8) const {
+  int32_t state = start();
+  uint32_t length = 0;
+  for (size_t i = 0; i < utf8.size() && state >= 0; ++length) {
+    const auto byte = static_cast<unsigned char>(utf8[i++]);
+    uint32_t code_point = byte;
+    if (byte >= 0x80) {
+      uint32_t lo = 0, hi = 0;
+      uint8_t bytes_left = 0;
+      if (!utf8_lead(byte, &lo, &hi, &code_point, &bytes_left)) return false;
+      for (; bytes_left > 0; --bytes_left) {
+        if (i == utf8.size() || (static_cast<unsigned char>(utf8[i]) & 0xC0) != 0x80) return false;
+        code_point = (code_point << 6) | (static_cast<unsigned char>(utf8[i++]) & 0x3F);
+      }
+      if (code_point < lo || code_point > hi) return false;
+    }
+    state = next(state, code_point);
+  }
+  return accepts(state, length);
+}
+
 bool StringPattern::any_live(int32_t state, uint32_t length, uint32_t lo, uint32_t hi) const {
   if (state < 0 || lo > hi) return false;
   for (size_t k = class_of(lo); k < num_classes_ && class_starts_[k] <= hi; ++k) {

@@ -80,6 +80,9 @@ class StringPattern {
   // Whether some code point in [lo, hi] leads from `state` (after `length` code points) to a
   // live state.
   bool any_live(int32_t state, uint32_t length, uint32_t lo, uint32_t hi) const;
+  // Whether the pattern accepts the whole of `utf8` (as a string's value: for kJsonString the
+  // pattern may match anywhere in it); false for malformed UTF-8.
+  bool matches(std::string_view utf8) const;
   // Whether any string at all is accepted.
   bool matches_something() const { return live(start(), 0); }
   int32_t num_states() const { return static_cast<int32_t>(accepting_.size()); }
