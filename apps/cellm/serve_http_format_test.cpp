@@ -127,6 +127,30 @@ TEST(ServeHttpFormatTest, AnAssertedFormatGivesAStringOfThatFormat) {
   }
 }
 
+// A union whose branches are objects alike (pydantic's Union of models, and a discriminated one
+// as oneOf) gives a value the validator accepts.
+TEST(ServeHttpFormatTest, AUnionOfObjectBranchesGivesAValueOneBranchAccepts) {
+  Served served;
+  const Json branches = Json::parse(R"([
+      {"type": "object", "properties": {"kind": {"const": "a"}, "n": {"type": "integer",
+        "minimum": 0, "maximum": 9}}, "required": ["kind", "n"], "additionalProperties": false},
+      {"type": "object", "properties": {"kind": {"const": "b"}, "ok": {"type": "boolean"}},
+        "required": ["kind", "ok"], "additionalProperties": false}])");
+  for (const char* combinator : {"anyOf", "oneOf"}) {
+    const Json schema = {{combinator, branches}};
+    for (int seed = 0; seed < 3; ++seed) {
+      Json request = json_request(200, seed == 0 ? 0.0 : 1.0, seed);
+      request["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"schema", schema}}}};
+      const Reply reply = post(served, "/v1/completions", request);
+      ASSERT_EQ(reply.status, 200) << reply.body.dump();
+      const Json& choice = reply.body.at("choices").at(0);
+      const std::string text = choice.at("text");
+      ASSERT_EQ(choice.at("finish_reason"), "stop") << text;
+      EXPECT_TRUE(testing::oracle_valid(schema, schema, Json::parse(text))) << text;
+    }
+  }
+}
+
 // vLLM's guided_choice and guided_regex: the whole text is one of the choices, or matches the
 // regex (by the standard library's ECMAScript regex), when the choice stops.
 TEST(ServeHttpFormatTest, GuidedChoiceAndRegexGiveATextTheyMatchWhole) {

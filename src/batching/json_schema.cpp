@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -11,8 +12,7 @@
 
 #include "batching/json_schema_bounds.h"
 #include "batching/json_schema_satisfiable.h"
-#include "batching/string_format.h"
-#include "core/check.h"
+#include "batching/json_schema_strings.h"
 
 namespace cellm {
 namespace {
@@ -251,7 +251,8 @@ class JsonSchemaCompiler {
       if (std::string(combinator) == "allOf" && branches.size() != 1) {
         return error(where, "\"allOf\" of more than one schema is not supported");
       }
-      return fill_union(branches, index, where + "/" + combinator, depth);
+      return fill_union(branches, index, where + "/" + combinator, depth,
+                        std::string(combinator) == "oneOf");
     }
     Node node;
     if (Status st = fill_types(s, node, where); !st.ok()) return st;
@@ -268,47 +269,8 @@ class JsonSchemaCompiler {
     if (Status st = fill_object(s, node, where, depth); !st.ok()) return st;
     if (Status st = fill_array(s, node, where, depth); !st.ok()) return st;
     if (Status st = read_counts_and_bounds(s, node, where); !st.ok()) return st;
-    if (Status st = fill_pattern(s, node, where); !st.ok()) return st;
+    if (Status st = read_string_pattern(s, node, where); !st.ok()) return st;
     schema_.nodes_[static_cast<size_t>(index)] = std::move(node);
-    return ok_status();
-  }
-
-  // "format", where string_format() asserts it; nullopt where it is absent or an annotation.
-  static StatusOr<std::optional<StringFormat>> read_format(const Json& s,
-                                                           const std::string& where) {
-    if (!s.contains("format")) return std::optional<StringFormat>();
-    if (!s.at("format").is_string()) return error(where, "\"format\" must be a string");
-    return string_format(s.at("format").get<std::string>());
-  }
-
-  // "pattern" or an asserted "format", compiled with the string's lengths; a string type no
-  // string can satisfy is dropped (as minLength above maxLength is).
-  Status fill_pattern(const Json& s, Node& node, const std::string& where) {
-    StatusOr<std::optional<StringFormat>> format = read_format(s, where);
-    if (!format.ok()) return format.status();
-    if (s.contains("pattern") && !s.at("pattern").is_string()) {
-      return error(where, "\"pattern\" must be a string");
-    }
-    if (!s.contains("pattern") && !format->has_value()) return ok_status();
-    if (s.contains("pattern") && format->has_value()) {
-      return error(where, "\"pattern\" beside \"format\": \"" + s.at("format").get<std::string>() +
-                              "\" is not supported");
-    }
-    if ((node.types & kJsonStringBit) == 0) return ok_status();
-    const std::string keyword = format->has_value() ? "\"format\"" : "\"pattern\"";
-    if (format->has_value()) node.max_length = std::min(node.max_length, (*format)->max_length);
-    StatusOr<std::shared_ptr<const StringPattern>> pattern = StringPattern::compile(
-        format->has_value() ? (*format)->pattern : s.at("pattern").get<std::string>(),
-        node.min_length, node.max_length);
-    if (!pattern.ok()) return error(where, keyword + ": " + pattern.status().message());
-    if (!(*pattern)->matches_something()) {
-      node.types &= static_cast<uint8_t>(~kJsonStringBit);
-      if (node.types == 0) {
-        return error(where, "no string matches " + keyword + " within its length bounds");
-      }
-      return ok_status();
-    }
-    node.pattern = std::move(*pattern);
     return ok_status();
   }
 
@@ -359,16 +321,9 @@ class JsonSchemaCompiler {
       values.assign(list.begin(), list.end());
     }
     // An asserted format keeps the strings it matches.
-    StatusOr<std::optional<StringFormat>> format = read_format(s, where);
+    StatusOr<std::shared_ptr<const StringPattern>> format = read_format_pattern(s, where);
     if (!format.ok()) return format.status();
-    std::shared_ptr<const StringPattern> format_pattern;
-    if (format->has_value()) {
-      StatusOr<std::shared_ptr<const StringPattern>> compiled =
-          StringPattern::compile((*format)->pattern, 0, (*format)->max_length);
-      CELLM_CHECK(compiled.ok()) << "a format's expression compiles: "
-                                 << compiled.status().message();
-      format_pattern = std::move(*compiled);
-    }
+    const std::shared_ptr<const StringPattern> format_pattern = std::move(*format);
     uint8_t types = 0;
     for (const Json& value : values) {
       const uint8_t type = type_of_value(value);
@@ -478,10 +433,9 @@ class JsonSchemaCompiler {
   }
 
   // anyOf / oneOf (and allOf of one): each JSON type goes to at most one branch.
-  Status fill_union(const Json& branches, int32_t index, const std::string& where, int depth) {
-    Node node;
-    node.types = 0;
-    node.branch_by_type.assign(6, JsonSchema::kNoNode);
+  Status fill_union(const Json& branches, int32_t index, const std::string& where, int depth,
+                    bool one_of) {
+    std::array<std::vector<int32_t>, 6> takers;  // by type index: the branches' nodes
     for (size_t i = 0; i < branches.size(); ++i) {
       const std::string at = where + "/" + std::to_string(i);
       StatusOr<int32_t> branch = compile(branches[i], at, depth + 1);
@@ -494,14 +448,40 @@ class JsonSchemaCompiler {
       for (uint8_t bit = 1; bit < 64; bit = static_cast<uint8_t>(bit << 1)) {
         const int32_t taker = schema_.node_for_type(*branch, bit);
         if (taker == JsonSchema::kNoNode) continue;
-        if ((node.types & bit) != 0) {
-          return error(at, std::string("two branches accept ") + type_name(bit) +
-                               " values, which is not supported (a branch is chosen by the "
-                               "value's type)");
+        std::vector<int32_t>& list = takers[static_cast<size_t>(type_index(bit))];
+        const std::vector<int32_t>& nested = schema_.node(taker).choices;  // flattened
+        for (const int32_t t : nested.empty() ? std::vector<int32_t>{taker} : nested) {
+          if (std::find(list.begin(), list.end(), t) != list.end()) continue;
+          if (one_of) {
+            for (const int32_t other : list) {
+              if (!told_apart(schema_, t, other, bit)) {
+                return error(at, std::string("two branches of \"oneOf\" accept ") + type_name(bit) +
+                                     " values, which is supported only for objects told apart "
+                                     "by a required property of different constant values "
+                                     "(use \"anyOf\" where a value may fit both)");
+              }
+            }
+          }
+          list.push_back(t);
         }
-        node.types |= bit;
-        node.branch_by_type[static_cast<size_t>(type_index(bit))] = taker;
       }
+    }
+    Node node;
+    node.types = 0;
+    node.branch_by_type.assign(6, JsonSchema::kNoNode);
+    for (uint8_t bit = 1; bit < 64; bit = static_cast<uint8_t>(bit << 1)) {
+      const std::vector<int32_t>& list = takers[static_cast<size_t>(type_index(bit))];
+      if (list.empty()) continue;
+      node.types |= bit;
+      int32_t taker = list[0];
+      if (list.size() > 1) {  // a choice node of this one type
+        taker = reserve();
+        complete_[static_cast<size_t>(taker)] = true;
+        Node& choice = schema_.nodes_[static_cast<size_t>(taker)];
+        choice.types = bit;
+        choice.choices = list;
+      }
+      node.branch_by_type[static_cast<size_t>(type_index(bit))] = taker;
     }
     schema_.nodes_[static_cast<size_t>(index)] = std::move(node);
     return ok_status();

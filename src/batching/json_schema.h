@@ -72,6 +72,10 @@ class JsonSchema {
     // A union (anyOf / oneOf / a list of types with per-type branches): the branch to use for a
     // value of type bit b is branch_by_type[log2 b], kNoNode for none. Empty: not a union.
     std::vector<int32_t> branch_by_type;
+    // A choice: the nodes of a union's branches that take values of this node's one type alike
+    // (anyOf's; oneOf's only where required constant properties tell them apart). A value is
+    // checked against each until it fits only one or none. Empty: not a choice.
+    std::vector<int32_t> choices;
     // Objects: properties sorted by name (a name before its extensions); required: their bits;
     // how many keys an object has.
     std::vector<Property> properties;

@@ -50,41 +50,43 @@ std::pair<uint32_t, uint32_t> narrow(uint32_t lo, uint32_t hi, uint32_t offset, 
 }  // namespace
 
 JsonSchemaPrefix::JsonSchemaPrefix(std::shared_ptr<const JsonSchema> schema, int max_whitespace_run)
-    : owner_(std::move(schema)), schema_(owner_.get()) {
+    : owner_(std::move(schema)), schema_(owner_.get()), states_(1) {
   CELLM_CHECK(schema_ != nullptr) << "a JSON schema walker needs a schema";
   static_assert(std::is_trivially_copyable_v<State>);
-  state_.syntax = JsonPrefix(/*object_only=*/false, max_whitespace_run);
-  state_.active = Active::kNone;
-  state_.integer_only = false;
-  state_.number_negative = false;
-  state_.number_digits = 0;
-  state_.number_value = 0;
-  state_.number_node = JsonSchema::kNoNode;
-  state_.number_fraction = false;
-  state_.fraction_nonzero = false;
-  state_.fraction_digits = 0;
-  state_.value_node = JsonSchema::kNoNode;
-  state_.string_node = JsonSchema::kNoNode;
-  state_.string_length = 0;
-  state_.pattern_state = StringPattern::kDead;
-  state_.pattern_code_point = 0;
-  state_.pattern_bytes_left = 0;
-  state_.lo = state_.hi = state_.offset = 0;
-  state_.enum_node = JsonSchema::kNoNode;
-  state_.enum_depth = 0;
-  state_.num_frames = 0;
+  State& s = states_[0];
+  s.syntax = JsonPrefix(/*object_only=*/false, max_whitespace_run);
+  s.active = Active::kNone;
+  s.integer_only = false;
+  s.number_negative = false;
+  s.number_digits = 0;
+  s.number_value = 0;
+  s.number_node = JsonSchema::kNoNode;
+  s.number_fraction = false;
+  s.fraction_nonzero = false;
+  s.fraction_digits = 0;
+  s.value_node = JsonSchema::kNoNode;
+  s.string_node = JsonSchema::kNoNode;
+  s.string_length = 0;
+  s.pattern_state = StringPattern::kDead;
+  s.pattern_code_point = 0;
+  s.pattern_bytes_left = 0;
+  s.lo = s.hi = s.offset = 0;
+  s.enum_node = JsonSchema::kNoNode;
+  s.enum_depth = 0;
+  s.num_frames = 0;
 }
 
 JsonSchemaPrefix::JsonSchemaPrefix(const JsonSchemaPrefix& other)
-    : owner_(other.owner_), schema_(other.schema_) {
-  copy_state(other.state_, &state_);
+    : owner_(other.owner_), schema_(other.schema_), states_(other.states_.size()) {
+  for (size_t i = 0; i < states_.size(); ++i) copy_state(other.states_[i], &states_[i]);
 }
 
 JsonSchemaPrefix& JsonSchemaPrefix::operator=(const JsonSchemaPrefix& other) {
   if (this == &other) return *this;
   owner_ = other.owner_;
   schema_ = other.schema_;
-  copy_state(other.state_, &state_);
+  states_.resize(other.states_.size());
+  for (size_t i = 0; i < states_.size(); ++i) copy_state(other.states_[i], &states_[i]);
   return *this;
 }
 
@@ -96,56 +98,123 @@ void JsonSchemaPrefix::copy_state(const State& from, State* to) {
   for (int32_t i = 0; i < from.num_frames; ++i) to->frames[i] = from.frames[i];
 }
 
-bool JsonSchemaPrefix::feed(std::string_view bytes) {
-  State next;
-  copy_state(state_, &next);
-  for (char c : bytes) {
-    if (!step(next, static_cast<unsigned char>(c))) return false;
+bool JsonSchemaPrefix::same_place(const State& a, const State& b) {
+  if (a.active != Active::kNone || b.active != Active::kNone) return false;
+  if (!(a.syntax == b.syntax) || a.value_node != b.value_node || a.num_frames != b.num_frames) {
+    return false;
   }
-  copy_state(next, &state_);
+  for (int32_t i = 0; i < a.num_frames; ++i) {
+    const Frame& x = a.frames[i];
+    const Frame& y = b.frames[i];
+    if (x.node != y.node || x.count != y.count || x.seen != y.seen) return false;
+  }
+  return true;
+}
+
+void JsonSchemaPrefix::add_alternative(std::vector<State>& states, const State& s) {
+  if (states.size() >= kMaxAlternatives) return;
+  for (const State& t : states) {
+    if (same_place(t, s)) return;
+  }
+  states.emplace_back();
+  copy_state(s, &states.back());
+}
+
+bool JsonSchemaPrefix::advance(std::vector<State>& states, std::string_view bytes) const {
+  std::vector<State> next;
+  Forks forks;
+  for (const char c : bytes) {
+    next.clear();
+    for (State& s : states) {
+      forks.clear();
+      if (step(s, static_cast<unsigned char>(c), &forks)) add_alternative(next, s);
+      for (const State& f : forks) add_alternative(next, f);
+    }
+    if (next.empty()) return false;
+    states.swap(next);
+  }
+  return true;
+}
+
+bool JsonSchemaPrefix::feed(std::string_view bytes) {
+  std::vector<State> next = states_;
+  if (!advance(next, bytes)) return false;
+  states_ = std::move(next);
   return true;
 }
 
 bool JsonSchemaPrefix::accepts(std::string_view bytes) const {
-  State next;
-  copy_state(state_, &next);
-  for (char c : bytes) {
-    if (!step(next, static_cast<unsigned char>(c))) return false;
+  if (states_.size() == 1) {  // one state, stepped in place until a choice forks it
+    State next;
+    copy_state(states_[0], &next);
+    thread_local Forks forks;
+    forks.clear();
+    for (size_t i = 0; i < bytes.size(); ++i) {
+      if (!step(next, static_cast<unsigned char>(bytes[i]), &forks)) return false;
+      if (!forks.empty()) {
+        std::vector<State> all;
+        add_alternative(all, next);
+        for (const State& f : forks) add_alternative(all, f);
+        return advance(all, bytes.substr(i + 1));
+      }
+    }
+    return true;
   }
+  std::vector<State> all = states_;
+  return advance(all, bytes);
+}
+
+bool JsonSchemaPrefix::state_complete(const State& s) const {
+  if (!s.syntax.complete()) return false;
+  // A top-level number is complete before the byte that ends it; an enum's must be whole.
+  if (s.active == Active::kEnum) {
+    return schema_->node(s.enum_node).enum_texts[s.lo].size() == s.offset;
+  }
+  if (s.active == Active::kNumber) return number_within(s);
   return true;
 }
 
 bool JsonSchemaPrefix::complete() const {
-  if (!state_.syntax.complete()) return false;
-  // A top-level number is complete before the byte that ends it; an enum's must be whole.
-  if (state_.active == Active::kEnum) {
-    return schema_->node(state_.enum_node).enum_texts[state_.lo].size() == state_.offset;
-  }
-  if (state_.active == Active::kNumber) return number_within(state_);
-  return true;
+  return std::any_of(states_.begin(), states_.end(),
+                     [&](const State& s) { return state_complete(s); });
 }
 
 bool JsonSchemaPrefix::must_end() const {
   if (!complete()) return false;
-  if (state_.syntax.mode_ == Mode::kAfterValue) return true;  // whitespace only, at the top
-  for (int b = 0; b < 256; ++b) {  // a top-level number (or an enum's): may a byte go on?
-    const auto byte = static_cast<unsigned char>(b);
-    State next;
-    copy_state(state_, &next);
-    if (!is_whitespace(byte) && step(next, byte)) return false;
+  Forks forks;
+  for (const State& s : states_) {
+    if (s.syntax.mode_ == Mode::kAfterValue) continue;  // whitespace only, at the top
+    for (int b = 0; b < 256; ++b) {  // a top-level number (or an enum's): may a byte go on?
+      const auto byte = static_cast<unsigned char>(b);
+      State next;
+      copy_state(s, &next);
+      forks.clear();
+      if (!is_whitespace(byte) && step(next, byte, &forks)) return false;
+    }
   }
   return true;
 }
 
 std::optional<uint32_t> JsonSchemaPrefix::string_room() const {
-  if (state_.syntax.mode_ != Mode::kString) return std::nullopt;
-  if (state_.active == Active::kString) {
-    if (schema_->node(state_.string_node).pattern != nullptr) return std::nullopt;
-    const uint32_t most = schema_->node(state_.string_node).max_length;
-    return most == JsonSchema::kUnbounded ? most : most - state_.string_length;
+  // Alternatives: a plain piece is taken where one of them has room for it.
+  std::optional<uint32_t> most;
+  for (const State& s : states_) {
+    const std::optional<uint32_t> room = state_string_room(s);
+    if (!room.has_value()) return std::nullopt;
+    most = std::max(most.value_or(0), *room);
   }
-  if (state_.active == Active::kKey) {
-    const Frame& top = state_.frames[state_.num_frames - 1];
+  return most;
+}
+
+std::optional<uint32_t> JsonSchemaPrefix::state_string_room(const State& s) const {
+  if (s.syntax.mode_ != Mode::kString) return std::nullopt;
+  if (s.active == Active::kString) {
+    if (schema_->node(s.string_node).pattern != nullptr) return std::nullopt;
+    const uint32_t most = schema_->node(s.string_node).max_length;
+    return most == JsonSchema::kUnbounded ? most : most - s.string_length;
+  }
+  if (s.active == Active::kKey) {
+    const Frame& top = s.frames[s.num_frames - 1];
     if (schema_->node(top.node).properties.empty() && additional_allowed(top)) {
       return JsonSchema::kUnbounded;
     }
@@ -183,12 +252,12 @@ bool JsonSchemaPrefix::can_take_key(const Frame& frame) const {
 }
 
 // Applies one byte to `s`; on false `s` is garbage (callers step a copy).
-bool JsonSchemaPrefix::step(State& s, unsigned char byte) const {
+bool JsonSchemaPrefix::step(State& s, unsigned char byte, Forks* forks) const {
   const Mode before = s.syntax.mode_;
   const bool in_key = s.syntax.string_is_key_;
   const int32_t depth_before = s.syntax.depth_;
   if (!s.syntax.step(byte)) return false;
-  if (s.active == Active::kEnum) return step_enum(s, byte, before, depth_before);
+  if (s.active == Active::kEnum) return step_enum(s, byte, before, depth_before, forks);
   if (before >= Mode::kNumberMinus) {
     if (s.syntax.mode_ >= Mode::kNumberMinus) {
       if (!s.integer_only) {
@@ -213,7 +282,7 @@ bool JsonSchemaPrefix::step(State& s, unsigned char byte) const {
     }
     if (!number_within(s)) return false;  // the number ended before this byte
     s.active = Active::kNone;
-    return step_between_tokens(s, byte, Mode::kAfterValue);
+    return step_between_tokens(s, byte, Mode::kAfterValue, forks);
   }
   if (before == Mode::kLiteral) return true;  // its type was checked at its first byte
   if (before >= Mode::kString) {              // the modes inside a string
@@ -229,10 +298,11 @@ bool JsonSchemaPrefix::step(State& s, unsigned char byte) const {
     ++s.string_length;
     return true;
   }
-  return step_between_tokens(s, byte, before);
+  return step_between_tokens(s, byte, before, forks);
 }
 
-bool JsonSchemaPrefix::step_between_tokens(State& s, unsigned char byte, Mode before) const {
+bool JsonSchemaPrefix::step_between_tokens(State& s, unsigned char byte, Mode before,
+                                           Forks* forks) const {
   if (is_whitespace(byte)) return true;
   Frame* top = s.num_frames > 0 ? &s.frames[s.num_frames - 1] : nullptr;
   const auto close_object = [&] {
@@ -248,9 +318,9 @@ bool JsonSchemaPrefix::step_between_tokens(State& s, unsigned char byte, Mode be
   switch (before) {
     case Mode::kBeforeTopValue:
     case Mode::kBeforeValue:
-      return begin_value(s, byte);
+      return begin_value(s, byte, forks);
     case Mode::kBeforeValueOrClose:
-      return byte == ']' ? close_array() : begin_value(s, byte);
+      return byte == ']' ? close_array() : begin_value(s, byte, forks);
     case Mode::kBeforeKey:
     case Mode::kBeforeKeyOrClose:
       if (byte == '}') return close_object();
@@ -273,14 +343,14 @@ bool JsonSchemaPrefix::step_between_tokens(State& s, unsigned char byte, Mode be
   }
 }
 
-bool JsonSchemaPrefix::begin_value(State& s, unsigned char byte) const {
+bool JsonSchemaPrefix::begin_value(State& s, unsigned char byte, Forks* forks) const {
   int32_t node = schema_->root();
   const uint8_t type = json_type_of_first_byte(byte);
-  const bool opens = type == kJsonObjectBit || type == kJsonArrayBit;
   if (s.num_frames > 0) {
     Frame& top = s.frames[s.num_frames - 1];
     if ((s.syntax.object_bits_ >> (s.num_frames - 1) & 1) != 0) {
       node = s.value_node;
+      s.value_node = JsonSchema::kNoNode;  // used: states between values compare equal
     } else {
       node = schema_->item_node(top.node, top.count);
       ++top.count;
@@ -288,6 +358,29 @@ bool JsonSchemaPrefix::begin_value(State& s, unsigned char byte) const {
   }
   node = schema_->node_for_type(node, type);
   if (node == JsonSchema::kNoNode) return false;
+  const std::vector<int32_t>& choices = schema_->node(node).choices;
+  if (choices.empty()) return begin_node(s, byte, node);
+  // A choice: the first branch the byte can begin continues in `s`, the others in `forks`.
+  State before;
+  copy_state(s, &before);
+  bool begun = false;
+  for (const int32_t choice : choices) {
+    State& t = begun ? (forks->emplace_back(), forks->back()) : s;
+    if (begun) copy_state(before, &t);
+    if (begin_node(t, byte, choice)) {
+      begun = true;
+    } else if (begun) {
+      forks->pop_back();
+    } else {
+      copy_state(before, &s);
+    }
+  }
+  return begun;
+}
+
+bool JsonSchemaPrefix::begin_node(State& s, unsigned char byte, int32_t node) const {
+  const uint8_t type = json_type_of_first_byte(byte);
+  const bool opens = type == kJsonObjectBit || type == kJsonArrayBit;
   const Node& n = schema_->node(node);
   if (n.has_enum) {
     const auto [lo, hi] = narrow(0, static_cast<uint32_t>(n.enum_texts.size()), 0, byte,
@@ -366,15 +459,15 @@ bool JsonSchemaPrefix::end_key(State& s) const {
   return true;
 }
 
-bool JsonSchemaPrefix::step_enum(State& s, unsigned char byte, Mode before,
-                                 int32_t depth_before) const {
+bool JsonSchemaPrefix::step_enum(State& s, unsigned char byte, Mode before, int32_t depth_before,
+                                 Forks* forks) const {
   const Node& node = schema_->node(s.enum_node);
   const auto whole = [&] { return node.enum_texts[s.lo].size() == s.offset; };
   if (before >= Mode::kNumberMinus && s.syntax.mode_ < Mode::kNumberMinus &&
       depth_before == s.enum_depth) {
     if (!whole()) return false;  // the enum's value, a number, ended before this byte
     s.active = Active::kNone;
-    return step_between_tokens(s, byte, Mode::kAfterValue);
+    return step_between_tokens(s, byte, Mode::kAfterValue, forks);
   }
   const auto [lo, hi] = narrow(s.lo, s.hi, s.offset, byte, [&](uint32_t i) -> const std::string& {
     return node.enum_texts[i];

@@ -4,7 +4,10 @@
 // still get and which it must get before '}', how many items an array may hold, how long a string
 // may be, and which texts an enum allows. Every prefix it accepts can still be completed into a
 // text the schema accepts (the compiler refuses what would make that untrue), so a constrained
-// generation never finds every token refused.
+// generation never finds every token refused. Where a union's branches take a value's type alike
+// (JsonSchema::Node::choices) it walks one alternative per branch the value still fits, at most
+// kMaxAlternatives at once (alternatives that reach the same place are merged; past the limit the
+// later ones are dropped, which leaves every accepted prefix completable).
 //
 // It knows bytes and the compiled schema; no tokens, no tokenizer, no model. Who calls it: the
 // engine's response-format constraint (engine_json.cpp) — accepts(bytes) for candidate tokens at
@@ -18,6 +21,7 @@
 #include <memory>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include "batching/json_prefix.h"
 #include "batching/json_schema.h"
@@ -44,7 +48,7 @@ class JsonSchemaPrefix {
   // string without an enum or a pattern, or a key of an object that declares no names): how many
   // more code points it may take (JsonSchema::kUnbounded: no limit). Every
   // JsonPrefix::plain_string_piece() of at most that many code points is accepted there and
-  // leaves it there. nullopt elsewhere.
+  // leaves it there. nullopt elsewhere. (Alternatives: the most room one of them has.)
   std::optional<uint32_t> string_room() const;
   // Inside a string with a pattern, between two characters: the pattern, its automaton's state
   // and the code points written so far. A JsonPrefix::plain_string_piece() is accepted there
@@ -55,8 +59,12 @@ class JsonSchemaPrefix {
     uint32_t length;
   };
   std::optional<PatternPlace> pattern_place() const;
+  // The alternatives walked at once: 1 but inside a value of a choice that fits several
+  // branches so far.
+  size_t num_alternatives() const { return states_.size(); }
 
   static constexpr int kMaxDepth = JsonPrefix::kMaxDepth;
+  static constexpr size_t kMaxAlternatives = 16;
 
  private:
   // The mask steps copies of the state through the vocabulary's trie, a byte at a time.
@@ -95,16 +103,32 @@ class JsonSchemaPrefix {
     int32_t num_frames;
     Frame frames[kMaxDepth];  // [0, num_frames) open containers; the rest unused
   };
+  // The other branches' states where a byte begins a value of a choice (step's `forks`).
+  using Forks = std::vector<State>;
   static void copy_state(const State& from, State* to);
+  // Whether two states are at the same place (between values: the same syntax, frames and
+  // pending value node); false inside a value.
+  static bool same_place(const State& a, const State& b);
+  // Appends `s` to `states` unless one is at its place or there are kMaxAlternatives.
+  static void add_alternative(std::vector<State>& states, const State& s);
+  // Steps every alternative of `states` over `bytes`; false (states garbage) when none is left.
+  bool advance(std::vector<State>& states, std::string_view bytes) const;
+  bool state_complete(const State& s) const;
+  std::optional<uint32_t> state_string_room(const State& s) const;
 
-  bool step(State& s, unsigned char byte) const;
-  bool step_between_tokens(State& s, unsigned char byte, Mode before) const;
+  // Applies one byte to `s`; on false `s` is garbage (callers step a copy). Where the byte begins
+  // a value of a choice, `s` takes the first branch it fits and `forks` gets the others.
+  bool step(State& s, unsigned char byte, Forks* forks) const;
+  bool step_between_tokens(State& s, unsigned char byte, Mode before, Forks* forks) const;
   bool step_key(State& s, unsigned char byte, Mode before) const;
   // A byte inside a string with a pattern (json_schema_prefix_pattern.cpp).
   bool step_pattern_string(State& s, unsigned char byte, Mode before,
                            const StringPattern& pattern) const;
-  bool step_enum(State& s, unsigned char byte, Mode before, int32_t depth_before) const;
-  bool begin_value(State& s, unsigned char byte) const;
+  bool step_enum(State& s, unsigned char byte, Mode before, int32_t depth_before,
+                 Forks* forks) const;
+  bool begin_value(State& s, unsigned char byte, Forks* forks) const;
+  // begin_value once the value's node (not a union or a choice) is known.
+  bool begin_node(State& s, unsigned char byte, int32_t node) const;
   bool end_key(State& s) const;
   bool can_take_key(const Frame& frame) const;
   bool property_available(const Frame& frame, uint32_t index) const;
@@ -122,7 +146,7 @@ class JsonSchemaPrefix {
 
   std::shared_ptr<const JsonSchema> owner_;
   const JsonSchema* schema_;
-  State state_;
+  std::vector<State> states_;  // the alternatives, at least one
 };
 
 }  // namespace cellm

@@ -35,10 +35,12 @@ constexpr std::array<uint32_t, 8> kEscapable = {'"', '\\', '/', '\b', '\f', '\n'
 }  // namespace
 
 std::optional<JsonSchemaPrefix::PatternPlace> JsonSchemaPrefix::pattern_place() const {
-  if (state_.syntax.mode_ != Mode::kString || state_.active != Active::kString) return std::nullopt;
-  const StringPattern* pattern = schema_->node(state_.string_node).pattern.get();
+  if (states_.size() != 1) return std::nullopt;
+  const State& s = states_[0];
+  if (s.syntax.mode_ != Mode::kString || s.active != Active::kString) return std::nullopt;
+  const StringPattern* pattern = schema_->node(s.string_node).pattern.get();
   if (pattern == nullptr) return std::nullopt;
-  return PatternPlace{pattern, state_.pattern_state, state_.string_length};
+  return PatternPlace{pattern, s.pattern_state, s.string_length};
 }
 
 bool JsonSchemaPrefix::step_pattern_string(State& s, unsigned char byte, Mode before,

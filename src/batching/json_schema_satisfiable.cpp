@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
+#include <string>
 
 namespace cellm {
 
@@ -16,7 +18,10 @@ void prune_unsatisfiable(std::vector<JsonSchema::Node>& nodes) {
     for (size_t i = 0; i < nodes.size(); ++i) {
       const Node& n = nodes[i];
       uint8_t mask = 0;
-      if (!n.branch_by_type.empty()) {
+      if (!n.choices.empty()) {
+        for (const int32_t c : n.choices) mask |= static_cast<uint8_t>(sat[static_cast<size_t>(c)]);
+        mask &= n.types;
+      } else if (!n.branch_by_type.empty()) {
         for (int t = 0; t < 6; ++t) {
           const int32_t b = n.branch_by_type[static_cast<size_t>(t)];
           if (b != JsonSchema::kNoNode && (sat[static_cast<size_t>(b)] & (1u << t)) != 0) {
@@ -53,6 +58,8 @@ void prune_unsatisfiable(std::vector<JsonSchema::Node>& nodes) {
   for (size_t i = 0; i < nodes.size(); ++i) {
     Node& n = nodes[i];
     n.types = sat[i];
+    std::erase_if(n.choices,
+                  [&](int32_t c) { return (sat[static_cast<size_t>(c)] & n.types) == 0; });
     for (int t = 0; t < static_cast<int>(n.branch_by_type.size()); ++t) {
       if ((sat[i] & (1u << t)) == 0) n.branch_by_type[static_cast<size_t>(t)] = JsonSchema::kNoNode;
     }
@@ -68,6 +75,31 @@ void prune_unsatisfiable(std::vector<JsonSchema::Node>& nodes) {
       }
     }
   }
+}
+
+bool told_apart(const JsonSchema& schema, int32_t a, int32_t b, uint8_t bit) {
+  using Node = JsonSchema::Node;
+  if (bit != kJsonObjectBit) return false;
+  const Node& x = schema.node(a);
+  const Node& y = schema.node(b);
+  if (x.has_enum || y.has_enum || !x.choices.empty() || !y.choices.empty()) return false;
+  for (size_t i = 0; i < x.properties.size(); ++i) {
+    if (((x.required >> i) & 1) == 0 || x.properties[i].node < 0) continue;
+    for (size_t j = 0; j < y.properties.size(); ++j) {
+      if (y.properties[j].name != x.properties[i].name || ((y.required >> j) & 1) == 0 ||
+          y.properties[j].node < 0) {
+        continue;
+      }
+      const Node& u = schema.node(x.properties[i].node);
+      const Node& v = schema.node(y.properties[j].node);
+      if (!u.has_enum || !v.has_enum) continue;
+      std::vector<std::string> both;
+      std::set_intersection(u.enum_texts.begin(), u.enum_texts.end(), v.enum_texts.begin(),
+                            v.enum_texts.end(), std::back_inserter(both));
+      if (both.empty()) return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace cellm

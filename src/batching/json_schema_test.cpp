@@ -19,114 +19,17 @@
 
 #include "batching/json_schema_oracle_test_util.h"
 #include "batching/json_schema_prefix.h"
+#include "batching/json_schema_test_schemas.h"
 
 namespace cellm {
 namespace {
 
 using nlohmann::json;
 
-constexpr int kWhitespaceRun = 4;
-
-const std::vector<std::string>& schemas() {
-  static const std::vector<std::string> kSchemas = {
-      // 0: a record with bounded strings, an integer, a nullable field and an enum list
-      R"({"type": "object", "properties": {
-            "name": {"type": "string", "minLength": 1, "maxLength": 8},
-            "age": {"type": "integer"},
-            "email": {"type": ["string", "null"]},
-            "tags": {"type": "array", "items": {"type": "string", "enum": ["a", "ab", "b"]},
-                     "maxItems": 3}},
-          "required": ["name", "age"], "additionalProperties": false})",
-      // 1: a recursive tree through $defs
-      R"({"$ref": "#/$defs/node", "$defs": {"node": {"type": "object", "properties": {
-            "value": {"type": "number"},
-            "children": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 2}},
-          "required": ["value"], "additionalProperties": false}}})",
-      // 2: a union chosen by type, a tuple, other keys free
-      R"({"type": "object", "properties": {"x": {"anyOf": [
-            {"type": "string", "maxLength": 3}, {"type": "integer"}, {"type": "null"},
-            {"type": "array", "prefixItems": [{"const": true}, {"enum": [1, 12, "z", null]}],
-             "items": false, "minItems": 1}]}},
-          "required": ["x"]})",
-      // 3: property names that are prefixes of each other
-      R"({"type": "object", "properties": {"a": {"type": "boolean"}, "ab": {"type": "null"},
-            "abc": {"type": "integer"}}, "required": ["abc"], "additionalProperties": false})",
-      // 4: an enum of values of every kind, at the top
-      R"({"enum": [{"k": 1}, {"k": [1, 2]}, "s", 3, 3.5, true, null, [], "é"]})",
-      // 5: anything
-      R"({})",
-      // 6: extra keys of one type beside a declared one
-      R"({"type": "object", "properties": {"n": {"type": "string"}},
-          "additionalProperties": {"type": "integer"}})",
-      // 7: an array of 2-4 records
-      R"({"type": "array", "items": {"type": "object", "properties": {"id": {"type": "integer"}},
-            "required": ["id"]}, "minItems": 2, "maxItems": 4})",
-      // 8: oneOf by type, a const string
-      R"({"oneOf": [{"type": "boolean"}, {"type": "object", "properties": {"q": {"const": "yes"}},
-            "required": ["q"], "additionalProperties": false}]})",
-      // 9: a required property only named in "required" (any value), and an empty-only object
-      R"({"type": "object", "required": ["z"], "properties": {"e": {"type": "object",
-            "additionalProperties": false}, "never": false}})",
-      // 10: a property whose every value would hold another without end, beside a plain one
-      R"({"type": "object", "properties": {"loop": {"$ref": "#/$defs/l"}, "ok": {"type": "integer"},
-            "list": {"type": "array", "prefixItems": [{"type": "null"}, {"$ref": "#/$defs/l"}]}},
-          "additionalProperties": false,
-          "$defs": {"l": {"type": "object", "properties": {"next": {"$ref": "#/$defs/l"}},
-            "required": ["next"]}}})",
-      // 11: bounded integers, a date-time string, two to three keys
-      R"({"type": "object", "properties": {
-            "n": {"type": "integer", "minimum": -5, "exclusiveMaximum": 120},
-            "m": {"type": "integer", "minimum": 1000, "maximum": 1010},
-            "k": {"type": "integer", "exclusiveMinimum": 0.5, "maximum": 3},
-            "when": {"type": "string", "format": "date-time"}},
-          "required": ["n", "m"], "minProperties": 2, "maxProperties": 3})",
-      // 12: at least two of three declared keys
-      R"({"type": "object", "properties": {"a": {"type": "boolean"}, "b": {"type": "boolean"},
-            "c": {"type": "boolean"}}, "minProperties": 2, "additionalProperties": false})",
-      // 13: large negative integers
-      R"({"type": "array", "items": {"type": "integer", "minimum": -1000000000000,
-            "maximum": -7}, "maxItems": 3})",
-      // 14: numbers with whole-number bounds, inclusive and exclusive
-      R"({"type": "object", "properties": {"p": {"type": "number", "minimum": 0, "maximum": 1},
-            "t": {"type": "number", "exclusiveMinimum": -3, "exclusiveMaximum": 0},
-            "big": {"type": ["number", "null"], "minimum": 100}},
-          "required": ["p", "t"], "additionalProperties": false})",
-      // 15: strings held to patterns, with lengths, beside another type, in an array
-      R"({"type": "object", "properties": {
-            "zip": {"type": "string", "pattern": "^\\d{3}(-\\d{2})?$"},
-            "code": {"type": "string", "pattern": "[A-Z]{2}", "maxLength": 4},
-            "word": {"type": ["string", "integer"], "pattern": "^(é|a|\\n)+$", "minLength": 2},
-            "tags": {"type": "array", "items": {"type": "string", "pattern": "^x.?$"},
-                     "maxItems": 3}},
-          "required": ["zip", "code"], "additionalProperties": false})",
-      // 16: asserted formats, beside null, in an array, with a length bound, in an enum; a
-      // format that stays an annotation
-      R"({"type": "object", "properties": {
-            "day": {"type": "string", "format": "date"},
-            "at": {"type": ["string", "null"], "format": "time"},
-            "id": {"type": "string", "format": "uuid"},
-            "hosts": {"type": "array", "items": {"type": "string", "format": "ipv4"},
-                      "maxItems": 2},
-            "v6": {"type": "string", "format": "ipv6"},
-            "mail": {"type": "string", "format": "email", "maxLength": 12},
-            "span": {"type": "string", "format": "duration"},
-            "site": {"type": "string", "format": "uri"},
-            "pick": {"enum": ["2024-02-29", "2023-02-29", 7], "format": "date"}},
-          "required": ["day", "pick"], "additionalProperties": false})",
-  };
-  return kSchemas;
-}
-
-std::shared_ptr<const JsonSchema> compiled(const std::string& text) {
-  StatusOr<std::shared_ptr<const JsonSchema>> schema = JsonSchema::compile(text);
-  EXPECT_TRUE(schema.ok()) << schema.status().message() << "\n" << text;
-  return schema.ok() ? *schema : JsonSchema::any_object();
-}
-
-bool takes_whole(const std::shared_ptr<const JsonSchema>& schema, const std::string& text) {
-  JsonSchemaPrefix walker(schema, kWhitespaceRun);
-  return walker.feed(text) && walker.complete();
-}
+using testing::compiled;
+using testing::kWhitespaceRun;
+using testing::schemas;
+using testing::takes_whole;
 
 // Whether the validator takes `text`; nullopt for a number beyond a double's range (valid JSON
 // that nlohmann::json cannot hold, so the validator cannot say).
@@ -388,120 +291,33 @@ TEST(JsonSchemaPrefixTest, HandWrittenTextsAreTakenExactlyWhenValid) {
       {16, R"({"day": "2024-02-29", "pick": 7, "v6": "1::2::3"})"},
       {16, R"({"day": "2024-02-29", "pick": 7, "mail": "abc.def@gh.io"})"},
       {16, R"({"day": "2024-02-29", "pick": 7, "span": "P1Y2D"})"},
+      {17, R"({"pets": [{"name": "Tom", "meows": 3}, {"name": "Rex"}, 3, 12]})"},
+      {17, R"({"pets": [{"name": "Tom", "meows": 3, "barks": true}]})"},
+      {17, R"({"pets": [{"barks": false, "name": "Tom"}, {"name": "Tom"}]})"},
+      {17, R"({"pets": [{"meows": 3}]})"},
+      {17, R"({"pets": [{"name": "Tomas", "meows": 3}]})"},
+      {17, R"({"pets": [15, 0, 5, 10]})"},
+      {17, R"({"pets": [7]})"},
+      {17, R"({"pets": [16]})"},
+      {17, R"({"tagged": {"kind": "cat", "lives": 9}})"},
+      {17, R"({"tagged": {"lives": 2, "kind": "cat"}})"},
+      {17, R"({"tagged": {"kind": "dog"}})"},
+      {17, R"({"tagged": {"kind": "dog", "good": true}})"},
+      {17, R"({"tagged": {"kind": "cat", "good": true}})"},
+      {17, R"({"tagged": {"kind": "cow"}})"},
+      {17, R"({"word": "aaa"})"},
+      {17, R"({"word": "bb"})"},
+      {17, R"({"word": "bbb"})"},
+      {17, R"({"word": "ab"})"},
+      {17, R"({"word": "ba"})"},
+      {17, R"({"word": 3})"},
+      {17, R"({"word": 4})"},
   };
   for (const auto& [index, text] : cases) {
     const json root = json::parse(schemas()[index]);
     EXPECT_EQ(takes_whole(compiled(schemas()[index]), text), oracle_takes(root, text).value())
         << "schema " << index << ": " << text;
   }
-}
-
-TEST(JsonSchemaPrefixTest, APatternStringIsWrittenWithoutUnicodeEscapes) {
-  // "AB" spelled A\u0042 is a valid value, but the walker writes a pattern's characters as
-  // themselves (or \n, \t, ...): the automaton then steps once per character it can see.
-  const std::shared_ptr<const JsonSchema> schema = compiled(schemas()[15]);
-  EXPECT_FALSE(takes_whole(schema, R"({"zip": "123", "code": "A\u0042"})"));
-  // Without a pattern a \u escape is taken.
-  EXPECT_TRUE(takes_whole(compiled(schemas()[0]), R"({"name": "\u0041l", "age": 1})"));
-}
-
-TEST(JsonSchemaPrefixTest, APatternStringRefusesTheFirstByteThatLeadsNowhere) {
-  const std::shared_ptr<const JsonSchema> schema = compiled(schemas()[15]);
-  JsonSchemaPrefix walker(schema, kWhitespaceRun);
-  ASSERT_TRUE(walker.feed(R"({"zip": "12)"));
-  EXPECT_FALSE(walker.accepts("a"));
-  EXPECT_FALSE(walker.accepts("\xc3"));  // no UTF-8 character is a digit
-  EXPECT_FALSE(walker.accepts("\\"));    // nor any escaped one
-  EXPECT_FALSE(walker.accepts("\""));    // two digits are too few
-  EXPECT_TRUE(walker.accepts("3\""));
-  EXPECT_FALSE(walker.accepts("3-\""));
-  ASSERT_TRUE(walker.feed(R"(3", "code": "xy)"));
-  EXPECT_TRUE(walker.accepts("AB"));
-  EXPECT_TRUE(walker.accepts("A"));    // "xyA" leaves one character for a second capital
-  EXPECT_FALSE(walker.accepts("a"));   // "xya" does not
-  EXPECT_FALSE(walker.accepts("\""));  // no two capitals yet
-}
-
-TEST(JsonSchemaPrefixTest, ATopLevelNumberMustEndOnlyWhereNoDigitCanFollow) {
-  const std::shared_ptr<const JsonSchema> number =
-      compiled(R"({"type": "integer", "minimum": 0, "maximum": 999})");
-  JsonSchemaPrefix walker(number, kWhitespaceRun);
-  ASSERT_TRUE(walker.feed("1"));
-  EXPECT_TRUE(walker.complete());
-  EXPECT_FALSE(walker.must_end());  // "12" and "123" may follow
-  ASSERT_TRUE(walker.feed("00"));
-  EXPECT_TRUE(walker.must_end());  // a fourth digit would pass 999
-  JsonSchemaPrefix object(compiled(schemas()[3]), kWhitespaceRun);
-  ASSERT_TRUE(object.feed(R"({"abc": 1})"));
-  EXPECT_TRUE(object.must_end());  // whitespace only after a closed object
-}
-
-TEST(JsonSchemaPrefixTest, ABoundedNumberIsWrittenWithoutAnExponent) {
-  // Its reachable values are then exact intervals; 1e-1 is 0.1 written another way.
-  EXPECT_FALSE(takes_whole(compiled(schemas()[14]), R"({"p": 1e-1, "t": -1})"));
-  EXPECT_TRUE(takes_whole(compiled(schemas()[14]), R"({"p": 0.1, "t": -1})"));
-  EXPECT_TRUE(takes_whole(compiled(schemas()[5]), R"({"p": 1e-1})")) << "unbounded: any spelling";
-}
-
-TEST(JsonSchemaPrefixTest, ABoundedNumberHasAtMostFifteenDigits) {
-  // So that a reader's double holds it: "0." and twenty 9s would read as 1, past an exclusive 1.
-  const std::shared_ptr<const JsonSchema> schema = compiled(schemas()[14]);
-  EXPECT_TRUE(takes_whole(schema, R"({"p": 0.99999999999999, "t": -0.00000000000001})"));
-  EXPECT_FALSE(takes_whole(schema, R"({"p": 0.999999999999999, "t": -1})"));
-  EXPECT_FALSE(takes_whole(schema, R"({"p": 0.5, "t": -0.000000000000001})"));
-  JsonSchemaPrefix walker(schema, kWhitespaceRun);
-  EXPECT_TRUE(walker.accepts(R"({"p": 0, "t": -1, "big": 100000000000000)"));
-  EXPECT_FALSE(walker.accepts(R"({"p": 0, "t": -1, "big": 1000000000000000)"));
-  EXPECT_FALSE(walker.accepts(R"({"p": 0, "t": -1, "big": 100000000000000.)"))
-      << "no digit could follow";
-}
-
-TEST(JsonSchemaPrefixTest, AKeyTwiceIsRefused) {
-  // RFC 8259: names SHOULD be unique; a reader keeps one of the two values, so a generation may
-  // not write a declared property twice.
-  EXPECT_FALSE(takes_whole(compiled(schemas()[0]), R"({"name": "Al", "age": 1, "name": "Bo"})"));
-  EXPECT_FALSE(takes_whole(compiled(schemas()[3]), R"({"abc": 1, "abc": 2})"));
-  EXPECT_TRUE(takes_whole(compiled(schemas()[3]), R"({"abc": 1, "ab": null})"));
-}
-
-TEST(JsonSchemaPrefixTest, AValueThatCouldNeverEndIsNeverBegun) {
-  // Every value of #/$defs/l holds another under "next": no finite text has one, so neither the
-  // property nor the tuple's second item may be begun, though the schema names both.
-  JsonSchemaPrefix walker(compiled(schemas()[10]), kWhitespaceRun);
-  EXPECT_FALSE(walker.accepts(R"({"loop")"));
-  EXPECT_FALSE(walker.accepts(R"({"list": [null,)"));
-  EXPECT_TRUE(walker.accepts(R"({"list": [null], "ok": 1})"));
-}
-
-TEST(JsonSchemaPrefixTest, TheRoomInAStringIsWhatItsMaximumLengthLeaves) {
-  const std::shared_ptr<const JsonSchema> schema = compiled(schemas()[0]);
-  JsonSchemaPrefix walker(schema, kWhitespaceRun);
-  ASSERT_TRUE(walker.feed(R"({"email": ")"));
-  EXPECT_EQ(walker.string_room(), JsonSchema::kUnbounded);
-  ASSERT_TRUE(walker.feed(R"(x", "name": "é)"));
-  EXPECT_EQ(walker.string_room(), 7u) << "maxLength 8 less one character";
-  ASSERT_TRUE(walker.feed(R"(\u00e9)"));
-  EXPECT_EQ(walker.string_room(), 6u) << "an escape is one character";
-  ASSERT_TRUE(walker.feed(R"(\)"));
-  EXPECT_EQ(walker.string_room(), std::nullopt) << "inside an escape";
-  ASSERT_TRUE(walker.feed(R"(n", "tags": [")"));
-  EXPECT_EQ(walker.string_room(), std::nullopt) << "an enum's string is matched byte by byte";
-  JsonSchemaPrefix key(schema, kWhitespaceRun);
-  ASSERT_TRUE(key.feed(R"({")"));
-  EXPECT_EQ(key.string_room(), std::nullopt) << "a key is matched against the property names";
-  JsonSchemaPrefix free_key(JsonSchema::any_object(), kWhitespaceRun);
-  ASSERT_TRUE(free_key.feed(R"({"ab)"));
-  EXPECT_EQ(free_key.string_room(), JsonSchema::kUnbounded) << "no names declared: any key";
-}
-
-TEST(JsonSchemaPrefixTest, AKnownNameSpelledWithAnEscapeIsRefused) {
-  // Where names are checked, a key is taken as written: "\u006eame" would be "name" in disguise.
-  JsonSchemaPrefix walker(compiled(schemas()[6]), kWhitespaceRun);
-  EXPECT_FALSE(walker.accepts(R"({"\u006e": 1})"));
-  EXPECT_TRUE(walker.accepts(R"({"n": "x", "other": 1})"));
-  // Where no name is declared, any key is another one, escapes included.
-  JsonSchemaPrefix free(JsonSchema::any_object(), kWhitespaceRun);
-  EXPECT_TRUE(free.accepts(R"({"\u006e\n": 1})"));
 }
 
 }  // namespace

@@ -161,9 +161,13 @@ void JsonTokenMask::compute(const JsonSchemaPrefix& json, std::vector<uint8_t>& 
   }
   allowed.assign(token_bytes_.size(), 0);
   thread_local std::vector<State> states;
+  thread_local std::vector<JsonSchemaPrefix::Forks> forks;
   if (states.size() < max_token_bytes_ + 1) states.resize(max_token_bytes_ + 1);
-  JsonSchemaPrefix::copy_state(json.state_, &states[0]);
-  visit(json, 0, 0, states, allowed);
+  if (forks.size() < max_token_bytes_ + 1) forks.resize(max_token_bytes_ + 1);
+  for (const State& alternative : json.states_) {  // a token is allowed where one takes it
+    JsonSchemaPrefix::copy_state(alternative, &states[0]);
+    visit(json, 0, 0, states, forks, allowed);
+  }
 }
 
 // A plain piece is whole characters, none of them '"' or '\\': the walker steps the automaton
@@ -213,19 +217,29 @@ void JsonTokenMask::visit_in_pattern(const StringPattern& pattern, uint32_t node
 }
 
 // The tokens under `node`, whose bytes so far states[depth] holds (accepted): each edge's byte is
-// stepped on a copy; a refused one rules out its whole subtree.
+// stepped on a copy; a refused one rules out its whole subtree. Where the byte begins a value of
+// a choice, the subtree is walked again from each other branch's state.
 void JsonTokenMask::visit(const JsonSchemaPrefix& json, uint32_t node, size_t depth,
-                          std::vector<State>& states, std::vector<uint8_t>& allowed) const {
+                          std::vector<State>& states, std::vector<JsonSchemaPrefix::Forks>& forks,
+                          std::vector<uint8_t>& allowed) const {
   const TrieNode& n = bytes_.nodes[node];
   for (uint32_t e = n.first_edge; e < n.first_edge + n.num_edges; ++e) {
     State& next = states[depth + 1];
+    JsonSchemaPrefix::Forks& others = forks[depth + 1];
     JsonSchemaPrefix::copy_state(states[depth], &next);
-    if (!json.step(next, bytes_.edge_symbols[e])) continue;
-    const TrieNode& child = bytes_.nodes[bytes_.edge_targets[e]];
+    others.clear();
+    if (!json.step(next, bytes_.edge_symbols[e], &others)) continue;
+    const uint32_t target = bytes_.edge_targets[e];
+    const TrieNode& child = bytes_.nodes[target];
     for (uint32_t k = child.first_token; k < child.first_token + child.num_tokens; ++k) {
       allowed[static_cast<size_t>(bytes_.node_tokens[k])] = 1;
     }
-    if (child.num_edges > 0) visit(json, bytes_.edge_targets[e], depth + 1, states, allowed);
+    if (child.num_edges == 0) continue;
+    visit(json, target, depth + 1, states, forks, allowed);
+    for (size_t f = 0; f < others.size(); ++f) {  // deeper visits use forks[depth + 2] on
+      JsonSchemaPrefix::copy_state(others[f], &states[depth + 1]);
+      visit(json, target, depth + 1, states, forks, allowed);
+    }
   }
 }
 

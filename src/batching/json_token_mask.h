@@ -84,8 +84,10 @@ class JsonTokenMask {
   static void build_trie(const std::vector<int32_t>& order, SizeOf size_of, SymbolOf symbol_of,
                          Trie<Symbol>& trie);
   using State = JsonSchemaPrefix::State;
+  // The tokens under `node` of the byte trie whose bytes so far states[depth] holds; forks[d]
+  // holds the other branches' states where byte d began a value of a choice.
   void visit(const JsonSchemaPrefix& json, uint32_t node, size_t depth, std::vector<State>& states,
-             std::vector<uint8_t>& allowed) const;
+             std::vector<JsonSchemaPrefix::Forks>& forks, std::vector<uint8_t>& allowed) const;
   void visit_in_pattern(const StringPattern& pattern, uint32_t node, int32_t state, uint32_t length,
                         std::vector<uint8_t>& allowed) const;
   // The plain tokens' part of the mask at a place in a pattern (the others 0), from `cache`

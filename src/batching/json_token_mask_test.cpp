@@ -47,6 +47,14 @@ TEST(JsonTokenMaskTest, TheMaskIsEveryTokenTheWalkerAccepts) {
             "maxLength": 9}, "minItems": 1})",
       R"({"type": "array", "items": {"type": "string", "pattern": "ab|\\d\\d"}})",
       R"({"type": "array", "items": {"type": "string", "format": "date"}, "maxItems": 2})",
+      R"({"type": "array", "items": {"anyOf": [{"type": "object", "properties": {"a": {
+            "type": "integer", "maximum": 20}}, "additionalProperties": false}, {"type": "object",
+            "properties": {"ab": {"type": "null"}, "a": {"type": "string"}}}, {"enum": [1, "x"]},
+            {"type": "integer", "minimum": 100}]}})",
+      R"({"anyOf": [{"type": "object", "properties": {"s": {"type": "string", "maxLength": 2},
+            "x": {"type": "null"}}, "additionalProperties": false}, {"type": "object",
+            "properties": {"s": {"type": "string", "maxLength": 5}}, "additionalProperties": false}
+            ]})",
   };
   std::mt19937 rng(7);
   const std::vector<std::string> vocab = random_vocabulary(rng);
