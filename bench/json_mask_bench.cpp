@@ -1,9 +1,9 @@
 // Constrained-output masks (batching/json_token_mask.h) over a real vocabulary (deepseek-llm's
 // 102,400 byte-level BPE tokens, as the tokenizer writes them): the time to compute one mask at
-// typical places of a JSON object and of a schema's value (inside pattern strings also from a
-// generation's cache), against checking every token with JsonSchemaPrefix::accepts (the
-// definition the mask shortcuts). Figures only; the equality is
-// json_token_mask_test's.
+// typical places of a JSON object, of a schema's value (inside pattern strings also from a
+// generation's cache) and of a union walked as two alternatives, against checking every token
+// with JsonSchemaPrefix::accepts (the definition the mask shortcuts). Figures only; the equality
+// is json_token_mask_test's.
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
@@ -61,6 +61,13 @@ constexpr const char* kSchema = R"({"type": "object", "properties": {
     "email": {"type": "string", "pattern": "^[^@ ]+@[a-z]+\\.[a-z]{2,}$"},
     "note": {"type": "string", "pattern": "ok", "maxLength": 40}},
   "required": ["name", "age"], "additionalProperties": false})";
+
+// pydantic's Union[Cat, Dog]: objects alike until "meows" or "barks" (two alternatives).
+constexpr const char* kUnion = R"({"anyOf": [
+    {"type": "object", "properties": {"name": {"type": "string"}, "meows": {"type": "integer"}},
+     "required": ["name", "meows"], "additionalProperties": false},
+    {"type": "object", "properties": {"name": {"type": "string"}, "barks": {"type": "boolean"}},
+     "required": ["name", "barks"], "additionalProperties": false}]})";
 
 // A walker of `schema` (empty: json_object) that has taken `text`.
 std::optional<JsonSchemaPrefix> walker(const std::string& schema, const std::string& text) {
@@ -132,6 +139,10 @@ void register_all() {
       {"schema/in_pattern_string_free", kSchema, "{\"email\": \"bo"},
       {"schema/in_pattern_string_narrow", kSchema, "{\"email\": \"bo@ex"},
       {"schema/in_pattern_string_bounded", kSchema, "{\"note\": \"Bo"},
+      {"union/after_brace", kUnion, "{"},
+      {"union/in_key", kUnion, "{\"na"},
+      {"union/in_string", kUnion, "{\"name\": \"Bo"},
+      {"union/after_value", kUnion, "{\"name\": \"Bo\""},
   };
   for (const Place& place : places) {
     const bool in_pattern = std::string(place.name).find("pattern") != std::string::npos;

@@ -144,24 +144,26 @@ bool JsonSchemaPrefix::feed(std::string_view bytes) {
 }
 
 bool JsonSchemaPrefix::accepts(std::string_view bytes) const {
-  if (states_.size() == 1) {  // one state, stepped in place until a choice forks it
-    State next;
-    copy_state(states_[0], &next);
-    thread_local Forks forks;
-    forks.clear();
-    for (size_t i = 0; i < bytes.size(); ++i) {
-      if (!step(next, static_cast<unsigned char>(bytes[i]), &forks)) return false;
-      if (!forks.empty()) {
-        std::vector<State> all;
-        add_alternative(all, next);
-        for (const State& f : forks) add_alternative(all, f);
-        return advance(all, bytes.substr(i + 1));
-      }
+  // The alternatives are independent: the bytes are taken where one of them takes them.
+  return std::any_of(states_.begin(), states_.end(),
+                     [&](const State& s) { return state_accepts(s, bytes); });
+}
+
+bool JsonSchemaPrefix::state_accepts(const State& s, std::string_view bytes) const {
+  State next;  // stepped in place until a choice forks it
+  copy_state(s, &next);
+  thread_local Forks forks;
+  forks.clear();
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    if (!step(next, static_cast<unsigned char>(bytes[i]), &forks)) return false;
+    if (!forks.empty()) {
+      std::vector<State> all;
+      add_alternative(all, next);
+      for (const State& f : forks) add_alternative(all, f);
+      return advance(all, bytes.substr(i + 1));
     }
-    return true;
   }
-  std::vector<State> all = states_;
-  return advance(all, bytes);
+  return true;
 }
 
 bool JsonSchemaPrefix::state_complete(const State& s) const {

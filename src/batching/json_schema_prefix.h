@@ -113,6 +113,7 @@ class JsonSchemaPrefix {
   static void add_alternative(std::vector<State>& states, const State& s);
   // Steps every alternative of `states` over `bytes`; false (states garbage) when none is left.
   bool advance(std::vector<State>& states, std::string_view bytes) const;
+  bool state_accepts(const State& s, std::string_view bytes) const;
   bool state_complete(const State& s) const;
   std::optional<uint32_t> state_string_room(const State& s) const;
 
