@@ -107,7 +107,7 @@ TEST(ServeHttpFormatTest, AJsonSchemaFormatGivesAValueTheSchemaAccepts) {
 // (string_format_oracle_test_util.h); the strings are short, so every choice stops.
 TEST(ServeHttpFormatTest, AnAssertedFormatGivesAStringOfThatFormat) {
   Served served;
-  for (const std::string format : {"date", "date-time", "uuid", "ipv4", "ipv6", "email"}) {
+  for (const std::string format : {"date", "date-time", "uuid", "ipv4", "ipv6", "email", "uri"}) {
     for (int seed = 0; seed < 2; ++seed) {
       Json request = json_request(120, seed == 0 ? 0.0 : 1.0, seed);
       request["response_format"] = {

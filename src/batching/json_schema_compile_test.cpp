@@ -84,9 +84,9 @@ TEST(JsonSchemaTest, DeeplyNestedSchemasAreRefusedNotRecursedWithoutEnd) {
 }
 
 TEST(JsonSchemaTest, AFormatItDoesNotAssertIsAnAnnotation) {
-  // "uri" is not asserted, so a pattern beside it is the string's only constraint.
+  // "uri-reference" is not asserted, so a pattern beside it is the string's only constraint.
   StatusOr<std::shared_ptr<const JsonSchema>> uri =
-      JsonSchema::compile(R"({"type": "string", "format": "uri", "pattern": "^h"})");
+      JsonSchema::compile(R"({"type": "string", "format": "uri-reference", "pattern": "^h"})");
   ASSERT_TRUE(uri.ok()) << uri.status().message();
   ASSERT_NE((*uri)->node((*uri)->root()).pattern, nullptr);
   EXPECT_TRUE((*uri)->node((*uri)->root()).pattern->matches("hello"));

@@ -52,6 +52,26 @@ std::string ipv6() {
   return out;
 }
 
+// RFC 3986's URI: scheme ":" hier-part [ "?" query ] [ "#" fragment ], hier-part an authority
+// and an absolute or empty path, an absolute path, a rootless one or nothing.
+std::string uri() {
+  // The unreserved characters and the sub-delimiters, then `extra`, as one class.
+  const auto chars = [](std::string_view extra) {
+    return "[A-Za-z0-9._~!$&'()*+,;=" + std::string(extra) + "-]";
+  };
+  const std::string pct = "%" + std::string(kHex) + "{2}";
+  const std::string pchar = "(?:" + chars(":@") + "|" + pct + ")";
+  const std::string path_abempty = "(?:/" + pchar + "*)*";
+  const std::string ip_future = "v" + std::string(kHex) + "+\\." + chars(":") + "+";
+  const std::string host = "(?:\\[(?:" + ipv6() + "|" + ip_future + ")\\]|(?:" + chars("") + "|" +
+                           pct + ")*)";  // IPv4address is a reg-name too
+  const std::string authority = "(?:(?:" + chars(":") + "|" + pct + ")*@)?" + host + "(?::\\d*)?";
+  const std::string hier = "(?://" + authority + path_abempty + "|/(?:" + pchar + "+" +
+                           path_abempty + ")?|" + pchar + "+" + path_abempty + ")?";
+  const std::string query = "(?:" + pchar + "|[/?])*";
+  return "[A-Za-z][A-Za-z0-9+.-]*:" + hier + "(?:\\?" + query + ")?(?:#" + query + ")?";
+}
+
 }  // namespace
 
 std::optional<StringFormat> string_format(std::string_view name) {
@@ -79,6 +99,7 @@ std::optional<StringFormat> string_format(std::string_view name) {
     const std::string atext(kAtext);
     return StringFormat{anchored(atext + "+(?:\\." + atext + "+)*@" + std::string(kHostname)), 254};
   }
+  if (name == "uri") return StringFormat{anchored(uri()), kNone};
   return std::nullopt;
 }
 

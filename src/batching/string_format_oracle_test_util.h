@@ -193,6 +193,97 @@ inline bool oracle_is_email(std::string_view text, bool* outside_dot_atom = null
   return domain_ok;
 }
 
+// RFC 3986's URI, parsed by its grammar from left to right: the scheme up to ':', an authority
+// after "//" up to the path (userinfo before an '@', a bracketed IP literal or a reg-name, a
+// port), the path's segments, the query after '?', the fragment after '#'.
+inline bool oracle_is_uri(std::string_view text) {
+  const auto is = [](char c, std::string_view set) {
+    return std::isalnum(static_cast<unsigned char>(c)) || set.find(c) != std::string_view::npos;
+  };
+  constexpr std::string_view kUnreservedAndSubDelims = "-._~!$&'()*+,;=";
+  // The characters of `part` are `allowed` ones (beside letters and digits) or %XX.
+  const auto chars_ok = [&](std::string_view part, std::string_view allowed) {
+    for (size_t i = 0; i < part.size(); ++i) {
+      if (part[i] == '%') {
+        if (i + 2 >= part.size() || !std::isxdigit(static_cast<unsigned char>(part[i + 1])) ||
+            !std::isxdigit(static_cast<unsigned char>(part[i + 2]))) {
+          return false;
+        }
+        i += 2;
+      } else if (!is(part[i], allowed)) {
+        return false;
+      }
+    }
+    return true;
+  };
+  const std::string pchar = std::string(kUnreservedAndSubDelims) + ":@";
+  const size_t colon = text.find(':');
+  if (colon == std::string_view::npos || colon == 0 ||
+      !std::isalpha(static_cast<unsigned char>(text[0]))) {
+    return false;
+  }
+  for (size_t i = 1; i < colon; ++i) {
+    if (!is(text[i], "+-.")) return false;
+  }
+  std::string_view rest = text.substr(colon + 1);
+  const size_t hash = rest.find('#');
+  if (hash != std::string_view::npos) {
+    if (!chars_ok(rest.substr(hash + 1), pchar + "/?")) return false;
+    rest = rest.substr(0, hash);
+  }
+  const size_t question = rest.find('?');
+  if (question != std::string_view::npos) {
+    if (!chars_ok(rest.substr(question + 1), pchar + "/?")) return false;
+    rest = rest.substr(0, question);
+  }
+  std::string_view path = rest;
+  if (rest.substr(0, 2) == "//") {
+    const size_t end = rest.find('/', 2);
+    std::string_view authority =
+        rest.substr(2, end == std::string_view::npos ? rest.npos : end - 2);
+    path = end == std::string_view::npos ? std::string_view() : rest.substr(end);
+    const size_t at = authority.find('@');
+    if (at != std::string_view::npos) {
+      if (!chars_ok(authority.substr(0, at), std::string(kUnreservedAndSubDelims) + ":")) {
+        return false;
+      }
+      authority = authority.substr(at + 1);
+    }
+    std::string_view port;
+    if (!authority.empty() && authority[0] == '[') {
+      const size_t close = authority.find(']');
+      if (close == std::string_view::npos) return false;
+      const std::string_view literal = authority.substr(1, close - 1);
+      port = authority.substr(close + 1);
+      bool future = literal.size() > 3 && (literal[0] == 'v' || literal[0] == 'V');
+      if (future) {
+        const size_t dot = literal.find('.');
+        future = dot != std::string_view::npos && dot > 1 && dot + 1 < literal.size();
+        for (size_t i = 1; future && i < dot; ++i) {
+          future = std::isxdigit(static_cast<unsigned char>(literal[i])) != 0;
+        }
+        for (size_t i = dot + 1; future && i < literal.size(); ++i) {
+          future = is(literal[i], std::string(kUnreservedAndSubDelims) + ":");
+        }
+      }
+      if (!future && !oracle_is_ip(literal, AF_INET6)) return false;
+    } else {
+      const size_t port_colon = authority.find(':');
+      port =
+          port_colon == std::string_view::npos ? std::string_view() : authority.substr(port_colon);
+      if (!chars_ok(authority.substr(0, port_colon), kUnreservedAndSubDelims)) return false;
+    }
+    if (!port.empty()) {
+      if (port[0] != ':') return false;
+      for (size_t i = 1; i < port.size(); ++i) {
+        if (port[i] < '0' || port[i] > '9') return false;
+      }
+    }
+    if (!path.empty() && path[0] != '/') return false;  // path-abempty
+  }
+  return chars_ok(path, pchar + "/");  // segments (without an authority, never "//" first)
+}
+
 // Whether `text` is a `format` string; true for a format the oracle does not know.
 inline bool oracle_matches_format(std::string_view format, std::string_view text) {
   if (format == "date") return oracle_is_date(text);
@@ -204,6 +295,7 @@ inline bool oracle_matches_format(std::string_view format, std::string_view text
   if (format == "ipv6") return oracle_is_ip(text, AF_INET6);
   if (format == "hostname") return oracle_is_hostname(text);
   if (format == "email") return oracle_is_email(text);
+  if (format == "uri") return oracle_is_uri(text);
   return true;
 }
 
