@@ -12,22 +12,11 @@
 namespace cellm::app {
 namespace internal {
 
+using Json = nlohmann::json;
+
 Status field_error(std::string_view field, std::string_view what) {
   return invalid_argument(fmt::format("\"{}\" {}", field, what));
 }
-
-}  // namespace internal
-namespace {
-
-using Json = nlohmann::json;
-
-// The most stop strings, logit biases and chat messages a request may carry (far above what any
-// client sends; bounds the work a request can ask of the stop matcher and the sampler).
-constexpr size_t kMaxStopStrings = 16;
-constexpr size_t kMaxLogitBiases = 1024;
-constexpr size_t kMaxMessages = 4096;
-
-using internal::field_error;
 
 // A JSON number that is a whole number fitting int64 (5 and 5.0 both are).
 std::optional<int64_t> as_integer(const Json& value) {
@@ -48,7 +37,7 @@ std::optional<int64_t> as_integer(const Json& value) {
 }
 
 StatusOr<int32_t> get_int32(const Json& value, std::string_view field, int64_t min_value,
-                            int64_t max_value = std::numeric_limits<int32_t>::max()) {
+                            int64_t max_value) {
   const std::optional<int64_t> v = as_integer(value);
   if (!v) return field_error(field, "must be an integer");
   if (*v < min_value || *v > max_value) {
@@ -74,6 +63,24 @@ StatusOr<std::string> get_string(const Json& value, std::string_view field) {
   if (!value.is_string()) return field_error(field, "must be a string");
   return value.get<std::string>();
 }
+
+}  // namespace internal
+namespace {
+
+using Json = nlohmann::json;
+
+// The most stop strings, logit biases and chat messages a request may carry (far above what any
+// client sends; bounds the work a request can ask of the stop matcher and the sampler).
+constexpr size_t kMaxStopStrings = 16;
+constexpr size_t kMaxLogitBiases = 1024;
+constexpr size_t kMaxMessages = 4096;
+
+using internal::as_integer;
+using internal::field_error;
+using internal::get_bool;
+using internal::get_float;
+using internal::get_int32;
+using internal::get_string;
 
 // The most prompts one completions request may carry.
 constexpr size_t kMaxPrompts = static_cast<size_t>(kMaxServeChoices);
@@ -336,6 +343,7 @@ Status parse_body(const Json& body, ServeRequest& request) {
   }
   CELLM_RETURN_IF_ERROR(parse_sampling(body, request));
   CELLM_RETURN_IF_ERROR(internal::parse_output_constraints(body, request.config));
+  CELLM_RETURN_IF_ERROR(internal::parse_vllm_extras(body, request.config));
   CELLM_RETURN_IF_ERROR(parse_echo(body, request));
   CELLM_RETURN_IF_ERROR(parse_logprobs(body, request));
   if (body.contains("stop")) CELLM_RETURN_IF_ERROR(parse_stop(body["stop"], request.config));

@@ -166,6 +166,11 @@ struct HttpServer::Impl {
                               : request.endpoint == ServeEndpoint::kChatCompletions
                                   ? room
                                   : std::min(kDefaultCompletionTokens, room);
+      if (config.min_new_tokens > config.max_new_tokens) {
+        return invalid_argument(fmt::format("\"min_tokens\" is {}, above the {} max_tokens{}",
+                                            config.min_new_tokens, config.max_new_tokens,
+                                            request.max_tokens ? "" : " of the default"));
+      }
       config.seed = seed + k;  // choices of one prompt differ when they sample
       configs.push_back(std::move(config));
     }

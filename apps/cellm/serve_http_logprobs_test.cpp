@@ -17,26 +17,6 @@ namespace {
 
 using namespace http_test;
 
-// The log-softmax of reference case 0's logits rows (the rows before each generated token; 128
-// rows of stories260K's 512), in double: [row][token].
-std::vector<std::vector<double>> reference_log_softmax() {
-  std::ifstream file(testing::test_model_path("reference/stories260K-logits-0.f32"),
-                     std::ios::binary);
-  std::vector<float> logits(128 * 512);
-  file.read(reinterpret_cast<char*>(logits.data()),
-            static_cast<std::streamsize>(logits.size() * sizeof(float)));
-  EXPECT_TRUE(file) << "reference logits";
-  std::vector<std::vector<double>> rows(128);
-  for (size_t r = 0; r < rows.size(); ++r) {
-    const float* row = logits.data() + r * 512;
-    const double top = *std::max_element(row, row + 512);
-    double sum = 0.0;
-    for (int i = 0; i < 512; ++i) sum += std::exp(row[i] - top);
-    for (int i = 0; i < 512; ++i) rows[r].push_back(row[i] - top - std::log(sum));
-  }
-  return rows;
-}
-
 TEST(ServeHttpTest, LogprobsAreTheLogSoftmaxOfTheReferenceLogitsWholeAndStreamed) {
   Served served;
   const Json c = reference_cases()[0];

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -202,6 +203,24 @@ std::string stories_with_chat_template() {
     return m;
   }();
   return model.path;
+}
+
+std::vector<std::vector<double>> reference_log_softmax() {
+  std::ifstream file(testing::test_model_path("reference/stories260K-logits-0.f32"),
+                     std::ios::binary);
+  std::vector<float> logits(128 * 512);
+  file.read(reinterpret_cast<char*>(logits.data()),
+            static_cast<std::streamsize>(logits.size() * sizeof(float)));
+  EXPECT_TRUE(file) << "reference logits";
+  std::vector<std::vector<double>> rows(128);
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const float* row = logits.data() + r * 512;
+    const double top = *std::max_element(row, row + 512);
+    double sum = 0.0;
+    for (int i = 0; i < 512; ++i) sum += std::exp(row[i] - top);
+    for (int i = 0; i < 512; ++i) rows[r].push_back(row[i] - top - std::log(sum));
+  }
+  return rows;
 }
 
 }  // namespace cellm::app::http_test

@@ -80,6 +80,10 @@ Json greedy_request(const Json& reference_case, int max_tokens);
 // The first n of a JSON list of token ids.
 std::vector<int32_t> head(const Json& tokens, size_t n);
 
+// The log-softmax of reference case 0's logits rows (the rows before each generated token; 128
+// rows of stories260K's 512), in double: [row][token].
+std::vector<std::vector<double>> reference_log_softmax();
+
 // The "data: " payloads of a server-sent event stream, in order.
 std::vector<std::string> sse_payloads(const std::string& stream);
 

@@ -1,6 +1,7 @@
 #include "batching/engine.h"
 
 #include <algorithm>
+#include <limits>
 #include <string>
 
 #include "core/check.h"
@@ -330,9 +331,16 @@ void Engine::start(Command& command) {
   session.tokens.insert(session.tokens.end(), request.prompt.begin(), request.prompt.end());
   std::unique_ptr<TextStream> text;
   if (options_.text_streams) text = options_.text_streams(session.tokens);
+  if (request.config.min_new_tokens > 0) {  // stop tokens banned until then (deliver lifts it)
+    SamplingParams early = request.config.sampling;
+    for (const int32_t t : stop_tokens) {
+      early.logit_bias.push_back({t, -std::numeric_limits<float>::infinity()});
+    }
+    generation->sampler = Sampler(early, request.config.seed, request.config.constrained());
+  }
   generation->stop_tokens = stop_tokens;  // a text pattern's mask allows them where it may end
-  generation->stops =
-      StopMatcher(std::move(stop_tokens), request.config.stop_strings, std::move(text));
+  generation->stops = StopMatcher(std::move(stop_tokens), request.config.stop_strings,
+                                  std::move(text), request.config.min_new_tokens);
   {
     std::lock_guard<std::mutex> lock(request.state->mutex);
     generation->metrics = request.state->metrics;  // submit time, prompt size

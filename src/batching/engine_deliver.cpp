@@ -42,6 +42,11 @@ void Engine::deliver(EngineSession& session, int32_t token, const TokenLogprobs*
   const int64_t now = now_us();
   GenerationMetrics& metrics = generation.metrics;
   ++metrics.num_generated_tokens;
+  if (metrics.num_generated_tokens == generation.config.min_new_tokens) {
+    // min_new_tokens reached: the stop tokens the sampler banned until now may come.
+    generation.sampler = Sampler(generation.config.sampling, generation.config.seed,
+                                 generation.config.constrained());
+  }
   if (metrics.first_token_us < 0) {
     metrics.first_token_us = now;
     std::lock_guard<std::mutex> lock(metrics_mutex_);

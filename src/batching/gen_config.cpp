@@ -29,6 +29,16 @@ Status validate_gen_config(const GenConfig& config) {
     return invalid_argument("max_new_tokens is " + std::to_string(config.max_new_tokens) +
                             "; it must be at least 0");
   }
+  if (config.min_new_tokens < 0 || config.min_new_tokens > config.max_new_tokens) {
+    return invalid_argument("min_new_tokens is " + std::to_string(config.min_new_tokens) +
+                            "; it must be in [0, max_new_tokens " +
+                            std::to_string(config.max_new_tokens) + "]");
+  }
+  if (config.min_new_tokens > 0 && config.constrained()) {
+    return invalid_argument(
+        "min_new_tokens beside a constrained output (a JSON format or a text pattern) is not "
+        "supported: the format decides where the output ends");
+  }
   if (!std::isfinite(s.temperature)) return invalid_argument("temperature is not finite");
   if (s.top_k < 0) {
     return invalid_argument("top_k is " + std::to_string(s.top_k) + "; it must be at least 0");

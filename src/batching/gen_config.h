@@ -51,6 +51,10 @@ inline constexpr int32_t kMaxLogprobs = kMaxTopLogprobs;
 
 struct GenConfig {
   int32_t max_new_tokens = 128;  // >= 0; 0 only runs the prompt (NewTokenLimit, no token)
+  // The first min_new_tokens tokens end nothing (vLLM's min_tokens): stop tokens are banned from
+  // them and a stop string ending inside them stops nothing (it is shown). At most
+  // max_new_tokens; not beside a constrained output.
+  int32_t min_new_tokens = 0;
   SamplingParams sampling;
   uint64_t seed = 0;  // every random draw is a function of (seed, position) only
   // Tokens that end the generation (delivered, then StopToken). The model's defaults

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 #include <string>
 #include <vector>
@@ -117,6 +118,57 @@ TEST(RunnerTest, AStopTokenIsDeliveredAndEndsTheGeneration) {
     EXPECT_EQ(runs_on.finish_reason(), FinishReason::kNewTokenLimit);
     EXPECT_EQ(runs_on.tokens(), expected);
   }
+}
+
+// min_new_tokens: the stop token is banned from the first tokens (the toy model's next best is
+// picked there), and ends the generation after them. The expected tokens come from the toy
+// model's rows directly; on the host, and with the executor listing, drawing and rewriting rows
+// as the CUDA executor does (the ban is a rewrite until min_new_tokens, none after).
+TEST(RunnerTest, MinNewTokensBansTheStopTokensUntilThenAndAStopTokenEndsAfter) {
+  const Tokens prompt = {2, 7, 1, 8};
+  const Tokens plain = fake_greedy(prompt, 40, kVocab);
+  const int32_t stop = plain[2];  // the plain run stops at its third token
+  for (const int32_t min_new : {1, 3, 6}) {
+    Tokens expected;
+    Tokens context = prompt;
+    for (int i = 0; i < 40; ++i) {
+      std::vector<float> row = fake_logits(context, kVocab);
+      if (i < min_new) row[static_cast<size_t>(stop)] = -INFINITY;
+      const auto best =
+          static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+      expected.push_back(best);
+      context.push_back(best);
+      if (best == stop) break;
+    }
+    ASSERT_GE(static_cast<int32_t>(expected.size()), min_new);
+    for (int k = 0; k < min_new; ++k) ASSERT_NE(expected[static_cast<size_t>(k)], stop);
+    FakeExecutorConfig listing;
+    listing.candidates = listing.draws_rows = listing.rewrites_rows = true;
+    for (const FakeExecutorConfig& executor : {FakeExecutorConfig{}, listing}) {
+      Rig rig(executor);
+      Session session = rig.runner.open_session();
+      GenConfig config = greedy(40);
+      config.stop_tokens = {stop};
+      config.min_new_tokens = min_new;
+      GenerationHandle handle = session.generate_async(prompt, config);
+      handle.wait();
+      EXPECT_EQ(handle.tokens(), expected) << "min_new_tokens " << min_new;
+      EXPECT_EQ(handle.finish_reason(),
+                expected.back() == stop ? FinishReason::kStopToken : FinishReason::kNewTokenLimit);
+    }
+  }
+  // Refused: more than max_new_tokens, or beside a constrained output.
+  Rig rig;
+  Session session = rig.runner.open_session();
+  GenConfig too_many = greedy(4);
+  too_many.min_new_tokens = 5;
+  GenerationHandle refused = session.generate_async(prompt, too_many);
+  refused.wait();
+  EXPECT_EQ(refused.finish_reason(), FinishReason::kFailed);
+  GenConfig json = greedy(8);
+  json.min_new_tokens = 2;
+  json.json_object = true;
+  EXPECT_FALSE(validate_gen_config(json).ok());
 }
 
 // Token t reads as the letter 'a' + t % 26.

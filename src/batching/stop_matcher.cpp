@@ -8,10 +8,11 @@
 namespace cellm {
 
 StopMatcher::StopMatcher(std::vector<int32_t> stop_tokens, std::vector<std::string> stop_strings,
-                         std::unique_ptr<TextStream> text)
+                         std::unique_ptr<TextStream> text, int32_t min_tokens)
     : stop_tokens_(std::move(stop_tokens)),
       stop_strings_(std::move(stop_strings)),
-      text_(std::move(text)) {
+      text_(std::move(text)),
+      min_tokens_(min_tokens) {
   std::sort(stop_tokens_.begin(), stop_tokens_.end());
   stop_tokens_.erase(std::unique(stop_tokens_.begin(), stop_tokens_.end()), stop_tokens_.end());
   CELLM_CHECK(text_ != nullptr || stop_strings_.empty()) << "stop strings without a TextStream";
@@ -43,7 +44,11 @@ StopMatcher::Step StopMatcher::push(int32_t token) {
     return step;
   }
   size_t match = std::string::npos;
-  for (const std::string& stop : stop_strings_) match = std::min(match, held_.find(stop));
+  // Within the first min_tokens_ tokens every match is shown; held_ keeps only a tail shorter
+  // than any stop string, so no match made then is found later.
+  if (++num_tokens_ > min_tokens_) {
+    for (const std::string& stop : stop_strings_) match = std::min(match, held_.find(stop));
+  }
   if (match != std::string::npos) {
     step.outcome = Outcome::kStopString;
     step.text = held_.substr(0, match);
@@ -63,9 +68,11 @@ std::string StopMatcher::finish() {
   std::string rest = std::move(held_);
   held_.clear();
   if (text_ != nullptr) rest += text_->finish();
-  // A stop string the last held bytes complete is cut too: one is never shown.
+  // A stop string the last held bytes complete is cut too (past the first min_tokens_ tokens).
   size_t match = std::string::npos;
-  for (const std::string& stop : stop_strings_) match = std::min(match, rest.find(stop));
+  if (num_tokens_ > min_tokens_) {
+    for (const std::string& stop : stop_strings_) match = std::min(match, rest.find(stop));
+  }
   if (match != std::string::npos) rest.resize(match);
   return rest;
 }

@@ -46,9 +46,11 @@ class StopMatcher {
   };
 
   // `stop_tokens` in any order (duplicates fine); `stop_strings` non-empty strings. `text` may be
-  // null when no text is wanted; then stop_strings must be empty (CELLM_CHECK).
+  // null when no text is wanted; then stop_strings must be empty (CELLM_CHECK). A stop string
+  // that ends in the text of the first `min_tokens` tokens stops nothing: its text is shown (one
+  // that began there and ends later stops).
   StopMatcher(std::vector<int32_t> stop_tokens, std::vector<std::string> stop_strings,
-              std::unique_ptr<TextStream> text);
+              std::unique_ptr<TextStream> text, int32_t min_tokens = 0);
 
   // One delivered token.
   Step push(int32_t token);
@@ -66,6 +68,8 @@ class StopMatcher {
   std::unique_ptr<TextStream> text_;
   std::string held_;  // text made but not emitted: no stop string inside, only a possible start
   bool finished_ = false;
+  int32_t min_tokens_ = 0;
+  int32_t num_tokens_ = 0;  // pushed so far
 };
 
 }  // namespace cellm

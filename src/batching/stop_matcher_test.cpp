@@ -43,6 +43,32 @@ std::pair<std::string, StopMatcher::Outcome> run(StopMatcher& m, const std::vect
   return {text, StopMatcher::Outcome::kContinue};
 }
 
+TEST(StopMatcherTest, AStopStringEndingInTheFirstMinTokensIsShownAndOneEndingAfterStops) {
+  const auto with_min = [](int32_t min_tokens) {
+    return StopMatcher({kEos}, {"STOP"}, std::make_unique<TableStream>(kPieces), min_tokens);
+  };
+  {  // "STOP" whole in token 2 of 2: shown, the text goes on
+    StopMatcher m = with_min(2);
+    EXPECT_EQ(run(m, {kX, kWhole, kA, kB}),
+              std::make_pair(std::string("xxSTOPyab"), StopMatcher::Outcome::kContinue));
+  }
+  {  // begun in token 2 ("S"), ended in token 3 ("TOP"): past the first two, it stops
+    StopMatcher m = with_min(2);
+    EXPECT_EQ(run(m, {kX, kS, kTop, kA}),
+              std::make_pair(std::string("x"), StopMatcher::Outcome::kStopString));
+  }
+  {  // ended in token 3 of min 3: shown; a later one stops
+    StopMatcher m = with_min(3);
+    EXPECT_EQ(run(m, {kX, kS, kTop, kA, kS, kTop}),
+              std::make_pair(std::string("xSTOPa"), StopMatcher::Outcome::kStopString));
+  }
+  {  // a match the flushed tail completes within the first tokens is shown too
+    StopMatcher n({kEos}, {"aST"}, std::make_unique<TableStream>(kPieces, "T"), 2);
+    EXPECT_EQ(run(n, {kA, kS}),
+              std::make_pair(std::string("aST"), StopMatcher::Outcome::kContinue));
+  }
+}
+
 TEST(StopMatcherTest, StopTokenEndsAndFlushesHeldText) {
   StopMatcher m = matcher({"ab"});
   EXPECT_EQ(m.push(kX).text, "x");

@@ -1,0 +1,66 @@
+// serve_api's vLLM sampling extras (serve_api_vllm.cpp): min_tokens and stop_token_ids into the
+// GenConfig, and every extra cellm does not honour refused by name unless it is at its default.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "serve_api.h"
+#include "serve_api_test_util.h"
+
+namespace cellm::app {
+namespace {
+
+TEST(ServeApiTest, VllmMinTokensAndStopTokenIdsBecomeTheGenConfig) {
+  const ServeRequest r =
+      parse_ok(R"({"prompt": "x", "min_tokens": 5, "stop_token_ids": [7, 0, 7]})");
+  EXPECT_EQ(r.config.min_new_tokens, 5);
+  EXPECT_EQ(r.config.stop_tokens, (std::vector<int32_t>{7, 0, 7}));
+  const ServeRequest none = parse_ok(R"({"prompt": "x", "min_tokens": null})");
+  EXPECT_EQ(none.config.min_new_tokens, 0);
+  EXPECT_TRUE(none.config.stop_tokens.empty());
+}
+
+TEST(ServeApiTest, VllmExtrasAtTheirDefaultsAreAcceptedAndOthersRefusedByName) {
+  EXPECT_EQ(parse_ok(R"({"prompt": "x", "use_beam_search": false, "length_penalty": 1,
+                         "include_stop_str_in_output": false, "skip_special_tokens": true,
+                         "spaces_between_special_tokens": true, "bad_words": [],
+                         "return_tokens_as_token_ids": false, "add_generation_prompt": true,
+                         "continue_final_message": false, "chat_template_kwargs": {},
+                         "truncate_prompt_tokens": null, "allowed_token_ids": null})")
+                .config.min_new_tokens,
+            0);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"("use_beam_search": true)", "\"use_beam_search\" is not supported (only false)"},
+      {R"("length_penalty": 0.5)", "\"length_penalty\" is not supported (only 1.0)"},
+      {R"("include_stop_str_in_output": true)", "\"include_stop_str_in_output\""},
+      {R"("skip_special_tokens": false)", "\"skip_special_tokens\""},
+      {R"("spaces_between_special_tokens": false)", "\"spaces_between_special_tokens\""},
+      {R"("truncate_prompt_tokens": 10)", "\"truncate_prompt_tokens\" is not supported"},
+      {R"("allowed_token_ids": [1, 2])", "\"allowed_token_ids\" is not supported"},
+      {R"("bad_words": ["x"])", "\"bad_words\""},
+      {R"("prompt_logprobs": 1)", "\"prompt_logprobs\""},
+      {R"("structured_outputs": {"regex": "a"})", "\"structured_outputs\""},
+      {R"("chat_template": "{{x}}")", "\"chat_template\""},
+      {R"("continue_final_message": true)", "\"continue_final_message\""},
+      {R"("min_tokens": -1)", "\"min_tokens\" is -1"},
+      {R"("min_tokens": 2, "response_format": {"type": "json_object"})",
+       "\"min_tokens\" is not supported beside response_format"},
+      {R"("min_tokens": 2, "guided_regex": "a+")", "\"min_tokens\" is not supported beside"},
+      {R"("stop_token_ids": 3)", "\"stop_token_ids\" must be a list of token ids"},
+      {R"("stop_token_ids": [1, -2])", "\"stop_token_ids\" is -2"},
+      {R"("stop_token_ids": ["a"])", "\"stop_token_ids\" must be an integer"},
+  };
+  for (const auto& [fields, expected] : cases) {
+    const std::string body = R"({"prompt": "x", )" + fields + "}";
+    const StatusOr<ServeRequest> r = parse_serve_request(body, ServeEndpoint::kCompletions);
+    ASSERT_FALSE(r.ok()) << body;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << body;
+    EXPECT_NE(r.status().message().find(expected), std::string::npos)
+        << body << " -> " << r.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace cellm::app
