@@ -91,13 +91,7 @@ TEST(ServeApiTest, GuidedFieldsThatCannotBeHonouredAreRefusedByName) {
       {R"({"prompt": "x", "guided_json": {"type": "strin"}})",
        "\"guided_json\" is refused: #: unknown type"},
   };
-  for (const auto& [body, expected] : cases) {
-    const StatusOr<ServeRequest> r = parse_serve_request(body, ServeEndpoint::kCompletions);
-    ASSERT_FALSE(r.ok()) << body;
-    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << body;
-    EXPECT_NE(r.status().message().find(expected), std::string::npos)
-        << body << " -> " << r.status().message();
-  }
+  for (const auto& [body, expected] : cases) expect_refused(body, expected);
 }
 
 }  // namespace

@@ -18,4 +18,14 @@ inline ServeRequest parse_ok(const std::string& body,
   return request.ok() ? std::move(request).value() : ServeRequest{};
 }
 
+// `body` is refused as an invalid argument whose message holds `expected`.
+inline void expect_refused(const std::string& body, const std::string& expected,
+                           ServeEndpoint endpoint = ServeEndpoint::kCompletions) {
+  const StatusOr<ServeRequest> r = parse_serve_request(body, endpoint);
+  ASSERT_FALSE(r.ok()) << body;
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << body;
+  EXPECT_NE(r.status().message().find(expected), std::string::npos)
+      << body << " -> " << r.status().message();
+}
+
 }  // namespace cellm::app
