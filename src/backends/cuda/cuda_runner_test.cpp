@@ -1,7 +1,8 @@
 // End to end through the Runner on the CUDA executor (stories260K): prefix reuse keeps the
 // reference tokens, log-probabilities are the reference logits' log-softmax — summarized on
 // the device for greedy rows, from the row for sampled ones — and JSON-schema-constrained
-// generations (their rows kept on the device and fetched) pick what the CPU executor's do.
+// generations (unions too; their rows kept on the device and fetched), text patterns and
+// min_new_tokens' banned stop tokens pick what the CPU executor's do.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -296,6 +297,58 @@ TEST_F(CudaRunnerTest, TextPatternGenerationsPickWhatTheCpuExecutorsPick) {
   }
   std::printf("text_pattern generations on CUDA: %d of 4 ended in a whole match\n", num_matched);
   EXPECT_GT(num_matched, 0) << "no generation ended its match: the test shows too little";
+}
+
+// A union of objects alike (walked as alternatives) and a oneOf told apart by a constant: the
+// CUDA executor's rows give the same picks as the CPU executor's.
+TEST_F(CudaRunnerTest, UnionSchemaGenerationsPickWhatTheCpuExecutorsPick) {
+  constexpr const char* kSchema = R"({"anyOf": [
+      {"type": "object", "properties": {"a": {"type": "integer"}, "ab": {"const": "x"}},
+       "required": ["a"], "additionalProperties": false},
+      {"type": "object", "properties": {"a": {"type": "array", "maxItems": 2}, "ab": {"const": true}},
+       "required": ["a", "ab"], "additionalProperties": false},
+      {"oneOf": [{"type": "array", "prefixItems": [{"const": 1}], "minItems": 1, "maxItems": 3},
+                 {"type": "null"}]}]})";
+  StatusOr<std::shared_ptr<const JsonSchema>> schema = JsonSchema::compile(kSchema);
+  ASSERT_TRUE(schema.ok()) << schema.status().to_string();
+  const RunnerOptions options = toy_token_bytes(vocab_);
+  const auto [on_cuda, on_cpu] =
+      run_on_cuda_and_cpu(options, 48, [&](GenConfig& config) { config.json_schema = *schema; });
+  ASSERT_EQ(on_cuda.size(), on_cpu.size());
+  const nlohmann::json root = nlohmann::json::parse(kSchema);
+  int num_valid = 0;
+  for (size_t i = 0; i < on_cuda.size(); ++i) {
+    EXPECT_EQ(on_cuda[i].tokens, on_cpu[i].tokens) << "generation " << i;
+    EXPECT_EQ(on_cuda[i].reason, on_cpu[i].reason) << "generation " << i;
+    if (i == 4 || on_cuda[i].reason != FinishReason::kFormatComplete) continue;
+    std::string text;
+    for (const int32_t t : on_cuda[i].tokens) text += options.token_bytes[static_cast<size_t>(t)];
+    EXPECT_TRUE(testing::oracle_valid(root, root, nlohmann::json::parse(text))) << text;
+    ++num_valid;
+  }
+  std::printf("union schema generations on CUDA: %d of 4 complete and valid\n", num_valid);
+  EXPECT_GT(num_valid, 0) << "no generation completed its value: the test shows too little";
+}
+
+// min_new_tokens: the stop token is banned by a rewrite of the first rows (applied on the device
+// for listed rows) and allowed after; CUDA picks what the CPU executor picks, greedy and sampled.
+TEST_F(CudaRunnerTest, MinNewTokensGenerationsPickWhatTheCpuExecutorsPick) {
+  const int32_t stop = reference_tokens(0, 3)[2];  // greedy prompt 0 reaches it third
+  const auto [on_cuda, on_cpu] = run_on_cuda_and_cpu({}, 24, [&](GenConfig& config) {
+    config.stop_tokens = {stop};
+    config.min_new_tokens = 6;
+  });
+  ASSERT_EQ(on_cuda.size(), on_cpu.size());
+  for (size_t i = 0; i < on_cuda.size(); ++i) {
+    EXPECT_EQ(on_cuda[i].tokens, on_cpu[i].tokens) << "generation " << i;
+    EXPECT_EQ(on_cuda[i].reason, on_cpu[i].reason) << "generation " << i;
+    if (i == 4) continue;
+    ASSERT_GE(on_cuda[i].tokens.size(), 6u) << "generation " << i;
+    for (size_t k = 0; k < 6; ++k) EXPECT_NE(on_cuda[i].tokens[k], stop) << i << ", " << k;
+  }
+  // Greedy prompt 0 follows the reference until the banned token, where the reference had it.
+  EXPECT_EQ(Tokens(on_cuda[0].tokens.begin(), on_cuda[0].tokens.begin() + 2),
+            Tokens(reference_tokens(0, 2)));
 }
 
 }  // namespace
