@@ -94,5 +94,50 @@ TEST(ServeApiTest, GuidedFieldsThatCannotBeHonouredAreRefusedByName) {
   for (const auto& [body, expected] : cases) expect_refused(body, expected);
 }
 
+TEST(ServeApiTest, VllmStructuredOutputsBecomeTheConstraints) {
+  const ServeRequest json = parse_ok(R"({"prompt": "x", "structured_outputs": {
+      "json": {"type": "integer"}, "disable_fallback": true, "disable_any_whitespace": false}})");
+  ASSERT_NE(json.config.json_schema, nullptr);
+  EXPECT_EQ(json.config.json_schema->node(json.config.json_schema->root()).types, kJsonNumberBit);
+  const ServeRequest regex =
+      parse_ok(R"j({"prompt": "x", "structured_outputs": {"regex": "[0-9]{2}-(a|b)"}})j");
+  ASSERT_NE(regex.config.text_pattern, nullptr);
+  EXPECT_TRUE(regex.config.text_pattern->matches("12-a"));
+  EXPECT_FALSE(regex.config.text_pattern->matches("12-ab"));
+  const ServeRequest choice =
+      parse_ok(R"({"prompt": "x", "structured_outputs": {"choice": ["yes", "no"]}})");
+  ASSERT_NE(choice.config.text_pattern, nullptr);
+  EXPECT_TRUE(choice.config.text_pattern->matches("no"));
+  EXPECT_FALSE(choice.config.text_pattern->matches("yesno"));
+  EXPECT_TRUE(parse_ok(R"({"prompt": "x", "structured_outputs": {"json_object": true}})")
+                  .config.json_object);
+  EXPECT_FALSE(parse_ok(R"({"prompt": "x", "structured_outputs": {}})").config.constrained());
+
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"prompt": "x", "structured_outputs": {"grammar": "root ::= \"a\""}})",
+       "\"structured_outputs.grammar\" is not supported"},
+      {R"({"prompt": "x", "structured_outputs": {"structural_tag": "{}"}})",
+       "\"structured_outputs.structural_tag\" is not supported"},
+      {R"({"prompt": "x", "structured_outputs": {"json": {}, "disable_any_whitespace": true}})",
+       "\"structured_outputs.disable_any_whitespace\" is not supported"},
+      {R"({"prompt": "x", "structured_outputs": {"regex": "a", "choice": ["a"]}})",
+       "structured_outputs.regex, structured_outputs.choice and a JSON response_format exclude"},
+      {R"({"prompt": "x", "structured_outputs": {"regex": "a"}, "guided_regex": "a"})",
+       "\"structured_outputs\" and \"guided_regex\" exclude each other"},
+      {R"({"prompt": "x", "structured_outputs": {"json_object": true},
+           "response_format": {"type": "json_object"}})",
+       "\"structured_outputs.json_object\" and another output constraint"},
+      {R"({"prompt": "x", "structured_outputs": {"regex": "(a)\\1"}})",
+       "\"structured_outputs.regex\" is refused: backreferences"},
+      {R"({"prompt": "x", "structured_outputs": {"choice": []}})",
+       "\"structured_outputs.choice\" must be a non-empty array of strings"},
+      {R"({"prompt": "x", "structured_outputs": ["json"]})",
+       "\"structured_outputs\" must be an object"},
+      {R"({"prompt": "x", "structured_outputs": {"jsn": {}}})",
+       "\"structured_outputs.jsn\" is not supported"},
+  };
+  for (const auto& [body, expected] : cases) expect_refused(body, expected);
+}
+
 }  // namespace
 }  // namespace cellm::app

@@ -34,7 +34,6 @@ Status refuse_unsupported_extras(const Json& body) {
       {"prompt_logprobs", nullptr},
       {"logits_processors", nullptr},
       {"return_tokens_as_token_ids", false},
-      {"structured_outputs", nullptr},
       {"chat_template", nullptr},
       {"chat_template_kwargs", Json::object()},
       {"add_generation_prompt", true},

@@ -41,7 +41,6 @@ TEST(ServeApiTest, VllmExtrasAtTheirDefaultsAreAcceptedAndOthersRefusedByName) {
       {R"("allowed_token_ids": [1, 2])", "\"allowed_token_ids\" is not supported"},
       {R"("bad_words": ["x"])", "\"bad_words\""},
       {R"("prompt_logprobs": 1)", "\"prompt_logprobs\""},
-      {R"("structured_outputs": {"regex": "a"})", "\"structured_outputs\""},
       {R"("chat_template": "{{x}}")", "\"chat_template\""},
       {R"("continue_final_message": true)", "\"continue_final_message\""},
       {R"("min_tokens": -1)", "\"min_tokens\" is -1"},

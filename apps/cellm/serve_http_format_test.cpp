@@ -151,8 +151,9 @@ TEST(ServeHttpFormatTest, AUnionOfObjectBranchesGivesAValueOneBranchAccepts) {
   }
 }
 
-// vLLM's guided_choice and guided_regex: the whole text is one of the choices, or matches the
-// regex (by the standard library's ECMAScript regex), when the choice stops.
+// vLLM's choice and regex, as structured_outputs fields (0.12 on) and as guided_choice and
+// guided_regex: the whole text is one of the choices, or matches the regex (by the standard
+// library's ECMAScript regex), when the choice stops.
 TEST(ServeHttpFormatTest, GuidedChoiceAndRegexGiveATextTheyMatchWhole) {
   Served served;
   const std::vector<std::string> choices = {"happy", "sad", "a very sleepy cat"};
@@ -163,6 +164,10 @@ TEST(ServeHttpFormatTest, GuidedChoiceAndRegexGiveATextTheyMatchWhole) {
                     {"temperature", seed == 0 ? 0.0 : 1.0},
                     {"seed", seed},
                     {"guided_choice", choices}};
+    if (seed % 2 == 1) {
+      request.erase("guided_choice");
+      request["structured_outputs"] = {{"choice", choices}};
+    }
     Reply reply = post(served, "/v1/completions", request);
     ASSERT_EQ(reply.status, 200) << reply.body.dump();
     const Json& picked = reply.body.at("choices").at(0);
@@ -171,7 +176,12 @@ TEST(ServeHttpFormatTest, GuidedChoiceAndRegexGiveATextTheyMatchWhole) {
         << picked.dump();
 
     request.erase("guided_choice");
-    request["guided_regex"] = regex;
+    request.erase("structured_outputs");
+    if (seed % 2 == 1) {
+      request["structured_outputs"] = {{"regex", regex}};
+    } else {
+      request["guided_regex"] = regex;
+    }
     reply = post(served, "/v1/completions", request);
     ASSERT_EQ(reply.status, 200) << reply.body.dump();
     const Json& matched = reply.body.at("choices").at(0);
