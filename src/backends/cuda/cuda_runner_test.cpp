@@ -66,6 +66,11 @@ class CudaRunnerTest : public testing::StoriesReferenceTest {
     auto cpu = testing::make_cpu(*model_, spec);
     return {std::move(on_cuda), run(*cpu)};
   }
+
+  // run_on_cuda_and_cpu held to `schema_text` (over toy token bytes): CUDA picks what the CPU
+  // executor picks, and every constrained generation that completes its value is valid.
+  void expect_schema_generations_match(const char* schema_text, int32_t max_new_tokens,
+                                       const char* label);
 };
 
 // Prefix reuse through the Runner (RunnerOptions::prefix_reuse): sessions continuing another
@@ -246,18 +251,15 @@ RunnerOptions toy_token_bytes(int32_t vocab) {
   return options;
 }
 
-TEST_F(CudaRunnerTest, JsonSchemaGenerationsPickWhatTheCpuExecutorsPick) {
-  constexpr const char* kSchema = R"({"type": "object", "properties": {
-      "a": {"type": "integer"},
-      "ab": {"type": "array", "items": {"enum": ["x", true, null]}, "maxItems": 2}},
-    "required": ["a", "ab"], "additionalProperties": false})";
-  StatusOr<std::shared_ptr<const JsonSchema>> schema = JsonSchema::compile(kSchema);
+void CudaRunnerTest::expect_schema_generations_match(const char* schema_text,
+                                                     int32_t max_new_tokens, const char* label) {
+  StatusOr<std::shared_ptr<const JsonSchema>> schema = JsonSchema::compile(schema_text);
   ASSERT_TRUE(schema.ok()) << schema.status().to_string();
   const RunnerOptions options = toy_token_bytes(vocab_);
-  const auto [on_cuda, on_cpu] =
-      run_on_cuda_and_cpu(options, 64, [&](GenConfig& config) { config.json_schema = *schema; });
+  const auto [on_cuda, on_cpu] = run_on_cuda_and_cpu(
+      options, max_new_tokens, [&](GenConfig& config) { config.json_schema = *schema; });
   ASSERT_EQ(on_cuda.size(), on_cpu.size());
-  const nlohmann::json root = nlohmann::json::parse(kSchema);
+  const nlohmann::json root = nlohmann::json::parse(schema_text);
   int num_valid = 0;
   for (size_t i = 0; i < on_cuda.size(); ++i) {
     EXPECT_EQ(on_cuda[i].tokens, on_cpu[i].tokens) << "generation " << i;
@@ -268,8 +270,16 @@ TEST_F(CudaRunnerTest, JsonSchemaGenerationsPickWhatTheCpuExecutorsPick) {
     EXPECT_TRUE(testing::oracle_valid(root, root, nlohmann::json::parse(text))) << text;
     ++num_valid;
   }
-  std::printf("json_schema generations on CUDA: %d of 4 complete and valid\n", num_valid);
+  std::printf("%s generations on CUDA: %d of 4 complete and valid\n", label, num_valid);
   EXPECT_GT(num_valid, 0) << "no generation completed its value: the test shows too little";
+}
+
+TEST_F(CudaRunnerTest, JsonSchemaGenerationsPickWhatTheCpuExecutorsPick) {
+  constexpr const char* kSchema = R"({"type": "object", "properties": {
+      "a": {"type": "integer"},
+      "ab": {"type": "array", "items": {"enum": ["x", true, null]}, "maxItems": 2}},
+    "required": ["a", "ab"], "additionalProperties": false})";
+  expect_schema_generations_match(kSchema, 64, "json_schema");
 }
 
 TEST_F(CudaRunnerTest, TextPatternGenerationsPickWhatTheCpuExecutorsPick) {
@@ -309,25 +319,7 @@ TEST_F(CudaRunnerTest, UnionSchemaGenerationsPickWhatTheCpuExecutorsPick) {
        "required": ["a", "ab"], "additionalProperties": false},
       {"oneOf": [{"type": "array", "prefixItems": [{"const": 1}], "minItems": 1, "maxItems": 3},
                  {"type": "null"}]}]})";
-  StatusOr<std::shared_ptr<const JsonSchema>> schema = JsonSchema::compile(kSchema);
-  ASSERT_TRUE(schema.ok()) << schema.status().to_string();
-  const RunnerOptions options = toy_token_bytes(vocab_);
-  const auto [on_cuda, on_cpu] =
-      run_on_cuda_and_cpu(options, 48, [&](GenConfig& config) { config.json_schema = *schema; });
-  ASSERT_EQ(on_cuda.size(), on_cpu.size());
-  const nlohmann::json root = nlohmann::json::parse(kSchema);
-  int num_valid = 0;
-  for (size_t i = 0; i < on_cuda.size(); ++i) {
-    EXPECT_EQ(on_cuda[i].tokens, on_cpu[i].tokens) << "generation " << i;
-    EXPECT_EQ(on_cuda[i].reason, on_cpu[i].reason) << "generation " << i;
-    if (i == 4 || on_cuda[i].reason != FinishReason::kFormatComplete) continue;
-    std::string text;
-    for (const int32_t t : on_cuda[i].tokens) text += options.token_bytes[static_cast<size_t>(t)];
-    EXPECT_TRUE(testing::oracle_valid(root, root, nlohmann::json::parse(text))) << text;
-    ++num_valid;
-  }
-  std::printf("union schema generations on CUDA: %d of 4 complete and valid\n", num_valid);
-  EXPECT_GT(num_valid, 0) << "no generation completed its value: the test shows too little";
+  expect_schema_generations_match(kSchema, 48, "union schema");
 }
 
 // min_new_tokens: the stop token is banned by a rewrite of the first rows (applied on the device
