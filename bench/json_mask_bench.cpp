@@ -62,6 +62,11 @@ constexpr const char* kSchema = R"({"type": "object", "properties": {
     "note": {"type": "string", "pattern": "ok", "maxLength": 40}},
   "required": ["name", "age"], "additionalProperties": false})";
 
+// Formats: strings held to date-time and uri (string_format.h) as patterns.
+constexpr const char* kFormats = R"({"type": "object", "properties": {
+    "when": {"type": "string", "format": "date-time"}, "home": {"type": "string", "format": "uri"}},
+  "additionalProperties": false})";
+
 // pydantic's Union[Cat, Dog]: objects alike until "meows" or "barks" (two alternatives).
 constexpr const char* kUnion = R"({"anyOf": [
     {"type": "object", "properties": {"name": {"type": "string"}, "meows": {"type": "integer"}},
@@ -139,6 +144,9 @@ void register_all() {
       {"schema/in_pattern_string_free", kSchema, "{\"email\": \"bo"},
       {"schema/in_pattern_string_narrow", kSchema, "{\"email\": \"bo@ex"},
       {"schema/in_pattern_string_bounded", kSchema, "{\"note\": \"Bo"},
+      {"format/in_date_time_pattern", kFormats, "{\"when\": \"2024-0"},
+      {"format/in_date_time_later_pattern", kFormats, "{\"when\": \"2024-02-29T12:3"},
+      {"format/in_uri_pattern", kFormats, "{\"home\": \"https://exa"},
       {"union/after_brace", kUnion, "{"},
       {"union/in_key", kUnion, "{\"na"},
       {"union/in_string", kUnion, "{\"name\": \"Bo"},
