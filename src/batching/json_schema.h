@@ -16,7 +16,7 @@
 // then written without an exponent), `anyOf` and `oneOf` whose branches take different JSON types
 // (chosen by the value's first byte), `allOf` of one schema, `$ref` to a place in the same
 // document ("#", "#/$defs/Name", recursion included), `format` on strings for the formats
-// string_format.h asserts (compiled as a pattern; not beside `pattern`; an `enum` keeps the
+// string_format.h asserts (compiled as a pattern; beside `pattern`, the product of both; an `enum` keeps the
 // strings of the format), and the annotations (`title`, `description`, `default`, `examples`,
 // and the other formats, annotations by JSON Schema 2020-12's default) which change nothing.
 // Property names are written as they are between the quotes (no escapes). Anything else —

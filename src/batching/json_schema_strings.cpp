@@ -31,17 +31,25 @@ Status read_string_pattern(const Json& s, JsonSchema::Node& node, const std::str
     return error(where, "\"pattern\" must be a string");
   }
   if (!s.contains("pattern") && !format->has_value()) return ok_status();
-  if (s.contains("pattern") && format->has_value()) {
-    return error(where, "\"pattern\" beside \"format\": \"" + s.at("format").get<std::string>() +
-                            "\" is not supported");
-  }
   if ((node.types & kJsonStringBit) == 0) return ok_status();
-  const std::string keyword = format->has_value() ? "\"format\"" : "\"pattern\"";
+  const bool both = s.contains("pattern") && format->has_value();
+  const std::string keyword = both                  ? "\"pattern\" and \"format\""
+                              : format->has_value() ? "\"format\""
+                                                    : "\"pattern\"";
   if (format->has_value()) node.max_length = std::min(node.max_length, (*format)->max_length);
   StatusOr<std::shared_ptr<const StringPattern>> pattern = StringPattern::compile(
-      format->has_value() ? (*format)->pattern : s.at("pattern").get<std::string>(),
+      s.contains("pattern") ? s.at("pattern").get<std::string>() : (*format)->pattern,
       node.min_length, node.max_length);
-  if (!pattern.ok()) return error(where, keyword + ": " + pattern.status().message());
+  if (!pattern.ok()) {
+    return error(where, (both ? "\"pattern\"" : keyword) + ": " + pattern.status().message());
+  }
+  if (both) {  // the strings the format allows that the pattern matches
+    StatusOr<std::shared_ptr<const StringPattern>> allowed =
+        StringPattern::compile((*format)->pattern, 0, StringPattern::kUnbounded);
+    CELLM_CHECK(allowed.ok()) << "a format's expression compiles: " << allowed.status().message();
+    pattern = StringPattern::intersect(**pattern, **allowed, node.min_length, node.max_length);
+    if (!pattern.ok()) return error(where, keyword + ": " + pattern.status().message());
+  }
   if (!(*pattern)->matches_something()) {
     node.types &= static_cast<uint8_t>(~kJsonStringBit);
     if (node.types == 0) {

@@ -15,8 +15,9 @@
 namespace cellm {
 
 // "pattern" or an asserted "format" into node.pattern, compiled with the node's lengths (read
-// before; a hostname's or an email's own bound folded in); a string type no string can satisfy
-// is dropped. Both at once are refused; an error names the keyword and `where`.
+// before; a hostname's or an email's own bound folded in); both at once, the strings of the format
+// the pattern matches. A string type no string can satisfy is dropped; an error names the keyword
+// and `where`.
 Status read_string_pattern(const nlohmann::json& schema, JsonSchema::Node& node,
                            const std::string& where);
 

@@ -99,6 +99,7 @@ inline const std::vector<std::string>& schemas() {
             "span": {"type": "string", "format": "duration"},
             "site": {"type": "string", "format": "uri-reference"},
             "home": {"type": "string", "format": "uri", "maxLength": 30},
+            "y2k": {"type": "string", "format": "date", "pattern": "^20[01]"},
             "pick": {"enum": ["2024-02-29", "2023-02-29", 7], "format": "date"}},
           "required": ["day", "pick"], "additionalProperties": false})",
       // 17: unions whose branches take the same type: objects sharing a key, integer ranges,

@@ -78,6 +78,47 @@ class StringPatternBuilder {
     return std::make_shared<const StringPattern>(std::move(out_));
   }
 
+  // The strings both `a` and `b` match: their automata's product over the classes both split the
+  // code points into, the pairs reached from the start pair.
+  Status intersect(const StringPattern& a, const StringPattern& b) {
+    std::vector<uint32_t> bounds = a.class_starts_;
+    bounds.insert(bounds.end(), b.class_starts_.begin(), b.class_starts_.end());
+    if (!set_class_tables(std::move(bounds))) {
+      return resource_exhausted("the patterns have too many character ranges together");
+    }
+    const size_t num_classes = out_.num_classes_;
+    std::map<std::pair<int32_t, int32_t>, int32_t> index = {{{a.start(), b.start()}, 0}};
+    std::vector<std::pair<int32_t, int32_t>> states = {{a.start(), b.start()}};
+    for (size_t d = 0; d < states.size(); ++d) {
+      const auto [sa, sb] = states[d];
+      out_.accepting_.push_back(a.accepting_[static_cast<size_t>(sa)] != 0 &&
+                                        b.accepting_[static_cast<size_t>(sb)] != 0
+                                    ? 1
+                                    : 0);
+      for (size_t k = 0; k < num_classes; ++k) {
+        const uint32_t c = out_.class_starts_[k];  // a class lies within one class of each
+        const int32_t na = a.next(sa, c);
+        const int32_t nb = b.next(sb, c);
+        int32_t target = StringPattern::kDead;
+        if (na >= 0 && nb >= 0) {
+          auto [it, added] = index.try_emplace({na, nb}, static_cast<int32_t>(states.size()));
+          if (added) {
+            if (states.size() >= static_cast<size_t>(StringPattern::kMaxStates) ||
+                (states.size() + 1) * num_classes > kMaxTableEntries) {
+              return resource_exhausted("the patterns together need more than " +
+                                        std::to_string(StringPattern::kMaxStates) +
+                                        " automaton states");
+            }
+            states.emplace_back(na, nb);
+          }
+          target = it->second;
+        }
+        out_.next_.push_back(target);
+      }
+    }
+    return liveness();
+  }
+
  private:
   struct NfaState {
     std::vector<int32_t> eps;
@@ -114,6 +155,24 @@ class StringPatternBuilder {
     for (const CodePointSet& set : sets_) {
       for (const auto& [lo, hi] : set) bounds.insert(bounds.end(), {lo, hi + 1});
     }
+    if (!set_class_tables(std::move(bounds))) return false;
+    const std::vector<uint32_t>& starts = out_.class_starts_;
+    writable_class_.resize(out_.num_classes_);
+    for (size_t k = 0; k < out_.num_classes_; ++k) {
+      writable_class_[k] = set_contains(writable, starts[k]) ? 1 : 0;
+    }
+    set_classes_.assign(sets_.size(), {});
+    for (size_t s = 0; s < sets_.size(); ++s) {
+      std::vector<uint8_t>& has = set_classes_[s];
+      has.resize(out_.num_classes_);
+      for (size_t k = 0; k < out_.num_classes_; ++k) has[k] = set_contains(sets_[s], starts[k]);
+    }
+    return true;
+  }
+
+  // The classes between `bounds` (any order, duplicates fine; 0 and 0x110000 among them) and
+  // class_of's page tables. False when there are too many.
+  bool set_class_tables(std::vector<uint32_t> bounds) {
     std::sort(bounds.begin(), bounds.end());
     bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
     out_.class_starts_ = bounds;  // the last entry, 0x110000, ends the last class
@@ -135,16 +194,6 @@ class StringPatternBuilder {
       for (uint32_t c = page << 8; c <= ((page << 8) | 0xFF); ++c) {
         out_.page_tables_.push_back(static_cast<uint16_t>(search(c)));
       }
-    }
-    writable_class_.resize(out_.num_classes_);
-    for (size_t k = 0; k < out_.num_classes_; ++k) {
-      writable_class_[k] = set_contains(writable, bounds[k]) ? 1 : 0;
-    }
-    set_classes_.assign(sets_.size(), {});
-    for (size_t s = 0; s < sets_.size(); ++s) {
-      std::vector<uint8_t>& has = set_classes_[s];
-      has.resize(out_.num_classes_);
-      for (size_t k = 0; k < out_.num_classes_; ++k) has[k] = set_contains(sets_[s], bounds[k]);
     }
     return true;
   }
@@ -388,6 +437,15 @@ class StringPatternBuilder {
   std::vector<uint32_t> mark_;
   uint32_t generation_ = 0;
 };
+
+StatusOr<std::shared_ptr<const StringPattern>> StringPattern::intersect(const StringPattern& a,
+                                                                        const StringPattern& b,
+                                                                        uint32_t min_length,
+                                                                        uint32_t max_length) {
+  StringPatternBuilder builder(min_length, max_length, Target::kJsonString);
+  if (Status st = builder.intersect(a, b); !st.ok()) return st;
+  return builder.take();
+}
 
 bool StringPattern::accepts(int32_t state, uint32_t length) const {
   return state >= 0 && accepting_[static_cast<size_t>(state)] != 0 && length >= min_length_ &&

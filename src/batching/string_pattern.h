@@ -46,6 +46,13 @@ class StringPattern {
   static StatusOr<std::shared_ptr<const StringPattern>> compile(
       std::string_view pattern, uint32_t min_length, uint32_t max_length,
       Target target = Target::kJsonString);
+  // The strings both `a` and `b` (compiled for the same target) match, of min_length to
+  // max_length code points (the lengths `a` and `b` were compiled with are not looked at). Errors
+  // say the product is too large.
+  static StatusOr<std::shared_ptr<const StringPattern>> intersect(const StringPattern& a,
+                                                                  const StringPattern& b,
+                                                                  uint32_t min_length,
+                                                                  uint32_t max_length);
   // The code points a UTF-8 lead byte may begin, exactly (no overlong forms, no surrogates, none
   // past U+10FFFF), *bits its value bits and *bytes_left the continuation bytes to come; false
   // for a byte that begins no character of two bytes or more.

@@ -133,6 +133,70 @@ TEST(StringPatternTest, MatchesWhatAnEcmaScriptRegexSearchMatchesWithinTheLength
   }
 }
 
+// The product of two patterns takes a string exactly when both do, within its own lengths, and
+// keeps the walker's promises (walk()): every string of up to three code points of an alphabet,
+// and random walks of the product.
+TEST(StringPatternTest, AnIntersectionMatchesWhatBothMatch) {
+  const std::vector<std::pair<std::string, std::string>> pairs = {
+      {"^[a-c]+$", "b"},
+      {"^(ab|a)*c?$", "^.{2,4}$"},
+      {"[0-9]{2,3}", "^\\d-?\\d*$"},
+      {"a|é", "^[^b]*$"},
+      {"^x*$", "^a"},
+      {"^(a|b)*abb$", "(b|c)a"},
+      {"[€-😀]", "^\\S+$"},
+  };
+  const std::vector<std::pair<uint32_t, uint32_t>> lengths = {
+      {0, StringPattern::kUnbounded}, {2, 5}, {1, 1}};
+  const std::u32string alphabet = U"abcx05-é€😀 ";
+  std::mt19937 rng(7);
+  for (const auto& [first, second] : pairs) {
+    const auto a = StringPattern::compile(first, 0, StringPattern::kUnbounded);
+    const auto b = StringPattern::compile(second, 0, StringPattern::kUnbounded);
+    ASSERT_TRUE(a.ok() && b.ok()) << first << " " << second;
+    for (const auto& [min_length, max_length] : lengths) {
+      const std::string trace = first + " & " + second + " [" + std::to_string(min_length) + "]";
+      const auto both = StringPattern::intersect(**a, **b, min_length, max_length);
+      ASSERT_TRUE(both.ok()) << trace << ": " << both.status().message();
+      const auto within = [&](size_t n) { return n >= min_length && n <= max_length; };
+      std::vector<std::u32string> texts = {U""};
+      for (size_t begin = 0; texts.size() < 2000;) {  // breadth first: lengths 0 to 3
+        const size_t end = texts.size();
+        if (texts[end - 1].size() == 3) break;
+        for (size_t i = begin; i < end; ++i) {
+          for (const char32_t c : alphabet) texts.push_back(texts[i] + c);
+        }
+        begin = end;
+      }
+      for (const std::u32string& text : texts) {
+        const bool expected =
+            within(text.size()) && walk(**a, text, trace + " a") && walk(**b, text, trace + " b");
+        ASSERT_EQ(walk(**both, text, trace), expected) << trace << " on " << text.size();
+      }
+      // Random walks of the product: live prefixes go on, ends are matches of both.
+      for (int i = 0; i < 200; ++i) {
+        const StringPattern& p = **both;
+        if (!p.matches_something()) break;
+        std::u32string text;
+        int32_t state = p.start();
+        while (!(p.accepts(state, static_cast<uint32_t>(text.size())) && rng() % 3 == 0)) {
+          std::vector<char32_t> next;
+          for (const char32_t c : alphabet) {
+            if (p.live(p.next(state, c), static_cast<uint32_t>(text.size()) + 1)) next.push_back(c);
+          }
+          if (next.empty()) break;
+          text.push_back(next[rng() % next.size()]);
+          state = p.next(state, text.back());
+          if (text.size() > 12) break;
+        }
+        if (!p.accepts(state, static_cast<uint32_t>(text.size()))) continue;
+        EXPECT_TRUE(within(text.size()) && walk(**a, text, trace) && walk(**b, text, trace))
+            << trace;
+      }
+    }
+  }
+}
+
 TEST(StringPatternTest, ADeadEndIsNeverLive) {
   // "ab" then only digits; at most four code points: after "ab12" nothing may follow but the end.
   StatusOr<std::shared_ptr<const StringPattern>> compiled =
