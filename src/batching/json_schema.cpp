@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <array>
 #include <bit>
-#include <iterator>
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>

@@ -13,15 +13,18 @@
 // of strings, string_pattern.h; such a string's characters are written as themselves or with
 // the two-character escapes, never \u), `minimum`, `maximum`, `exclusiveMinimum`,
 // `exclusiveMaximum` (on integers any value; on other numbers whole ones, and such numbers are
-// then written without an exponent), `anyOf` and `oneOf` whose branches take different JSON types
-// (chosen by the value's first byte), `allOf` of one schema, `$ref` to a place in the same
-// document ("#", "#/$defs/Name", recursion included), `format` on strings for the formats
-// string_format.h asserts (compiled as a pattern; beside `pattern`, the product of both; an `enum` keeps the
-// strings of the format), and the annotations (`title`, `description`, `default`, `examples`,
-// and the other formats, annotations by JSON Schema 2020-12's default) which change nothing.
-// Property names are written as they are between the quotes (no escapes). Anything else —
-// fractional bounds on numbers that may have fractions, `multipleOf`, `uniqueItems`, `not`,
-// remote refs, `patternProperties`, a pattern with lookaround or backreferences — is refused.
+// then written without an exponent), `anyOf` (branches that take a value's type alike become a
+// choice node, which JsonSchemaPrefix walks as alternatives), `oneOf` whose branches take
+// different JSON types or are objects told apart by a required property of different constant
+// values (pydantic's discriminated unions; other overlaps are refused), `allOf` of one schema,
+// `$ref` to a place in the same document ("#", "#/$defs/Name", recursion included), `format` on
+// strings for the formats string_format.h asserts (compiled as a pattern; beside `pattern`, the
+// product of both; an `enum` keeps the strings of the format), and the annotations (`title`,
+// `description`, `default`, `examples`, and the other formats, annotations by JSON Schema 2020-12's
+// default) which change nothing. Property names are written as they are between the quotes (no
+// escapes). Anything else — fractional bounds on numbers that may have fractions, `multipleOf`,
+// `uniqueItems`, `not`, remote refs, `patternProperties`, a pattern with lookaround or
+// backreferences — is refused.
 //
 // It knows JSON values and schemas, not tokens, models or the engine. Built by the server and the
 // CLI from the request's schema; shared read-only by the generations that use it.
