@@ -73,13 +73,33 @@ StatusOr<std::vector<int32_t>> TextCodec::encode_chat(std::string_view user_mess
 }
 
 StatusOr<std::vector<int32_t>> TextCodec::encode_conversation(
-    std::span<const ChatTurn> turns) const {
+    std::span<const ChatTurn> turns, std::span<const ChatToolText> tools) const {
   if (!state_->chat) return state_->chat_status;
   std::vector<ChatMessage> messages;
   messages.reserve(turns.size());
-  for (const ChatTurn& turn : turns) messages.push_back({turn.role, turn.content});
+  for (const ChatTurn& turn : turns) {
+    ChatMessage message{turn.role, turn.content};
+    for (const ChatTurnCall& call : turn.tool_calls) {
+      message.tool_calls.push_back({call.name, call.arguments_json});
+    }
+    messages.push_back(std::move(message));
+  }
+  std::vector<ChatTool> chat_tools;
+  for (const ChatToolText& tool : tools) chat_tools.push_back({tool.json, tool.json_indented});
   return cellm::encode_chat(state_->tokenizer, *state_->chat, messages,
-                            /*add_generation_prompt=*/true);
+                            /*add_generation_prompt=*/true, chat_tools);
+}
+
+ChatToolSyntax TextCodec::tool_syntax() const {
+  if (!state_->chat) return ChatToolSyntax::kNone;
+  switch (state_->chat->format()) {
+    case ChatFormat::kChatml:
+      return ChatToolSyntax::kHermes;
+    case ChatFormat::kLlama3:
+      return ChatToolSyntax::kLlamaJson;
+    default:
+      return ChatToolSyntax::kNone;
+  }
 }
 
 StatusOr<std::string> TextCodec::decode(std::span<const int32_t> tokens) const {

@@ -23,11 +23,29 @@
 
 namespace cellm::app {
 
+// A call an assistant's message made: arguments as the template shows them (serve_tools.h's
+// jinja_tojson of the arguments object).
+struct ChatTurnCall {
+  std::string name;
+  std::string arguments_json;
+};
+
 // One message of a conversation (the tokenizer's ChatMessage, without naming its header).
 struct ChatTurn {
-  std::string role;  // "system", "user" or "assistant"
+  std::string role;  // "system", "user", "assistant" or "tool"
   std::string content;
+  std::vector<ChatTurnCall> tool_calls = {};
 };
+
+// A tool offered to the model, as the template shows it (the tokenizer's ChatTool).
+struct ChatToolText {
+  std::string json;
+  std::string json_indented;
+};
+
+// How the model's chat format writes a tool call: chatml models as Hermes does (<tool_call>
+// blocks), Llama 3.1 as a JSON answer (serve_tools.h reads them).
+enum class ChatToolSyntax { kNone, kHermes, kLlamaJson };
 
 class TextCodec {
  public:
@@ -42,8 +60,12 @@ class TextCodec {
   // followed by the assistant's turn opening; the template's markers become their tokens, the
   // message stays plain text (tokenizer/chat_prompt.h).
   StatusOr<std::vector<int32_t>> encode_chat(std::string_view user_message) const;
-  // A whole conversation, the same way, ending with the assistant's turn opening.
-  StatusOr<std::vector<int32_t>> encode_conversation(std::span<const ChatTurn> turns) const;
+  // A whole conversation, the same way, ending with the assistant's turn opening; `tools` shown
+  // as the format shows them (InvalidArgument where it takes none).
+  StatusOr<std::vector<int32_t>> encode_conversation(
+      std::span<const ChatTurn> turns, std::span<const ChatToolText> tools = {}) const;
+  // How the model's chat template writes tool calls (kNone without a template that takes tools).
+  ChatToolSyntax tool_syntax() const;
   // Text of generated tokens (a continuation: a leading space is kept).
   StatusOr<std::string> decode(std::span<const int32_t> tokens) const;
   // The bytes one token decodes to, control tokens as their text ("<|eot_id|>"); maybe not

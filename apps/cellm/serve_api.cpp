@@ -144,6 +144,35 @@ StatusOr<std::string> parse_content(const Json& content) {
   return text;
 }
 
+// An assistant message's "tool_calls": [{"id", "type": "function", "function": {"name",
+// "arguments": JSON text of an object}}], the arguments rewritten as the templates show them.
+StatusOr<std::vector<ChatTurnCall>> parse_tool_calls(const Json& list, size_t message) {
+  const std::string field = fmt::format("messages[{}].tool_calls", message);
+  if (!list.is_array()) return field_error(field, "must be a list of calls");
+  std::vector<ChatTurnCall> calls;
+  for (size_t k = 0; k < list.size(); ++k) {
+    const Json& call = list[k];
+    const std::string at = fmt::format("{}[{}].function", field, k);
+    if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) {
+      return field_error(at, "must be an object");
+    }
+    const Json& function = call["function"];
+    if (!function.contains("name") || !function["name"].is_string()) {
+      return field_error(at + ".name", "must be a string");
+    }
+    if (!function.contains("arguments") || !function["arguments"].is_string()) {
+      return field_error(at + ".arguments", "must be a string holding a JSON object");
+    }
+    const nlohmann::ordered_json arguments = nlohmann::ordered_json::parse(
+        function["arguments"].get<std::string>(), nullptr, /*allow_exceptions=*/false);
+    if (!arguments.is_object()) {
+      return field_error(at + ".arguments", "must be a string holding a JSON object");
+    }
+    calls.push_back({function["name"].get<std::string>(), jinja_tojson(arguments)});
+  }
+  return calls;
+}
+
 Status parse_messages(const Json& messages, ServeRequest& request) {
   if (!messages.is_array() || messages.empty()) {
     return field_error("messages", "must be a non-empty list of {\"role\", \"content\"}");
@@ -152,18 +181,31 @@ Status parse_messages(const Json& messages, ServeRequest& request) {
     return field_error("messages",
                        fmt::format("holds {} messages; at most {}", messages.size(), kMaxMessages));
   }
-  for (const Json& message : messages) {
-    if (!message.is_object() || !message.contains("role") || !message.contains("content")) {
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const Json& message = messages[i];
+    if (!message.is_object() || !message.contains("role")) {
       return field_error("messages", "items must be objects with \"role\" and \"content\"");
     }
     CELLM_ASSIGN_OR_RETURN(std::string role, get_string(message["role"], "messages[].role"));
     if (role == "developer") role = "system";  // OpenAI's newer name for it
-    if (role != "system" && role != "user" && role != "assistant") {
-      return field_error("messages[].role",
-                         fmt::format("is '{}'; cellm knows system, user and assistant", role));
+    if (role != "system" && role != "user" && role != "assistant" && role != "tool") {
+      return field_error(
+          "messages[].role",
+          fmt::format("is '{}'; cellm knows system, user, assistant and tool", role));
     }
-    CELLM_ASSIGN_OR_RETURN(std::string content, parse_content(message["content"]));
-    request.messages.push_back({std::move(role), std::move(content)});
+    const bool calls =
+        role == "assistant" && message.contains("tool_calls") && !message["tool_calls"].is_null();
+    std::string content;
+    if (message.contains("content") && !(calls && message["content"].is_null())) {
+      CELLM_ASSIGN_OR_RETURN(content, parse_content(message["content"]));
+    } else if (!calls) {
+      return field_error("messages", "items must be objects with \"role\" and \"content\"");
+    }
+    ChatTurn turn{std::move(role), std::move(content)};
+    if (calls) {
+      CELLM_ASSIGN_OR_RETURN(turn.tool_calls, parse_tool_calls(message["tool_calls"], i));
+    }
+    request.messages.push_back(std::move(turn));
   }
   return ok_status();
 }
@@ -221,9 +263,6 @@ Status refuse_unsupported(const Json& body) {
   auto given = [&](const char* key) { return body.contains(key) && !body[key].is_null(); };
   if (given("best_of") && body["best_of"] != 1) return field_error("best_of", "must be 1");
   if (given("suffix")) return field_error("suffix", "is not supported");
-  if (given("tools") && !(body["tools"].is_array() && body["tools"].empty())) {
-    return field_error("tools", "is not supported");
-  }
   return ok_status();
 }
 
@@ -391,11 +430,27 @@ StatusOr<Json> parse_json_object(std::string_view body) {
   return json;
 }
 
-StatusOr<ServeRequest> request_from_json(const Json& json, ServeEndpoint endpoint) {
+// `json` is `body` parsed; tools are read from `body` again keeping their keys' order, which the
+// chat templates show.
+StatusOr<ServeRequest> request_from_json(const Json& json, std::string_view body,
+                                         ServeEndpoint endpoint) {
   ServeRequest request;
   request.endpoint = endpoint;
   try {
     CELLM_RETURN_IF_ERROR(parse_body(json, request));
+    const auto given = [&](const char* key) { return json.contains(key) && !json[key].is_null(); };
+    if (endpoint != ServeEndpoint::kChatCompletions) {
+      if (given("tools") && !(json["tools"].is_array() && json["tools"].empty())) {
+        return field_error("tools", "are for chat completions");
+      }
+      if (given("tool_choice") && json["tool_choice"] != "none") {
+        return field_error("tool_choice", "is for chat completions");
+      }
+    } else if (given("tools") || given("tool_choice") || given("parallel_tool_calls")) {
+      CELLM_RETURN_IF_ERROR(
+          parse_tools(nlohmann::ordered_json::parse(body), request.tools, request.config));
+      CELLM_RETURN_IF_ERROR(validate_gen_config(request.config));
+    }
   } catch (const Json::exception& e) {  // a comparison or lookup on an unexpected type
     return invalid_argument(std::string("the request body is malformed: ") + e.what());
   }
@@ -406,7 +461,7 @@ StatusOr<ServeRequest> request_from_json(const Json& json, ServeEndpoint endpoin
 
 StatusOr<ServeRequest> parse_serve_request(std::string_view body, ServeEndpoint endpoint) {
   CELLM_ASSIGN_OR_RETURN(const Json json, parse_json_object(body));
-  return request_from_json(json, endpoint);
+  return request_from_json(json, body, endpoint);
 }
 
 size_t num_prompts(const ServeRequest& request) {
@@ -418,7 +473,7 @@ StatusOr<TokenizeRequest> parse_tokenize_request(std::string_view body) {
   TokenizeRequest request;
   const ServeEndpoint endpoint =
       json.contains("messages") ? ServeEndpoint::kChatCompletions : ServeEndpoint::kCompletions;
-  CELLM_ASSIGN_OR_RETURN(request.prompt, request_from_json(json, endpoint));
+  CELLM_ASSIGN_OR_RETURN(request.prompt, request_from_json(json, body, endpoint));
   if (num_prompts(request.prompt) != 1) return field_error("prompt", "must be one prompt");
   if (json.contains("add_special_tokens") && !json["add_special_tokens"].is_null()) {
     CELLM_ASSIGN_OR_RETURN(request.add_special_tokens,

@@ -6,11 +6,13 @@
 // serve_api.cpp parses, serve_response.cpp formats.
 // What a request may say: the fields of OpenAI's /v1/completions and /v1/chat/completions that
 // cellm can honour (several prompts and `n` choices each included), plus vLLM's top_k, min_p,
-// repetition_penalty, ignore_eos and return_token_ids, vLLM's structured outputs (guided_json,
+// repetition_penalty, ignore_eos and return_token_ids, tools (serve_tools.h: tools, tool_choice,
+// parallel_tool_calls; assistant messages' tool_calls and tool messages), vLLM's structured
+// outputs (guided_json,
 // guided_regex, guided_choice), log-probabilities (completions' "logprobs": n, chat's
 // "logprobs": true with "top_logprobs": n; n at most kMaxLogprobs), and completions' "echo" (with
 // logprobs, the prompt tokens' too). A field cellm cannot honour with a value that matters
-// (best_of > 1, suffix, tools, a chat's echo, guided_grammar) is refused by name rather than
+// (best_of > 1, suffix, a chat's echo, guided_grammar) is refused by name rather than
 // ignored;
 // fields that change nothing (user, metadata) are ignored. Every refusal is InvalidArgument naming
 // the field. Who calls it: serve_http.cpp and the request fuzzer. Thread-safety: pure functions.
@@ -26,6 +28,7 @@
 #include "batching/gen_config.h"
 #include "cmd_text.h"
 #include "core/status.h"
+#include "serve_tools.h"
 
 namespace cellm::app {
 
@@ -64,6 +67,9 @@ struct ServeRequest {
   // Completions: each choice's text (and log-probabilities) begins with its prompt's; with
   // logprobs, config.sampling.prompt_logprobs asks the engine for the prompt's.
   bool echo = false;
+  // Chat: the functions the model may call and how (tools.syntax is the server's to set, from
+  // the model's chat template).
+  ServeTools tools;
 };
 
 // The request in `body` for `endpoint`; InvalidArgument naming the field for anything else
@@ -98,7 +104,8 @@ struct ServeTokenLogprobs {
 
 // What one choice (one generation) produced.
 struct ServeChoice {
-  std::string text;
+  std::string text;  // with tool calls read: the content, the calls' text left out
+  std::vector<ServeToolCall> tool_calls;  // finish_reason shows as "tool_calls" where any
   FinishReason finish_reason = FinishReason::kFailed;
   std::vector<int32_t> tokens;
   // One per token when the request asked for log-probabilities (config.sampling.logprobs >= 0),
@@ -118,6 +125,8 @@ struct ServeResult {
 
 // OpenAI's finish_reason: "stop" (a stop token or string), "length", "cancelled".
 std::string_view openai_finish_reason(FinishReason reason);
+// A choice's: "tool_calls" where it made calls (and was not cancelled), else its reason's.
+std::string_view openai_finish_reason(const ServeChoice& choice);
 
 // The whole response of a request that did not stream. Token ids, when asked: each choice's
 // `token_ids`, and its prompt's `prompt_token_ids` on the choice (completions) or once on the
@@ -137,6 +146,10 @@ nlohmann::ordered_json completion_chunk_json(const ServeRequest& request, const 
                                              const std::vector<int32_t>& token_delta, bool first,
                                              std::optional<FinishReason> finish_reason,
                                              size_t first_logprob = 0);
+
+// A chat choice's calls as one chunk: a tool_calls delta, each call whole with its index.
+nlohmann::ordered_json tool_calls_chunk_json(const ServeRequest& request, const ServeResult& result,
+                                             size_t index);
 
 // The chunk after the last one when stream_options.include_usage: no choices, the usage.
 nlohmann::ordered_json usage_chunk_json(const ServeRequest& request, const ServeResult& result);

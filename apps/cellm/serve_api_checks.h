@@ -2,8 +2,9 @@
 // parsers, checked on any input: a refusal is
 // InvalidArgument with a message; an accepted request has the one prompt form of its endpoint, a
 // GenConfig validate_gen_config accepts, at most 16 non-empty stop strings, known roles, and its
-// response bodies and events serialize whatever bytes it holds. Shared by the fuzzer
-// (fuzz/serve_request_fuzz.cpp) and the fixed-seed mutation test CI runs under ASan+UBSan.
+// response bodies and events serialize whatever bytes it holds; its tools are well formed and
+// their calls read alike from a whole text and from the same text streamed in pieces. Shared by the
+// fuzzer (fuzz/serve_request_fuzz.cpp) and the fixed-seed mutation test CI runs under ASan+UBSan.
 // Header-only test support. Thread-safety: pure functions.
 #pragma once
 
@@ -30,6 +31,45 @@ inline std::string check_token_parsers(std::string_view body) {
   if (detokenize.ok()) {
     for (const int32_t id : *detokenize) {
       if (id < 0) return "detokenize accepted a negative id";
+    }
+  }
+  return "";
+}
+
+// The tools of an accepted request, and reading calls from `text` (the body itself: any bytes)
+// in each syntax, whole and cut into pieces.
+inline std::string check_tools(const ServeRequest& r, std::string_view text) {
+  const ServeTools& tools = r.tools;
+  if (tools.tools.empty() && tools.choice != ToolChoice::kNone) return "a choice without tools";
+  for (size_t i = 0; i < tools.tools.size(); ++i) {
+    const nlohmann::json json =
+        nlohmann::json::parse(tools.tools[i].text.json, nullptr, /*allow_exceptions=*/false);
+    if (!json.is_object() || json.value("type", "") != "function") return "a tool's JSON";
+    for (size_t k = 0; k < i; ++k) {
+      if (tools.tools[k].name == tools.tools[i].name) return "two tools of one name";
+    }
+  }
+  const bool constrained =
+      tools.choice == ToolChoice::kRequired || tools.choice == ToolChoice::kNamed;
+  if (constrained && r.config.json_schema == nullptr) return "a required call without a schema";
+  if (!tools.reads_calls()) return "";
+  for (const ChatToolSyntax syntax :
+       {ChatToolSyntax::kNone, ChatToolSyntax::kHermes, ChatToolSyntax::kLlamaJson}) {
+    ServeTools with_syntax = tools;
+    with_syntax.syntax = syntax;
+    const ToolCallOutput whole = read_tool_calls(with_syntax, text);
+    if (whole.calls.empty() && whole.content != text) return "content lost without calls";
+    ToolCallStream stream(with_syntax);
+    std::string shown;
+    for (size_t at = 0; at < text.size(); at += 3) shown += stream.push(text.substr(at, 3));
+    const ToolCallOutput rest = stream.finish();
+    if (shown + rest.content != whole.content) return "streamed content differs";
+    if (rest.calls.size() != whole.calls.size()) return "streamed calls differ";
+    for (size_t i = 0; i < whole.calls.size(); ++i) {
+      if (rest.calls[i].arguments != whole.calls[i].arguments) return "streamed arguments differ";
+      const nlohmann::json arguments =
+          nlohmann::json::parse(whole.calls[i].arguments, nullptr, /*allow_exceptions=*/false);
+      if (!arguments.is_object()) return "call arguments that are not an object";
     }
   }
   return "";
@@ -63,8 +103,14 @@ inline std::string check_serve_parse(std::string_view body, ServeEndpoint endpoi
   } else {
     if (r.messages.empty() || !r.prompts.empty()) return "chat prompt form";
     for (const ChatTurn& t : r.messages) {
-      if (t.role != "system" && t.role != "user" && t.role != "assistant") {
+      if (t.role != "system" && t.role != "user" && t.role != "assistant" && t.role != "tool") {
         return "role '" + t.role + "' accepted";
+      }
+      if (!t.tool_calls.empty() && t.role != "assistant") return "calls on a non-assistant turn";
+      for (const ChatTurnCall& call : t.tool_calls) {
+        const nlohmann::json arguments =
+            nlohmann::json::parse(call.arguments_json, nullptr, /*allow_exceptions=*/false);
+        if (!arguments.is_object()) return "call arguments that are not an object";
       }
     }
   }
@@ -77,6 +123,7 @@ inline std::string check_serve_parse(std::string_view body, ServeEndpoint endpoi
     if (s.empty()) return "an empty stop string accepted";
   }
   if (r.stream_include_usage && !r.stream) return "include_usage without stream";
+  if (std::string broken = check_tools(r, body); !broken.empty()) return broken;
   ServeResult result;
   result.prompt_tokens.resize(num_prompts(r));
   std::string text;  // arbitrary bytes, maybe not UTF-8

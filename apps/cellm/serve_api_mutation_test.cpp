@@ -31,6 +31,15 @@ const std::vector<Seed>& seeds() {
            {"role": "user", "content": [{"type": "text", "text": "Hi"}]},
            {"role": "assistant", "content": "Hello"}], "max_completion_tokens": 8,
            "min_p": 0.1, "presence_penalty": 0.5, "frequency_penalty": -1, "n": 1})"},
+      {ServeEndpoint::kChatCompletions,
+       R"({"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": null,
+           "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f",
+           "arguments": "{\"a\": [1.5, \"<tool_call>\"]}"}}]},
+           {"role": "tool", "tool_call_id": "c", "content": "r"}],
+           "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type":
+           "object", "properties": {"a": {"type": "array"}}}}}, {"type": "function", "function":
+           {"name": "g"}}], "tool_choice": "required", "parallel_tool_calls": false,
+           "x": "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>"})"},
   };
   return all;
 }
@@ -47,6 +56,11 @@ const std::vector<std::string>& splices() {
                                                "\"temperature\"",
                                                "\"top_k\"",
                                                "\"seed\"",
+                                               "\"tools\"",
+                                               "\"tool_choice\"",
+                                               "\"tool_calls\"",
+                                               "\"auto\"",
+                                               "{\"name\": \"f\", \"parameters\": {}}",
                                                "\"n\"",
                                                "null",
                                                "true",

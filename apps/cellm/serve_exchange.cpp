@@ -56,6 +56,8 @@ ServeExchange::ServeExchange(Runner& runner, ServeRequest request, ServeResult h
   final_sent_.assign(num_choices, false);
   echoed_.assign(num_choices, false);
   logprobs_sent_.assign(num_choices, 0);
+  if (request_.tools.reads_calls())
+    tool_streams_.assign(num_choices, ToolCallStream(request_.tools));
   for (size_t k = 0; k < num_choices; ++k) {
     sessions_.push_back(runner.open_session());
     handles_.push_back(sessions_.back().generate_async(
@@ -111,6 +113,11 @@ StatusOr<nlohmann::ordered_json> ServeExchange::whole_response(bool stopping) {
     }
     ServeChoice& choice = result_.choices[k];
     choice.text = handles_[k].text();
+    if (request_.tools.reads_calls()) {
+      ToolCallOutput output = read_tool_calls(request_.tools, choice.text);
+      choice.text = std::move(output.content);
+      choice.tool_calls = std::move(output.calls);
+    }
     choice.finish_reason = reason;
     choice.tokens = handles_[k].tokens();
     choice.logprobs.clear();
@@ -168,8 +175,9 @@ std::string ServeExchange::next_events(std::chrono::milliseconds timeout, bool& 
       add_prompt_logprobs(k, p.prompt_logprobs);
     }
     add_logprobs(k, p.logprobs);
-    // Echo: the prompt's text leads the choice's first chunk.
-    std::string text = p.text;
+    // Echo: the prompt's text leads the choice's first chunk. With tool calls read, what may be
+    // a call waits for the choice's end.
+    std::string text = tool_streams_.empty() ? p.text : tool_streams_[k].push(p.text);
     if (request_.echo && !echoed_[k] &&
         (!p.text.empty() || (want_ids && !p.tokens.empty()) || p.finished)) {
       text = result_.prompt_texts[k / static_cast<size_t>(request_.n)] + text;
@@ -189,6 +197,18 @@ std::string ServeExchange::next_events(std::chrono::milliseconds timeout, bool& 
       cancel();  // one failed choice fails the request
       done = true;
       return events + sse_event(error_json(failure_of(k))) + sse_done();
+    }
+    if (!tool_streams_.empty()) {
+      ToolCallOutput rest = tool_streams_[k].finish();
+      if (!rest.content.empty()) {
+        events += sse_event(completion_chunk_json(request_, result_, k, rest.content, {},
+                                                  !first_sent_[k], {}, logprobs_sent_[k]));
+        first_sent_[k] = true;
+      }
+      choice.tool_calls = std::move(rest.calls);
+      if (!choice.tool_calls.empty()) {
+        events += sse_event(tool_calls_chunk_json(request_, result_, k));
+      }
     }
     events += sse_event(completion_chunk_json(request_, result_, k, "", {}, !first_sent_[k],
                                               choice.finish_reason, logprobs_sent_[k]));

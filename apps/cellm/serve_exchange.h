@@ -20,6 +20,7 @@
 #include "batching/runner.h"
 #include "core/status.h"
 #include "serve_api.h"
+#include "serve_tools.h"
 
 namespace cellm::app {
 
@@ -68,10 +69,11 @@ class ServeExchange {
   std::vector<Session> sessions_;
   std::vector<GenerationHandle> handles_;
   std::shared_ptr<Delivery> delivery_;
-  std::vector<bool> first_sent_;       // per choice: its first event went out
-  std::vector<bool> final_sent_;       // per choice: its last chunk went out
-  std::vector<bool> echoed_;           // per choice: its prompt's text went out (echo)
-  std::vector<size_t> logprobs_sent_;  // per choice: entries of its logprobs sent
+  std::vector<bool> first_sent_;              // per choice: its first event went out
+  std::vector<bool> final_sent_;              // per choice: its last chunk went out
+  std::vector<bool> echoed_;                  // per choice: its prompt's text went out (echo)
+  std::vector<size_t> logprobs_sent_;         // per choice: entries of its logprobs sent
+  std::vector<ToolCallStream> tool_streams_;  // per choice where the request reads tool calls
   bool ended_ = false;
 };
 

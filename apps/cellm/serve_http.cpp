@@ -90,7 +90,9 @@ struct HttpServer::Impl {
                                         bool add_special_tokens) {
     StatusOr<std::vector<int32_t>> tokens = std::vector<int32_t>();
     if (request.endpoint == ServeEndpoint::kChatCompletions) {
-      tokens = codec.encode_conversation(request.messages);
+      std::vector<ChatToolText> tools;
+      for (const ServeTool& tool : request.tools.tools) tools.push_back(tool.text);
+      tokens = codec.encode_conversation(request.messages, tools);
     } else if (request.prompts[index].text) {
       tokens = codec.encode_prompt(*request.prompts[index].text);
       if (tokens.ok() && !add_special_tokens && codec.adds_bos() && !tokens->empty()) {
@@ -205,6 +207,7 @@ struct HttpServer::Impl {
                          ServeEndpoint endpoint) {
     num_requests.fetch_add(1);
     StatusOr<ServeRequest> request = parse_serve_request(http_request.body, endpoint);
+    if (request.ok()) request->tools.syntax = codec.tool_syntax();
     ServeResult header;
     std::vector<GenConfig> configs;
     Status status = request.status();

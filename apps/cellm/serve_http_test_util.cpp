@@ -12,6 +12,8 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <string>
 
 #include "gguf/gguf_file.h"
@@ -168,18 +170,24 @@ std::vector<std::string> sse_payloads(const std::string& stream) {
 
 namespace {
 
-void write_stories_with_chat_template(const std::string& path) {
+// The distinctive markers of each format's template (detection needs only them).
+std::string template_with_markers(std::string_view format) {
+  if (format == "chatml") return "{{ '<|im_start|>' + message['role'] + '<|im_end|>' }}";
+  if (format == "llama-3") return "{{ '<|start_header_id|>' + role + '<|end_header_id|>' }}";
+  // The markers Meta's Llama-2 chat template holds ([INST], <<SYS>>).
+  return "{{ bos_token + '[INST] ' + '<<SYS>>\\n' + content + ' [/INST]' }}";
+}
+
+void write_stories_with_chat_template(const std::string& path, std::string_view format) {
   StatusOr<GgufFile> file = GgufFile::open(testing::test_model_path("stories260K.gguf"));
   EXPECT_TRUE(file.ok()) << file.status().to_string();
   GgufWriter writer;
   for (const auto& [key, value] : file->metadata())
     EXPECT_TRUE(writer.add_metadata(key, value).ok());
-  // The markers Meta's Llama-2 chat template holds ([INST], <<SYS>>); detection needs only them.
-  EXPECT_TRUE(writer
-                  .add_metadata("tokenizer.chat_template",
-                                GgufValue::string("{{ bos_token + '[INST] ' + '<<SYS>>\\n' + "
-                                                  "content + ' [/INST]' }}"))
-                  .ok());
+  EXPECT_TRUE(
+      writer
+          .add_metadata("tokenizer.chat_template", GgufValue::string(template_with_markers(format)))
+          .ok());
   for (const GgufTensorInfo& t : file->tensors()) {
     EXPECT_TRUE(writer.add_tensor(t.name, t.type, t.dims, file->tensor_data(t)).ok());
   }
@@ -189,20 +197,24 @@ void write_stories_with_chat_template(const std::string& path) {
 
 }  // namespace
 
-std::string stories_with_chat_template() {
-  // Written once per process, under a name of its own (test processes running at once — ctest -j,
-  // two builds' suites — never write one file together), and removed when the process ends.
+std::string stories_with_chat_template(std::string_view format) {
+  // Written once per process and format, under a name of its own (test processes running at
+  // once — ctest -j, two builds' suites — never write one file together), and removed when the
+  // process ends.
   struct TempModel {
     std::string path;
     ~TempModel() { std::remove(path.c_str()); }
   };
-  static const TempModel model = [] {
-    TempModel m{::testing::TempDir() + "/stories260K-llama2-chat-" + std::to_string(getpid()) +
-                ".gguf"};
-    write_stories_with_chat_template(m.path);
-    return m;
-  }();
-  return model.path;
+  static std::mutex mutex;
+  static std::map<std::string, TempModel, std::less<>> models;
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto [it, added] = models.try_emplace(std::string(format));
+  if (added) {  // in place: a copy's destructor would remove the file
+    it->second.path = ::testing::TempDir() + "/stories260K-" + std::string(format) + "-chat-" +
+                      std::to_string(getpid()) + ".gguf";
+    write_stories_with_chat_template(it->second.path, format);
+  }
+  return it->second.path;
 }
 
 std::vector<std::vector<double>> reference_log_softmax() {

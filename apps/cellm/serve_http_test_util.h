@@ -87,8 +87,9 @@ std::vector<std::vector<double>> reference_log_softmax();
 // The "data: " payloads of a server-sent event stream, in order.
 std::vector<std::string> sse_payloads(const std::string& stream);
 
-// stories260K with a Llama-2 chat template added (no test model carries one), written once into
-// the test's temporary folder. Its vocabulary has Llama-2's <s> and </s>.
-std::string stories_with_chat_template();
+// stories260K with a chat template of `format` added (its markers: no test model carries one),
+// written once into the test's temporary folder. Its vocabulary has Llama-2's <s> and </s> but
+// none of the other formats' control tokens, so their markup is plain text to it.
+std::string stories_with_chat_template(std::string_view format = "llama-2");
 
 }  // namespace cellm::app::http_test

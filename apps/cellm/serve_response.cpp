@@ -127,6 +127,34 @@ std::string_view openai_finish_reason(FinishReason reason) {
   return "error";
 }
 
+namespace {
+
+// "tool_calls" for a choice that made calls and ended by itself or at its length.
+std::string_view finish_reason_with_calls(FinishReason reason, bool made_calls) {
+  const bool ended = reason != FinishReason::kCancelled && reason != FinishReason::kFailed;
+  return ended && made_calls ? "tool_calls" : openai_finish_reason(reason);
+}
+
+// OpenAI's tool_calls of a message (`with_index`: of a stream's delta, each with its index).
+nlohmann::ordered_json tool_calls_json(const std::vector<ServeToolCall>& calls, bool with_index) {
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    nlohmann::ordered_json call = nlohmann::ordered_json::object();
+    if (with_index) call["index"] = i;
+    call["id"] = calls[i].id;
+    call["type"] = "function";
+    call["function"] = {{"name", calls[i].name}, {"arguments", calls[i].arguments}};
+    list.push_back(std::move(call));
+  }
+  return list;
+}
+
+}  // namespace
+
+std::string_view openai_finish_reason(const ServeChoice& choice) {
+  return finish_reason_with_calls(choice.finish_reason, !choice.tool_calls.empty());
+}
+
 nlohmann::ordered_json completion_response_json(const ServeRequest& request,
                                                 const ServeResult& result) {
   nlohmann::ordered_json response = header_json(request, result, /*chunk=*/false);
@@ -136,6 +164,10 @@ nlohmann::ordered_json completion_response_json(const ServeRequest& request,
     nlohmann::ordered_json choice = {{"index", k}};
     if (is_chat(request)) {
       choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+      if (!c.tool_calls.empty()) {
+        if (c.text.empty()) choice["message"]["content"] = nullptr;  // as OpenAI's calls come
+        choice["message"]["tool_calls"] = tool_calls_json(c.tool_calls, /*with_index=*/false);
+      }
     } else if (request.echo) {
       const size_t prompt = k / static_cast<size_t>(std::max(request.n, 1));
       choice["text"] =
@@ -144,7 +176,7 @@ nlohmann::ordered_json completion_response_json(const ServeRequest& request,
       choice["text"] = c.text;
     }
     choice["logprobs"] = logprobs_json(request, c.logprobs, 0);
-    choice["finish_reason"] = openai_finish_reason(c.finish_reason);
+    choice["finish_reason"] = openai_finish_reason(c);
     if (request.return_token_ids) {
       choice["token_ids"] = c.tokens;
       if (!is_chat(request)) choice["prompt_token_ids"] = prompt_of(request, result, k);
@@ -188,12 +220,23 @@ nlohmann::ordered_json completion_chunk_json(const ServeRequest& request, const 
         request, std::span<const ServeTokenLogprobs>(all).subspan(first_entry), text_offset);
   }
   choice["finish_reason"] = finish_reason
-                                ? nlohmann::ordered_json(openai_finish_reason(*finish_reason))
+                                ? nlohmann::ordered_json(finish_reason_with_calls(
+                                      *finish_reason, !result.choices.at(index).tool_calls.empty()))
                                 : nlohmann::ordered_json(nullptr);
   chunk["choices"] = nlohmann::ordered_json::array({choice});
   if (request.return_token_ids && first && is_chat(request)) {
     chunk["prompt_token_ids"] = prompt_of(request, result, index);
   }
+  return chunk;
+}
+
+nlohmann::ordered_json tool_calls_chunk_json(const ServeRequest& request, const ServeResult& result,
+                                             size_t index) {
+  nlohmann::ordered_json chunk = header_json(request, result, /*chunk=*/true);
+  nlohmann::ordered_json delta = {
+      {"tool_calls", tool_calls_json(result.choices.at(index).tool_calls, /*with_index=*/true)}};
+  chunk["choices"] = nlohmann::ordered_json::array(
+      {{{"index", index}, {"delta", std::move(delta)}, {"finish_reason", nullptr}}});
   return chunk;
 }
 

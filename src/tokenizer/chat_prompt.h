@@ -24,6 +24,7 @@ namespace cellm {
 // markup's control tokens parsed, add_special on).
 StatusOr<std::vector<int32_t>> encode_chat(const Tokenizer& tokenizer, const ChatTemplate& chat,
                                            std::span<const ChatMessage> messages,
-                                           bool add_generation_prompt);
+                                           bool add_generation_prompt,
+                                           std::span<const ChatTool> tools = {});
 
 }  // namespace cellm

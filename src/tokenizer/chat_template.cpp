@@ -4,9 +4,13 @@
 
 #include "fmt/format.h"
 #include "gguf/gguf_text.h"
+#include "tokenizer/chat_parts.h"
 
 namespace cellm {
 namespace {
+
+using chat_internal::ChatParts;
+using chat_internal::trim;
 
 struct FormatName {
   ChatFormat format;
@@ -19,37 +23,10 @@ constexpr FormatName kFormats[] = {
     {ChatFormat::kPhi3, "phi-3"},     {ChatFormat::kGemma, "gemma"},
 };
 
-std::string_view trim(std::string_view s) {
-  const auto is_space = [](char c) {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
-  };
-  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
-  return s;
-}
-
-// The rendered parts, adjacent ones of the same kind merged, empty ones dropped.
-class Parts {
- public:
-  Parts& markup(std::string_view text) { return add(text, false); }
-  Parts& message(std::string_view text) { return add(text, true); }
-  std::vector<ChatPart> take() { return std::move(parts_); }
-
- private:
-  Parts& add(std::string_view text, bool from_message) {
-    if (text.empty()) return *this;
-    if (parts_.empty() || parts_.back().from_message != from_message) {
-      parts_.push_back({std::string(), from_message});
-    }
-    parts_.back().text.append(text);
-    return *this;
-  }
-  std::vector<ChatPart> parts_;
-};
-
 // Splits off a leading system message and checks the roles. `alternate`: the rest must go
-// user, assistant, user, ... (formats whose turns are pairs).
-Status check_roles(std::span<const ChatMessage> messages, bool alternate,
+// user, assistant, user, ... (formats whose turns are pairs). `tools`: tool messages and calls
+// may come.
+Status check_roles(std::span<const ChatMessage> messages, bool alternate, bool tools,
                    std::optional<std::string>* system, std::span<const ChatMessage>* turns) {
   *turns = messages;
   if (!messages.empty() && messages[0].role == "system") {
@@ -57,14 +34,24 @@ Status check_roles(std::span<const ChatMessage> messages, bool alternate,
     *turns = messages.subspan(1);
   }
   for (size_t i = 0; i < turns->size(); ++i) {
-    const std::string& role = (*turns)[i].role;
+    const ChatMessage& message = (*turns)[i];
+    const std::string& role = message.role;
     if (role == "system") {
       return invalid_argument("chat template: a system message may only come first");
     }
-    if (role != "user" && role != "assistant") {
+    if (role == "tool" && !tools) {
+      return invalid_argument(fmt::format(
+          "chat template: message {} has role tool; this format takes no tool messages", i));
+    }
+    if (role != "user" && role != "assistant" && role != "tool") {
+      return invalid_argument(fmt::format(
+          "chat template: message {} has role {} (expected system, user, assistant{})", i,
+          gguf_quote(role), tools ? " or tool" : " or, in a format that takes tools, tool"));
+    }
+    if (!message.tool_calls.empty() && (role != "assistant" || !tools)) {
       return invalid_argument(
-          fmt::format("chat template: message {} has role {} (expected system, user or assistant)",
-                      i, gguf_quote(role)));
+          fmt::format("chat template: message {} holds tool calls; {}", i,
+                      tools ? "only an assistant's may" : "this format takes none"));
     }
     if (alternate && (role == "user") != (i % 2 == 0)) {
       return invalid_argument(fmt::format(
@@ -76,23 +63,12 @@ Status check_roles(std::span<const ChatMessage> messages, bool alternate,
   return ok_status();
 }
 
-// ChatML: OpenAI's chatml.md ("<|im_start|>{role}\n{content}<|im_end|>"), as Qwen2's
-// tokenizer_config.json applies it, one message per line, generation prompt
-// "<|im_start|>assistant\n". (Qwen's own template adds a default system prompt; plain chatml
-// does not.)
-void render_chatml(std::span<const ChatMessage> messages, bool add_generation_prompt, Parts* out) {
-  for (const ChatMessage& m : messages) {
-    out->markup("<|im_start|>" + m.role + "\n").message(m.content).markup("<|im_end|>\n");
-  }
-  if (add_generation_prompt) out->markup("<|im_start|>assistant\n");
-}
-
 // Llama 2 chat: Meta's llama/generation.py chat_completion: B_INST, E_INST = "[INST]",
 // "[/INST]"; B_SYS, E_SYS = "<<SYS>>\n", "\n<</SYS>>\n\n"; the system text goes inside the first
 // user turn; each exchange is f"{BOS}{B_INST} {user.strip()} {E_INST} {answer.strip()} {EOS}"
 // and the last user turn f"{BOS}{B_INST} {user.strip()} {E_INST}".
 void render_llama2(const std::optional<std::string>& system, std::span<const ChatMessage> turns,
-                   Parts* out) {
+                   ChatParts* out) {
   for (size_t i = 0; i < turns.size(); ++i) {
     if (turns[i].role == "user") {
       if (i > 0) out->markup("<s>");
@@ -105,25 +81,13 @@ void render_llama2(const std::optional<std::string>& system, std::span<const Cha
   }
 }
 
-// Llama 3: Meta's model card prompt format and llama3's ChatFormat: per message
-// "<|start_header_id|>{role}<|end_header_id|>\n\n{content.strip()}<|eot_id|>", generation prompt
-// "<|start_header_id|>assistant<|end_header_id|>\n\n".
-void render_llama3(std::span<const ChatMessage> messages, bool add_generation_prompt, Parts* out) {
-  for (const ChatMessage& m : messages) {
-    out->markup("<|start_header_id|>" + m.role + "<|end_header_id|>\n\n")
-        .message(trim(m.content))
-        .markup("<|eot_id|>");
-  }
-  if (add_generation_prompt) out->markup("<|start_header_id|>assistant<|end_header_id|>\n\n");
-}
-
 // Mistral instruct, tokenizer V1 (docs.mistral.ai, "Tokenization & chat templates":
 // "<s> [INST] user message [/INST] assistant message</s> [INST] new user message [/INST]"; the
 // space after <s> and </s> is SentencePiece's prefix, which the tokenizer adds by itself after a
 // special token). mistral-common puts the system prompt before the first user message,
 // separated by "\n\n".
 void render_mistral(const std::optional<std::string>& system, std::span<const ChatMessage> turns,
-                    Parts* out) {
+                    ChatParts* out) {
   for (size_t i = 0; i < turns.size(); ++i) {
     if (turns[i].role == "user") {
       out->markup("[INST] ");
@@ -137,7 +101,8 @@ void render_mistral(const std::optional<std::string>& system, std::span<const Ch
 
 // Phi-3: Microsoft's Phi-3-mini-4k-instruct model card, "<|system|>\n...<|end|>\n<|user|>\n
 // ...<|end|>\n<|assistant|>\n"; the same per-message form as the GGUF's own template.
-void render_phi3(std::span<const ChatMessage> messages, bool add_generation_prompt, Parts* out) {
+void render_phi3(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                 ChatParts* out) {
   for (const ChatMessage& m : messages) {
     out->markup("<|" + m.role + "|>\n").message(m.content).markup("<|end|>\n");
   }
@@ -149,7 +114,7 @@ void render_phi3(std::span<const ChatMessage> messages, bool add_generation_prom
 // the assistant's role is "model"; there is no system role, so system instructions go at the
 // start of the first user turn (separated by "\n\n").
 void render_gemma(const std::optional<std::string>& system, std::span<const ChatMessage> turns,
-                  bool add_generation_prompt, Parts* out) {
+                  bool add_generation_prompt, ChatParts* out) {
   for (size_t i = 0; i < turns.size(); ++i) {
     const bool user = turns[i].role == "user";
     out->markup(std::string("<start_of_turn>") + (user ? "user" : "model") + "\n");
@@ -204,28 +169,38 @@ StatusOr<ChatTemplate> ChatTemplate::detect(std::string_view source) {
       fmt::join(names(), ", ")));
 }
 
+bool ChatTemplate::takes_tools() const {
+  return format_ == ChatFormat::kChatml || format_ == ChatFormat::kLlama3;
+}
+
 StatusOr<std::vector<ChatPart>> ChatTemplate::render_parts(std::span<const ChatMessage> messages,
-                                                           bool add_generation_prompt) const {
+                                                           bool add_generation_prompt,
+                                                           std::span<const ChatTool> tools) const {
+  if (!tools.empty() && !takes_tools()) {
+    return invalid_argument(
+        fmt::format("chat template '{}' takes no tools (chatml and llama-3 do)", name()));
+  }
   const bool alternate = format_ == ChatFormat::kLlama2 || format_ == ChatFormat::kMistral ||
                          format_ == ChatFormat::kGemma;
   std::optional<std::string> system;
   std::span<const ChatMessage> turns;
-  CELLM_RETURN_IF_ERROR(check_roles(messages, alternate, &system, &turns));
+  CELLM_RETURN_IF_ERROR(check_roles(messages, alternate, takes_tools(), &system, &turns));
   if (alternate && system && turns.empty()) {
     return invalid_argument(fmt::format(
         "chat template '{}' keeps the system text in the first user message; there is none",
         name()));
   }
-  Parts parts;
+  ChatParts parts;
   switch (format_) {
     case ChatFormat::kChatml:
-      render_chatml(messages, add_generation_prompt, &parts);
+      chat_internal::render_chatml(messages, add_generation_prompt, tools, &parts);
       break;
     case ChatFormat::kLlama2:
       render_llama2(system, turns, &parts);
       break;
     case ChatFormat::kLlama3:
-      render_llama3(messages, add_generation_prompt, &parts);
+      CELLM_RETURN_IF_ERROR(
+          chat_internal::render_llama3(messages, add_generation_prompt, tools, &parts));
       break;
     case ChatFormat::kMistral:
       render_mistral(system, turns, &parts);
@@ -241,9 +216,10 @@ StatusOr<std::vector<ChatPart>> ChatTemplate::render_parts(std::span<const ChatM
 }
 
 StatusOr<std::string> ChatTemplate::render(std::span<const ChatMessage> messages,
-                                           bool add_generation_prompt) const {
+                                           bool add_generation_prompt,
+                                           std::span<const ChatTool> tools) const {
   CELLM_ASSIGN_OR_RETURN(const std::vector<ChatPart> parts,
-                         render_parts(messages, add_generation_prompt));
+                         render_parts(messages, add_generation_prompt, tools));
   std::string text;
   for (const ChatPart& part : parts) text += part.text;
   return text;

@@ -3,12 +3,18 @@
 // phi-3 and gemma.
 //
 // A template is named explicitly or recognized from a GGUF file's `tokenizer.chat_template` by
-// the format's distinctive markers (no Jinja is executed). The rendered text never starts with
-// the BOS token. render_parts() tells the format's markup (<|im_start|>, [INST], </s>, ...) from
-// the messages' own text, so that encode_chat (chat_prompt.h) turns the markup into its tokens and
-// keeps what a user typed plain text. Formats without a system role (mistral, gemma) put the
-// system text in front of the first user message. Each format's source is cited in
-// chat_template.cpp. Knows strings only, not tokens. Thread-safety: immutable values.
+// the format's distinctive markers (no Jinja is executed). Two formats take tools (functions the
+// model may call, OpenAI's `tools`), assistant messages that called them and the tool messages
+// that answer: chatml as Qwen2.5's and Qwen3's templates render them (Hermes' <tools> block in
+// the system turn, <tool_call> and <tool_response>) and llama-3 as Llama 3.1's template does (the
+// tools in the first user message, JSON calls, results as "ipython" turns). The rendered text never
+// starts with the BOS token. render_parts() tells the format's markup (<|im_start|>, [INST], </s>,
+// ...) from the messages' own text, so that encode_chat (chat_prompt.h) turns the markup into its
+// tokens and keeps what a user typed plain text. Formats without a system role (mistral, gemma) put
+// the system text in front of the first user message. Each format's source is cited in
+// chat_template.cpp. Knows strings only, not tokens, and not JSON: a tool and a call's arguments
+// come as the JSON texts the templates' `tojson` writes (the caller writes them). Thread-safety:
+// immutable values.
 #pragma once
 
 #include <span>
@@ -20,9 +26,24 @@
 
 namespace cellm {
 
+// A call an assistant message made (one of OpenAI's tool_calls): the function's name and its
+// arguments as Jinja's `tojson` writes the arguments object (Python's json.dumps: ", ", ": ").
+struct ChatToolCall {
+  std::string name;
+  std::string arguments_json;
+};
+
 struct ChatMessage {
-  std::string role;  // "system", "user" or "assistant"
+  std::string role;  // "system", "user", "assistant" or "tool" (a call's result)
   std::string content;
+  std::vector<ChatToolCall> tool_calls = {};  // an assistant's calls
+};
+
+// A function the model may call: OpenAI's tool object ({"type": "function", "function": {...}})
+// as Jinja's `tojson` writes it (`json`) and as `tojson(indent=4)` does (`json_indented`).
+struct ChatTool {
+  std::string json;
+  std::string json_indented;
 };
 
 // A piece of a rendered conversation: the format's markup, or text copied from a message (its
@@ -46,15 +67,22 @@ class ChatTemplate {
   ChatFormat format() const { return format_; }
   std::string_view name() const;
 
+  // Whether the format takes tools, tool calls and tool messages (chatml, llama-3).
+  bool takes_tools() const;
+
   // InvalidArgument for an unknown role, a system message that is not first, or (llama-2,
-  // mistral, gemma) turns that do not alternate user / assistant. add_generation_prompt appends
-  // the opening of the assistant's turn (the [INST] formats have none: their user turn ends
-  // with it).
-  StatusOr<std::string> render(std::span<const ChatMessage> messages,
-                               bool add_generation_prompt) const;
-  // render() as parts: markup and message text alternate, none empty.
+  // mistral, gemma) turns that do not alternate user / assistant; for tools, tool calls or tool
+  // messages in a format that takes none; for llama-3 with tools, a conversation whose first
+  // turn (after the system message) is not the user's, or an assistant message with more than one
+  // call. add_generation_prompt appends the opening of the assistant's turn (the [INST] formats
+  // have none: their user turn ends with it).
+  StatusOr<std::string> render(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                               std::span<const ChatTool> tools = {}) const;
+  // render() as parts: markup and message text alternate, none empty. A tool's JSON, a call's
+  // name and arguments and a tool's result are message text (what a client sent stays text).
   StatusOr<std::vector<ChatPart>> render_parts(std::span<const ChatMessage> messages,
-                                               bool add_generation_prompt) const;
+                                               bool add_generation_prompt,
+                                               std::span<const ChatTool> tools = {}) const;
 
  private:
   explicit ChatTemplate(ChatFormat format) : format_(format) {}

@@ -139,7 +139,9 @@ TEST(ChatTemplateTest, BadConversationsAreRefused) {
   const std::vector<ChatMessage> late_system = {{"user", "a"}, {"system", "b"}};
   EXPECT_FALSE(ChatTemplate::from_name("chatml")->render(late_system, true).ok());
   const std::vector<ChatMessage> tool = {{"tool", "a"}};
-  EXPECT_FALSE(ChatTemplate::from_name("chatml")->render(tool, true).ok());
+  EXPECT_FALSE(ChatTemplate::from_name("phi-3")->render(tool, true).ok());
+  const std::vector<ChatMessage> unknown_role = {{"robot", "a"}};
+  EXPECT_FALSE(ChatTemplate::from_name("chatml")->render(unknown_role, true).ok());
   const std::vector<ChatMessage> system_only = {{"system", "a"}};
   EXPECT_FALSE(ChatTemplate::from_name("gemma")->render(system_only, true).ok());
 }

@@ -1,0 +1,179 @@
+// The two formats of ChatTemplate that take tools: chatml and llama-3, with and without tools.
+#include <fmt/format.h>
+
+#include <string>
+
+#include "tokenizer/chat_parts.h"
+
+namespace cellm::chat_internal {
+namespace {
+
+// Python's json.dumps of a string with ensure_ascii off (the templates' `tojson`): quotes,
+// backslashes and control characters escaped, everything else as it is.
+std::string json_quote(std::string_view text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          out += fmt::format("\\u{:04x}", static_cast<unsigned char>(c));
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+std::string_view trim(std::string_view s) {
+  const auto is_space = [](char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+  };
+  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+// ChatML: OpenAI's chatml.md ("<|im_start|>{role}\n{content}<|im_end|>"), as Qwen2's
+// tokenizer_config.json applies it, one message per line, generation prompt
+// "<|im_start|>assistant\n". (Qwen's own template adds a default system prompt; plain chatml
+// does not.) Tools as Qwen2.5-Instruct's template renders them (Qwen3's where there is no system
+// message, since that one has no default): the system turn holds the system text, "\n\n" and the
+// Hermes block of one tool per line inside <tools></tools> with the instructions for
+// <tool_call>; an assistant's calls follow its text, one <tool_call> each; consecutive tool
+// messages share one user turn, each inside <tool_response>.
+void render_chatml(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                   std::span<const ChatTool> tools, ChatParts* out) {
+  size_t first = 0;
+  if (!tools.empty()) {
+    out->markup("<|im_start|>system\n");
+    if (!messages.empty() && messages[0].role == "system") {
+      out->message(messages[0].content).markup("\n\n");
+      first = 1;
+    }
+    out->markup(
+        "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are "
+        "provided with function signatures within <tools></tools> XML tags:\n<tools>");
+    for (const ChatTool& tool : tools) out->markup("\n").message(tool.json);
+    out->markup(
+        "\n</tools>\n\nFor each function call, return a json object with function name and "
+        "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "
+        "<function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n");
+  }
+  for (size_t i = first; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if (m.role == "tool") {
+      if (i == 0 || messages[i - 1].role != "tool") out->markup("<|im_start|>user");
+      out->markup("\n<tool_response>\n").message(m.content).markup("\n</tool_response>");
+      if (i + 1 == messages.size() || messages[i + 1].role != "tool") out->markup("<|im_end|>\n");
+    } else if (!m.tool_calls.empty()) {
+      out->markup("<|im_start|>assistant");
+      if (!m.content.empty()) out->markup("\n").message(m.content);
+      for (const ChatToolCall& call : m.tool_calls) {
+        out->markup("\n<tool_call>\n{\"name\": \"")
+            .message(call.name)
+            .markup("\", \"arguments\": ")
+            .message(call.arguments_json)
+            .markup("}\n</tool_call>");
+      }
+      out->markup("<|im_end|>\n");
+    } else {
+      out->markup("<|im_start|>" + m.role + "\n").message(m.content).markup("<|im_end|>\n");
+    }
+  }
+  if (add_generation_prompt) out->markup("<|im_start|>assistant\n");
+}
+
+// Llama 3: Meta's model card prompt format and llama3's ChatFormat: per message
+// "<|start_header_id|>{role}<|end_header_id|>\n\n{content.strip()}<|eot_id|>", generation prompt
+// "<|start_header_id|>assistant<|end_header_id|>\n\n". With tools, as Llama 3.1's template renders
+// its custom tools (tools_in_user_message, its default date): the system turn always comes,
+// "Environment: ipython\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n"
+// before the stripped system text; the first user message opens with the instructions and each
+// tool as tojson(indent=4) followed by "\n\n". With or without tools, an assistant message with a
+// call is the call alone ({"name": "...", "parameters": {...}}: one call a message, its text not
+// shown) and a tool message is an "ipython" turn holding its content as a JSON string (the
+// template's `content is iterable` holds for text too).
+Status render_llama3(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                     std::span<const ChatTool> tools, ChatParts* out) {
+  const auto header = [&](std::string_view role) {
+    out->markup(fmt::format("<|start_header_id|>{}<|end_header_id|>\n\n", role));
+  };
+  size_t first = 0;
+  if (!tools.empty()) {
+    header("system");
+    out->markup(
+        "Environment: ipython\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul "
+        "2024\n\n");
+    if (!messages.empty() && messages[0].role == "system") {
+      out->message(trim(messages[0].content));
+      first = 1;
+    }
+    out->markup("<|eot_id|>");
+    if (first == messages.size() || messages[first].role != "user") {
+      return invalid_argument(
+          "chat template 'llama-3' puts the tools in the first user message; the conversation "
+          "does not begin with one");
+    }
+    header("user");
+    out->markup(
+        "Given the following functions, please respond with a JSON for a function call with its "
+        "proper arguments that best answers the given prompt.\n\nRespond in the format {\"name\": "
+        "function name, \"parameters\": dictionary of argument name and its value}.Do not use "
+        "variables.\n\n");
+    for (const ChatTool& tool : tools) out->message(tool.json_indented).markup("\n\n");
+    out->message(trim(messages[first].content)).markup("<|eot_id|>");
+    ++first;
+  }
+  for (size_t i = first; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if (m.role == "tool") {
+      header("ipython");
+      out->message(json_quote(m.content));
+    } else if (!m.tool_calls.empty()) {
+      if (m.tool_calls.size() != 1) {
+        return invalid_argument(
+            fmt::format("chat template 'llama-3' takes one tool call an assistant message; "
+                        "message {} holds {}",
+                        i, m.tool_calls.size()));
+      }
+      header("assistant");
+      out->markup("{\"name\": \"")
+          .message(m.tool_calls[0].name)
+          .markup("\", \"parameters\": ")
+          .message(m.tool_calls[0].arguments_json)
+          .markup("}");
+    } else {
+      header(m.role);
+      out->message(trim(m.content));
+    }
+    out->markup("<|eot_id|>");
+  }
+  if (add_generation_prompt) header("assistant");
+  return ok_status();
+}
+
+}  // namespace cellm::chat_internal

@@ -1,0 +1,129 @@
+// Chat templates with tools: each vector of chat_tool_vectors.inc is a conversation rendered by
+// the template its model ships (Qwen2.5-Instruct's for chatml, Llama-3.1-Instruct's for llama-3)
+// through Jinja2 as Hugging Face runs it (tools/gen_chat_tool_vectors.py); ChatTemplate must
+// render the same text. Then the refusals, and what stays message text.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "tokenizer/chat_template.h"
+
+namespace cellm {
+namespace {
+
+using Json = nlohmann::json;
+
+const char* const kVectors =
+#include "tokenizer/chat_tool_vectors.inc"
+    ;
+
+struct Conversation {
+  std::vector<ChatMessage> messages;
+  std::vector<ChatTool> tools;
+};
+
+Conversation conversation(const Json& vector) {
+  Conversation c;
+  for (size_t i = 0; i < vector.at("messages").size(); ++i) {
+    const Json& m = vector.at("messages")[i];
+    ChatMessage message{m.at("role").get<std::string>(), m.at("content").get<std::string>(), {}};
+    if (m.contains("tool_calls")) {
+      for (size_t k = 0; k < m.at("tool_calls").size(); ++k) {
+        message.tool_calls.push_back(
+            {m.at("tool_calls")[k].at("function").at("name").get<std::string>(),
+             vector.at("arguments_json")[i][k].get<std::string>()});
+      }
+    }
+    c.messages.push_back(std::move(message));
+  }
+  for (const Json& t : vector.at("tools")) {
+    c.tools.push_back({t.at("json").get<std::string>(), t.at("json_indented").get<std::string>()});
+  }
+  return c;
+}
+
+TEST(ChatTemplateToolsTest, RendersWhatTheModelsOwnTemplatesRender) {
+  const Json vectors = Json::parse(kVectors);
+  ASSERT_GE(vectors.size(), 9u);
+  for (const Json& vector : vectors) {
+    SCOPED_TRACE(vector.at("format").get<std::string>() + ": " +
+                 vector.at("name").get<std::string>());
+    StatusOr<ChatTemplate> chat = ChatTemplate::from_name(vector.at("format").get<std::string>());
+    ASSERT_TRUE(chat.ok());
+    EXPECT_TRUE(chat->takes_tools());
+    const Conversation c = conversation(vector);
+    StatusOr<std::string> text =
+        chat->render(c.messages, vector.at("add_generation_prompt").get<bool>(), c.tools);
+    ASSERT_TRUE(text.ok()) << text.status().to_string();
+    EXPECT_EQ(*text, vector.at("expected").get<std::string>());
+  }
+}
+
+TEST(ChatTemplateToolsTest, WhatAClientSentStaysMessageText) {
+  StatusOr<ChatTemplate> chat = ChatTemplate::from_name("chatml");
+  ASSERT_TRUE(chat.ok());
+  const std::vector<ChatMessage> messages = {
+      {"user", "u", {}},
+      {"assistant", "", {{"f<|im_end|>", "{\"a\": \"<|im_start|>\"}"}}},
+      {"tool", "<|im_end|>", {}}};
+  const std::vector<ChatTool> tools = {{"{\"x\": \"<|im_end|>\"}", ""}};
+  StatusOr<std::vector<ChatPart>> parts = chat->render_parts(messages, true, tools);
+  ASSERT_TRUE(parts.ok()) << parts.status().to_string();
+  // The message parts hold exactly what the client sent, in order; the markup none of it.
+  std::string messages_text;
+  for (const ChatPart& part : *parts) {
+    if (part.from_message) {
+      messages_text += part.text;
+    } else {
+      EXPECT_EQ(part.text.find("<|im_end|>\""), std::string::npos) << part.text;
+    }
+  }
+  EXPECT_EQ(messages_text,
+            "{\"x\": \"<|im_end|>\"}uf<|im_end|>{\"a\": \"<|im_start|>\"}<|im_end|>");
+}
+
+TEST(ChatTemplateToolsTest, RefusesToolsWhereTheFormatHasNone) {
+  const std::vector<ChatTool> tools = {{"{}", "{}"}};
+  for (const char* name : {"llama-2", "mistral", "phi-3", "gemma"}) {
+    SCOPED_TRACE(name);
+    StatusOr<ChatTemplate> chat = ChatTemplate::from_name(name);
+    ASSERT_TRUE(chat.ok());
+    EXPECT_FALSE(chat->takes_tools());
+    StatusOr<std::string> with_tools = chat->render({{{"user", "u", {}}}}, true, tools);
+    EXPECT_FALSE(with_tools.ok());
+    EXPECT_NE(with_tools.status().message().find("takes no tools"), std::string::npos);
+    StatusOr<std::string> tool_message =
+        chat->render({{{"user", "u", {}}, {"assistant", "a", {}}, {"tool", "r", {}}}}, true);
+    EXPECT_FALSE(tool_message.ok());
+    StatusOr<std::string> call =
+        chat->render({{{"user", "u", {}}, {"assistant", "", {{"f", "{}"}}}}}, true);
+    EXPECT_FALSE(call.ok());
+  }
+}
+
+TEST(ChatTemplateToolsTest, RefusesWhatTheFormatsCannotShow) {
+  StatusOr<ChatTemplate> chatml = ChatTemplate::from_name("chatml");
+  StatusOr<ChatTemplate> llama3 = ChatTemplate::from_name("llama-3");
+  ASSERT_TRUE(chatml.ok() && llama3.ok());
+  const std::vector<ChatTool> tools = {{"{}", "{}"}};
+  // Calls only on an assistant's message.
+  EXPECT_FALSE(chatml->render({{{"user", "u", {{"f", "{}"}}}}}, true, tools).ok());
+  // Llama 3.1's template takes one call a message and the tools in a first user message.
+  EXPECT_FALSE(llama3
+                   ->render({{{"user", "u", {}}, {"assistant", "", {{"f", "{}"}, {"g", "{}"}}}}},
+                            true, tools)
+                   .ok());
+  EXPECT_FALSE(llama3->render({{{"system", "s", {}}}}, true, tools).ok());
+  EXPECT_FALSE(llama3->render({{{"system", "s", {}}, {"assistant", "a", {}}}}, true, tools).ok());
+  // Without tools nothing changes: the llama-3 system turn has no 3.1 preamble.
+  StatusOr<std::string> plain = llama3->render({{{"user", "u", {}}}}, true);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(*plain,
+            "<|start_header_id|>user<|end_header_id|>\n\nu<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
+}  // namespace
+}  // namespace cellm

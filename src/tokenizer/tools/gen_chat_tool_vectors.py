@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""Renders conversations with tools through the chat templates the models ship, with Jinja2 as
+Hugging Face's apply_chat_template runs them, and writes the texts as test vectors for
+ChatTemplate's tool rendering (chat_template_tools_test.cpp includes chat_tool_vectors.inc).
+
+The templates are not part of this repository; pass the files holding them:
+  --chatml   the chat_template of Qwen/Qwen2.5-0.5B-Instruct's tokenizer_config.json
+  --llama-3  the chat_template of meta-llama/Meta-Llama-3.1-8B-Instruct's tokenizer_config.json
+cellm's chatml has no default system prompt, so where a conversation has no system message the
+Qwen2.5 text's default system line is removed, which gives what Qwen3's template renders.
+
+Each vector also carries the JSON texts cellm's caller hands ChatTemplate (each tool's tojson and
+tojson(indent=4), each call's arguments' tojson), made here by Python's json.dumps as the
+templates' tojson makes them, so the test needs no JSON writer of cellm's.
+"""
+import argparse
+import json
+
+import jinja2
+
+QWEN_DEFAULT = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.\n\n# Tools"
+
+
+def tojson(value, indent=None):
+    # transformers' chat template environment: ensure_ascii off, no HTML escaping.
+    return json.dumps(value, ensure_ascii=False, indent=indent)
+
+
+def weather_tool():
+    return {"type": "function", "function": {
+        "name": "get_weather",
+        "description": "Get the current weather in a city",
+        "parameters": {"type": "object", "properties": {
+            "city": {"type": "string", "description": "The city, e.g. \"Paris\""},
+            "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+            "required": ["city"]}}}
+
+
+def search_tool():
+    return {"type": "function", "function": {
+        "name": "search",
+        "description": "Search the web — returns links\nand snippets",
+        "parameters": {"type": "object", "properties": {
+            "query": {"type": "string"},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 10, "default": 5},
+            "safe": {"type": "boolean", "default": True},
+            "weight": {"type": "number", "default": 0.5},
+            "tags": {"type": "array", "items": {"type": "string"}, "default": []},
+            "extra": {"type": "object", "properties": {}, "default": None}},
+            "required": ["query"]}}}
+
+
+def call(name, arguments, call_id):
+    return {"id": call_id, "type": "function",
+            "function": {"name": name, "arguments": json.dumps(arguments)}}
+
+
+CASES = [
+    ("chatml", "a system message and two tools", [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Weather in Paris?"}], [weather_tool(), search_tool()], True),
+    ("chatml", "no system message", [
+        {"role": "user", "content": "Weather in Paris?"}], [weather_tool()], True),
+    ("chatml", "a round of two calls, their results and the answer", [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Weather in Paris and in Oslo?"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            call("get_weather", {"city": "Paris"}, "call_1"),
+            call("get_weather", {"city": "Oslo", "unit": "celsius"}, "call_2")]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "18 degrees, sunny"},
+        {"role": "tool", "tool_call_id": "call_2", "content": "{\"temp\": 4}"},
+        {"role": "assistant", "content": "Paris 18, Oslo 4."},
+        {"role": "user", "content": "Thanks!"}], [weather_tool()], True),
+    ("chatml", "text beside a call, unicode and escapes in the arguments", [
+        {"role": "user", "content": "Find \"café\" recipes"},
+        {"role": "assistant", "content": "Searching.", "tool_calls": [
+            call("search", {"query": "café \"crème\"\n", "limit": 3, "safe": False,
+                            "weight": 0.25, "tags": ["a", "b"], "extra": {}}, "c")]},
+        {"role": "tool", "tool_call_id": "c", "content": "nothing found"}],
+     [search_tool()], True),
+    ("chatml", "no generation prompt", [
+        {"role": "system", "content": "S"},
+        {"role": "user", "content": "U"}], [weather_tool()], False),
+    ("llama-3", "a system message and two tools", [
+        {"role": "system", "content": " Be brief. "},
+        {"role": "user", "content": "Weather in Paris?\n"}], [weather_tool(), search_tool()], True),
+    ("llama-3", "no system message", [
+        {"role": "user", "content": "Weather in Paris?"}], [weather_tool()], True),
+    ("llama-3", "a call, its result and the answer", [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            call("get_weather", {"city": "Paris", "unit": "celsius"}, "call_1")]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "18 degrees, \"sunny\""},
+        {"role": "assistant", "content": " Paris: 18. "},
+        {"role": "user", "content": "And Oslo?"}], [weather_tool()], True),
+    ("llama-3", "unicode and escapes in the tools and arguments", [
+        {"role": "user", "content": "Find café"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            call("search", {"query": "café \"crème\"\n", "weight": 1.5, "tags": []}, "c")]},
+        {"role": "tool", "tool_call_id": "c", "content": "nothing\nfound"}],
+     [search_tool()], True),
+]
+
+
+def template_messages(messages):
+    # vLLM hands templates each call's arguments as an object, not as the client's string.
+    out = []
+    for m in messages:
+        m = dict(m)
+        if "tool_calls" in m:
+            m["tool_calls"] = [{**c, "function": {**c["function"], "arguments": json.loads(
+                c["function"]["arguments"])}} for c in m["tool_calls"]]
+        out.append(m)
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--chatml", required=True)
+    parser.add_argument("--llama-3", dest="llama3", required=True)
+    parser.add_argument("--output", required=True)
+    args = parser.parse_args()
+    env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True,
+                             extensions=["jinja2.ext.loopcontrols"])
+    env.filters["tojson"] = tojson
+    sources = {"chatml": open(args.chatml).read(), "llama-3": open(args.llama3).read()}
+    vectors = []
+    for fmt, name, messages, tools, add_generation_prompt in CASES:
+        text = env.from_string(sources[fmt]).render(
+            messages=template_messages(messages), tools=tools,
+            add_generation_prompt=add_generation_prompt, bos_token="")
+        if fmt == "chatml" and messages[0]["role"] != "system":
+            assert QWEN_DEFAULT in text
+            text = text.replace(QWEN_DEFAULT, "# Tools", 1)
+        vectors.append({
+            "format": fmt, "name": name, "messages": messages,
+            "tools": [{"name": t["function"]["name"], "json": tojson(t),
+                       "json_indented": tojson(t, indent=4)} for t in tools],
+            "arguments_json": [[tojson(json.loads(c["function"]["arguments"]))
+                                for c in m.get("tool_calls", [])] for m in messages],
+            "add_generation_prompt": add_generation_prompt, "expected": text})
+    with open(args.output, "w") as f:
+        f.write("// Generated by tools/gen_chat_tool_vectors.py; do not edit.\n")
+        f.write('R"vectors(' + json.dumps(vectors, ensure_ascii=False, indent=1) + ')vectors"\n')
+
+
+if __name__ == "__main__":
+    main()
