@@ -79,13 +79,20 @@ StatusOr<std::vector<int32_t>> TextCodec::encode_conversation(
   messages.reserve(turns.size());
   for (const ChatTurn& turn : turns) {
     ChatMessage message{turn.role, turn.content};
+    message.tool_call_id = turn.tool_call_id;
     for (const ChatTurnCall& call : turn.tool_calls) {
-      message.tool_calls.push_back({call.name, call.arguments_json});
+      message.tool_calls.push_back({call.name, call.arguments_json, call.id});
     }
     messages.push_back(std::move(message));
   }
   std::vector<ChatTool> chat_tools;
-  for (const ChatToolText& tool : tools) chat_tools.push_back({tool.json, tool.json_indented});
+  for (const ChatToolText& tool : tools) {
+    ChatTool chat_tool{tool.json, tool.json_indented};
+    for (const ChatToolFieldText& field : tool.function_fields) {
+      chat_tool.function_fields.push_back({field.key, field.text, field.is_string});
+    }
+    chat_tools.push_back(std::move(chat_tool));
+  }
   return cellm::encode_chat(state_->tokenizer, *state_->chat, messages,
                             /*add_generation_prompt=*/true, chat_tools);
 }
@@ -97,6 +104,8 @@ ChatToolSyntax TextCodec::tool_syntax() const {
       return ChatToolSyntax::kHermes;
     case ChatFormat::kLlama3:
       return ChatToolSyntax::kLlamaJson;
+    case ChatFormat::kMistralV3:
+      return ChatToolSyntax::kMistralJson;
     default:
       return ChatToolSyntax::kNone;
   }

@@ -28,6 +28,7 @@ namespace cellm::app {
 struct ChatTurnCall {
   std::string name;
   std::string arguments_json;
+  std::string id = {};
 };
 
 // One message of a conversation (the tokenizer's ChatMessage, without naming its header).
@@ -35,17 +36,27 @@ struct ChatTurn {
   std::string role;  // "system", "user", "assistant" or "tool"
   std::string content;
   std::vector<ChatTurnCall> tool_calls = {};
+  std::string tool_call_id = {};  // a tool message's: the call it answers
+};
+
+// A field of a tool's function object as the template writes it (the tokenizer's ChatToolField).
+struct ChatToolFieldText {
+  std::string key;
+  std::string text;  // a string as itself, anything else as JSON
+  bool is_string = false;
 };
 
 // A tool offered to the model, as the template shows it (the tokenizer's ChatTool).
 struct ChatToolText {
   std::string json;
   std::string json_indented;
+  std::vector<ChatToolFieldText> function_fields = {};
 };
 
 // How the model's chat format writes a tool call: chatml models as Hermes does (<tool_call>
-// blocks), Llama 3.1 as a JSON answer (serve_tools.h reads them).
-enum class ChatToolSyntax { kNone, kHermes, kLlamaJson };
+// blocks), Llama 3.1 as a JSON answer, Mistral v0.3 as a JSON list after its [TOOL_CALLS]
+// control token (serve_tools.h reads them).
+enum class ChatToolSyntax { kNone, kHermes, kLlamaJson, kMistralJson };
 
 class TextCodec {
  public:

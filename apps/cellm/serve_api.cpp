@@ -168,7 +168,11 @@ StatusOr<std::vector<ChatTurnCall>> parse_tool_calls(const Json& list, size_t me
     if (!arguments.is_object()) {
       return field_error(at + ".arguments", "must be a string holding a JSON object");
     }
-    calls.push_back({function["name"].get<std::string>(), jinja_tojson(arguments)});
+    std::string id;
+    if (call.contains("id") && !call["id"].is_null()) {
+      CELLM_ASSIGN_OR_RETURN(id, get_string(call["id"], fmt::format("{}[{}].id", field, k)));
+    }
+    calls.push_back({function["name"].get<std::string>(), jinja_tojson(arguments), std::move(id)});
   }
   return calls;
 }
@@ -202,6 +206,11 @@ Status parse_messages(const Json& messages, ServeRequest& request) {
       return field_error("messages", "items must be objects with \"role\" and \"content\"");
     }
     ChatTurn turn{std::move(role), std::move(content)};
+    if (turn.role == "tool" && message.contains("tool_call_id") &&
+        !message["tool_call_id"].is_null()) {
+      CELLM_ASSIGN_OR_RETURN(turn.tool_call_id,
+                             get_string(message["tool_call_id"], "messages[].tool_call_id"));
+    }
     if (calls) {
       CELLM_ASSIGN_OR_RETURN(turn.tool_calls, parse_tool_calls(message["tool_calls"], i));
     }

@@ -53,8 +53,8 @@ inline std::string check_tools(const ServeRequest& r, std::string_view text) {
       tools.choice == ToolChoice::kRequired || tools.choice == ToolChoice::kNamed;
   if (constrained && r.config.json_schema == nullptr) return "a required call without a schema";
   if (!tools.reads_calls()) return "";
-  for (const ChatToolSyntax syntax :
-       {ChatToolSyntax::kNone, ChatToolSyntax::kHermes, ChatToolSyntax::kLlamaJson}) {
+  for (const ChatToolSyntax syntax : {ChatToolSyntax::kNone, ChatToolSyntax::kHermes,
+                                      ChatToolSyntax::kLlamaJson, ChatToolSyntax::kMistralJson}) {
     ServeTools with_syntax = tools;
     with_syntax.syntax = syntax;
     const ToolCallOutput whole = read_tool_calls(with_syntax, text);

@@ -214,6 +214,15 @@ TEST(ServeHttpToolsTest, ConversationsWithCallsAndResultsAreTakenWhereTheFormatS
     const Reply r = post(served, "/v1/chat/completions", conversation);
     EXPECT_EQ(r.status, 200) << format << ": " << r.body.dump();
   }
+  // Mistral v0.3's template takes back ids of 9 characters only.
+  Json mistral = conversation;
+  mistral["messages"][1]["tool_calls"][0]["id"] = "a1B2c3D4e";
+  mistral["messages"][2]["tool_call_id"] = "a1B2c3D4e";
+  Served mistral_served(2, stories_with_chat_template("mistral-v3"));
+  EXPECT_EQ(post(mistral_served, "/v1/chat/completions", mistral).status, 200);
+  const Reply long_id = post(mistral_served, "/v1/chat/completions", conversation);
+  EXPECT_EQ(long_id.status, 400);
+  EXPECT_NE(long_id.body.dump().find("9 characters"), std::string::npos) << long_id.body.dump();
   Served llama2(2, stories_with_chat_template("llama-2"));
   const Reply refused = post(llama2, "/v1/chat/completions", conversation);
   EXPECT_EQ(refused.status, 400);

@@ -100,12 +100,15 @@ void write_json(const OrderedJson& value, int indent, int depth, std::string& ou
   }
 }
 
-std::string new_call_id() {
+// OpenAI's shape of id ("call_" and 24 letters and digits), or 9 letters and digits for Mistral,
+// whose template takes back no other.
+std::string new_call_id(ChatToolSyntax syntax) {
   static constexpr std::string_view kAlphabet =
       "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
   thread_local std::mt19937_64 random{std::random_device{}()};
-  std::string id = "call_";
-  for (int i = 0; i < 24; ++i) id += kAlphabet[random() % kAlphabet.size()];
+  const bool mistral = syntax == ChatToolSyntax::kMistralJson;
+  std::string id = mistral ? "" : "call_";
+  for (int i = 0; i < (mistral ? 9 : 24); ++i) id += kAlphabet[random() % kAlphabet.size()];
   return id;
 }
 
@@ -141,7 +144,7 @@ std::optional<ServeToolCall> read_call(const ServeTools& tools, const OrderedJso
     if (value.contains(key)) arguments = &value[key];
   }
   if (arguments == nullptr || !arguments->is_object()) return {};
-  return ServeToolCall{new_call_id(), name, jinja_tojson(*arguments)};
+  return ServeToolCall{new_call_id(tools.syntax), name, jinja_tojson(*arguments)};
 }
 
 // Hermes: the text before the first <tool_call> is the content; each block holds one call (the
@@ -200,6 +203,24 @@ std::optional<ToolCallOutput> read_llama_json(const ServeTools& tools, std::stri
   return out;
 }
 
+// Mistral v0.3: [TOOL_CALLS] (a control token, so usually not in the text) and a JSON list of
+// calls as the whole answer.
+std::optional<ToolCallOutput> read_mistral_json(const ServeTools& tools, std::string_view text) {
+  constexpr std::string_view kMarker = "[TOOL_CALLS]";
+  std::string_view answer = trim(text);
+  if (answer.starts_with(kMarker)) answer = trim(answer.substr(kMarker.size()));
+  if (answer.empty() || answer.front() != '[') return std::nullopt;
+  const std::optional<OrderedJson> value = parse_json(answer);
+  if (!value || !value->is_array() || value->empty()) return std::nullopt;
+  ToolCallOutput out;
+  for (const OrderedJson& item : *value) {
+    std::optional<ServeToolCall> call = read_call(tools, item);
+    if (!call) return std::nullopt;
+    out.calls.push_back(*std::move(call));
+  }
+  return out;
+}
+
 // The schema "required" holds the output to: a list of calls of the request's tools.
 OrderedJson required_schema(const ServeTools& tools, const std::vector<OrderedJson>& parameters) {
   OrderedJson branches = OrderedJson::array();
@@ -249,7 +270,13 @@ Status parse_tool(const OrderedJson& tool, size_t index, ServeTools& tools,
     schema = function["parameters"];
   }
   parameters.push_back(std::move(schema));
-  tools.tools.push_back({name, {jinja_tojson(tool), jinja_tojson(tool, 4)}});
+  ChatToolText text{jinja_tojson(tool), jinja_tojson(tool, 4)};
+  for (auto it = function.begin(); it != function.end(); ++it) {
+    if (it.key() == "return") continue;  // Mistral's template leaves it out
+    text.function_fields.push_back(
+        {it.key(), it->is_string() ? it->get<std::string>() : jinja_tojson(*it), it->is_string()});
+  }
+  tools.tools.push_back({name, std::move(text)});
   return ok_status();
 }
 
@@ -345,7 +372,7 @@ ToolCallOutput read_tool_calls(const ServeTools& tools, std::string_view text) {
       break;
     case ToolChoice::kNamed:
       if (const std::optional<OrderedJson> value = parse_json(text); value && value->is_object()) {
-        out = ToolCallOutput{"", {{new_call_id(), tools.named, jinja_tojson(*value)}}};
+        out = ToolCallOutput{"", {{new_call_id(tools.syntax), tools.named, jinja_tojson(*value)}}};
       }
       break;
     case ToolChoice::kRequired:
@@ -365,6 +392,7 @@ ToolCallOutput read_tool_calls(const ServeTools& tools, std::string_view text) {
     case ToolChoice::kAuto:
       if (tools.syntax == ChatToolSyntax::kHermes) out = read_hermes(tools, text);
       if (tools.syntax == ChatToolSyntax::kLlamaJson) out = read_llama_json(tools, text);
+      if (tools.syntax == ChatToolSyntax::kMistralJson) out = read_mistral_json(tools, text);
       break;
   }
   if (!out) return {std::string(text), {}};
@@ -399,10 +427,14 @@ std::string ToolCallStream::push(std::string_view delta) {
       show_to = text.size() - keep;
       show_to = num_shown_ + rtrim(text.substr(num_shown_, show_to - num_shown_)).size();
     }
-  } else if (auto_choice && tools_->syntax == ChatToolSyntax::kLlamaJson && num_shown_ == 0) {
-    const std::string_view answer = trim(text);
+  } else if (auto_choice && num_shown_ == 0 &&
+             (tools_->syntax == ChatToolSyntax::kLlamaJson ||
+              tools_->syntax == ChatToolSyntax::kMistralJson)) {
+    // A call is the whole answer: decided by its first character (Mistral's after its marker).
+    const char opening = tools_->syntax == ChatToolSyntax::kLlamaJson ? '{' : '[';
+    std::string_view answer = trim(text);
     if (answer.empty()) return "";  // only spaces so far: a call may follow
-    if (answer.front() == '{') {
+    if (answer.front() == opening) {
       held_ = true;
       return "";
     }

@@ -6,7 +6,9 @@
 // them as the model's own template does; the JSON texts it shows are written here, as Jinja's
 // `tojson` writes them). The model writes its calls in its format's syntax: chatml models
 // (Qwen, Hermes) as `<tool_call>{"name": ..., "arguments": ...}</tool_call>` after any text,
-// Llama 3.1 as its whole answer `{"name": ..., "parameters": ...}`. With "tool_choice": "auto" the
+// Llama 3.1 as its whole answer `{"name": ..., "parameters": ...}`, Mistral v0.3 as its whole
+// answer `[{"name": ..., "arguments": ...}, ...]` (after its [TOOL_CALLS] control token, which
+// the text does not show). With "tool_choice": "auto" the
 // text is read in that syntax; with "required" or a named function the output is held to a JSON
 // schema instead (as vLLM does: a list of {"name", "parameters"} objects of the tools, or the
 // named function's arguments), whatever the model's syntax. A text that is not a valid call of a
@@ -42,7 +44,7 @@ struct ServeTool {
 
 // A call the model made: arguments as JSON text (an object), as OpenAI's responses carry it.
 struct ServeToolCall {
-  std::string id;  // "call_" and 24 random letters and digits
+  std::string id;  // "call_" and 24 random letters and digits (Mistral: 9 letters and digits)
   std::string name;
   std::string arguments;
 };

@@ -92,6 +92,13 @@ TEST(ServeToolsTest, ReadsTheToolsInTheirKeysOrder) {
   EXPECT_EQ(tools->tools[1].text.json_indented,
             "{\n    \"type\": \"function\",\n    \"function\": {\n        \"name\": "
             "\"get_time\"\n    }\n}");
+  // The function's fields one by one, strings as they are (Mistral's template writes them so).
+  ASSERT_EQ(tools->tools[0].text.function_fields.size(), 3u);
+  EXPECT_EQ(tools->tools[0].text.function_fields[1].key, "description");
+  EXPECT_EQ(tools->tools[0].text.function_fields[1].text, "Weather");
+  EXPECT_TRUE(tools->tools[0].text.function_fields[1].is_string);
+  EXPECT_EQ(tools->tools[0].text.function_fields[2].text.rfind("{\"type\": \"object\", ", 0), 0u);
+  EXPECT_FALSE(tools->tools[0].text.function_fields[2].is_string);
   EXPECT_EQ(tools->choice, ToolChoice::kAuto);  // the default with tools
   EXPECT_FALSE(tools->parallel);
   EXPECT_EQ(config.json_schema, nullptr);  // auto: the model's own syntax, unconstrained
@@ -234,6 +241,27 @@ TEST(ServeToolsTest, ReadsLlamaJsonCallsAsTheWholeAnswer) {
   }
 }
 
+TEST(ServeToolsTest, ReadsMistralCallsAsAListThatIsTheWholeAnswer) {
+  const ServeTools tools = weather_and_time(ToolChoice::kAuto, ChatToolSyntax::kMistralJson);
+  const std::string calls =
+      "[{\"name\": \"get_time\", \"arguments\": {}}, {\"name\": \"get_weather\", "
+      "\"arguments\": {\"city\": \"Oslo\"}}]";
+  for (const std::string& text : {calls, " " + calls + "\n", "[TOOL_CALLS] " + calls}) {
+    const ToolCallOutput out = read_tool_calls(tools, text);
+    EXPECT_EQ(out.content, "") << text;
+    ASSERT_EQ(out.calls.size(), 2u) << text;
+    EXPECT_EQ(out.calls[1].name, "get_weather");
+    EXPECT_EQ(out.calls[1].arguments, R"({"city": "Oslo"})");
+    // Ids the template takes back: 9 letters and digits.
+    EXPECT_EQ(out.calls[0].id.size(), 9u);
+    for (const char c : out.calls[0].id) EXPECT_TRUE(std::isalnum(static_cast<unsigned char>(c)));
+  }
+  for (const char* text : {"Sunny.", "[]", "[{\"name\": \"nope\", \"arguments\": {}}]", "[1, 2]",
+                           "[{\"name\": \"get_time\", \"arguments\": {}}] more"}) {
+    expect_read(tools, text, {text, {}});
+  }
+}
+
 TEST(ServeToolsTest, ReadsRequiredAndNamedOutputsWhateverTheSyntax) {
   ServeTools named = weather_and_time(ToolChoice::kNamed, ChatToolSyntax::kNone);
   named.named = "get_weather";
@@ -265,6 +293,9 @@ TEST(ServeToolsTest, TheStreamReaderAgreesWithTheWholeTextReaderWhereverTheTextI
       {weather_and_time(ToolChoice::kAuto, ChatToolSyntax::kLlamaJson),
        {"  {\"name\": \"get_time\", \"parameters\": {}}", "  Hello {\"name\": 1}", "{not json",
         "   "}},
+      {weather_and_time(ToolChoice::kAuto, ChatToolSyntax::kMistralJson),
+       {" [{\"name\": \"get_time\", \"arguments\": {}}]", "Plain [text]", "[TOOL_CALLS] [",
+        "[TOOL_CALLS] [{\"name\": \"get_time\", \"arguments\": {}}]"}},
       {named, {"{}", "{\"a\": "}},
       {weather_and_time(ToolChoice::kNone, ChatToolSyntax::kHermes),
        {"<tool_call>{\"name\": \"get_time\", \"arguments\": {}}</tool_call>"}},

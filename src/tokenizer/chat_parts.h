@@ -4,6 +4,7 @@
 // tokenizer library. Thread-safety: a value owned by one render.
 #pragma once
 
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -43,5 +44,10 @@ void render_chatml(std::span<const ChatMessage> messages, bool add_generation_pr
 // Llama 3 (Llama 3.1's template where tools come): see chat_template_tools.cpp.
 Status render_llama3(std::span<const ChatMessage> messages, bool add_generation_prompt,
                      std::span<const ChatTool> tools, ChatParts* out);
+
+// Mistral-7B-Instruct-v0.3's format: see chat_template_tools.cpp.
+Status render_mistral_v3(const std::optional<std::string>& system,
+                         std::span<const ChatMessage> turns, std::span<const ChatTool> tools,
+                         ChatParts* out);
 
 }  // namespace cellm::chat_internal

@@ -18,9 +18,10 @@ struct FormatName {
 };
 
 constexpr FormatName kFormats[] = {
-    {ChatFormat::kChatml, "chatml"},  {ChatFormat::kLlama2, "llama-2"},
-    {ChatFormat::kLlama3, "llama-3"}, {ChatFormat::kMistral, "mistral"},
-    {ChatFormat::kPhi3, "phi-3"},     {ChatFormat::kGemma, "gemma"},
+    {ChatFormat::kChatml, "chatml"},        {ChatFormat::kLlama2, "llama-2"},
+    {ChatFormat::kLlama3, "llama-3"},       {ChatFormat::kMistral, "mistral"},
+    {ChatFormat::kMistralV3, "mistral-v3"}, {ChatFormat::kPhi3, "phi-3"},
+    {ChatFormat::kGemma, "gemma"},
 };
 
 // Splits off a leading system message and checks the roles. `alternate`: the rest must go
@@ -157,6 +158,7 @@ StatusOr<ChatTemplate> ChatTemplate::detect(std::string_view source) {
   }
   if (has("<start_of_turn>")) return ChatTemplate(ChatFormat::kGemma);
   if (has("<|assistant|>") && has("<|end|>")) return ChatTemplate(ChatFormat::kPhi3);
+  if (has("[AVAILABLE_TOOLS]") || has("[TOOL_CALLS]")) return ChatTemplate(ChatFormat::kMistralV3);
   if (has("[INST]") && has("<<SYS>>")) return ChatTemplate(ChatFormat::kLlama2);
   if (has("[INST]")) return ChatTemplate(ChatFormat::kMistral);
   if (source.empty()) {
@@ -170,15 +172,16 @@ StatusOr<ChatTemplate> ChatTemplate::detect(std::string_view source) {
 }
 
 bool ChatTemplate::takes_tools() const {
-  return format_ == ChatFormat::kChatml || format_ == ChatFormat::kLlama3;
+  return format_ == ChatFormat::kChatml || format_ == ChatFormat::kLlama3 ||
+         format_ == ChatFormat::kMistralV3;
 }
 
 StatusOr<std::vector<ChatPart>> ChatTemplate::render_parts(std::span<const ChatMessage> messages,
                                                            bool add_generation_prompt,
                                                            std::span<const ChatTool> tools) const {
   if (!tools.empty() && !takes_tools()) {
-    return invalid_argument(
-        fmt::format("chat template '{}' takes no tools (chatml and llama-3 do)", name()));
+    return invalid_argument(fmt::format(
+        "chat template '{}' takes no tools (chatml, llama-3 and mistral-v3 do)", name()));
   }
   const bool alternate = format_ == ChatFormat::kLlama2 || format_ == ChatFormat::kMistral ||
                          format_ == ChatFormat::kGemma;
@@ -204,6 +207,9 @@ StatusOr<std::vector<ChatPart>> ChatTemplate::render_parts(std::span<const ChatM
       break;
     case ChatFormat::kMistral:
       render_mistral(system, turns, &parts);
+      break;
+    case ChatFormat::kMistralV3:
+      CELLM_RETURN_IF_ERROR(chat_internal::render_mistral_v3(system, turns, tools, &parts));
       break;
     case ChatFormat::kPhi3:
       render_phi3(messages, add_generation_prompt, &parts);

@@ -1,14 +1,16 @@
 // ChatTemplate: renders a conversation (system / user / assistant messages) into the prompt text
-// a chat model was trained on, for the common formats: chatml (Qwen), llama-2, llama-3, mistral,
-// phi-3 and gemma.
+// a chat model was trained on, for the common formats: chatml (Qwen), llama-2, llama-3, mistral
+// (tokenizer V1), mistral-v3 (Mistral-7B-Instruct-v0.3, Mistral-Nemo), phi-3 and gemma.
 //
 // A template is named explicitly or recognized from a GGUF file's `tokenizer.chat_template` by
-// the format's distinctive markers (no Jinja is executed). Two formats take tools (functions the
+// the format's distinctive markers (no Jinja is executed). Three formats take tools (functions the
 // model may call, OpenAI's `tools`), assistant messages that called them and the tool messages
 // that answer: chatml as Qwen2.5's and Qwen3's templates render them (Hermes' <tools> block in
-// the system turn, <tool_call> and <tool_response>) and llama-3 as Llama 3.1's template does (the
-// tools in the first user message, JSON calls, results as "ipython" turns). The rendered text never
-// starts with the BOS token. render_parts() tells the format's markup (<|im_start|>, [INST], </s>,
+// the system turn, <tool_call> and <tool_response>), llama-3 as Llama 3.1's template does (the
+// tools in the first user message, JSON calls, results as "ipython" turns) and mistral-v3 as
+// Mistral-7B-Instruct-v0.3's does ([AVAILABLE_TOOLS], [TOOL_CALLS], [TOOL_RESULTS]). The rendered
+// text never starts with the BOS token. render_parts() tells the format's markup (<|im_start|>,
+// [INST], </s>,
 // ...) from the messages' own text, so that encode_chat (chat_prompt.h) turns the markup into its
 // tokens and keeps what a user typed plain text. Formats without a system role (mistral, gemma) put
 // the system text in front of the first user message. Each format's source is cited in
@@ -31,19 +33,31 @@ namespace cellm {
 struct ChatToolCall {
   std::string name;
   std::string arguments_json;
+  std::string id = {};  // the client's id of the call (mistral-v3 shows it)
 };
 
 struct ChatMessage {
   std::string role;  // "system", "user", "assistant" or "tool" (a call's result)
   std::string content;
   std::vector<ChatToolCall> tool_calls = {};  // an assistant's calls
+  std::string tool_call_id = {};              // a tool message's: the call it answers
+};
+
+// A field of a tool's function object, in order: its key, and its value as the template writes
+// it — a string as itself (`is_string`), anything else as Jinja's tojson.
+struct ChatToolField {
+  std::string key;
+  std::string text;
+  bool is_string = false;
 };
 
 // A function the model may call: OpenAI's tool object ({"type": "function", "function": {...}})
-// as Jinja's `tojson` writes it (`json`) and as `tojson(indent=4)` does (`json_indented`).
+// as Jinja's `tojson` writes it (`json`) and as `tojson(indent=4)` does (`json_indented`), and
+// its function object's fields (mistral-v3 writes them one by one).
 struct ChatTool {
   std::string json;
   std::string json_indented;
+  std::vector<ChatToolField> function_fields = {};
 };
 
 // A piece of a rendered conversation: the format's markup, or text copied from a message (its
@@ -53,11 +67,12 @@ struct ChatPart {
   bool from_message = false;
 };
 
-enum class ChatFormat { kChatml, kLlama2, kLlama3, kMistral, kPhi3, kGemma };
+enum class ChatFormat { kChatml, kLlama2, kLlama3, kMistral, kMistralV3, kPhi3, kGemma };
 
 class ChatTemplate {
  public:
-  // "chatml", "llama-2", "llama-3", "mistral", "phi-3" or "gemma"; InvalidArgument listing them.
+  // "chatml", "llama-2", "llama-3", "mistral", "mistral-v3", "phi-3" or "gemma"; InvalidArgument
+  // listing them.
   static StatusOr<ChatTemplate> from_name(std::string_view name);
   // Recognizes a Jinja chat template by its markers; an empty or unrecognized one is
   // Unimplemented, naming the formats that can be chosen by name instead.
@@ -67,15 +82,16 @@ class ChatTemplate {
   ChatFormat format() const { return format_; }
   std::string_view name() const;
 
-  // Whether the format takes tools, tool calls and tool messages (chatml, llama-3).
+  // Whether the format takes tools, tool calls and tool messages (chatml, llama-3, mistral-v3).
   bool takes_tools() const;
 
   // InvalidArgument for an unknown role, a system message that is not first, or (llama-2,
   // mistral, gemma) turns that do not alternate user / assistant; for tools, tool calls or tool
   // messages in a format that takes none; for llama-3 with tools, a conversation whose first
   // turn (after the system message) is not the user's, or an assistant message with more than one
-  // call. add_generation_prompt appends the opening of the assistant's turn (the [INST] formats
-  // have none: their user turn ends with it).
+  // call; for mistral-v3, a call or tool message whose id is not 9 characters long.
+  // add_generation_prompt appends the opening of the assistant's turn (the [INST] formats have
+  // none: their user turn ends with it).
   StatusOr<std::string> render(std::span<const ChatMessage> messages, bool add_generation_prompt,
                                std::span<const ChatTool> tools = {}) const;
   // render() as parts: markup and message text alternate, none empty. A tool's JSON, a call's

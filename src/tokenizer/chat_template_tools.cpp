@@ -1,4 +1,5 @@
-// The two formats of ChatTemplate that take tools: chatml and llama-3, with and without tools.
+// The formats of ChatTemplate that take tools: chatml, llama-3 and mistral-v3, with and without
+// tools.
 #include <fmt/format.h>
 
 #include <string>
@@ -173,6 +174,96 @@ Status render_llama3(std::span<const ChatMessage> messages, bool add_generation_
     out->markup("<|eot_id|>");
   }
   if (add_generation_prompt) header("assistant");
+  return ok_status();
+}
+
+// Mistral-7B-Instruct-v0.3's template (tokenizer V3, also Mistral-Nemo's): user turns
+// "[INST] {content}[/INST]", the system text (with "\n\n") only in the conversation's last
+// message and only if that is the user's, assistant turns " {content.strip()}</s>"; the tools,
+// each function's fields written one by one (strings as they are, other values as tojson), in an
+// [AVAILABLE_TOOLS] block before the last user turn; calls as "[TOOL_CALLS] [{"name": ...,
+// "arguments": ..., "id": "..."}, ...]</s>" and results as "[TOOL_RESULTS] {"content": ...,
+// "call_id": "..."}[/TOOL_RESULTS]", the content as it is. Ids must be 9 characters (the template
+// raises otherwise); turns other than calls and results alternate user / assistant. No opening
+// of the assistant's turn: the user's ends with it.
+Status render_mistral_v3(const std::optional<std::string>& system,
+                         std::span<const ChatMessage> turns, std::span<const ChatTool> tools,
+                         ChatParts* out) {
+  size_t last_user = turns.size();
+  size_t num_plain = 0;  // turns neither calls nor results, which alternate
+  for (size_t i = 0; i < turns.size(); ++i) {
+    const ChatMessage& m = turns[i];
+    if (m.role == "user") last_user = i;
+    const auto bad_id = [&](std::string_view id) {
+      return invalid_argument(fmt::format(
+          "chat template 'mistral-v3' needs tool call ids of 9 characters; message {} has '{}'", i,
+          id));
+    };
+    if (m.role == "tool") {
+      if (m.tool_call_id.size() != 9) return bad_id(m.tool_call_id);
+      continue;
+    }
+    if (!m.tool_calls.empty()) {
+      for (const ChatToolCall& call : m.tool_calls) {
+        if (call.id.size() != 9) return bad_id(call.id);
+      }
+      continue;
+    }
+    if ((m.role == "user") != (num_plain % 2 == 0)) {
+      return invalid_argument(fmt::format(
+          "chat template 'mistral-v3': message {} is '{}'; user and assistant turns must "
+          "alternate, starting with user",
+          i, m.role));
+    }
+    ++num_plain;
+  }
+  for (size_t i = 0; i < turns.size(); ++i) {
+    const ChatMessage& m = turns[i];
+    if (m.role == "user") {
+      if (!tools.empty() && i == last_user) {
+        out->markup("[AVAILABLE_TOOLS] [");
+        for (size_t t = 0; t < tools.size(); ++t) {
+          if (t > 0) out->markup(", ");
+          out->markup("{\"type\": \"function\", \"function\": {");
+          const std::vector<ChatToolField>& fields = tools[t].function_fields;
+          for (size_t f = 0; f < fields.size(); ++f) {
+            if (f > 0) out->markup(", ");
+            out->markup("\"").message(fields[f].key).markup("\": ");
+            if (fields[f].is_string) out->markup("\"");
+            out->message(fields[f].text);
+            if (fields[f].is_string) out->markup("\"");
+          }
+          out->markup("}}");
+        }
+        out->markup("][/AVAILABLE_TOOLS]");
+      }
+      out->markup("[INST] ");
+      if (i + 1 == turns.size() && system) out->message(*system).markup("\n\n");
+      out->message(m.content).markup("[/INST]");
+    } else if (!m.tool_calls.empty()) {
+      out->markup("[TOOL_CALLS] [");
+      for (size_t k = 0; k < m.tool_calls.size(); ++k) {
+        const ChatToolCall& call = m.tool_calls[k];
+        if (k > 0) out->markup(", ");
+        out->markup("{\"name\": ")
+            .message(json_quote(call.name))
+            .markup(", \"arguments\": ")
+            .message(call.arguments_json)
+            .markup(", \"id\": \"")
+            .message(call.id)
+            .markup("\"}");
+      }
+      out->markup("]</s>");
+    } else if (m.role == "tool") {
+      out->markup("[TOOL_RESULTS] {\"content\": ")
+          .message(m.content)
+          .markup(", \"call_id\": \"")
+          .message(m.tool_call_id)
+          .markup("\"}[/TOOL_RESULTS]");
+    } else {
+      out->markup(" ").message(trim(m.content)).markup("</s>");
+    }
+  }
   return ok_status();
 }
 

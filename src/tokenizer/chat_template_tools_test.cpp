@@ -29,24 +29,31 @@ Conversation conversation(const Json& vector) {
   for (size_t i = 0; i < vector.at("messages").size(); ++i) {
     const Json& m = vector.at("messages")[i];
     ChatMessage message{m.at("role").get<std::string>(), m.at("content").get<std::string>(), {}};
+    message.tool_call_id = m.value("tool_call_id", "");
     if (m.contains("tool_calls")) {
       for (size_t k = 0; k < m.at("tool_calls").size(); ++k) {
-        message.tool_calls.push_back(
-            {m.at("tool_calls")[k].at("function").at("name").get<std::string>(),
-             vector.at("arguments_json")[i][k].get<std::string>()});
+        const Json& call = m.at("tool_calls")[k];
+        message.tool_calls.push_back({call.at("function").at("name").get<std::string>(),
+                                      vector.at("arguments_json")[i][k].get<std::string>(),
+                                      call.at("id").get<std::string>()});
       }
     }
     c.messages.push_back(std::move(message));
   }
   for (const Json& t : vector.at("tools")) {
-    c.tools.push_back({t.at("json").get<std::string>(), t.at("json_indented").get<std::string>()});
+    ChatTool tool{t.at("json").get<std::string>(), t.at("json_indented").get<std::string>()};
+    for (const Json& field : t.at("function_fields")) {
+      tool.function_fields.push_back(
+          {field[0].get<std::string>(), field[1].get<std::string>(), field[2].get<bool>()});
+    }
+    c.tools.push_back(std::move(tool));
   }
   return c;
 }
 
 TEST(ChatTemplateToolsTest, RendersWhatTheModelsOwnTemplatesRender) {
   const Json vectors = Json::parse(kVectors);
-  ASSERT_GE(vectors.size(), 9u);
+  ASSERT_GE(vectors.size(), 13u);
   for (const Json& vector : vectors) {
     SCOPED_TRACE(vector.at("format").get<std::string>() + ": " +
                  vector.at("name").get<std::string>());
@@ -117,6 +124,16 @@ TEST(ChatTemplateToolsTest, RefusesWhatTheFormatsCannotShow) {
                    .ok());
   EXPECT_FALSE(llama3->render({{{"system", "s", {}}}}, true, tools).ok());
   EXPECT_FALSE(llama3->render({{{"system", "s", {}}, {"assistant", "a", {}}}}, true, tools).ok());
+  // Mistral v0.3's template needs ids of 9 characters, and turns that alternate.
+  StatusOr<ChatTemplate> mistral = ChatTemplate::from_name("mistral-v3");
+  ASSERT_TRUE(mistral.ok());
+  EXPECT_FALSE(
+      mistral->render({{{"user", "u", {}}, {"assistant", "", {{"f", "{}", "call_12345"}}}}}, true)
+          .ok());
+  ChatMessage result{"tool", "r", {}};
+  result.tool_call_id = "short";
+  EXPECT_FALSE(mistral->render({{{"user", "u", {}}, result}}, true).ok());
+  EXPECT_FALSE(mistral->render({{{"user", "u", {}}, {"user", "v", {}}}}, true).ok());
   // Without tools nothing changes: the llama-3 system turn has no 3.1 preamble.
   StatusOr<std::string> plain = llama3->render({{{"user", "u", {}}}}, true);
   ASSERT_TRUE(plain.ok());

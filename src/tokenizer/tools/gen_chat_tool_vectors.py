@@ -6,12 +6,15 @@ ChatTemplate's tool rendering (chat_template_tools_test.cpp includes chat_tool_v
 The templates are not part of this repository; pass the files holding them:
   --chatml   the chat_template of Qwen/Qwen2.5-0.5B-Instruct's tokenizer_config.json
   --llama-3  the chat_template of meta-llama/Meta-Llama-3.1-8B-Instruct's tokenizer_config.json
+  --mistral-v3  the chat_template of mistralai/Mistral-7B-Instruct-v0.3's tokenizer_config.json
 cellm's chatml has no default system prompt, so where a conversation has no system message the
 Qwen2.5 text's default system line is removed, which gives what Qwen3's template renders.
 
 Each vector also carries the JSON texts cellm's caller hands ChatTemplate (each tool's tojson and
-tojson(indent=4), each call's arguments' tojson), made here by Python's json.dumps as the
-templates' tojson makes them, so the test needs no JSON writer of cellm's.
+tojson(indent=4), its function's fields as text — a string as itself, anything else as tojson —,
+each call's arguments' tojson), made here by Python's json.dumps as the templates' tojson makes
+them, so the test needs no JSON writer of cellm's. The templates run with bos_token "" (cellm's
+renders never hold BOS) and eos_token "</s>".
 """
 import argparse
 import json
@@ -115,28 +118,64 @@ def template_messages(messages):
     return out
 
 
+MISTRAL_CASES = [
+    ("mistral-v3", "tools before the last user message, the system text in it", [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Weather in Paris?"}], [weather_tool(), search_tool()], True),
+    ("mistral-v3", "a round of two calls, their results and the answer", [
+        {"role": "user", "content": "Weather in Paris and in Oslo?"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            call("get_weather", {"city": "Paris"}, "a1B2c3D4e"),
+            call("get_weather", {"city": "Oslo", "unit": "celsius"}, "Z9y8X7w6V")]},
+        {"role": "tool", "tool_call_id": "a1B2c3D4e", "content": "18 degrees"},
+        {"role": "tool", "tool_call_id": "Z9y8X7w6V", "content": "{\"temp\": 4}"},
+        {"role": "assistant", "content": " Paris 18, Oslo 4. "},
+        {"role": "user", "content": "Thanks, and café \"crème\"?"}], [weather_tool(), search_tool()], True),
+    ("mistral-v3", "no tools: turns, and a system text that only the last message shows", [
+        {"role": "system", "content": "S"},
+        {"role": "user", "content": "u1"},
+        {"role": "assistant", "content": "a1"},
+        {"role": "user", "content": "u2"}], [], True),
+    ("mistral-v3", "a conversation that ends with a result", [
+        {"role": "system", "content": "S"},
+        {"role": "user", "content": "u"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            call("search", {"query": "x"}, "abcdefghi")]},
+        {"role": "tool", "tool_call_id": "abcdefghi", "content": "nothing"}], [search_tool()], True),
+]
+CASES += MISTRAL_CASES
+
+
+def function_fields(tool):
+    return [[key, tojson(value) if not isinstance(value, str) else value, isinstance(value, str)]
+            for key, value in tool["function"].items() if key != "return"]
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--chatml", required=True)
     parser.add_argument("--llama-3", dest="llama3", required=True)
+    parser.add_argument("--mistral-v3", dest="mistral3", required=True)
     parser.add_argument("--output", required=True)
     args = parser.parse_args()
     env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True,
                              extensions=["jinja2.ext.loopcontrols"])
     env.filters["tojson"] = tojson
-    sources = {"chatml": open(args.chatml).read(), "llama-3": open(args.llama3).read()}
+    sources = {"chatml": open(args.chatml).read(), "llama-3": open(args.llama3).read(),
+               "mistral-v3": open(args.mistral3).read()}
     vectors = []
     for fmt, name, messages, tools, add_generation_prompt in CASES:
         text = env.from_string(sources[fmt]).render(
-            messages=template_messages(messages), tools=tools,
-            add_generation_prompt=add_generation_prompt, bos_token="")
+            messages=template_messages(messages), tools=tools or None,
+            add_generation_prompt=add_generation_prompt, bos_token="", eos_token="</s>")
         if fmt == "chatml" and messages[0]["role"] != "system":
             assert QWEN_DEFAULT in text
             text = text.replace(QWEN_DEFAULT, "# Tools", 1)
         vectors.append({
             "format": fmt, "name": name, "messages": messages,
             "tools": [{"name": t["function"]["name"], "json": tojson(t),
-                       "json_indented": tojson(t, indent=4)} for t in tools],
+                       "json_indented": tojson(t, indent=4),
+                       "function_fields": function_fields(t)} for t in tools],
             "arguments_json": [[tojson(json.loads(c["function"]["arguments"]))
                                 for c in m.get("tool_calls", [])] for m in messages],
             "add_generation_prompt": add_generation_prompt, "expected": text})
