@@ -36,6 +36,7 @@ struct ServeFlags {
   int32_t max_concurrent = kUnset;
   bool no_prefix_reuse = false;
   std::string api_key;  // empty: none
+  std::string reasoning_parser = "none";
   EngineFlags engine;
 };
 
@@ -54,6 +55,10 @@ Status check_flags(const ServeFlags& f) {
   if (f.max_concurrent != kUnset && f.max_concurrent < 1) {
     return invalid_argument(
         fmt::format("--max-concurrent is {}; it must be at least 1", f.max_concurrent));
+  }
+  if (!reasoning_parser_from_name(f.reasoning_parser)) {
+    return invalid_argument(fmt::format(
+        "--reasoning-parser is '{}'; it must be qwen3, deepseek_r1 or none", f.reasoning_parser));
   }
   return check_engine_flags(f.engine);
 }
@@ -94,6 +99,7 @@ int serve_command(const ServeFlags& f) {
   options.max_concurrent_generations =
       f.max_concurrent != kUnset ? f.max_concurrent : std::min<int32_t>(max_sessions, 256);
   options.api_key = f.api_key;
+  options.reasoning_parser = *reasoning_parser_from_name(f.reasoning_parser);  // checked
   HttpServer server(runner, codec, engine->limits, options);
   StatusOr<int> port = server.bind(f.host, f.port);
   if (!port.ok()) return report_error(port.status(), kFailure);
@@ -145,6 +151,11 @@ void add_serve_command(CLI::App& app, CommandResult& result) {
                 "most 256)");
   add_prefix_reuse_flag(*c, f->no_prefix_reuse);
   if (const char* key = std::getenv("CELLM_API_KEY")) f->api_key = key;
+  c->add_option("--reasoning-parser", f->reasoning_parser,
+                "Chat answers' thinking as reasoning_content: qwen3 (Qwen3, QwQ: an answer that "
+                "opens <think>), deepseek_r1 (DeepSeek-R1 and distills: every answer begins "
+                "thinking), none (the default)")
+      ->check(CLI::IsMember({"none", "qwen3", "deepseek_r1"}));
   c->add_option("--api-key", f->api_key,
                 "Require \"Authorization: Bearer KEY\" on every route but /health (default: "
                 "$CELLM_API_KEY; none when empty)");

@@ -28,6 +28,7 @@
 #include "batching/gen_config.h"
 #include "cmd_text.h"
 #include "core/status.h"
+#include "serve_reasoning.h"
 #include "serve_tools.h"
 
 namespace cellm::app {
@@ -70,6 +71,8 @@ struct ServeRequest {
   // Chat: the functions the model may call and how (tools.syntax is the server's to set, from
   // the model's chat template).
   ServeTools tools;
+  // Chat: how the answer's thinking is told apart (the server's to set: --reasoning-parser).
+  ReasoningParser reasoning = ReasoningParser::kNone;
 };
 
 // The request in `body` for `endpoint`; InvalidArgument naming the field for anything else
@@ -104,7 +107,10 @@ struct ServeTokenLogprobs {
 
 // What one choice (one generation) produced.
 struct ServeChoice {
-  std::string text;  // with tool calls read: the content, the calls' text left out
+  // With tool calls read: the content, the calls' text left out; with a reasoning parser, the
+  // answer after its thinking.
+  std::string text;
+  std::optional<std::string> reasoning;   // the thinking, where the answer thought
   std::vector<ServeToolCall> tool_calls;  // finish_reason shows as "tool_calls" where any
   FinishReason finish_reason = FinishReason::kFailed;
   std::vector<int32_t> tokens;
@@ -146,6 +152,11 @@ nlohmann::ordered_json completion_chunk_json(const ServeRequest& request, const 
                                              const std::vector<int32_t>& token_delta, bool first,
                                              std::optional<FinishReason> finish_reason,
                                              size_t first_logprob = 0);
+
+// A chat choice's thinking as a chunk: a reasoning_content delta.
+nlohmann::ordered_json reasoning_chunk_json(const ServeRequest& request, const ServeResult& result,
+                                            size_t index, std::string_view reasoning_delta,
+                                            bool first);
 
 // A chat choice's calls as one chunk: a tool_calls delta, each call whole with its index.
 nlohmann::ordered_json tool_calls_chunk_json(const ServeRequest& request, const ServeResult& result,

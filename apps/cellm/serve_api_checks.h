@@ -3,7 +3,8 @@
 // InvalidArgument with a message; an accepted request has the one prompt form of its endpoint, a
 // GenConfig validate_gen_config accepts, at most 16 non-empty stop strings, known roles, and its
 // response bodies and events serialize whatever bytes it holds; its tools are well formed and
-// their calls read alike from a whole text and from the same text streamed in pieces. Shared by the
+// their calls read alike from a whole text and from the same text streamed in pieces, as is
+// reasoning told apart from an answer. Shared by the
 // fuzzer (fuzz/serve_request_fuzz.cpp) and the fixed-seed mutation test CI runs under ASan+UBSan.
 // Header-only test support. Thread-safety: pure functions.
 #pragma once
@@ -75,9 +76,35 @@ inline std::string check_tools(const ServeRequest& r, std::string_view text) {
   return "";
 }
 
+// Reasoning split from `text` (any bytes) by each parser, whole and cut into pieces.
+inline std::string check_reasoning(std::string_view text) {
+  for (const ReasoningParser parser :
+       {ReasoningParser::kNone, ReasoningParser::kQwen3, ReasoningParser::kDeepSeekR1}) {
+    const ReasoningSplit whole = split_reasoning(parser, text);
+    if (whole.reasoning.value_or("").size() + whole.content.size() > text.size()) {
+      return "a split longer than its text";
+    }
+    ReasoningStream stream(parser);
+    std::string reasoning;
+    std::string content;
+    for (size_t at = 0; at < text.size(); at += 5) {
+      const ReasoningStream::Pieces p = stream.push(text.substr(at, 5));
+      reasoning += p.reasoning;
+      content += p.content;
+    }
+    const ReasoningStream::Pieces rest = stream.finish();
+    if (reasoning + rest.reasoning != whole.reasoning.value_or("") ||
+        content + rest.content != whole.content) {
+      return "streamed reasoning differs";
+    }
+  }
+  return "";
+}
+
 // "" when every promise holds for `body`, else what broke.
 inline std::string check_serve_parse(std::string_view body, ServeEndpoint endpoint) {
   if (std::string broken = check_token_parsers(body); !broken.empty()) return broken;
+  if (std::string broken = check_reasoning(body); !broken.empty()) return broken;
   const StatusOr<ServeRequest> parsed = parse_serve_request(body, endpoint);
   if (!parsed.ok()) {
     if (parsed.status().code() != StatusCode::kInvalidArgument) {

@@ -56,8 +56,12 @@ ServeExchange::ServeExchange(Runner& runner, ServeRequest request, ServeResult h
   final_sent_.assign(num_choices, false);
   echoed_.assign(num_choices, false);
   logprobs_sent_.assign(num_choices, 0);
-  if (request_.tools.reads_calls())
+  if (request_.tools.reads_calls()) {
     tool_streams_.assign(num_choices, ToolCallStream(request_.tools));
+  }
+  if (request_.reasoning != ReasoningParser::kNone) {
+    reasoning_streams_.assign(num_choices, ReasoningStream(request_.reasoning));
+  }
   for (size_t k = 0; k < num_choices; ++k) {
     sessions_.push_back(runner.open_session());
     handles_.push_back(sessions_.back().generate_async(
@@ -113,6 +117,11 @@ StatusOr<nlohmann::ordered_json> ServeExchange::whole_response(bool stopping) {
     }
     ServeChoice& choice = result_.choices[k];
     choice.text = handles_[k].text();
+    if (request_.reasoning != ReasoningParser::kNone) {
+      ReasoningSplit split = split_reasoning(request_.reasoning, choice.text);
+      choice.reasoning = std::move(split.reasoning);
+      choice.text = std::move(split.content);
+    }
     if (request_.tools.reads_calls()) {
       ToolCallOutput output = read_tool_calls(request_.tools, choice.text);
       choice.text = std::move(output.content);
@@ -175,9 +184,15 @@ std::string ServeExchange::next_events(std::chrono::milliseconds timeout, bool& 
       add_prompt_logprobs(k, p.prompt_logprobs);
     }
     add_logprobs(k, p.logprobs);
-    // Echo: the prompt's text leads the choice's first chunk. With tool calls read, what may be
-    // a call waits for the choice's end.
-    std::string text = tool_streams_.empty() ? p.text : tool_streams_[k].push(p.text);
+    // Thinking goes out as reasoning_content; of the answer, what may be a tool call waits for the
+    // choice's end. Echo: the prompt's text leads the choice's first chunk.
+    ReasoningStream::Pieces pieces = take_text(k, p.text, /*last=*/false);
+    if (!pieces.reasoning.empty()) {
+      events +=
+          sse_event(reasoning_chunk_json(request_, result_, k, pieces.reasoning, !first_sent_[k]));
+      first_sent_[k] = true;
+    }
+    std::string text = std::move(pieces.content);
     if (request_.echo && !echoed_[k] &&
         (!p.text.empty() || (want_ids && !p.tokens.empty()) || p.finished)) {
       text = result_.prompt_texts[k / static_cast<size_t>(request_.n)] + text;
@@ -198,14 +213,18 @@ std::string ServeExchange::next_events(std::chrono::milliseconds timeout, bool& 
       done = true;
       return events + sse_event(error_json(failure_of(k))) + sse_done();
     }
-    if (!tool_streams_.empty()) {
-      ToolCallOutput rest = tool_streams_[k].finish();
+    if (!tool_streams_.empty() || !reasoning_streams_.empty()) {
+      const ReasoningStream::Pieces rest = take_text(k, "", /*last=*/true);
+      if (!rest.reasoning.empty()) {
+        events +=
+            sse_event(reasoning_chunk_json(request_, result_, k, rest.reasoning, !first_sent_[k]));
+        first_sent_[k] = true;
+      }
       if (!rest.content.empty()) {
         events += sse_event(completion_chunk_json(request_, result_, k, rest.content, {},
                                                   !first_sent_[k], {}, logprobs_sent_[k]));
         first_sent_[k] = true;
       }
-      choice.tool_calls = std::move(rest.calls);
       if (!choice.tool_calls.empty()) {
         events += sse_event(tool_calls_chunk_json(request_, result_, k));
       }
@@ -221,6 +240,30 @@ std::string ServeExchange::next_events(std::chrono::milliseconds timeout, bool& 
   if (request_.stream_include_usage) events += sse_event(usage_chunk_json(request_, result_));
   done = true;
   return events + sse_done();
+}
+
+ReasoningStream::Pieces ServeExchange::take_text(size_t k, std::string_view delta, bool last) {
+  ReasoningStream::Pieces pieces;
+  if (reasoning_streams_.empty()) {
+    pieces.content = delta;
+  } else {
+    pieces = reasoning_streams_[k].push(delta);
+    if (last) {
+      ReasoningStream::Pieces rest = reasoning_streams_[k].finish();
+      pieces.reasoning += rest.reasoning;
+      pieces.content += rest.content;
+    }
+  }
+  if (!tool_streams_.empty()) {
+    std::string shown = tool_streams_[k].push(pieces.content);
+    if (last) {
+      ToolCallOutput rest = tool_streams_[k].finish();
+      shown += rest.content;
+      result_.choices[k].tool_calls = std::move(rest.calls);
+    }
+    pieces.content = std::move(shown);
+  }
+  return pieces;
 }
 
 void ServeExchange::cancel() {

@@ -20,6 +20,7 @@
 #include "batching/runner.h"
 #include "core/status.h"
 #include "serve_api.h"
+#include "serve_reasoning.h"
 #include "serve_tools.h"
 
 namespace cellm::app {
@@ -57,6 +58,9 @@ class ServeExchange {
   struct Delivery;  // what the engine delivered and the server has not sent yet, per choice
 
   Status failure_of(size_t choice) const;
+  // The text choice `k` delivered, through its reasoning and tool-call streams: the thinking and
+  // the content that can be shown now (`last`: all that is left, and the calls).
+  ReasoningStream::Pieces take_text(size_t k, std::string_view delta, bool last);
   // `logprobs` with each token id turned into its piece, appended to choice `k`'s.
   void add_logprobs(size_t k, const std::vector<TokenLogprobs>& logprobs);
   // With echo: an entry per prompt token of choice `k` (the first without a log-probability,
@@ -69,11 +73,12 @@ class ServeExchange {
   std::vector<Session> sessions_;
   std::vector<GenerationHandle> handles_;
   std::shared_ptr<Delivery> delivery_;
-  std::vector<bool> first_sent_;              // per choice: its first event went out
-  std::vector<bool> final_sent_;              // per choice: its last chunk went out
-  std::vector<bool> echoed_;                  // per choice: its prompt's text went out (echo)
-  std::vector<size_t> logprobs_sent_;         // per choice: entries of its logprobs sent
-  std::vector<ToolCallStream> tool_streams_;  // per choice where the request reads tool calls
+  std::vector<bool> first_sent_;                    // per choice: its first event went out
+  std::vector<bool> final_sent_;                    // per choice: its last chunk went out
+  std::vector<bool> echoed_;                        // per choice: its prompt's text went out (echo)
+  std::vector<size_t> logprobs_sent_;               // per choice: entries of its logprobs sent
+  std::vector<ToolCallStream> tool_streams_;        // per choice where the request reads tool calls
+  std::vector<ReasoningStream> reasoning_streams_;  // per choice with a reasoning parser
   bool ended_ = false;
 };
 

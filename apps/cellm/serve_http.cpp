@@ -207,7 +207,12 @@ struct HttpServer::Impl {
                          ServeEndpoint endpoint) {
     num_requests.fetch_add(1);
     StatusOr<ServeRequest> request = parse_serve_request(http_request.body, endpoint);
-    if (request.ok()) request->tools.syntax = codec.tool_syntax();
+    if (request.ok()) {
+      request->tools.syntax = codec.tool_syntax();
+      if (endpoint == ServeEndpoint::kChatCompletions && !request->config.constrained()) {
+        request->reasoning = options.reasoning_parser;
+      }
+    }
     ServeResult header;
     std::vector<GenConfig> configs;
     Status status = request.status();

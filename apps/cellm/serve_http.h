@@ -24,6 +24,7 @@
 #include "batching/runner.h"
 #include "cmd_text.h"
 #include "core/status.h"
+#include "serve_reasoning.h"
 
 namespace cellm::app {
 
@@ -40,6 +41,8 @@ struct ServeOptions {
   int32_t keepalive_ms = 1000;
   // Not empty: every route but /health needs "Authorization: Bearer <api_key>" (401 otherwise).
   std::string api_key;
+  // Chat answers' thinking as reasoning_content (serve_reasoning.h); not for constrained output.
+  ReasoningParser reasoning_parser = ReasoningParser::kNone;
 };
 
 class HttpServer {

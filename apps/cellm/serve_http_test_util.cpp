@@ -40,7 +40,7 @@ Json reference_cases() {
 }
 
 Served::Served(int32_t max_concurrent, const std::string& model, const std::string& api_key,
-               int32_t keepalive_ms) {
+               int32_t keepalive_ms, ReasoningParser reasoning) {
   EngineFlags flags;
   flags.backend = "cpu";
   flags.num_threads = 2;
@@ -57,6 +57,7 @@ Served::Served(int32_t max_concurrent, const std::string& model, const std::stri
   serve_options.api_key = api_key;
   serve_options.whole_response_wait_ms = keepalive_ms;
   serve_options.keepalive_ms = keepalive_ms;
+  serve_options.reasoning_parser = reasoning;
   server_ = std::make_unique<HttpServer>(*runner_, *codec_, engine_.limits, serve_options);
   StatusOr<int> port = server_->bind("127.0.0.1", 0);
   EXPECT_TRUE(port.ok()) << port.status().to_string();

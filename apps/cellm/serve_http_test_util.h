@@ -33,7 +33,8 @@ class Served {
  public:
   explicit Served(int32_t max_concurrent = 8,
                   const std::string& model = testing::test_model_path("stories260K.gguf"),
-                  const std::string& api_key = "", int32_t keepalive_ms = 1000);
+                  const std::string& api_key = "", int32_t keepalive_ms = 1000,
+                  ReasoningParser reasoning = ReasoningParser::kNone);
   ~Served();
 
   int port() const { return port_; }

@@ -163,11 +163,15 @@ nlohmann::ordered_json completion_response_json(const ServeRequest& request,
     const ServeChoice& c = result.choices[k];
     nlohmann::ordered_json choice = {{"index", k}};
     if (is_chat(request)) {
-      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+      nlohmann::ordered_json message = {{"role", "assistant"}};
+      if (c.reasoning) message["reasoning_content"] = *c.reasoning;
+      message["content"] = c.text;
+      // No answer beside calls or thinking is null, as OpenAI's calls and vLLM's thinking come.
+      if (c.text.empty() && (!c.tool_calls.empty() || c.reasoning)) message["content"] = nullptr;
       if (!c.tool_calls.empty()) {
-        if (c.text.empty()) choice["message"]["content"] = nullptr;  // as OpenAI's calls come
-        choice["message"]["tool_calls"] = tool_calls_json(c.tool_calls, /*with_index=*/false);
+        message["tool_calls"] = tool_calls_json(c.tool_calls, /*with_index=*/false);
       }
+      choice["message"] = std::move(message);
     } else if (request.echo) {
       const size_t prompt = k / static_cast<size_t>(std::max(request.n, 1));
       choice["text"] =
@@ -227,6 +231,18 @@ nlohmann::ordered_json completion_chunk_json(const ServeRequest& request, const 
   if (request.return_token_ids && first && is_chat(request)) {
     chunk["prompt_token_ids"] = prompt_of(request, result, index);
   }
+  return chunk;
+}
+
+nlohmann::ordered_json reasoning_chunk_json(const ServeRequest& request, const ServeResult& result,
+                                            size_t index, std::string_view reasoning_delta,
+                                            bool first) {
+  nlohmann::ordered_json chunk = header_json(request, result, /*chunk=*/true);
+  nlohmann::ordered_json delta = nlohmann::ordered_json::object();
+  if (first) delta["role"] = "assistant";
+  delta["reasoning_content"] = reasoning_delta;
+  chunk["choices"] = nlohmann::ordered_json::array(
+      {{{"index", index}, {"delta", std::move(delta)}, {"finish_reason", nullptr}}});
   return chunk;
 }
 
