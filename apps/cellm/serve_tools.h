@@ -83,7 +83,9 @@ ToolCallOutput read_tool_calls(const ServeTools& tools, std::string_view text);
 // finished adds up to read_tool_calls' of the whole text, with the same calls.
 class ToolCallStream {
  public:
+  // `tools` outlives the stream (a temporary is refused at compile time).
   explicit ToolCallStream(const ServeTools& tools) : tools_(&tools) {}
+  explicit ToolCallStream(const ServeTools&& tools) = delete;
   std::string push(std::string_view delta);
   ToolCallOutput finish();
 

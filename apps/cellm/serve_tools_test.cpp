@@ -338,7 +338,8 @@ TEST(ServeToolsTest, TheStreamReaderShowsTextAsSoonAsItCannotBeACall) {
   const ToolCallOutput rest = stream.finish();
   EXPECT_EQ(rest.content, "");
   ASSERT_EQ(rest.calls.size(), 1u);
-  ToolCallStream plain(weather_and_time(ToolChoice::kAuto, ChatToolSyntax::kLlamaJson));
+  const ServeTools llama = weather_and_time(ToolChoice::kAuto, ChatToolSyntax::kLlamaJson);
+  ToolCallStream plain(llama);
   EXPECT_EQ(plain.push("  "), "");
   EXPECT_EQ(plain.push("Sure"), "  Sure");
   EXPECT_EQ(plain.push(" {"), " {");
