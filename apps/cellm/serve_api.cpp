@@ -3,10 +3,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <limits>
 
+#include "batching/json_prefix.h"
 #include "serve_api_internal.h"
 
 namespace cellm::app {
@@ -163,8 +165,13 @@ StatusOr<std::vector<ChatTurnCall>> parse_tool_calls(const Json& list, size_t me
     if (!function.contains("arguments") || !function["arguments"].is_string()) {
       return field_error(at + ".arguments", "must be a string holding a JSON object");
     }
-    const nlohmann::ordered_json arguments = nlohmann::ordered_json::parse(
-        function["arguments"].get<std::string>(), nullptr, /*allow_exceptions=*/false);
+    const std::string& text = function["arguments"].get_ref<const std::string&>();
+    if (json_nesting_depth(text) > internal::kMaxJsonDepth) {
+      return field_error(at + ".arguments",
+                         fmt::format("nests deeper than {} levels", internal::kMaxJsonDepth));
+    }
+    const nlohmann::ordered_json arguments =
+        nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (!arguments.is_object()) {
       return field_error(at + ".arguments", "must be a string holding a JSON object");
     }
@@ -423,6 +430,10 @@ Status parse_body(const Json& body, ServeRequest& request) {
 StatusOr<Json> parse_json_object(std::string_view body) {
   if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) {
     return invalid_argument("the request body is empty; a JSON object is expected");
+  }
+  if (const size_t depth = json_nesting_depth(body); depth > internal::kMaxJsonDepth) {
+    return invalid_argument(fmt::format("the request body nests {} levels deep; at most {}", depth,
+                                        internal::kMaxJsonDepth));
   }
   Json json;
   try {

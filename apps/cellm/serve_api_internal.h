@@ -16,6 +16,11 @@
 
 namespace cellm::app::internal {
 
+// The deepest a JSON text that a request carries (its body, a call's arguments) or a model writes
+// (a tool call) may nest arrays and objects: JSON is written and compiled recursively, so deeper
+// texts are refused before they are parsed.
+inline constexpr size_t kMaxJsonDepth = 128;
+
 // An invalid_argument naming the request field: "\"field\" what".
 Status field_error(std::string_view field, std::string_view what);
 // A JSON number that is a whole number fitting int64 (5 and 5.0 both are).

@@ -182,6 +182,37 @@ TEST(ServeApiTest, EveryRefusalNamesItsField) {
   for (const Case& c : cases) expect_refused(c.body, c.expected, c.endpoint);
 }
 
+// JSON is written and compiled recursively: a body (or a call's arguments) nested deeper than a
+// request may be is refused before it is parsed, not left to overflow the stack.
+TEST(ServeApiTest, BodiesNestedTooDeepAreRefused) {
+  const auto nested = [](size_t depth) {
+    return std::string(depth, '[') + std::string(depth, ']');
+  };
+  const std::string schema_body = R"({"prompt": "x", "response_format": {"type": "json_schema",
+      "json_schema": {"schema": {"type": "object", "default": )" +
+                                  nested(200000) + "}}}}";
+  expect_refused(schema_body, "the request body nests 200004 levels deep; at most 128");
+  const std::string shallow = R"({"prompt": "x", "response_format": {"type": "json_schema",
+      "json_schema": {"schema": {"type": "object", "default": )" +
+                              nested(100) + "}}}}";
+  EXPECT_TRUE(parse_serve_request(shallow, ServeEndpoint::kCompletions).ok());
+  // A bracket inside a string is not nesting.
+  EXPECT_TRUE(parse_serve_request(R"({"prompt": ")" + std::string(300, '[') + R"("})",
+                                  ServeEndpoint::kCompletions)
+                  .ok());
+  const nlohmann::json call_body = {
+      {"messages",
+       {{{"role", "user"}, {"content", "x"}},
+        {{"role", "assistant"},
+         {"content", nullptr},
+         {"tool_calls",
+          {{{"id", "c"},
+            {"type", "function"},
+            {"function", {{"name", "f"}, {"arguments", "{\"a\": " + nested(100000) + "}"}}}}}}}}}};
+  expect_refused(call_body.dump(), "\"messages[1].tool_calls[0].function.arguments\" nests deeper",
+                 ServeEndpoint::kChatCompletions);
+}
+
 TEST(ServeApiTest, DefaultValuedUnsupportedOptionsAreAccepted) {
   const ServeRequest r = parse_ok(R"({"prompt": "x", "n": 1, "best_of": 1, "echo": false,
                                       "logprobs": false, "tools": [],

@@ -4,12 +4,14 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <memory>
 #include <random>
 #include <utility>
 
+#include "batching/json_prefix.h"
 #include "batching/json_schema.h"
 #include "serve_api_internal.h"
 
@@ -56,8 +58,9 @@ std::string python_float(double value) {
     if (digits.size() > 1) out += "." + digits.substr(1);
     return out + fmt::format("e{}{:02d}", exponent < 0 ? '-' : '+', std::abs(exponent));
   }
-  if (exponent < 0)
+  if (exponent < 0) {
     return out + "0." + std::string(static_cast<size_t>(-exponent - 1), '0') + digits;
+  }
   const size_t whole = static_cast<size_t>(exponent) + 1;
   if (digits.size() <= whole) return out + digits + std::string(whole - digits.size(), '0') + ".0";
   return out + digits.substr(0, whole) + "." + digits.substr(whole);
@@ -128,7 +131,9 @@ const ServeTool* find_tool(const ServeTools& tools, std::string_view name) {
   return nullptr;
 }
 
+// `text` as JSON; none for invalid JSON or one nested deeper than a request may be.
 std::optional<OrderedJson> parse_json(std::string_view text) {
+  if (json_nesting_depth(text) > internal::kMaxJsonDepth) return std::nullopt;
   OrderedJson value = OrderedJson::parse(text, nullptr, /*allow_exceptions=*/false);
   if (value.is_discarded()) return std::nullopt;
   return value;

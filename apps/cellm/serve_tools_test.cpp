@@ -234,6 +234,11 @@ TEST(ServeToolsTest, ReadsLlamaJsonCallsAsTheWholeAnswer) {
               "{\"name\": \"get_time\", \"parameters\": {}}; {\"name\": \"get_weather\", "
               "\"arguments\": {\"city\": \"a;b\"}}",
               {"", {{"get_time", "{}"}, {"get_weather", R"({"city": "a;b"})"}}});
+  // A call nested deeper than a request may be is not read (JSON is written recursively).
+  const std::string deep =
+      "{\"name\": \"get_time\", \"parameters\": {\"a\": " + std::string(100000, '[') +
+      std::string(100000, ']') + "}}";
+  expect_read(tools, deep, {deep, {}});
   for (const char* text : {"It is sunny.", "{\"name\": \"get_time\"}", "{\"city\": \"Paris\"}",
                            "{\"name\": \"get_time\", \"parameters\": {}} and more",
                            "{\"name\": \"get_time\", \"parameters\": {}}; {\"a\": \"b;"}) {

@@ -1,5 +1,6 @@
 #include "batching/json_prefix.h"
 
+#include <algorithm>
 #include <array>
 #include <type_traits>
 
@@ -320,6 +321,26 @@ bool JsonPrefix::step_in_number(unsigned char byte) {
   // The number can end here; the byte that ends it is the next token's (or whitespace).
   mode_ = Mode::kAfterValue;
   return step_between_tokens(byte);
+}
+
+size_t json_nesting_depth(std::string_view text) {
+  size_t depth = 0;
+  size_t deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;  // the escaped character cannot end the string
+      if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
 }
 
 }  // namespace cellm

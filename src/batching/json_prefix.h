@@ -13,6 +13,7 @@
 // Thread-safety: a value type, trivially copyable; one thread per object (copies are independent).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
@@ -115,5 +116,9 @@ class JsonPrefix {
   Literal literal_ = Literal::kTrue;
   uint8_t literal_matched_ = 0;
 };
+
+// How deep `text` nests arrays and objects, read as JSON (brackets inside strings are not counted;
+// the text need not be valid). Code that walks parsed JSON recursively checks it first.
+size_t json_nesting_depth(std::string_view text);
 
 }  // namespace cellm

@@ -9,6 +9,7 @@
 #include <set>
 #include <utility>
 
+#include "batching/json_prefix.h"
 #include "batching/json_schema_bounds.h"
 #include "batching/json_schema_satisfiable.h"
 #include "batching/json_schema_strings.h"
@@ -494,6 +495,13 @@ class JsonSchemaCompiler {
 };
 
 StatusOr<std::shared_ptr<const JsonSchema>> JsonSchema::compile(std::string_view schema_text) {
+  // Values (a const, an enum) are compared and written recursively: refuse texts that nest more
+  // than a schema nested kMaxNesting deep can (two levels a schema: its object and a keyword's).
+  constexpr size_t kMaxTextDepth = 4 * kMaxNesting;
+  if (const size_t depth = json_nesting_depth(schema_text); depth > kMaxTextDepth) {
+    return invalid_argument("the schema nests " + std::to_string(depth) + " levels deep; at most " +
+                            std::to_string(kMaxTextDepth));
+  }
   Json document;
   try {
     document = Json::parse(schema_text.begin(), schema_text.end());

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "batching/json_prefix.h"
 #include "batching/json_schema.h"
 
 namespace cellm {
@@ -105,6 +106,31 @@ TEST(JsonSchemaTest, AFormatItDoesNotAssertIsAnAnnotation) {
   EXPECT_EQ(node.max_length, 253u);
   ASSERT_NE(node.pattern, nullptr);
   EXPECT_FALSE(node.pattern->matches("a..b"));
+}
+
+}  // namespace
+}  // namespace cellm
+
+namespace cellm {
+namespace {
+
+// Values are compared and written recursively: a schema text nested deeper than any schema within
+// the walker's depth can be is refused with the depth, not left to overflow the stack.
+TEST(JsonSchemaTest, TextsNestedTooDeepAreRefusedBeforeParsing) {
+  const auto nested = [](size_t depth) {
+    return std::string(depth, '[') + std::string(depth, ']');
+  };
+  for (const char* keyword : {"const", "enum", "default"}) {
+    const std::string deep = std::string("{\"") + keyword + "\": [" + nested(100000) + "]}";
+    StatusOr<std::shared_ptr<const JsonSchema>> schema = JsonSchema::compile(deep);
+    ASSERT_FALSE(schema.ok()) << keyword;
+    EXPECT_NE(schema.status().message().find("nests 100002 levels deep; at most 256"),
+              std::string::npos)
+        << schema.status().message();
+  }
+  // Brackets inside strings are text, not nesting.
+  EXPECT_TRUE(JsonSchema::compile("{\"const\": \"" + std::string(1000, '[') + "\"}").ok());
+  EXPECT_EQ(json_nesting_depth(R"({"a": "[\"[", "b": [[{}]]})"), 4u);
 }
 
 }  // namespace
