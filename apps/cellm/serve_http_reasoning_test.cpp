@@ -62,6 +62,24 @@ TEST(ServeHttpReasoningTest, DeepSeekR1AnswersThatNeverCloseThinkingAreAllReason
   EXPECT_EQ(s.finish, "length");
 }
 
+// A DeepSeek-R1 distill's template opens thinking in the prompt; its answers are reasoning until
+// they close it.
+TEST(ServeHttpReasoningTest, ADeepSeekR1PromptOpensThinking) {
+  Served served(4, stories_with_chat_template("deepseek-r1"), "", 1000,
+                ReasoningParser::kDeepSeekR1);
+  const Reply tokens = post(served, "/tokenize", {{"messages", kChat.at("messages")}});
+  ASSERT_EQ(tokens.status, 200) << tokens.body.dump();
+  const Reply prompt = post(served, "/detokenize", {{"tokens", tokens.body.at("tokens")}});
+  ASSERT_EQ(prompt.status, 200);
+  EXPECT_NE(prompt.body.at("prompt").get<std::string>().find(
+                "<｜User｜>Tell me a story.<｜Assistant｜><think>\n"),
+            std::string::npos)
+      << prompt.body.dump();
+  const Reply r = post(served, "/v1/chat/completions", kChat);
+  ASSERT_EQ(r.status, 200) << r.body.dump();
+  EXPECT_TRUE(r.body.at("choices").at(0).at("message").contains("reasoning_content"));
+}
+
 TEST(ServeHttpReasoningTest, Qwen3AnswersThatDoNotOpenThinkingAreContent) {
   Served served(4, stories_with_chat_template(), "", 1000, ReasoningParser::kQwen3);
   const Reply r = post(served, "/v1/chat/completions", kChat);

@@ -176,6 +176,7 @@ std::string template_with_markers(std::string_view format) {
   if (format == "chatml") return "{{ '<|im_start|>' + message['role'] + '<|im_end|>' }}";
   if (format == "llama-3") return "{{ '<|start_header_id|>' + role + '<|end_header_id|>' }}";
   if (format == "mistral-v3") return "{{ '[AVAILABLE_TOOLS] [' }}{{ '[INST] ' + content }}";
+  if (format == "deepseek-r1") return "{{'<｜User｜>' + content}}{{'<｜Assistant｜><think>\\n'}}";
   // The markers Meta's Llama-2 chat template holds ([INST], <<SYS>>).
   return "{{ bos_token + '[INST] ' + '<<SYS>>\\n' + content + ' [/INST]' }}";
 }

@@ -20,8 +20,8 @@ struct FormatName {
 constexpr FormatName kFormats[] = {
     {ChatFormat::kChatml, "chatml"},        {ChatFormat::kLlama2, "llama-2"},
     {ChatFormat::kLlama3, "llama-3"},       {ChatFormat::kMistral, "mistral"},
-    {ChatFormat::kMistralV3, "mistral-v3"}, {ChatFormat::kPhi3, "phi-3"},
-    {ChatFormat::kGemma, "gemma"},
+    {ChatFormat::kMistralV3, "mistral-v3"}, {ChatFormat::kDeepSeekR1, "deepseek-r1"},
+    {ChatFormat::kPhi3, "phi-3"},           {ChatFormat::kGemma, "gemma"},
 };
 
 // Splits off a leading system message and checks the roles. `alternate`: the rest must go
@@ -125,6 +125,28 @@ void render_gemma(const std::optional<std::string>& system, std::span<const Chat
   if (add_generation_prompt) out->markup("<start_of_turn>model\n");
 }
 
+// DeepSeek-R1's distills (deepseek-ai/DeepSeek-R1-Distill-*'s tokenizer_config.json): the system
+// text first, "<｜User｜>{content}", "<｜Assistant｜>{answer}<｜end▁of▁sentence｜>" where the
+// answer is what follows an earlier answer's last </think> (its thinking is not shown again), and
+// the generation prompt "<｜Assistant｜><think>\n": a generation begins thinking.
+void render_deepseek_r1(const std::optional<std::string>& system,
+                        std::span<const ChatMessage> turns, bool add_generation_prompt,
+                        ChatParts* out) {
+  if (system) out->message(*system);
+  for (const ChatMessage& m : turns) {
+    if (m.role == "user") {
+      out->markup("<｜User｜>").message(m.content);
+    } else {
+      std::string_view answer = m.content;
+      if (const size_t end = answer.rfind("</think>"); end != std::string_view::npos) {
+        answer.remove_prefix(end + std::string_view("</think>").size());
+      }
+      out->markup("<｜Assistant｜>").message(answer).markup("<｜end▁of▁sentence｜>");
+    }
+  }
+  if (add_generation_prompt) out->markup("<｜Assistant｜><think>\n");
+}
+
 }  // namespace
 
 std::vector<std::string_view> ChatTemplate::names() {
@@ -153,6 +175,7 @@ StatusOr<ChatTemplate> ChatTemplate::detect(std::string_view source) {
     return source.find(marker) != std::string_view::npos;
   };
   if (has("<|im_start|>")) return ChatTemplate(ChatFormat::kChatml);
+  if (has("<｜User｜>") && has("<｜Assistant｜>")) return ChatTemplate(ChatFormat::kDeepSeekR1);
   if (has("<|start_header_id|>") && has("<|end_header_id|>")) {
     return ChatTemplate(ChatFormat::kLlama3);
   }
@@ -216,6 +239,9 @@ StatusOr<std::vector<ChatPart>> ChatTemplate::render_parts(std::span<const ChatM
       break;
     case ChatFormat::kGemma:
       render_gemma(system, turns, add_generation_prompt, &parts);
+      break;
+    case ChatFormat::kDeepSeekR1:
+      render_deepseek_r1(system, turns, add_generation_prompt, &parts);
       break;
   }
   return parts.take();

@@ -1,6 +1,8 @@
 // ChatTemplate: renders a conversation (system / user / assistant messages) into the prompt text
 // a chat model was trained on, for the common formats: chatml (Qwen), llama-2, llama-3, mistral
-// (tokenizer V1), mistral-v3 (Mistral-7B-Instruct-v0.3, Mistral-Nemo), phi-3 and gemma.
+// (tokenizer V1), mistral-v3 (Mistral-7B-Instruct-v0.3, Mistral-Nemo), phi-3, gemma and
+// deepseek-r1 (DeepSeek-R1's distills: <｜User｜> / <｜Assistant｜>, thinking opened in the
+// prompt).
 //
 // A template is named explicitly or recognized from a GGUF file's `tokenizer.chat_template` by
 // the format's distinctive markers (no Jinja is executed). Three formats take tools (functions the
@@ -67,12 +69,21 @@ struct ChatPart {
   bool from_message = false;
 };
 
-enum class ChatFormat { kChatml, kLlama2, kLlama3, kMistral, kMistralV3, kPhi3, kGemma };
+enum class ChatFormat {
+  kChatml,
+  kLlama2,
+  kLlama3,
+  kMistral,
+  kMistralV3,
+  kPhi3,
+  kGemma,
+  kDeepSeekR1,
+};
 
 class ChatTemplate {
  public:
-  // "chatml", "llama-2", "llama-3", "mistral", "mistral-v3", "phi-3" or "gemma"; InvalidArgument
-  // listing them.
+  // "chatml", "llama-2", "llama-3", "mistral", "mistral-v3", "phi-3", "gemma" or "deepseek-r1";
+  // InvalidArgument listing them.
   static StatusOr<ChatTemplate> from_name(std::string_view name);
   // Recognizes a Jinja chat template by its markers; an empty or unrecognized one is
   // Unimplemented, naming the formats that can be chosen by name instead.

@@ -115,6 +115,8 @@ TEST(ChatTemplateTest, RecognizesEachFormatByItsMarkers) {
       {"{{ '[INST] ' + message['content'] + ' [/INST]' }}", ChatFormat::kMistral},
       {"{{ '[AVAILABLE_TOOLS] [' }}{{ '[INST] ' + message['content'] + '[/INST]' }}",
        ChatFormat::kMistralV3},
+      {"{{'<｜User｜>' + message['content']}}{{'<｜Assistant｜><think>\\n'}}",
+       ChatFormat::kDeepSeekR1},
   };
   for (const auto& [source, format] : cases) {
     StatusOr<ChatTemplate> chat = ChatTemplate::detect(source);
@@ -127,9 +129,9 @@ TEST(ChatTemplateTest, UnknownTemplatesAreErrorsThatNameTheOptions) {
   for (std::string_view source : {std::string_view(""), std::string_view("{{ 'USER: ' }}")}) {
     StatusOr<ChatTemplate> chat = ChatTemplate::detect(source);
     ASSERT_FALSE(chat.ok());
-    EXPECT_NE(
-        chat.status().message().find("chatml, llama-2, llama-3, mistral, mistral-v3, phi-3, gemma"),
-        std::string::npos)
+    EXPECT_NE(chat.status().message().find(
+                  "chatml, llama-2, llama-3, mistral, mistral-v3, deepseek-r1, phi-3, gemma"),
+              std::string::npos)
         << chat.status().message();
   }
   StatusOr<ChatTemplate> named = ChatTemplate::from_name("vicuna");

@@ -1,7 +1,8 @@
 // Chat templates with tools: each vector of chat_tool_vectors.inc is a conversation rendered by
-// the template its model ships (Qwen2.5-Instruct's for chatml, Llama-3.1-Instruct's for llama-3)
-// through Jinja2 as Hugging Face runs it (tools/gen_chat_tool_vectors.py); ChatTemplate must
-// render the same text. Then the refusals, and what stays message text.
+// the template its model ships (Qwen2.5-Instruct's for chatml, Llama-3.1-Instruct's for llama-3,
+// Mistral-7B-Instruct-v0.3's for mistral-v3; and DeepSeek-R1-Distill's for deepseek-r1, without
+// tools) through Jinja2 as Hugging Face runs it (tools/gen_chat_tool_vectors.py); ChatTemplate
+// must render the same text. Then the refusals, and what stays message text.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -53,13 +54,13 @@ Conversation conversation(const Json& vector) {
 
 TEST(ChatTemplateToolsTest, RendersWhatTheModelsOwnTemplatesRender) {
   const Json vectors = Json::parse(kVectors);
-  ASSERT_GE(vectors.size(), 13u);
+  ASSERT_GE(vectors.size(), 15u);
   for (const Json& vector : vectors) {
     SCOPED_TRACE(vector.at("format").get<std::string>() + ": " +
                  vector.at("name").get<std::string>());
     StatusOr<ChatTemplate> chat = ChatTemplate::from_name(vector.at("format").get<std::string>());
     ASSERT_TRUE(chat.ok());
-    EXPECT_TRUE(chat->takes_tools());
+    EXPECT_EQ(chat->takes_tools(), vector.at("format") != "deepseek-r1");
     const Conversation c = conversation(vector);
     StatusOr<std::string> text =
         chat->render(c.messages, vector.at("add_generation_prompt").get<bool>(), c.tools);
@@ -93,7 +94,7 @@ TEST(ChatTemplateToolsTest, WhatAClientSentStaysMessageText) {
 
 TEST(ChatTemplateToolsTest, RefusesToolsWhereTheFormatHasNone) {
   const std::vector<ChatTool> tools = {{"{}", "{}"}};
-  for (const char* name : {"llama-2", "mistral", "phi-3", "gemma"}) {
+  for (const char* name : {"llama-2", "mistral", "phi-3", "gemma", "deepseek-r1"}) {
     SCOPED_TRACE(name);
     StatusOr<ChatTemplate> chat = ChatTemplate::from_name(name);
     ASSERT_TRUE(chat.ok());

@@ -7,6 +7,8 @@ The templates are not part of this repository; pass the files holding them:
   --chatml   the chat_template of Qwen/Qwen2.5-0.5B-Instruct's tokenizer_config.json
   --llama-3  the chat_template of meta-llama/Meta-Llama-3.1-8B-Instruct's tokenizer_config.json
   --mistral-v3  the chat_template of mistralai/Mistral-7B-Instruct-v0.3's tokenizer_config.json
+  --deepseek-r1  the chat_template of deepseek-ai/DeepSeek-R1-Distill-Llama-8B's (no tools: the
+             format takes none in cellm)
 cellm's chatml has no default system prompt, so where a conversation has no system message the
 Qwen2.5 text's default system line is removed, which gives what Qwen3's template renders.
 
@@ -145,6 +147,18 @@ MISTRAL_CASES = [
 ]
 CASES += MISTRAL_CASES
 
+DEEPSEEK_CASES = [
+    ("deepseek-r1", "a system text, turns, an answer's thinking left out", [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Hi!"},
+        {"role": "assistant", "content": "<think>\nA greeting.\n</think>\n\nHello."},
+        {"role": "user", "content": " 2+2? "}], [], True),
+    ("deepseek-r1", "no system text, no generation prompt", [
+        {"role": "user", "content": "u"},
+        {"role": "assistant", "content": "a</think>b</think>c"}], [], False),
+]
+CASES += DEEPSEEK_CASES
+
 
 def function_fields(tool):
     return [[key, tojson(value) if not isinstance(value, str) else value, isinstance(value, str)]
@@ -156,13 +170,14 @@ def main():
     parser.add_argument("--chatml", required=True)
     parser.add_argument("--llama-3", dest="llama3", required=True)
     parser.add_argument("--mistral-v3", dest="mistral3", required=True)
+    parser.add_argument("--deepseek-r1", dest="deepseek", required=True)
     parser.add_argument("--output", required=True)
     args = parser.parse_args()
     env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True,
                              extensions=["jinja2.ext.loopcontrols"])
     env.filters["tojson"] = tojson
     sources = {"chatml": open(args.chatml).read(), "llama-3": open(args.llama3).read(),
-               "mistral-v3": open(args.mistral3).read()}
+               "mistral-v3": open(args.mistral3).read(), "deepseek-r1": open(args.deepseek).read()}
     vectors = []
     for fmt, name, messages, tools, add_generation_prompt in CASES:
         text = env.from_string(sources[fmt]).render(
