@@ -223,11 +223,16 @@ TEST(RunnerTest, PreemptedGenerationsRecordEachPromptLogprobOnce) {
   std::vector<LogprobsRecorder> recorders(3);
   std::vector<GenerationHandle> handles;
   std::vector<Tokens> prompts;
+  // Started together: the first step waits for every request (else a slow machine may finish one
+  // generation before the next arrives, and nothing needs preempting).
+  StepGate gate(1);
+  rig.executor.set_during_execute(gate.hook());
   for (int i = 0; i < 3; ++i) {
     prompts.push_back(ramp(18, 5 * i + 1));
     sessions.push_back(rig.runner.open_session());
     handles.push_back(sessions.back().generate_async(prompts[i], config, recorders[i].callback()));
   }
+  gate.open();
   int32_t preemptions = 0;
   for (int i = 0; i < 3; ++i) {
     handles[i].wait();
