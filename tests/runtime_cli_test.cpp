@@ -206,6 +206,7 @@ TEST(RuntimeCliTest, BadArgumentsGiveOneClearLineAndExitStatusTwo) {
        "--regex"},
       {{"run", "--model", model, "--prompt", "hi", "--max-cells", "100"}, "--max-cells 100"},
       {{"generate", "--model", model, "--prompt", "hi", "--threads", "100000"}, "--threads 100000"},
+      {{"generate", "--model", model, "--prompt", "hi", "--no-thinking"}, "--chat"},
       {{"run", "--model", model, "--prompt", "hi", "--resident-bf16", "maybe"}, "--resident-bf16"},
       {{"serve", "--model", model, "--port", "70000"}, "--port"},
       {{"serve", "--model", model, "--max-concurrent", "0"}, "--max-concurrent"},

@@ -39,6 +39,7 @@ struct RunOptions {
   std::string prompts_file;
   std::string prompt_tokens_file;
   bool chat = false;
+  bool no_thinking = false;  // with chat: a thinking switch off
   bool no_prefix_reuse = false;
   SamplingFlags sampling;  // sampling.seed is prompt 0's; prompt i uses seed + i
   std::vector<std::string> stop;
@@ -107,7 +108,8 @@ StatusOr<std::vector<PromptInput>> read_prompts(const RunOptions& o, const TextC
   std::vector<PromptInput> prompts;
   for (const std::string& text : texts) {
     StatusOr<std::vector<int32_t>> tokens =
-        o.chat ? codec.encode_chat(text) : codec.encode_prompt(text);
+        o.chat ? codec.encode_chat(text, /*enable_thinking=*/!o.no_thinking)
+               : codec.encode_prompt(text);
     if (!tokens.ok())
       return tokens.status().with_context("prompt " + std::to_string(prompts.size()));
     prompts.push_back({text, std::move(tokens).value()});
@@ -306,7 +308,12 @@ void add_run_command(CLI::App& app, CommandResult& result) {
   c->add_option("--prompts-file", o->prompts_file, "Prompts, one per line (\\n escapes)");
   c->add_option("--prompt-tokens-file", o->prompt_tokens_file,
                 "Prompts as token ids, one per line (no BOS added)");
-  c->add_flag("--chat", o->chat, "Apply the model's chat template to each text prompt");
+  CLI::Option* chat =
+      c->add_flag("--chat", o->chat, "Apply the model's chat template to each text prompt");
+  c->add_flag("--no-thinking", o->no_thinking,
+              "With --chat: answer without thinking where the chat format has a switch for it "
+              "(qwen3's enable_thinking off; other formats ignore it)")
+      ->needs(chat);
   c->add_option("--max-new-tokens", o->sampling.max_new_tokens,
                 "Tokens to generate per prompt (128)");
   add_sampling_flags(*c, o->sampling);

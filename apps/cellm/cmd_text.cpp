@@ -65,21 +65,25 @@ StatusOr<std::vector<int32_t>> TextCodec::encode_text(std::string_view text) con
                                   EncodeOptions{.add_special = false, .parse_special = false});
 }
 
-StatusOr<std::vector<int32_t>> TextCodec::encode_chat(std::string_view user_message) const {
+StatusOr<std::vector<int32_t>> TextCodec::encode_chat(std::string_view user_message,
+                                                      bool enable_thinking) const {
   if (!state_->chat) return state_->chat_status;
   const ChatMessage messages[1] = {{"user", std::string(user_message)}};
   return cellm::encode_chat(state_->tokenizer, *state_->chat, messages,
-                            /*add_generation_prompt=*/true);
+                            /*add_generation_prompt=*/true, {},
+                            ChatTemplateKwargs{.enable_thinking = enable_thinking});
 }
 
-StatusOr<std::vector<int32_t>> TextCodec::encode_conversation(
-    std::span<const ChatTurn> turns, std::span<const ChatToolText> tools) const {
+StatusOr<std::vector<int32_t>> TextCodec::encode_conversation(std::span<const ChatTurn> turns,
+                                                              std::span<const ChatToolText> tools,
+                                                              bool enable_thinking) const {
   if (!state_->chat) return state_->chat_status;
   std::vector<ChatMessage> messages;
   messages.reserve(turns.size());
   for (const ChatTurn& turn : turns) {
     ChatMessage message{turn.role, turn.content};
     message.tool_call_id = turn.tool_call_id;
+    message.reasoning_content = turn.reasoning_content;
     for (const ChatTurnCall& call : turn.tool_calls) {
       message.tool_calls.push_back({call.name, call.arguments_json, call.id});
     }
@@ -94,13 +98,15 @@ StatusOr<std::vector<int32_t>> TextCodec::encode_conversation(
     chat_tools.push_back(std::move(chat_tool));
   }
   return cellm::encode_chat(state_->tokenizer, *state_->chat, messages,
-                            /*add_generation_prompt=*/true, chat_tools);
+                            /*add_generation_prompt=*/true, chat_tools,
+                            ChatTemplateKwargs{.enable_thinking = enable_thinking});
 }
 
 ChatToolSyntax TextCodec::tool_syntax() const {
   if (!state_->chat) return ChatToolSyntax::kNone;
   switch (state_->chat->format()) {
     case ChatFormat::kChatml:
+    case ChatFormat::kQwen3:
       return ChatToolSyntax::kHermes;
     case ChatFormat::kLlama3:
       return ChatToolSyntax::kLlamaJson;

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -37,6 +38,7 @@ struct ChatTurn {
   std::string content;
   std::vector<ChatTurnCall> tool_calls = {};
   std::string tool_call_id = {};  // a tool message's: the call it answers
+  std::optional<std::string> reasoning_content = std::nullopt;  // an assistant's thinking
 };
 
 // A field of a tool's function object as the template writes it (the tokenizer's ChatToolField).
@@ -53,9 +55,9 @@ struct ChatToolText {
   std::vector<ChatToolFieldText> function_fields = {};
 };
 
-// How the model's chat format writes a tool call: chatml models as Hermes does (<tool_call>
-// blocks), Llama 3.1 as a JSON answer, Mistral v0.3 as a JSON list after its [TOOL_CALLS]
-// control token (serve_tools.h reads them).
+// How the model's chat format writes a tool call: chatml and qwen3 models as Hermes does
+// (<tool_call> blocks), Llama 3.1 as a JSON answer, Mistral v0.3 as a JSON list after its
+// [TOOL_CALLS] control token (serve_tools.h reads them).
 enum class ChatToolSyntax { kNone, kHermes, kLlamaJson, kMistralJson };
 
 class TextCodec {
@@ -69,12 +71,16 @@ class TextCodec {
   StatusOr<std::vector<int32_t>> encode_text(std::string_view text) const;
   // One user message rendered with the model's chat template (recognized from the file),
   // followed by the assistant's turn opening; the template's markers become their tokens, the
-  // message stays plain text (tokenizer/chat_prompt.h).
-  StatusOr<std::vector<int32_t>> encode_chat(std::string_view user_message) const;
+  // message stays plain text (tokenizer/chat_prompt.h). enable_thinking off: a format with a
+  // thinking switch (qwen3) opens the answer with an empty thinking block.
+  StatusOr<std::vector<int32_t>> encode_chat(std::string_view user_message,
+                                             bool enable_thinking = true) const;
   // A whole conversation, the same way, ending with the assistant's turn opening; `tools` shown
-  // as the format shows them (InvalidArgument where it takes none).
-  StatusOr<std::vector<int32_t>> encode_conversation(
-      std::span<const ChatTurn> turns, std::span<const ChatToolText> tools = {}) const;
+  // as the format shows them (InvalidArgument where it takes none). enable_thinking off: a format
+  // with a thinking switch (qwen3) opens the answer with an empty thinking block.
+  StatusOr<std::vector<int32_t>> encode_conversation(std::span<const ChatTurn> turns,
+                                                     std::span<const ChatToolText> tools = {},
+                                                     bool enable_thinking = true) const;
   // How the model's chat template writes tool calls (kNone without a template that takes tools).
   ChatToolSyntax tool_syntax() const;
   // Text of generated tokens (a continuation: a leading space is kept).

@@ -71,11 +71,10 @@ namespace {
 
 using Json = nlohmann::json;
 
-// The most stop strings, logit biases and chat messages a request may carry (far above what any
+// The most stop strings and logit biases a request may carry (far above what any
 // client sends; bounds the work a request can ask of the stop matcher and the sampler).
 constexpr size_t kMaxStopStrings = 16;
 constexpr size_t kMaxLogitBiases = 1024;
-constexpr size_t kMaxMessages = 4096;
 
 using internal::as_integer;
 using internal::field_error;
@@ -125,103 +124,6 @@ Status parse_prompts(const Json& prompt, ServeRequest& request) {
     }
     CELLM_ASSIGN_OR_RETURN(ServePrompt one, parse_one_prompt(item));
     request.prompts.push_back(std::move(one));
-  }
-  return ok_status();
-}
-
-// A message's "content": a string, or a list of {"type": "text", "text": ...} parts.
-StatusOr<std::string> parse_content(const Json& content) {
-  if (content.is_string()) return content.get<std::string>();
-  if (!content.is_array()) return field_error("messages[].content", "must be a string or a list");
-  std::string text;
-  for (const Json& part : content) {
-    if (!part.is_object() || !part.contains("type") || part["type"] != "text" ||
-        !part.contains("text") || !part["text"].is_string()) {
-      return field_error("messages[].content",
-                         "parts must be {\"type\": \"text\", \"text\": \"...\"} (only text is "
-                         "supported)");
-    }
-    text += part["text"].get<std::string>();
-  }
-  return text;
-}
-
-// An assistant message's "tool_calls": [{"id", "type": "function", "function": {"name",
-// "arguments": JSON text of an object}}], the arguments rewritten as the templates show them.
-StatusOr<std::vector<ChatTurnCall>> parse_tool_calls(const Json& list, size_t message) {
-  const std::string field = fmt::format("messages[{}].tool_calls", message);
-  if (!list.is_array()) return field_error(field, "must be a list of calls");
-  std::vector<ChatTurnCall> calls;
-  for (size_t k = 0; k < list.size(); ++k) {
-    const Json& call = list[k];
-    const std::string at = fmt::format("{}[{}].function", field, k);
-    if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) {
-      return field_error(at, "must be an object");
-    }
-    const Json& function = call["function"];
-    if (!function.contains("name") || !function["name"].is_string()) {
-      return field_error(at + ".name", "must be a string");
-    }
-    if (!function.contains("arguments") || !function["arguments"].is_string()) {
-      return field_error(at + ".arguments", "must be a string holding a JSON object");
-    }
-    const std::string& text = function["arguments"].get_ref<const std::string&>();
-    if (json_nesting_depth(text) > internal::kMaxJsonDepth) {
-      return field_error(at + ".arguments",
-                         fmt::format("nests deeper than {} levels", internal::kMaxJsonDepth));
-    }
-    const nlohmann::ordered_json arguments =
-        nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (!arguments.is_object()) {
-      return field_error(at + ".arguments", "must be a string holding a JSON object");
-    }
-    std::string id;
-    if (call.contains("id") && !call["id"].is_null()) {
-      CELLM_ASSIGN_OR_RETURN(id, get_string(call["id"], fmt::format("{}[{}].id", field, k)));
-    }
-    calls.push_back({function["name"].get<std::string>(), jinja_tojson(arguments), std::move(id)});
-  }
-  return calls;
-}
-
-Status parse_messages(const Json& messages, ServeRequest& request) {
-  if (!messages.is_array() || messages.empty()) {
-    return field_error("messages", "must be a non-empty list of {\"role\", \"content\"}");
-  }
-  if (messages.size() > kMaxMessages) {
-    return field_error("messages",
-                       fmt::format("holds {} messages; at most {}", messages.size(), kMaxMessages));
-  }
-  for (size_t i = 0; i < messages.size(); ++i) {
-    const Json& message = messages[i];
-    if (!message.is_object() || !message.contains("role")) {
-      return field_error("messages", "items must be objects with \"role\" and \"content\"");
-    }
-    CELLM_ASSIGN_OR_RETURN(std::string role, get_string(message["role"], "messages[].role"));
-    if (role == "developer") role = "system";  // OpenAI's newer name for it
-    if (role != "system" && role != "user" && role != "assistant" && role != "tool") {
-      return field_error(
-          "messages[].role",
-          fmt::format("is '{}'; cellm knows system, user, assistant and tool", role));
-    }
-    const bool calls =
-        role == "assistant" && message.contains("tool_calls") && !message["tool_calls"].is_null();
-    std::string content;
-    if (message.contains("content") && !(calls && message["content"].is_null())) {
-      CELLM_ASSIGN_OR_RETURN(content, parse_content(message["content"]));
-    } else if (!calls) {
-      return field_error("messages", "items must be objects with \"role\" and \"content\"");
-    }
-    ChatTurn turn{std::move(role), std::move(content)};
-    if (turn.role == "tool" && message.contains("tool_call_id") &&
-        !message["tool_call_id"].is_null()) {
-      CELLM_ASSIGN_OR_RETURN(turn.tool_call_id,
-                             get_string(message["tool_call_id"], "messages[].tool_call_id"));
-    }
-    if (calls) {
-      CELLM_ASSIGN_OR_RETURN(turn.tool_calls, parse_tool_calls(message["tool_calls"], i));
-    }
-    request.messages.push_back(std::move(turn));
   }
   return ok_status();
 }
@@ -381,7 +283,7 @@ Status parse_body(const Json& body, ServeRequest& request) {
     CELLM_RETURN_IF_ERROR(parse_prompts(body["prompt"], request));
   } else {
     if (!body.contains("messages")) return field_error("messages", "is missing");
-    CELLM_RETURN_IF_ERROR(parse_messages(body["messages"], request));
+    CELLM_RETURN_IF_ERROR(internal::parse_messages(body["messages"], request));
   }
   for (const char* key : {"max_tokens", "max_completion_tokens"}) {
     if (body.contains(key) && !body[key].is_null()) {
@@ -399,6 +301,7 @@ Status parse_body(const Json& body, ServeRequest& request) {
   CELLM_RETURN_IF_ERROR(parse_sampling(body, request));
   CELLM_RETURN_IF_ERROR(internal::parse_output_constraints(body, request.config));
   CELLM_RETURN_IF_ERROR(internal::parse_vllm_extras(body, request.config));
+  CELLM_RETURN_IF_ERROR(internal::parse_chat_template_kwargs(body, request));
   CELLM_RETURN_IF_ERROR(parse_echo(body, request));
   CELLM_RETURN_IF_ERROR(parse_logprobs(body, request));
   if (body.contains("stop")) CELLM_RETURN_IF_ERROR(parse_stop(body["stop"], request.config));

@@ -127,6 +127,7 @@ inline std::string check_serve_parse(std::string_view body, ServeEndpoint endpoi
         if (id < 0) return "a negative token id accepted";
       }
     }
+    if (!r.enable_thinking) return "a completion with a chat template variable";
   } else {
     if (r.messages.empty() || !r.prompts.empty()) return "chat prompt form";
     for (const ChatTurn& t : r.messages) {
@@ -134,6 +135,7 @@ inline std::string check_serve_parse(std::string_view body, ServeEndpoint endpoi
         return "role '" + t.role + "' accepted";
       }
       if (!t.tool_calls.empty() && t.role != "assistant") return "calls on a non-assistant turn";
+      if (t.reasoning_content && t.role != "assistant") return "thinking on a non-assistant turn";
       for (const ChatTurnCall& call : t.tool_calls) {
         const nlohmann::json arguments =
             nlohmann::json::parse(call.arguments_json, nullptr, /*allow_exceptions=*/false);

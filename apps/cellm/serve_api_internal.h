@@ -1,7 +1,7 @@
-// Parts of the request parsing of serve_api.cpp kept in files of their own: the output
-// constraints (serve_api_output.cpp), vLLM's sampling extras (serve_api_vllm.cpp), and the field
-// readers they share. Internal to serve_api's files; everyone else calls
-// serve_api.h. Thread-safety: functions over their arguments.
+// Parts of the request parsing of serve_api.cpp kept in files of their own: the chat messages
+// (serve_api_messages.cpp), the output constraints (serve_api_output.cpp), vLLM's sampling extras
+// (serve_api_vllm.cpp), and the field readers they share. Internal to serve_api's files; everyone
+// else calls serve_api.h. Thread-safety: functions over their arguments.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +13,7 @@
 
 #include "batching/gen_config.h"
 #include "core/status.h"
+#include "serve_api.h"
 
 namespace cellm::app::internal {
 
@@ -32,6 +33,14 @@ StatusOr<int32_t> get_int32(const nlohmann::json& value, std::string_view field,
 StatusOr<float> get_float(const nlohmann::json& value, std::string_view field);
 StatusOr<bool> get_bool(const nlohmann::json& value, std::string_view field);
 StatusOr<std::string> get_string(const nlohmann::json& value, std::string_view field);
+
+// "messages" into request.messages: each a role (system, developer as system, user, assistant,
+// tool) and a text content (a string or text parts); an assistant's tool_calls (arguments
+// rewritten as the templates show them) and reasoning_content; a tool message's tool_call_id.
+Status parse_messages(const nlohmann::json& messages, ServeRequest& request);
+// "chat_template_kwargs" (vLLM's template variables) into the request: enable_thinking, a
+// boolean; any other variable refused by name, and any at all in a completions request.
+Status parse_chat_template_kwargs(const nlohmann::json& body, ServeRequest& request);
 
 // vLLM's sampling extras: min_tokens (GenConfig::min_new_tokens) and stop_token_ids; the ones
 // cellm does not honour refused where they ask for anything but their default.

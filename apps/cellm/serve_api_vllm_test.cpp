@@ -1,5 +1,7 @@
-// serve_api's vLLM sampling extras (serve_api_vllm.cpp): min_tokens and stop_token_ids into the
-// GenConfig, and every extra cellm does not honour refused by name unless it is at its default.
+// serve_api's vLLM extras (serve_api_vllm.cpp, serve_api_messages.cpp): min_tokens and
+// stop_token_ids into the GenConfig, chat_template_kwargs' enable_thinking and assistant messages'
+// reasoning_content into the request, and every extra cellm does not honour refused by name
+// unless it is at its default.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -54,6 +56,51 @@ TEST(ServeApiTest, VllmExtrasAtTheirDefaultsAreAcceptedAndOthersRefusedByName) {
   for (const auto& [fields, expected] : cases) {
     expect_refused(R"({"prompt": "x", )" + fields + "}", expected);
   }
+}
+
+TEST(ServeApiTest, ChatTemplateKwargsSwitchThinkingAndNothingElse) {
+  constexpr ServeEndpoint kChat = ServeEndpoint::kChatCompletions;
+  const std::string messages = R"("messages": [{"role": "user", "content": "u"}])";
+  EXPECT_TRUE(parse_ok("{" + messages + "}", kChat).enable_thinking);
+  EXPECT_FALSE(
+      parse_ok("{" + messages + R"(, "chat_template_kwargs": {"enable_thinking": false}})", kChat)
+          .enable_thinking);
+  EXPECT_TRUE(
+      parse_ok("{" + messages + R"(, "chat_template_kwargs": {"enable_thinking": true}})", kChat)
+          .enable_thinking);
+  EXPECT_TRUE(
+      parse_ok("{" + messages + R"(, "chat_template_kwargs": null})", kChat).enable_thinking);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"("chat_template_kwargs": {"thinking": true})",
+       "\"chat_template_kwargs\" holds 'thinking'; cellm's chat formats read enable_thinking only"},
+      {R"("chat_template_kwargs": {"enable_thinking": "no"})",
+       "\"chat_template_kwargs.enable_thinking\" must be true or false"},
+      {R"("chat_template_kwargs": [])", "\"chat_template_kwargs\" must be an object"},
+  };
+  for (const auto& [fields, expected] : cases) {
+    expect_refused("{" + messages + ", " + fields + "}", expected, kChat);
+  }
+  expect_refused(R"({"prompt": "x", "chat_template_kwargs": {"enable_thinking": false}})",
+                 "\"chat_template_kwargs\" is a chat completion's only");
+}
+
+TEST(ServeApiTest, AnAssistantsReasoningContentIsKeptApartFromItsContent) {
+  constexpr ServeEndpoint kChat = ServeEndpoint::kChatCompletions;
+  const ServeRequest r = parse_ok(R"({"messages": [{"role": "user", "content": "u"},
+      {"role": "assistant", "content": "a", "reasoning_content": "r"},
+      {"role": "assistant", "content": "b", "reasoning_content": null},
+      {"role": "user", "content": "v"}]})",
+                                  kChat);
+  ASSERT_EQ(r.messages.size(), 4u);
+  EXPECT_EQ(r.messages[1].content, "a");
+  EXPECT_EQ(r.messages[1].reasoning_content, "r");
+  EXPECT_FALSE(r.messages[2].reasoning_content.has_value());
+  EXPECT_FALSE(r.messages[0].reasoning_content.has_value());
+  expect_refused(R"({"messages": [{"role": "user", "content": "u", "reasoning_content": "r"}]})",
+                 "\"messages[0].reasoning_content\" is an assistant message's only", kChat);
+  expect_refused(R"({"messages": [{"role": "user", "content": "u"},
+      {"role": "assistant", "content": "a", "reasoning_content": 3}]})",
+                 "\"messages[1].reasoning_content\" must be a string", kChat);
 }
 
 }  // namespace

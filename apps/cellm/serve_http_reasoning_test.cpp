@@ -1,6 +1,7 @@
 // --reasoning-parser through the server on stories260K (CPU): the model never closes thinking, so
 // under deepseek_r1 every answer is reasoning_content (whole and streamed alike) and under qwen3
-// none is; output held to a format is never split.
+// none is; output held to a format is never split. And the thinking of the qwen3 chat format's
+// prompts: chat_template_kwargs' enable_thinking, earlier answers' thinking left out.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -14,36 +15,6 @@ const Json kChat = {{"messages", {{{"role", "user"}, {"content", "Tell me a stor
                     {"temperature", 0},
                     {"max_tokens", 24}};
 
-struct Streamed {
-  std::string reasoning;
-  std::string content;
-  std::string finish;
-};
-
-Streamed stream(const Served& served, Json body) {
-  body["stream"] = true;
-  std::string events;
-  EXPECT_EQ(post_receiving(
-                served, body,
-                [&](std::string_view data) {
-                  events.append(data);
-                  return true;
-                },
-                "/v1/chat/completions"),
-            200);
-  Streamed out;
-  for (const std::string& payload : sse_payloads(events)) {
-    if (payload == "[DONE]") continue;
-    const Json chunk = Json::parse(payload);
-    const Json& choice = chunk.at("choices").at(0);
-    const Json& delta = choice.at("delta");
-    if (delta.contains("reasoning_content")) out.reasoning += delta["reasoning_content"];
-    if (delta.contains("content")) out.content += delta["content"].get<std::string>();
-    if (!choice.at("finish_reason").is_null()) out.finish = choice["finish_reason"];
-  }
-  return out;
-}
-
 TEST(ServeHttpReasoningTest, DeepSeekR1AnswersThatNeverCloseThinkingAreAllReasoning) {
   Served served(4, stories_with_chat_template(), "", 1000, ReasoningParser::kDeepSeekR1);
   Served plain(4, stories_with_chat_template());
@@ -56,7 +27,7 @@ TEST(ServeHttpReasoningTest, DeepSeekR1AnswersThatNeverCloseThinkingAreAllReason
   ASSERT_FALSE(text.empty());
   EXPECT_EQ(message.at("reasoning_content"), text);  // greedy: the same tokens, all thinking
   EXPECT_TRUE(message.at("content").is_null());
-  const Streamed s = stream(served, kChat);
+  const StreamedChat s = stream_chat(served, kChat);
   EXPECT_EQ(s.reasoning, text);
   EXPECT_EQ(s.content, "");
   EXPECT_EQ(s.finish, "length");
@@ -88,9 +59,87 @@ TEST(ServeHttpReasoningTest, Qwen3AnswersThatDoNotOpenThinkingAreContent) {
   EXPECT_FALSE(message.contains("reasoning_content"));
   const std::string content = message.at("content");
   EXPECT_FALSE(content.empty());
-  const Streamed s = stream(served, kChat);
+  const StreamedChat s = stream_chat(served, kChat);
   EXPECT_EQ(s.reasoning, "");
   EXPECT_EQ(s.content, content);
+}
+
+// The prompt text /tokenize gives `messages` (and `extra` fields), read back by /detokenize.
+std::string prompt_text(const Served& served, const Json& messages, const Json& extra = {}) {
+  Json body = {{"messages", messages}};
+  if (extra.is_object()) body.update(extra);
+  const Reply tokens = post(served, "/tokenize", body);
+  EXPECT_EQ(tokens.status, 200) << tokens.body.dump();
+  const Reply prompt = post(served, "/detokenize", {{"tokens", tokens.body.at("tokens")}});
+  EXPECT_EQ(prompt.status, 200) << prompt.body.dump();
+  return prompt.body.at("prompt").get<std::string>();
+}
+
+// Qwen3's template (recognized by its enable_thinking switch): with chat_template_kwargs'
+// enable_thinking off the prompt closes an empty thinking block, so the answer is content.
+TEST(ServeHttpReasoningTest, Qwen3ThinkingSwitchedOffClosesAnEmptyThinkingBlockInThePrompt) {
+  Served served(4, stories_with_chat_template("qwen3"), "", 1000, ReasoningParser::kQwen3);
+  const Json off = {{"chat_template_kwargs", {{"enable_thinking", false}}}};
+  const Json& messages = kChat.at("messages");
+  const std::string thinking_off = prompt_text(served, messages, off);
+  EXPECT_TRUE(
+      thinking_off.ends_with("<|im_start|>user\nTell me a story.<|im_end|>\n<|im_start|>assistant\n"
+                             "<think>\n\n</think>\n\n"))
+      << thinking_off;
+  const std::string thinking_on = prompt_text(served, messages);
+  EXPECT_TRUE(thinking_on.ends_with(
+      "<|im_start|>user\nTell me a story.<|im_end|>\n<|im_start|>assistant\n"))
+      << thinking_on;
+
+  Json body = kChat;
+  body.update(off);
+  body["return_token_ids"] = true;
+  const Reply r = post(served, "/v1/chat/completions", body);
+  ASSERT_EQ(r.status, 200) << r.body.dump();
+  Json tokenize = off;
+  tokenize["messages"] = messages;
+  const Reply tokens = post(served, "/tokenize", tokenize);
+  ASSERT_EQ(tokens.status, 200);
+  EXPECT_EQ(r.body.at("prompt_token_ids"), tokens.body.at("tokens"));
+  // `cellm run` and `cellm generate` with --chat --no-thinking encode the same prompt.
+  const StatusOr<std::vector<int32_t>> cli =
+      served.codec().encode_chat("Tell me a story.", /*enable_thinking=*/false);
+  ASSERT_TRUE(cli.ok()) << cli.status().to_string();
+  EXPECT_EQ(Json(*cli), tokens.body.at("tokens"));
+  EXPECT_NE(Json(*served.codec().encode_chat("Tell me a story.")), tokens.body.at("tokens"));
+  const Json& message = r.body.at("choices").at(0).at("message");
+  EXPECT_FALSE(message.contains("reasoning_content"));
+  EXPECT_FALSE(message.at("content").get<std::string>().empty());
+
+  // Variables no format reads are refused by name.
+  Json unknown = kChat;
+  unknown["chat_template_kwargs"] = {{"thinking", false}};
+  const Reply refused = post(served, "/v1/chat/completions", unknown);
+  EXPECT_EQ(refused.status, 400);
+  EXPECT_NE(refused.body.dump().find("thinking"), std::string::npos) << refused.body.dump();
+}
+
+// Qwen3 leaves an earlier answer's thinking out of the prompt (chatml shows what it is sent), and
+// shows the thinking of the answers after the last user query, sent in the content or apart.
+TEST(ServeHttpReasoningTest, Qwen3ShowsOnlyTheCurrentRoundsThinking) {
+  Served qwen3(4, stories_with_chat_template("qwen3"));
+  Served chatml(4, stories_with_chat_template("chatml"));
+  const Json earlier = {{{"role", "user"}, {"content", "Hi"}},
+                        {{"role", "assistant"}, {"content", "<think>\nsecret\n</think>\n\nHello"}},
+                        {{"role", "user"}, {"content", "Bye"}}};
+  const std::string shown = prompt_text(qwen3, earlier);
+  EXPECT_TRUE(
+      shown.ends_with("<|im_start|>assistant\nHello<|im_end|>\n<|im_start|>user\nBye<|im_end|>\n"
+                      "<|im_start|>assistant\n"))
+      << shown;
+  EXPECT_NE(prompt_text(chatml, earlier).find("secret"), std::string::npos);
+
+  const Json round = {{{"role", "user"}, {"content", "Hi"}},
+                      {{"role", "assistant"}, {"content", "Hello"}, {"reasoning_content", "plan"}}};
+  const std::string current = prompt_text(qwen3, round);
+  EXPECT_NE(current.find("<|im_start|>assistant\n<think>\nplan\n</think>\n\nHello<|im_end|>\n"),
+            std::string::npos)
+      << current;
 }
 
 TEST(ServeHttpReasoningTest, OutputHeldToAFormatIsNotSplit) {

@@ -169,11 +169,44 @@ std::vector<std::string> sse_payloads(const std::string& stream) {
   return payloads;
 }
 
+StreamedChat stream_chat(const Served& served, Json body) {
+  body["stream"] = true;
+  std::string events;
+  EXPECT_EQ(post_receiving(
+                served, body,
+                [&](std::string_view data) {
+                  events.append(data);
+                  return true;
+                },
+                "/v1/chat/completions"),
+            200);
+  StreamedChat out;
+  for (const std::string& payload : sse_payloads(events)) {
+    if (payload == "[DONE]") continue;
+    const Json chunk = Json::parse(payload);
+    const Json& choice = chunk.at("choices").at(0);
+    const Json& delta = choice.at("delta");
+    if (delta.contains("content")) out.content += delta["content"].get<std::string>();
+    if (delta.contains("reasoning_content")) {
+      out.reasoning += delta["reasoning_content"].get<std::string>();
+    }
+    if (delta.contains("tool_calls")) {
+      for (const Json& call : delta["tool_calls"]) out.tool_calls.push_back(call);
+    }
+    if (!choice.at("finish_reason").is_null()) out.finish = choice["finish_reason"];
+  }
+  return out;
+}
+
 namespace {
 
 // The distinctive markers of each format's template (detection needs only them).
 std::string template_with_markers(std::string_view format) {
   if (format == "chatml") return "{{ '<|im_start|>' + message['role'] + '<|im_end|>' }}";
+  if (format == "qwen3") {
+    return "{{ '<|im_start|>' + message['role'] }}{%- if enable_thinking is defined and "
+           "enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}";
+  }
   if (format == "llama-3") return "{{ '<|start_header_id|>' + role + '<|end_header_id|>' }}";
   if (format == "mistral-v3") return "{{ '[AVAILABLE_TOOLS] [' }}{{ '[INST] ' + content }}";
   if (format == "deepseek-r1") return "{{'<｜User｜>' + content}}{{'<｜Assistant｜><think>\\n'}}";

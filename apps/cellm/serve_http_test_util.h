@@ -88,6 +88,19 @@ std::vector<std::vector<double>> reference_log_softmax();
 // The "data: " payloads of a server-sent event stream, in order.
 std::vector<std::string> sse_payloads(const std::string& stream);
 
+// A streamed chat completion's first choice, its deltas joined: content, reasoning_content, the
+// tool_calls deltas in order, and its finish_reason ("" while none came).
+struct StreamedChat {
+  std::string content;
+  std::string reasoning;
+  Json tool_calls = Json::array();
+  std::string finish;
+};
+
+// POSTs `body` with "stream": true to /v1/chat/completions; a test failure unless the answer is
+// 200.
+StreamedChat stream_chat(const Served& served, Json body);
+
 // stories260K with a chat template of `format` added (its markers: no test model carries one),
 // written once into the test's temporary folder. Its vocabulary has Llama-2's <s> and </s> but
 // none of the other formats' control tokens, so their markup is plain text to it.

@@ -129,35 +129,12 @@ TEST(ServeHttpToolsTest, StreamedCallsEqualWholeOnes) {
       {{"tools", {kTime, kWeather}}, {"tool_choice", "required"}, {"parallel_tool_calls", false}});
   const Reply whole = post(served, "/v1/chat/completions", body);
   ASSERT_EQ(whole.status, 200) << whole.body.dump();
-  Json streamed = body;
-  streamed["stream"] = true;
-  std::string stream;
-  ASSERT_EQ(post_receiving(
-                served, streamed,
-                [&](std::string_view data) {
-                  stream.append(data);
-                  return true;
-                },
-                "/v1/chat/completions"),
-            200);
-  Json calls = Json::array();
-  std::string content;
-  std::string finish;
-  for (const std::string& payload : sse_payloads(stream)) {
-    if (payload == "[DONE]") continue;
-    const Json chunk = Json::parse(payload);
-    const Json& choice = chunk.at("choices").at(0);
-    const Json& delta = choice.at("delta");
-    if (delta.contains("content")) content += delta["content"].get<std::string>();
-    if (delta.contains("tool_calls")) {
-      for (const Json& call : delta["tool_calls"]) calls.push_back(call);
-    }
-    if (!choice.at("finish_reason").is_null()) finish = choice["finish_reason"];
-  }
-  EXPECT_EQ(content, "");
-  EXPECT_EQ(finish, "tool_calls");
+  const StreamedChat streamed = stream_chat(served, body);
+  EXPECT_EQ(streamed.content, "");
+  EXPECT_EQ(streamed.finish, "tool_calls");
+  const Json& calls = streamed.tool_calls;
   const Json& expected = whole.body.at("choices").at(0).at("message").at("tool_calls");
-  ASSERT_EQ(calls.size(), expected.size()) << stream;
+  ASSERT_EQ(calls.size(), expected.size()) << calls.dump();
   for (size_t i = 0; i < calls.size(); ++i) {
     EXPECT_EQ(calls[i].at("index"), i);
     EXPECT_EQ(calls[i].at("function"), expected[i].at("function"));  // greedy: the same calls
@@ -175,25 +152,9 @@ TEST(ServeHttpToolsTest, AnAutoChoiceWithoutACallIsPlainContentStreamedAsWhole) 
   EXPECT_FALSE(choice.at("message").contains("tool_calls"));
   const std::string content = choice.at("message").at("content").get<std::string>();
   EXPECT_FALSE(content.empty());
-  Json streamed = body;
-  streamed["stream"] = true;
-  std::string stream;
-  ASSERT_EQ(post_receiving(
-                served, streamed,
-                [&](std::string_view data) {
-                  stream.append(data);
-                  return true;
-                },
-                "/v1/chat/completions"),
-            200);
-  std::string deltas;
-  for (const std::string& payload : sse_payloads(stream)) {
-    if (payload == "[DONE]") continue;
-    const Json delta = Json::parse(payload).at("choices").at(0).at("delta");
-    EXPECT_FALSE(delta.contains("tool_calls"));
-    if (delta.contains("content")) deltas += delta["content"].get<std::string>();
-  }
-  EXPECT_EQ(deltas, content);
+  const StreamedChat streamed = stream_chat(served, body);
+  EXPECT_TRUE(streamed.tool_calls.empty());
+  EXPECT_EQ(streamed.content, content);
 }
 
 TEST(ServeHttpToolsTest, ConversationsWithCallsAndResultsAreTakenWhereTheFormatShowsThem) {

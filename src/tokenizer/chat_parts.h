@@ -1,7 +1,7 @@
-// ChatParts: the builder chat_template.cpp and chat_template_tools.cpp render a conversation
-// into — markup and message text as ChatTemplate::render_parts returns them, adjacent pieces of
-// one kind merged, empty ones dropped — and the helpers both files share. Internal to the
-// tokenizer library. Thread-safety: a value owned by one render.
+// ChatParts: the builder chat_template.cpp, chat_template_tools.cpp and chat_template_qwen3.cpp
+// render a conversation into — markup and message text as ChatTemplate::render_parts returns
+// them, adjacent pieces of one kind merged, empty ones dropped — and the helpers the files share.
+// Internal to the tokenizer library. Thread-safety: a value owned by one render.
 #pragma once
 
 #include <optional>
@@ -36,10 +36,25 @@ class ChatParts {
 // Python's str.strip() of ASCII whitespace, as the templates' `trim` filter.
 std::string_view trim(std::string_view s);
 
+// Qwen's Hermes tool pieces, shared by chatml and qwen3. render_hermes_system: with tools, the
+// system turn holding the system text (when messages[0] is one) and the tools' block; returns how
+// many messages it rendered (0 or 1; without tools none, and a system message is a plain turn).
+// render_hermes_call: one <tool_call> block. render_hermes_tool_result: the tool message
+// messages[i], consecutive ones sharing one user turn.
+size_t render_hermes_system(std::span<const ChatMessage> messages, std::span<const ChatTool> tools,
+                            ChatParts* out);
+void render_hermes_call(const ChatToolCall& call, ChatParts* out);
+void render_hermes_tool_result(std::span<const ChatMessage> messages, size_t i, ChatParts* out);
+
 // Chatml with Qwen's tool rendering: the system turn holds the system text and the tools' block
 // (when there are tools), assistant turns their calls, runs of tool messages one user turn.
 void render_chatml(std::span<const ChatMessage> messages, bool add_generation_prompt,
                    std::span<const ChatTool> tools, ChatParts* out);
+
+// Qwen3's template: see chat_template_qwen3.cpp.
+void render_qwen3(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                  std::span<const ChatTool> tools, const ChatTemplateKwargs& kwargs,
+                  ChatParts* out);
 
 // Llama 3 (Llama 3.1's template where tools come): see chat_template_tools.cpp.
 Status render_llama3(std::span<const ChatMessage> messages, bool add_generation_prompt,

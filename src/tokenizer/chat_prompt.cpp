@@ -5,9 +5,10 @@ namespace cellm {
 StatusOr<std::vector<int32_t>> encode_chat(const Tokenizer& tokenizer, const ChatTemplate& chat,
                                            std::span<const ChatMessage> messages,
                                            bool add_generation_prompt,
-                                           std::span<const ChatTool> tools) {
+                                           std::span<const ChatTool> tools,
+                                           const ChatTemplateKwargs& kwargs) {
   CELLM_ASSIGN_OR_RETURN(const std::vector<ChatPart> parts,
-                         chat.render_parts(messages, add_generation_prompt, tools));
+                         chat.render_parts(messages, add_generation_prompt, tools, kwargs));
   std::vector<TextPart> text_parts;
   text_parts.reserve(parts.size());
   for (const ChatPart& part : parts) {

@@ -25,6 +25,7 @@ namespace cellm {
 StatusOr<std::vector<int32_t>> encode_chat(const Tokenizer& tokenizer, const ChatTemplate& chat,
                                            std::span<const ChatMessage> messages,
                                            bool add_generation_prompt,
-                                           std::span<const ChatTool> tools = {});
+                                           std::span<const ChatTool> tools = {},
+                                           const ChatTemplateKwargs& kwargs = {});
 
 }  // namespace cellm

@@ -18,10 +18,15 @@ struct FormatName {
 };
 
 constexpr FormatName kFormats[] = {
-    {ChatFormat::kChatml, "chatml"},        {ChatFormat::kLlama2, "llama-2"},
-    {ChatFormat::kLlama3, "llama-3"},       {ChatFormat::kMistral, "mistral"},
-    {ChatFormat::kMistralV3, "mistral-v3"}, {ChatFormat::kDeepSeekR1, "deepseek-r1"},
-    {ChatFormat::kPhi3, "phi-3"},           {ChatFormat::kGemma, "gemma"},
+    {ChatFormat::kChatml, "chatml"},
+    {ChatFormat::kQwen3, "qwen3"},
+    {ChatFormat::kLlama2, "llama-2"},
+    {ChatFormat::kLlama3, "llama-3"},
+    {ChatFormat::kMistral, "mistral"},
+    {ChatFormat::kMistralV3, "mistral-v3"},
+    {ChatFormat::kDeepSeekR1, "deepseek-r1"},
+    {ChatFormat::kPhi3, "phi-3"},
+    {ChatFormat::kGemma, "gemma"},
 };
 
 // Splits off a leading system message and checks the roles. `alternate`: the rest must go
@@ -174,7 +179,11 @@ StatusOr<ChatTemplate> ChatTemplate::detect(std::string_view source) {
   const auto has = [&](std::string_view marker) {
     return source.find(marker) != std::string_view::npos;
   };
-  if (has("<|im_start|>")) return ChatTemplate(ChatFormat::kChatml);
+  if (has("<|im_start|>")) {
+    // Qwen3's template switches its thinking by enable_thinking; Qwen2.5's, QwQ's and plain
+    // chatml's have no such switch.
+    return ChatTemplate(has("enable_thinking") ? ChatFormat::kQwen3 : ChatFormat::kChatml);
+  }
   if (has("<｜User｜>") && has("<｜Assistant｜>")) return ChatTemplate(ChatFormat::kDeepSeekR1);
   if (has("<|start_header_id|>") && has("<|end_header_id|>")) {
     return ChatTemplate(ChatFormat::kLlama3);
@@ -195,16 +204,17 @@ StatusOr<ChatTemplate> ChatTemplate::detect(std::string_view source) {
 }
 
 bool ChatTemplate::takes_tools() const {
-  return format_ == ChatFormat::kChatml || format_ == ChatFormat::kLlama3 ||
-         format_ == ChatFormat::kMistralV3;
+  return format_ == ChatFormat::kChatml || format_ == ChatFormat::kQwen3 ||
+         format_ == ChatFormat::kLlama3 || format_ == ChatFormat::kMistralV3;
 }
 
 StatusOr<std::vector<ChatPart>> ChatTemplate::render_parts(std::span<const ChatMessage> messages,
                                                            bool add_generation_prompt,
-                                                           std::span<const ChatTool> tools) const {
+                                                           std::span<const ChatTool> tools,
+                                                           const ChatTemplateKwargs& kwargs) const {
   if (!tools.empty() && !takes_tools()) {
     return invalid_argument(fmt::format(
-        "chat template '{}' takes no tools (chatml, llama-3 and mistral-v3 do)", name()));
+        "chat template '{}' takes no tools (chatml, qwen3, llama-3 and mistral-v3 do)", name()));
   }
   const bool alternate = format_ == ChatFormat::kLlama2 || format_ == ChatFormat::kMistral ||
                          format_ == ChatFormat::kGemma;
@@ -220,6 +230,9 @@ StatusOr<std::vector<ChatPart>> ChatTemplate::render_parts(std::span<const ChatM
   switch (format_) {
     case ChatFormat::kChatml:
       chat_internal::render_chatml(messages, add_generation_prompt, tools, &parts);
+      break;
+    case ChatFormat::kQwen3:
+      chat_internal::render_qwen3(messages, add_generation_prompt, tools, kwargs, &parts);
       break;
     case ChatFormat::kLlama2:
       render_llama2(system, turns, &parts);
@@ -249,9 +262,10 @@ StatusOr<std::vector<ChatPart>> ChatTemplate::render_parts(std::span<const ChatM
 
 StatusOr<std::string> ChatTemplate::render(std::span<const ChatMessage> messages,
                                            bool add_generation_prompt,
-                                           std::span<const ChatTool> tools) const {
+                                           std::span<const ChatTool> tools,
+                                           const ChatTemplateKwargs& kwargs) const {
   CELLM_ASSIGN_OR_RETURN(const std::vector<ChatPart> parts,
-                         render_parts(messages, add_generation_prompt, tools));
+                         render_parts(messages, add_generation_prompt, tools, kwargs));
   std::string text;
   for (const ChatPart& part : parts) text += part.text;
   return text;

@@ -1,26 +1,27 @@
 // ChatTemplate: renders a conversation (system / user / assistant messages) into the prompt text
-// a chat model was trained on, for the common formats: chatml (Qwen), llama-2, llama-3, mistral
-// (tokenizer V1), mistral-v3 (Mistral-7B-Instruct-v0.3, Mistral-Nemo), phi-3, gemma and
-// deepseek-r1 (DeepSeek-R1's distills: <｜User｜> / <｜Assistant｜>, thinking opened in the
-// prompt).
+// a chat model was trained on, for the common formats: chatml (Qwen2.5), qwen3 (chatml with
+// Qwen3's thinking: an earlier answer's thinking left out, the turns after the last user query
+// showing theirs, enable_thinking), llama-2, llama-3, mistral (tokenizer V1), mistral-v3
+// (Mistral-7B-Instruct-v0.3, Mistral-Nemo), phi-3, gemma and deepseek-r1 (DeepSeek-R1's distills:
+// <｜User｜> / <｜Assistant｜>, thinking opened in the prompt).
 //
 // A template is named explicitly or recognized from a GGUF file's `tokenizer.chat_template` by
-// the format's distinctive markers (no Jinja is executed). Three formats take tools (functions the
+// the format's distinctive markers (no Jinja is executed). Four formats take tools (functions the
 // model may call, OpenAI's `tools`), assistant messages that called them and the tool messages
-// that answer: chatml as Qwen2.5's and Qwen3's templates render them (Hermes' <tools> block in
-// the system turn, <tool_call> and <tool_response>), llama-3 as Llama 3.1's template does (the
-// tools in the first user message, JSON calls, results as "ipython" turns) and mistral-v3 as
-// Mistral-7B-Instruct-v0.3's does ([AVAILABLE_TOOLS], [TOOL_CALLS], [TOOL_RESULTS]). The rendered
-// text never starts with the BOS token. render_parts() tells the format's markup (<|im_start|>,
-// [INST], </s>,
-// ...) from the messages' own text, so that encode_chat (chat_prompt.h) turns the markup into its
-// tokens and keeps what a user typed plain text. Formats without a system role (mistral, gemma) put
-// the system text in front of the first user message. Each format's source is cited in
-// chat_template.cpp. Knows strings only, not tokens, and not JSON: a tool and a call's arguments
-// come as the JSON texts the templates' `tojson` writes (the caller writes them). Thread-safety:
-// immutable values.
+// that answer: chatml and qwen3 as Qwen2.5's and Qwen3's templates render them (Hermes' <tools>
+// block in the system turn, <tool_call> and <tool_response>), llama-3 as Llama 3.1's template
+// does (the tools in the first user message, JSON calls, results as "ipython" turns) and
+// mistral-v3 as Mistral-7B-Instruct-v0.3's does ([AVAILABLE_TOOLS], [TOOL_CALLS],
+// [TOOL_RESULTS]). The rendered text never starts with the BOS token. render_parts() tells the
+// format's markup (<|im_start|>, [INST], </s>, ...) from the messages' own text, so that
+// encode_chat (chat_prompt.h) turns the markup into its tokens and keeps what a user typed plain
+// text. Formats without a system role (mistral, gemma) put the system text in front of the first
+// user message. Each format's source is cited where it is rendered. Knows strings only, not
+// tokens, and not JSON: a tool and a call's arguments come as the JSON texts the templates'
+// `tojson` writes (the caller writes them). Thread-safety: immutable values.
 #pragma once
 
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -43,6 +44,19 @@ struct ChatMessage {
   std::string content;
   std::vector<ChatToolCall> tool_calls = {};  // an assistant's calls
   std::string tool_call_id = {};              // a tool message's: the call it answers
+  // An assistant's thinking, sent apart from its content (OpenAI-style clients send back the
+  // reasoning_content they were given). qwen3 shows it in the turns after the last user query;
+  // without it qwen3 takes the thinking from the content's "<think>...</think>". Other formats
+  // ignore it, as their templates do.
+  std::optional<std::string> reasoning_content = std::nullopt;
+};
+
+// The template variables a request may set beside the messages (vLLM's chat_template_kwargs)
+// that some format reads. enable_thinking: qwen3 with it off opens the answer with an empty
+// thinking block ("<think>\n\n</think>\n\n"), so the model answers without thinking; formats
+// without that switch ignore it, as their Jinja templates do.
+struct ChatTemplateKwargs {
+  bool enable_thinking = true;
 };
 
 // A field of a tool's function object, in order: its key, and its value as the template writes
@@ -78,12 +92,13 @@ enum class ChatFormat {
   kPhi3,
   kGemma,
   kDeepSeekR1,
+  kQwen3,
 };
 
 class ChatTemplate {
  public:
-  // "chatml", "llama-2", "llama-3", "mistral", "mistral-v3", "phi-3", "gemma" or "deepseek-r1";
-  // InvalidArgument listing them.
+  // "chatml", "qwen3", "llama-2", "llama-3", "mistral", "mistral-v3", "phi-3", "gemma" or
+  // "deepseek-r1"; InvalidArgument listing them.
   static StatusOr<ChatTemplate> from_name(std::string_view name);
   // Recognizes a Jinja chat template by its markers; an empty or unrecognized one is
   // Unimplemented, naming the formats that can be chosen by name instead.
@@ -93,7 +108,8 @@ class ChatTemplate {
   ChatFormat format() const { return format_; }
   std::string_view name() const;
 
-  // Whether the format takes tools, tool calls and tool messages (chatml, llama-3, mistral-v3).
+  // Whether the format takes tools, tool calls and tool messages (chatml, qwen3, llama-3,
+  // mistral-v3).
   bool takes_tools() const;
 
   // InvalidArgument for an unknown role, a system message that is not first, or (llama-2,
@@ -104,12 +120,14 @@ class ChatTemplate {
   // add_generation_prompt appends the opening of the assistant's turn (the [INST] formats have
   // none: their user turn ends with it).
   StatusOr<std::string> render(std::span<const ChatMessage> messages, bool add_generation_prompt,
-                               std::span<const ChatTool> tools = {}) const;
+                               std::span<const ChatTool> tools = {},
+                               const ChatTemplateKwargs& kwargs = {}) const;
   // render() as parts: markup and message text alternate, none empty. A tool's JSON, a call's
   // name and arguments and a tool's result are message text (what a client sent stays text).
   StatusOr<std::vector<ChatPart>> render_parts(std::span<const ChatMessage> messages,
                                                bool add_generation_prompt,
-                                               std::span<const ChatTool> tools = {}) const;
+                                               std::span<const ChatTool> tools = {},
+                                               const ChatTemplateKwargs& kwargs = {}) const;
 
  private:
   explicit ChatTemplate(ChatFormat format) : format_(format) {}

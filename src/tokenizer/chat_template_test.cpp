@@ -103,6 +103,9 @@ TEST(ChatTemplateTest, PartsTellTheMessagesTextFromTheMarkup) {
 TEST(ChatTemplateTest, RecognizesEachFormatByItsMarkers) {
   const std::pair<std::string_view, ChatFormat> cases[] = {
       {"{% for m in messages %}{{'<|im_start|>' + m['role']}}{% endfor %}", ChatFormat::kChatml},
+      {"{{- '<|im_start|>assistant\\n' }}{%- if enable_thinking is defined and enable_thinking is "
+       "false %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}",
+       ChatFormat::kQwen3},
       {"{{ '<|start_header_id|>' + role + '<|end_header_id|>' }}", ChatFormat::kLlama3},
       {"{{ '<start_of_turn>' + role }}", ChatFormat::kGemma},
       // The template stored in ../shared/models/vocab/ggml-vocab-phi-3.gguf.
@@ -129,9 +132,10 @@ TEST(ChatTemplateTest, UnknownTemplatesAreErrorsThatNameTheOptions) {
   for (std::string_view source : {std::string_view(""), std::string_view("{{ 'USER: ' }}")}) {
     StatusOr<ChatTemplate> chat = ChatTemplate::detect(source);
     ASSERT_FALSE(chat.ok());
-    EXPECT_NE(chat.status().message().find(
-                  "chatml, llama-2, llama-3, mistral, mistral-v3, deepseek-r1, phi-3, gemma"),
-              std::string::npos)
+    EXPECT_NE(
+        chat.status().message().find(
+            "chatml, qwen3, llama-2, llama-3, mistral, mistral-v3, deepseek-r1, phi-3, gemma"),
+        std::string::npos)
         << chat.status().message();
   }
   StatusOr<ChatTemplate> named = ChatTemplate::from_name("vicuna");

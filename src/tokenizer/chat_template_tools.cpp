@@ -1,5 +1,5 @@
 // The formats of ChatTemplate that take tools: chatml, llama-3 and mistral-v3, with and without
-// tools.
+// tools, and the Hermes pieces chatml shares with qwen3 (chat_template_qwen3.cpp).
 #include <fmt/format.h>
 
 #include <string>
@@ -58,6 +58,40 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
+size_t render_hermes_system(std::span<const ChatMessage> messages, std::span<const ChatTool> tools,
+                            ChatParts* out) {
+  if (tools.empty()) return 0;
+  size_t consumed = 0;
+  out->markup("<|im_start|>system\n");
+  if (!messages.empty() && messages[0].role == "system") {
+    out->message(messages[0].content).markup("\n\n");
+    consumed = 1;
+  }
+  out->markup(
+      "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are "
+      "provided with function signatures within <tools></tools> XML tags:\n<tools>");
+  for (const ChatTool& tool : tools) out->markup("\n").message(tool.json);
+  out->markup(
+      "\n</tools>\n\nFor each function call, return a json object with function name and "
+      "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "
+      "<function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n");
+  return consumed;
+}
+
+void render_hermes_call(const ChatToolCall& call, ChatParts* out) {
+  out->markup("<tool_call>\n{\"name\": \"")
+      .message(call.name)
+      .markup("\", \"arguments\": ")
+      .message(call.arguments_json)
+      .markup("}\n</tool_call>");
+}
+
+void render_hermes_tool_result(std::span<const ChatMessage> messages, size_t i, ChatParts* out) {
+  if (i == 0 || messages[i - 1].role != "tool") out->markup("<|im_start|>user");
+  out->markup("\n<tool_response>\n").message(messages[i].content).markup("\n</tool_response>");
+  if (i + 1 == messages.size() || messages[i + 1].role != "tool") out->markup("<|im_end|>\n");
+}
+
 // ChatML: OpenAI's chatml.md ("<|im_start|>{role}\n{content}<|im_end|>"), as Qwen2's
 // tokenizer_config.json applies it, one message per line, generation prompt
 // "<|im_start|>assistant\n". (Qwen's own template adds a default system prompt; plain chatml
@@ -68,37 +102,16 @@ std::string_view trim(std::string_view s) {
 // messages share one user turn, each inside <tool_response>.
 void render_chatml(std::span<const ChatMessage> messages, bool add_generation_prompt,
                    std::span<const ChatTool> tools, ChatParts* out) {
-  size_t first = 0;
-  if (!tools.empty()) {
-    out->markup("<|im_start|>system\n");
-    if (!messages.empty() && messages[0].role == "system") {
-      out->message(messages[0].content).markup("\n\n");
-      first = 1;
-    }
-    out->markup(
-        "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are "
-        "provided with function signatures within <tools></tools> XML tags:\n<tools>");
-    for (const ChatTool& tool : tools) out->markup("\n").message(tool.json);
-    out->markup(
-        "\n</tools>\n\nFor each function call, return a json object with function name and "
-        "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "
-        "<function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n");
-  }
-  for (size_t i = first; i < messages.size(); ++i) {
+  for (size_t i = render_hermes_system(messages, tools, out); i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
     if (m.role == "tool") {
-      if (i == 0 || messages[i - 1].role != "tool") out->markup("<|im_start|>user");
-      out->markup("\n<tool_response>\n").message(m.content).markup("\n</tool_response>");
-      if (i + 1 == messages.size() || messages[i + 1].role != "tool") out->markup("<|im_end|>\n");
+      render_hermes_tool_result(messages, i, out);
     } else if (!m.tool_calls.empty()) {
       out->markup("<|im_start|>assistant");
       if (!m.content.empty()) out->markup("\n").message(m.content);
       for (const ChatToolCall& call : m.tool_calls) {
-        out->markup("\n<tool_call>\n{\"name\": \"")
-            .message(call.name)
-            .markup("\", \"arguments\": ")
-            .message(call.arguments_json)
-            .markup("}\n</tool_call>");
+        out->markup("\n");
+        render_hermes_call(call, out);
       }
       out->markup("<|im_end|>\n");
     } else {

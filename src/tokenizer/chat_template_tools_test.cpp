@@ -1,8 +1,9 @@
 // Chat templates with tools: each vector of chat_tool_vectors.inc is a conversation rendered by
-// the template its model ships (Qwen2.5-Instruct's for chatml, Llama-3.1-Instruct's for llama-3,
-// Mistral-7B-Instruct-v0.3's for mistral-v3; and DeepSeek-R1-Distill's for deepseek-r1, without
-// tools) through Jinja2 as Hugging Face runs it (tools/gen_chat_tool_vectors.py); ChatTemplate
-// must render the same text. Then the refusals, and what stays message text.
+// the template its model ships (Qwen2.5-Instruct's for chatml, Qwen3's for qwen3 — its thinking
+// and enable_thinking too —, Llama-3.1-Instruct's for llama-3, Mistral-7B-Instruct-v0.3's for
+// mistral-v3; and DeepSeek-R1-Distill's for deepseek-r1, without tools) through Jinja2 as Hugging
+// Face runs it (tools/gen_chat_tool_vectors.py); ChatTemplate must render the same text. Then the
+// refusals, and what stays message text.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -31,6 +32,9 @@ Conversation conversation(const Json& vector) {
     const Json& m = vector.at("messages")[i];
     ChatMessage message{m.at("role").get<std::string>(), m.at("content").get<std::string>(), {}};
     message.tool_call_id = m.value("tool_call_id", "");
+    if (m.contains("reasoning_content")) {
+      message.reasoning_content = m.at("reasoning_content").get<std::string>();
+    }
     if (m.contains("tool_calls")) {
       for (size_t k = 0; k < m.at("tool_calls").size(); ++k) {
         const Json& call = m.at("tool_calls")[k];
@@ -54,7 +58,7 @@ Conversation conversation(const Json& vector) {
 
 TEST(ChatTemplateToolsTest, RendersWhatTheModelsOwnTemplatesRender) {
   const Json vectors = Json::parse(kVectors);
-  ASSERT_GE(vectors.size(), 15u);
+  ASSERT_GE(vectors.size(), 21u);
   for (const Json& vector : vectors) {
     SCOPED_TRACE(vector.at("format").get<std::string>() + ": " +
                  vector.at("name").get<std::string>());
@@ -62,8 +66,9 @@ TEST(ChatTemplateToolsTest, RendersWhatTheModelsOwnTemplatesRender) {
     ASSERT_TRUE(chat.ok());
     EXPECT_EQ(chat->takes_tools(), vector.at("format") != "deepseek-r1");
     const Conversation c = conversation(vector);
+    const ChatTemplateKwargs kwargs{.enable_thinking = vector.at("enable_thinking").get<bool>()};
     StatusOr<std::string> text =
-        chat->render(c.messages, vector.at("add_generation_prompt").get<bool>(), c.tools);
+        chat->render(c.messages, vector.at("add_generation_prompt").get<bool>(), c.tools, kwargs);
     ASSERT_TRUE(text.ok()) << text.status().to_string();
     EXPECT_EQ(*text, vector.at("expected").get<std::string>());
   }

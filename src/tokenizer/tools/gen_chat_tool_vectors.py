@@ -9,6 +9,8 @@ The templates are not part of this repository; pass the files holding them:
   --mistral-v3  the chat_template of mistralai/Mistral-7B-Instruct-v0.3's tokenizer_config.json
   --deepseek-r1  the chat_template of deepseek-ai/DeepSeek-R1-Distill-Llama-8B's (no tools: the
              format takes none in cellm)
+  --qwen3    the chat_template of Qwen/Qwen3-0.6B's tokenizer_config.json (thinking, and
+             enable_thinking passed as a template variable)
 cellm's chatml has no default system prompt, so where a conversation has no system message the
 Qwen2.5 text's default system line is removed, which gives what Qwen3's template renders.
 
@@ -159,6 +161,48 @@ DEEPSEEK_CASES = [
 ]
 CASES += DEEPSEEK_CASES
 
+# Qwen3: (format, name, messages, tools, add_generation_prompt, template variables).
+QWEN3_CASES = [
+    ("qwen3", "an earlier answer's thinking left out, thinking switched off", [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Hi!"},
+        {"role": "assistant", "content": "<think>\nA greeting.\n</think>\n\nHello."},
+        {"role": "user", "content": "2+2?"}], [], True, {"enable_thinking": False}),
+    ("qwen3", "thinking on: the generation prompt alone", [
+        {"role": "user", "content": "Hi!"}], [], True, {"enable_thinking": True}),
+    ("qwen3", "a tool round after the last query shows its thinking", [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Weather in Paris and in Oslo?"},
+        {"role": "assistant", "content": "", "reasoning_content": "\nTwo cities: two calls.\n",
+         "tool_calls": [call("get_weather", {"city": "Paris"}, "call_1"),
+                        call("get_weather", {"city": "Oslo", "unit": "celsius"}, "call_2")]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "18 degrees, sunny"},
+        {"role": "tool", "tool_call_id": "call_2", "content": "{\"temp\": 4}"},
+        {"role": "assistant", "content": "<think>Both known.</think>\n\nParis 18, Oslo 4."}],
+     [weather_tool()], False, {}),
+    ("qwen3", "calls beside text, an answer without thinking in the round, no system", [
+        {"role": "user", "content": "Find café"},
+        {"role": "assistant", "content": "Searching.", "tool_calls": [
+            call("search", {"query": "café", "tags": []}, "c")]},
+        {"role": "tool", "tool_call_id": "c", "content": "nothing found"},
+        {"role": "assistant", "content": "Nothing.", "tool_calls": [
+            call("search", {"query": "cafe"}, "d")]},
+        {"role": "tool", "tool_call_id": "d", "content": "one"}], [search_tool()], True, {}),
+    ("qwen3", "a tool response sent as user text is no query", [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "<think>\n\nplan\n\n</think>\n\n\nfirst"},
+        {"role": "user", "content": "<tool_response>\nx\n</tool_response>"},
+        {"role": "assistant", "content": "a\n<think>b</think>c<think>d</think>\ne"}], [], False,
+     {}),
+    ("qwen3", "reasoning_content sent: the content's tags stay, empty thinking shown last", [
+        {"role": "user", "content": "u"},
+        {"role": "assistant", "content": "x</think>y", "reasoning_content": ""},
+        {"role": "user", "content": "v"},
+        {"role": "assistant", "content": "\nz", "reasoning_content": "r"}], [], False, {}),
+]
+CASES += [c[:5] for c in QWEN3_CASES]
+KWARGS = {(c[0], c[1]): c[5] for c in QWEN3_CASES}
+
 
 def function_fields(tool):
     return [[key, tojson(value) if not isinstance(value, str) else value, isinstance(value, str)]
@@ -171,18 +215,22 @@ def main():
     parser.add_argument("--llama-3", dest="llama3", required=True)
     parser.add_argument("--mistral-v3", dest="mistral3", required=True)
     parser.add_argument("--deepseek-r1", dest="deepseek", required=True)
+    parser.add_argument("--qwen3", required=True)
     parser.add_argument("--output", required=True)
     args = parser.parse_args()
     env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True,
                              extensions=["jinja2.ext.loopcontrols"])
     env.filters["tojson"] = tojson
     sources = {"chatml": open(args.chatml).read(), "llama-3": open(args.llama3).read(),
-               "mistral-v3": open(args.mistral3).read(), "deepseek-r1": open(args.deepseek).read()}
+               "mistral-v3": open(args.mistral3).read(), "deepseek-r1": open(args.deepseek).read(),
+               "qwen3": open(args.qwen3).read()}
     vectors = []
     for fmt, name, messages, tools, add_generation_prompt in CASES:
+        kwargs = KWARGS.get((fmt, name), {})
         text = env.from_string(sources[fmt]).render(
             messages=template_messages(messages), tools=tools or None,
-            add_generation_prompt=add_generation_prompt, bos_token="", eos_token="</s>")
+            add_generation_prompt=add_generation_prompt, bos_token="", eos_token="</s>",
+            **kwargs)
         if fmt == "chatml" and messages[0]["role"] != "system":
             assert QWEN_DEFAULT in text
             text = text.replace(QWEN_DEFAULT, "# Tools", 1)
@@ -193,7 +241,8 @@ def main():
                        "function_fields": function_fields(t)} for t in tools],
             "arguments_json": [[tojson(json.loads(c["function"]["arguments"]))
                                 for c in m.get("tool_calls", [])] for m in messages],
-            "add_generation_prompt": add_generation_prompt, "expected": text})
+            "add_generation_prompt": add_generation_prompt,
+            "enable_thinking": kwargs.get("enable_thinking", True), "expected": text})
     with open(args.output, "w") as f:
         f.write("// Generated by tools/gen_chat_tool_vectors.py; do not edit.\n")
         f.write('R"vectors(' + json.dumps(vectors, ensure_ascii=False, indent=1) + ')vectors"\n')
