@@ -70,13 +70,13 @@ StatusOr<std::vector<int32_t>> TextCodec::encode_chat(std::string_view user_mess
   if (!state_->chat) return state_->chat_status;
   const ChatMessage messages[1] = {{"user", std::string(user_message)}};
   return cellm::encode_chat(state_->tokenizer, *state_->chat, messages,
-                            /*add_generation_prompt=*/true, {},
+                            ChatPromptEnd::kGenerationPrompt, {},
                             ChatTemplateKwargs{.enable_thinking = enable_thinking});
 }
 
-StatusOr<std::vector<int32_t>> TextCodec::encode_conversation(std::span<const ChatTurn> turns,
-                                                              std::span<const ChatToolText> tools,
-                                                              bool enable_thinking) const {
+StatusOr<std::vector<int32_t>> TextCodec::encode_conversation(
+    std::span<const ChatTurn> turns, std::span<const ChatToolText> tools,
+    const ChatPromptOptions& options) const {
   if (!state_->chat) return state_->chat_status;
   std::vector<ChatMessage> messages;
   messages.reserve(turns.size());
@@ -97,9 +97,11 @@ StatusOr<std::vector<int32_t>> TextCodec::encode_conversation(std::span<const Ch
     }
     chat_tools.push_back(std::move(chat_tool));
   }
-  return cellm::encode_chat(state_->tokenizer, *state_->chat, messages,
-                            /*add_generation_prompt=*/true, chat_tools,
-                            ChatTemplateKwargs{.enable_thinking = enable_thinking});
+  const ChatPromptEnd end = options.continue_final_message  ? ChatPromptEnd::kInsideFinalMessage
+                            : options.add_generation_prompt ? ChatPromptEnd::kGenerationPrompt
+                                                            : ChatPromptEnd::kAfterLastMessage;
+  return cellm::encode_chat(state_->tokenizer, *state_->chat, messages, end, chat_tools,
+                            ChatTemplateKwargs{.enable_thinking = options.enable_thinking});
 }
 
 ChatToolSyntax TextCodec::tool_syntax() const {

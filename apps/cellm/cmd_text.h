@@ -55,6 +55,16 @@ struct ChatToolText {
   std::vector<ChatToolFieldText> function_fields = {};
 };
 
+// How a conversation's prompt ends, and the template variables it is rendered with.
+struct ChatPromptOptions {
+  bool add_generation_prompt = true;  // the assistant's turn opened after the last message
+  // The prompt ends inside the final message, an assistant's answer the model goes on writing
+  // (vLLM's continue_final_message; add_generation_prompt off).
+  bool continue_final_message = false;
+  // Off: a format with a thinking switch (qwen3) opens the answer with an empty thinking block.
+  bool enable_thinking = true;
+};
+
 // How the model's chat format writes a tool call: chatml and qwen3 models as Hermes does
 // (<tool_call> blocks), Llama 3.1 as a JSON answer, Mistral v0.3 as a JSON list after its
 // [TOOL_CALLS] control token (serve_tools.h reads them).
@@ -75,12 +85,12 @@ class TextCodec {
   // thinking switch (qwen3) opens the answer with an empty thinking block.
   StatusOr<std::vector<int32_t>> encode_chat(std::string_view user_message,
                                              bool enable_thinking = true) const;
-  // A whole conversation, the same way, ending with the assistant's turn opening; `tools` shown
-  // as the format shows them (InvalidArgument where it takes none). enable_thinking off: a format
-  // with a thinking switch (qwen3) opens the answer with an empty thinking block.
+  // A whole conversation, the same way, ending as `options` say (by default with the
+  // assistant's turn opening); `tools` shown as the format shows them (InvalidArgument where it
+  // takes none, or where the final message cannot be continued).
   StatusOr<std::vector<int32_t>> encode_conversation(std::span<const ChatTurn> turns,
                                                      std::span<const ChatToolText> tools = {},
-                                                     bool enable_thinking = true) const;
+                                                     const ChatPromptOptions& options = {}) const;
   // How the model's chat template writes tool calls (kNone without a template that takes tools).
   ChatToolSyntax tool_syntax() const;
   // Text of generated tokens (a continuation: a leading space is kept).

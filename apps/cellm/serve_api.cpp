@@ -301,7 +301,7 @@ Status parse_body(const Json& body, ServeRequest& request) {
   CELLM_RETURN_IF_ERROR(parse_sampling(body, request));
   CELLM_RETURN_IF_ERROR(internal::parse_output_constraints(body, request.config));
   CELLM_RETURN_IF_ERROR(internal::parse_vllm_extras(body, request.config));
-  CELLM_RETURN_IF_ERROR(internal::parse_chat_template_kwargs(body, request));
+  CELLM_RETURN_IF_ERROR(internal::parse_chat_prompt_options(body, request));
   CELLM_RETURN_IF_ERROR(parse_echo(body, request));
   CELLM_RETURN_IF_ERROR(parse_logprobs(body, request));
   if (body.contains("stop")) CELLM_RETURN_IF_ERROR(parse_stop(body["stop"], request.config));

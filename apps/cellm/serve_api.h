@@ -8,7 +8,8 @@
 // cellm can honour (several prompts and `n` choices each included), plus vLLM's top_k, min_p,
 // repetition_penalty, ignore_eos and return_token_ids, tools (serve_tools.h: tools, tool_choice,
 // parallel_tool_calls; assistant messages' tool_calls and tool messages), assistant messages'
-// reasoning_content, vLLM's chat_template_kwargs (enable_thinking only), vLLM's structured
+// reasoning_content, vLLM's chat_template_kwargs (enable_thinking only), add_generation_prompt
+// and continue_final_message, vLLM's structured
 // outputs (guided_json,
 // guided_regex, guided_choice), log-probabilities (completions' "logprobs": n, chat's
 // "logprobs": true with "top_logprobs": n; n at most kMaxLogprobs), and completions' "echo" (with
@@ -72,9 +73,11 @@ struct ServeRequest {
   // Chat: the functions the model may call and how (tools.syntax is the server's to set, from
   // the model's chat template).
   ServeTools tools;
-  // Chat: chat_template_kwargs' enable_thinking (formats with a thinking switch — qwen3 — open
-  // the answer with an empty thinking block when it is off; the others ignore it).
-  bool enable_thinking = true;
+  // Chat: how the prompt ends — vLLM's add_generation_prompt and continue_final_message (the
+  // final message an assistant's answer the model goes on writing; the response holds only what
+  // it writes) — and chat_template_kwargs' enable_thinking (formats with a thinking switch —
+  // qwen3 — open the answer with an empty thinking block when it is off; the others ignore it).
+  ChatPromptOptions chat_prompt;
   // Chat: how the answer's thinking is told apart (the server's to set: --reasoning-parser).
   ReasoningParser reasoning = ReasoningParser::kNone;
 };

@@ -127,9 +127,16 @@ inline std::string check_serve_parse(std::string_view body, ServeEndpoint endpoi
         if (id < 0) return "a negative token id accepted";
       }
     }
-    if (!r.enable_thinking) return "a completion with a chat template variable";
+    if (!r.chat_prompt.enable_thinking || !r.chat_prompt.add_generation_prompt ||
+        r.chat_prompt.continue_final_message) {
+      return "a completion with a chat prompt's options";
+    }
   } else {
     if (r.messages.empty() || !r.prompts.empty()) return "chat prompt form";
+    if (r.chat_prompt.continue_final_message &&
+        (r.chat_prompt.add_generation_prompt || r.messages.back().role != "assistant")) {
+      return "a final message continued after a generation prompt or not an assistant's";
+    }
     for (const ChatTurn& t : r.messages) {
       if (t.role != "system" && t.role != "user" && t.role != "assistant" && t.role != "tool") {
         return "role '" + t.role + "' accepted";

@@ -38,9 +38,11 @@ StatusOr<std::string> get_string(const nlohmann::json& value, std::string_view f
 // tool) and a text content (a string or text parts); an assistant's tool_calls (arguments
 // rewritten as the templates show them) and reasoning_content; a tool message's tool_call_id.
 Status parse_messages(const nlohmann::json& messages, ServeRequest& request);
-// "chat_template_kwargs" (vLLM's template variables) into the request: enable_thinking, a
-// boolean; any other variable refused by name, and any at all in a completions request.
-Status parse_chat_template_kwargs(const nlohmann::json& body, ServeRequest& request);
+// vLLM's chat prompt options into request.chat_prompt (after parse_messages): add_generation_prompt
+// and continue_final_message (the final message an assistant's, no generation prompt), and
+// "chat_template_kwargs" (template variables): enable_thinking, a boolean; any other variable
+// refused by name, and any option but the defaults in a completions request.
+Status parse_chat_prompt_options(const nlohmann::json& body, ServeRequest& request);
 
 // vLLM's sampling extras: min_tokens (GenConfig::min_new_tokens) and stop_token_ids; the ones
 // cellm does not honour refused where they ask for anything but their default.

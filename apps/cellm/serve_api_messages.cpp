@@ -1,5 +1,6 @@
 // The chat parts of a request body (serve_api_internal.h): "messages" — roles, text contents,
-// assistants' tool calls and thinking, tool results — and "chat_template_kwargs".
+// assistants' tool calls and thinking, tool results — and how the prompt ends
+// (add_generation_prompt, continue_final_message, chat_template_kwargs).
 #include <fmt/format.h>
 
 #include <string>
@@ -122,23 +123,47 @@ Status parse_messages(const Json& messages, ServeRequest& request) {
   return ok_status();
 }
 
-Status parse_chat_template_kwargs(const Json& body, ServeRequest& request) {
-  if (!body.contains("chat_template_kwargs") || body["chat_template_kwargs"].is_null()) {
-    return ok_status();
+Status parse_chat_prompt_options(const Json& body, ServeRequest& request) {
+  const auto given = [&](const char* key) { return body.contains(key) && !body[key].is_null(); };
+  const bool chat = request.endpoint == ServeEndpoint::kChatCompletions;
+  ChatPromptOptions& options = request.chat_prompt;
+  if (given("add_generation_prompt")) {
+    CELLM_ASSIGN_OR_RETURN(options.add_generation_prompt,
+                           get_bool(body["add_generation_prompt"], "add_generation_prompt"));
+    if (!chat && !options.add_generation_prompt) {
+      return field_error("add_generation_prompt", "is a chat completion's only");
+    }
   }
+  if (given("continue_final_message")) {
+    CELLM_ASSIGN_OR_RETURN(options.continue_final_message,
+                           get_bool(body["continue_final_message"], "continue_final_message"));
+    if (!chat && options.continue_final_message) {
+      return field_error("continue_final_message", "is a chat completion's only");
+    }
+  }
+  if (options.continue_final_message) {
+    if (options.add_generation_prompt) {
+      return field_error("continue_final_message",
+                         "needs \"add_generation_prompt\": false (the final message is continued, "
+                         "no new turn opened)");
+    }
+    if (request.messages.back().role != "assistant") {
+      return field_error("continue_final_message",
+                         "needs the final message to be the assistant's answer to continue");
+    }
+  }
+  if (!given("chat_template_kwargs")) return ok_status();
   const Json& kwargs = body["chat_template_kwargs"];
   if (!kwargs.is_object()) return field_error("chat_template_kwargs", "must be an object");
   if (kwargs.empty()) return ok_status();
-  if (request.endpoint != ServeEndpoint::kChatCompletions) {
-    return field_error("chat_template_kwargs", "is a chat completion's only");
-  }
+  if (!chat) return field_error("chat_template_kwargs", "is a chat completion's only");
   for (const auto& [key, value] : kwargs.items()) {
     if (key != "enable_thinking") {
       return field_error(
           "chat_template_kwargs",
           fmt::format("holds '{}'; cellm's chat formats read enable_thinking only", key));
     }
-    CELLM_ASSIGN_OR_RETURN(request.enable_thinking,
+    CELLM_ASSIGN_OR_RETURN(options.enable_thinking,
                            get_bool(value, "chat_template_kwargs.enable_thinking"));
   }
   return ok_status();

@@ -35,8 +35,6 @@ Status refuse_unsupported_extras(const Json& body) {
       {"logits_processors", nullptr},
       {"return_tokens_as_token_ids", false},
       {"chat_template", nullptr},
-      {"add_generation_prompt", true},
-      {"continue_final_message", false},
       {"documents", nullptr},
   };
   for (const Default& d : defaults) {

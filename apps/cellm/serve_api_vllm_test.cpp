@@ -61,15 +61,15 @@ TEST(ServeApiTest, VllmExtrasAtTheirDefaultsAreAcceptedAndOthersRefusedByName) {
 TEST(ServeApiTest, ChatTemplateKwargsSwitchThinkingAndNothingElse) {
   constexpr ServeEndpoint kChat = ServeEndpoint::kChatCompletions;
   const std::string messages = R"("messages": [{"role": "user", "content": "u"}])";
-  EXPECT_TRUE(parse_ok("{" + messages + "}", kChat).enable_thinking);
+  EXPECT_TRUE(parse_ok("{" + messages + "}", kChat).chat_prompt.enable_thinking);
   EXPECT_FALSE(
       parse_ok("{" + messages + R"(, "chat_template_kwargs": {"enable_thinking": false}})", kChat)
-          .enable_thinking);
+          .chat_prompt.enable_thinking);
   EXPECT_TRUE(
       parse_ok("{" + messages + R"(, "chat_template_kwargs": {"enable_thinking": true}})", kChat)
-          .enable_thinking);
-  EXPECT_TRUE(
-      parse_ok("{" + messages + R"(, "chat_template_kwargs": null})", kChat).enable_thinking);
+          .chat_prompt.enable_thinking);
+  EXPECT_TRUE(parse_ok("{" + messages + R"(, "chat_template_kwargs": null})", kChat)
+                  .chat_prompt.enable_thinking);
   const std::vector<std::pair<std::string, std::string>> cases = {
       {R"("chat_template_kwargs": {"thinking": true})",
        "\"chat_template_kwargs\" holds 'thinking'; cellm's chat formats read enable_thinking only"},
@@ -82,6 +82,37 @@ TEST(ServeApiTest, ChatTemplateKwargsSwitchThinkingAndNothingElse) {
   }
   expect_refused(R"({"prompt": "x", "chat_template_kwargs": {"enable_thinking": false}})",
                  "\"chat_template_kwargs\" is a chat completion's only");
+}
+
+TEST(ServeApiTest, AChatPromptMayEndInsideTheFinalAnswerOrAfterTheLastTurn) {
+  constexpr ServeEndpoint kChat = ServeEndpoint::kChatCompletions;
+  const std::string answer =
+      R"("messages": [{"role": "user", "content": "u"}, {"role": "assistant", "content": "a"}])";
+  const ServeRequest defaults = parse_ok("{" + answer + "}", kChat);
+  EXPECT_TRUE(defaults.chat_prompt.add_generation_prompt);
+  EXPECT_FALSE(defaults.chat_prompt.continue_final_message);
+  const ServeRequest continued = parse_ok(
+      "{" + answer + R"(, "add_generation_prompt": false, "continue_final_message": true})", kChat);
+  EXPECT_FALSE(continued.chat_prompt.add_generation_prompt);
+  EXPECT_TRUE(continued.chat_prompt.continue_final_message);
+  const ServeRequest after_last =
+      parse_ok("{" + answer + R"(, "add_generation_prompt": false})", kChat);
+  EXPECT_FALSE(after_last.chat_prompt.add_generation_prompt);
+  EXPECT_FALSE(after_last.chat_prompt.continue_final_message);
+
+  expect_refused("{" + answer + R"(, "continue_final_message": true})",
+                 "\"continue_final_message\" needs \"add_generation_prompt\": false", kChat);
+  expect_refused(
+      R"({"messages": [{"role": "user", "content": "u"}], "add_generation_prompt": false,
+          "continue_final_message": true})",
+      "needs the final message to be the assistant's", kChat);
+  expect_refused("{" + answer + R"(, "continue_final_message": "yes"})",
+                 "\"continue_final_message\" must be true or false", kChat);
+  expect_refused(R"({"prompt": "x", "add_generation_prompt": false})",
+                 "\"add_generation_prompt\" is a chat completion's only");
+  EXPECT_TRUE(parse_ok(R"({"prompt": "x", "add_generation_prompt": true,
+                           "continue_final_message": false})")
+                  .chat_prompt.add_generation_prompt);
 }
 
 TEST(ServeApiTest, AnAssistantsReasoningContentIsKeptApartFromItsContent) {

@@ -92,7 +92,7 @@ struct HttpServer::Impl {
     if (request.endpoint == ServeEndpoint::kChatCompletions) {
       std::vector<ChatToolText> tools;
       for (const ServeTool& tool : request.tools.tools) tools.push_back(tool.text);
-      tokens = codec.encode_conversation(request.messages, tools, request.enable_thinking);
+      tokens = codec.encode_conversation(request.messages, tools, request.chat_prompt);
     } else if (request.prompts[index].text) {
       tokens = codec.encode_prompt(*request.prompts[index].text);
       if (tokens.ok() && !add_special_tokens && codec.adds_bos() && !tokens->empty()) {

@@ -1,7 +1,8 @@
 // The HTTP server's vLLM sampling extras end to end (stories260K on the CPU,
 // serve_http_test_util.h): stop_token_ids end a greedy completion where the independent
 // reference's tokens first reach one; min_tokens keeps it from them until then, the reference's
-// next best token taken where it is banned.
+// next best token taken where it is banned. A chat's final answer continued
+// (continue_final_message) is the completion of its prompt's ids.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -62,6 +63,57 @@ TEST(ServeHttpTest, StopTokenIdsEndAGenerationAndMinTokensHoldsThemOffUntilThen)
   EXPECT_EQ(outside.status, 400);
   EXPECT_NE(outside.body.dump().find("outside the vocabulary"), std::string::npos)
       << outside.body.dump();
+}
+
+// continue_final_message: the prompt ends inside the assistant's answer (no end of turn after
+// it), and the response holds only what the model goes on to write — greedily, the completion of
+// the same prompt ids.
+TEST(ServeHttpTest, AContinuedFinalAnswerIsTheCompletionOfItsPrompt) {
+  Served served(4, stories_with_chat_template("chatml"));
+  const Json messages = {{{"role", "user"}, {"content", "Tell me a story."}},
+                         {{"role", "assistant"}, {"content", "Once upon a time, "}}};
+  Json body = {{"messages", messages},
+               {"add_generation_prompt", false},
+               {"continue_final_message", true},
+               {"temperature", 0},
+               {"max_tokens", 12},
+               {"return_token_ids", true}};
+  const Reply r = post(served, "/v1/chat/completions", body);
+  ASSERT_EQ(r.status, 200) << r.body.dump();
+  const Json& prompt_ids = r.body.at("prompt_token_ids");
+  const Reply prompt = post(served, "/detokenize", {{"tokens", prompt_ids}});
+  ASSERT_EQ(prompt.status, 200);
+  EXPECT_TRUE(prompt.body.at("prompt").get<std::string>().ends_with(
+      "<|im_start|>assistant\nOnce upon a time, "))
+      << prompt.body.dump();
+
+  const Reply completion = post(
+      served, "/v1/completions",
+      {{"prompt", prompt_ids}, {"temperature", 0}, {"max_tokens", 12}, {"return_token_ids", true}});
+  ASSERT_EQ(completion.status, 200) << completion.body.dump();
+  const Json& chat_choice = r.body.at("choices").at(0);
+  const Json& completion_choice = completion.body.at("choices").at(0);
+  EXPECT_EQ(chat_choice.at("token_ids"), completion_choice.at("token_ids"));
+  EXPECT_EQ(chat_choice.at("message").at("content"), completion_choice.at("text"));
+
+  // Without a generation prompt the prompt ends with the answer's turn closed.
+  body.erase("continue_final_message");
+  const Reply closed = post(served, "/v1/chat/completions", body);
+  ASSERT_EQ(closed.status, 200) << closed.body.dump();
+  const Reply closed_prompt =
+      post(served, "/detokenize", {{"tokens", closed.body.at("prompt_token_ids")}});
+  EXPECT_TRUE(closed_prompt.body.at("prompt").get<std::string>().ends_with(
+      "Once upon a time, <|im_end|>\n"))
+      << closed_prompt.body.dump();
+
+  // An answer the template does not show whole cannot be continued: a 400, nothing generated.
+  Served deepseek(4, stories_with_chat_template("deepseek-r1"));
+  body["continue_final_message"] = true;
+  body["messages"][1]["content"] = "<think>Hm.</think>Once";
+  const Reply refused = post(deepseek, "/v1/chat/completions", body);
+  EXPECT_EQ(refused.status, 400) << refused.body.dump();
+  EXPECT_NE(refused.body.dump().find("cannot be continued"), std::string::npos)
+      << refused.body.dump();
 }
 
 }  // namespace

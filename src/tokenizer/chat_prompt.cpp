@@ -3,12 +3,14 @@
 namespace cellm {
 
 StatusOr<std::vector<int32_t>> encode_chat(const Tokenizer& tokenizer, const ChatTemplate& chat,
-                                           std::span<const ChatMessage> messages,
-                                           bool add_generation_prompt,
+                                           std::span<const ChatMessage> messages, ChatPromptEnd end,
                                            std::span<const ChatTool> tools,
                                            const ChatTemplateKwargs& kwargs) {
-  CELLM_ASSIGN_OR_RETURN(const std::vector<ChatPart> parts,
-                         chat.render_parts(messages, add_generation_prompt, tools, kwargs));
+  CELLM_ASSIGN_OR_RETURN(
+      const std::vector<ChatPart> parts,
+      end == ChatPromptEnd::kInsideFinalMessage
+          ? chat.render_parts_continuing(messages, tools, kwargs)
+          : chat.render_parts(messages, end == ChatPromptEnd::kGenerationPrompt, tools, kwargs));
   std::vector<TextPart> text_parts;
   text_parts.reserve(parts.size());
   for (const ChatPart& part : parts) {

@@ -20,11 +20,15 @@
 
 namespace cellm {
 
-// The render errors of ChatTemplate::render, or the ids (Tokenizer::encode_parts with the
-// markup's control tokens parsed, add_special on).
+// Where a conversation's prompt ends: with the opening of the assistant's turn (a generation
+// prompt), after the last message's turn, or inside the final message, an assistant's answer the
+// model continues (ChatTemplate::render_parts_continuing).
+enum class ChatPromptEnd { kGenerationPrompt, kAfterLastMessage, kInsideFinalMessage };
+
+// The render errors of ChatTemplate::render (and render_parts_continuing), or the ids
+// (Tokenizer::encode_parts with the markup's control tokens parsed, add_special on).
 StatusOr<std::vector<int32_t>> encode_chat(const Tokenizer& tokenizer, const ChatTemplate& chat,
-                                           std::span<const ChatMessage> messages,
-                                           bool add_generation_prompt,
+                                           std::span<const ChatMessage> messages, ChatPromptEnd end,
                                            std::span<const ChatTool> tools = {},
                                            const ChatTemplateKwargs& kwargs = {});
 

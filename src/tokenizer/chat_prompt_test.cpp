@@ -56,7 +56,9 @@ std::vector<int32_t> whole_text_ids(const Tokenizer& tokenizer, const ChatTempla
 
 std::vector<int32_t> chat_ids(const Tokenizer& tokenizer, const ChatTemplate& chat,
                               const std::vector<ChatMessage>& messages, bool generation = true) {
-  StatusOr<std::vector<int32_t>> ids = encode_chat(tokenizer, chat, messages, generation);
+  StatusOr<std::vector<int32_t>> ids =
+      encode_chat(tokenizer, chat, messages,
+                  generation ? ChatPromptEnd::kGenerationPrompt : ChatPromptEnd::kAfterLastMessage);
   EXPECT_TRUE(ids.ok()) << ids.status().to_string();
   return ids.ok() ? *ids : std::vector<int32_t>();
 }

@@ -260,6 +260,40 @@ StatusOr<std::vector<ChatPart>> ChatTemplate::render_parts(std::span<const ChatM
   return parts.take();
 }
 
+StatusOr<std::vector<ChatPart>> ChatTemplate::render_parts_continuing(
+    std::span<const ChatMessage> messages, std::span<const ChatTool> tools,
+    const ChatTemplateKwargs& kwargs) const {
+  if (messages.empty() || messages.back().role != "assistant" ||
+      !messages.back().tool_calls.empty()) {
+    return invalid_argument(
+        "chat template: continuing the final message needs it to be an assistant's without tool "
+        "calls");
+  }
+  const std::string_view content = messages.back().content;
+  const std::string_view stripped = trim(content);
+  if (stripped.empty()) {
+    return invalid_argument("chat template: the final message has no text to continue");
+  }
+  CELLM_ASSIGN_OR_RETURN(std::vector<ChatPart> parts,
+                         render_parts(messages, /*add_generation_prompt=*/false, tools, kwargs));
+  // The final message's text is the last message text of its turn: every format closes the
+  // turn with markup.
+  size_t last = parts.size();
+  while (last > 0 && !parts[last - 1].from_message) --last;
+  const size_t at = last == 0 ? std::string::npos : parts[last - 1].text.rfind(stripped);
+  if (at == std::string::npos) {
+    return invalid_argument(fmt::format(
+        "chat template '{}' leaves part of the final message out; it cannot be continued", name()));
+  }
+  // Hugging Face's rule: the whole text where the template kept it as sent, else its stripped
+  // text.
+  std::string& text = parts[last - 1].text;
+  const bool kept_whole = text.compare(at, content.size(), content) == 0;
+  text.resize(at + (kept_whole ? content.size() : stripped.size()));
+  parts.resize(last);
+  return parts;
+}
+
 StatusOr<std::string> ChatTemplate::render(std::span<const ChatMessage> messages,
                                            bool add_generation_prompt,
                                            std::span<const ChatTool> tools,

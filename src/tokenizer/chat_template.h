@@ -122,6 +122,16 @@ class ChatTemplate {
   StatusOr<std::string> render(std::span<const ChatMessage> messages, bool add_generation_prompt,
                                std::span<const ChatTool> tools = {},
                                const ChatTemplateKwargs& kwargs = {}) const;
+  // The conversation rendered to be continued inside its final message, an assistant's answer
+  // that the client began and the model goes on writing (vLLM's continue_final_message, as
+  // Hugging Face's apply_chat_template cuts it): render_parts without a generation prompt, cut
+  // after the final message's text (its ends' whitespace kept where the format keeps it), before
+  // the markup that closes the turn. InvalidArgument unless the final message is an assistant's
+  // with text and no calls, and for a format that leaves part of that text out (deepseek-r1 an
+  // answer's thinking, qwen3 a "<think>" block it rewrites).
+  StatusOr<std::vector<ChatPart>> render_parts_continuing(
+      std::span<const ChatMessage> messages, std::span<const ChatTool> tools = {},
+      const ChatTemplateKwargs& kwargs = {}) const;
   // render() as parts: markup and message text alternate, none empty. A tool's JSON, a call's
   // name and arguments and a tool's result are message text (what a client sent stays text).
   StatusOr<std::vector<ChatPart>> render_parts(std::span<const ChatMessage> messages,

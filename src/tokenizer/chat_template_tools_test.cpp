@@ -2,7 +2,8 @@
 // the template its model ships (Qwen2.5-Instruct's for chatml, Qwen3's for qwen3 — its thinking
 // and enable_thinking too —, Llama-3.1-Instruct's for llama-3, Mistral-7B-Instruct-v0.3's for
 // mistral-v3; and DeepSeek-R1-Distill's for deepseek-r1, without tools) through Jinja2 as Hugging
-// Face runs it (tools/gen_chat_tool_vectors.py); ChatTemplate must render the same text. Then the
+// Face runs it (tools/gen_chat_tool_vectors.py), some with the final message continued (cut as
+// Hugging Face's apply_chat_template cuts it); ChatTemplate must render the same text. Then the
 // refusals, and what stays message text.
 #include <gtest/gtest.h>
 
@@ -58,7 +59,7 @@ Conversation conversation(const Json& vector) {
 
 TEST(ChatTemplateToolsTest, RendersWhatTheModelsOwnTemplatesRender) {
   const Json vectors = Json::parse(kVectors);
-  ASSERT_GE(vectors.size(), 21u);
+  ASSERT_GE(vectors.size(), 27u);
   for (const Json& vector : vectors) {
     SCOPED_TRACE(vector.at("format").get<std::string>() + ": " +
                  vector.at("name").get<std::string>());
@@ -67,10 +68,45 @@ TEST(ChatTemplateToolsTest, RendersWhatTheModelsOwnTemplatesRender) {
     EXPECT_EQ(chat->takes_tools(), vector.at("format") != "deepseek-r1");
     const Conversation c = conversation(vector);
     const ChatTemplateKwargs kwargs{.enable_thinking = vector.at("enable_thinking").get<bool>()};
-    StatusOr<std::string> text =
-        chat->render(c.messages, vector.at("add_generation_prompt").get<bool>(), c.tools, kwargs);
-    ASSERT_TRUE(text.ok()) << text.status().to_string();
-    EXPECT_EQ(*text, vector.at("expected").get<std::string>());
+    StatusOr<std::vector<ChatPart>> parts =
+        vector.at("continue_final_message").get<bool>()
+            ? chat->render_parts_continuing(c.messages, c.tools, kwargs)
+            : chat->render_parts(c.messages, vector.at("add_generation_prompt").get<bool>(),
+                                 c.tools, kwargs);
+    ASSERT_TRUE(parts.ok()) << parts.status().to_string();
+    std::string text;
+    for (const ChatPart& part : *parts) text += part.text;
+    EXPECT_EQ(text, vector.at("expected").get<std::string>());
+    if (!vector.at("continue_final_message").get<bool>()) {
+      EXPECT_EQ(text, *chat->render(c.messages, vector.at("add_generation_prompt").get<bool>(),
+                                    c.tools, kwargs));
+    }
+  }
+}
+
+// Continuing a final message needs an assistant's text, all of it shown last in its turn.
+TEST(ChatTemplateToolsTest, OnlyAnAnswerShownWholeCanBeContinued) {
+  const auto continued = [](std::string_view format, const std::vector<ChatMessage>& messages) {
+    return ChatTemplate::from_name(format)->render_parts_continuing(messages).status();
+  };
+  const ChatMessage user{"user", "u"};
+  EXPECT_TRUE(continued("chatml", {user, {"assistant", "a"}}).ok());
+  const std::vector<std::pair<std::vector<ChatMessage>, std::string>> refused = {
+      {{user}, "an assistant's"},
+      {{user, {"assistant", " \n "}}, "no text"},
+      {{user, {"assistant", "a", {{"f", "{}"}}}}, "without tool calls"},
+  };
+  for (const auto& [messages, words] : refused) {
+    const Status status = continued("chatml", messages);
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(status.message().find(words), std::string::npos) << status.message();
+  }
+  // Formats that rewrite the answer's thinking: what was sent is not shown as sent.
+  for (const std::string_view format : {"deepseek-r1", "qwen3"}) {
+    const Status status = continued(format, {user, {"assistant", "<think>t</think>a"}});
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << format;
+    EXPECT_NE(status.message().find("leaves part of the final message out"), std::string::npos)
+        << status.message();
   }
 }
 
