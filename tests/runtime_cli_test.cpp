@@ -1,7 +1,7 @@
 // End to end through the `cellm` binary on stories260K: `cellm generate --json` against the
 // reference greedy output (and held to --regex: a text the standard library's regex matches
-// whole), `cellm run --report-json` (generations in prompt order, engine metrics
-// with preemptions, config), and bad arguments (one line, exit status 2).
+// whole; moved off it by the penalty flags), `cellm run --report-json` (generations in prompt
+// order, engine metrics with preemptions, config), and bad arguments (one line, exit status 2).
 //
 // The binary is found by tests/support/cellm_cli.h. Every run hides the GPUs
 // (CUDA_VISIBLE_DEVICES empty), so `--backend auto` is the CPU and `--backend cuda` has no device
@@ -62,6 +62,20 @@ TEST(RuntimeCliTest, GenerateJsonMatchesTheFirstReferenceCase) {
   EXPECT_EQ(out.at("generated_tokens"), c.at("generated_tokens"));
   EXPECT_EQ(out.at("text"), c.at("text"));
   EXPECT_EQ(out.at("finish_reason"), "new_token_limit");
+}
+
+// The penalty flags reach the sampler: stories260K repeats itself greedily, a repetition penalty
+// steers it elsewhere (the sampler's arithmetic is checked in batching's tests).
+TEST(RuntimeCliTest, GeneratePenaltiesChangeWhatAGreedyGenerationRepeats) {
+  const nlohmann::json c = reference().at("cases").at(0);
+  for (const char* flag : {"--repetition-penalty", "--presence-penalty", "--frequency-penalty"}) {
+    const Result r = run_cellm({"generate", "--model", testing::test_model_path("stories260K.gguf"),
+                                "--prompt", c.at("prompt"), "-n", "128", "--json", flag, "1.5"});
+    ASSERT_EQ(r.exit_code, 0) << flag << ": " << r.err;
+    const nlohmann::json out = nlohmann::json::parse(r.out);
+    EXPECT_EQ(out.at("prompt_tokens"), c.at("prompt_tokens"));
+    EXPECT_NE(out.at("generated_tokens"), c.at("generated_tokens")) << flag;
+  }
 }
 
 TEST(RuntimeCliTest, GenerateRegexGivesATextItMatchesWhole) {
@@ -207,6 +221,12 @@ TEST(RuntimeCliTest, BadArgumentsGiveOneClearLineAndExitStatusTwo) {
       {{"run", "--model", model, "--prompt", "hi", "--max-cells", "100"}, "--max-cells 100"},
       {{"generate", "--model", model, "--prompt", "hi", "--threads", "100000"}, "--threads 100000"},
       {{"generate", "--model", model, "--prompt", "hi", "--no-thinking"}, "--chat"},
+      {{"generate", "--model", model, "--prompt", "hi", "-n", "4", "--min-new-tokens", "5"},
+       "--min-new-tokens is 5"},
+      {{"run", "--model", model, "--prompt", "hi", "--repetition-penalty", "0"},
+       "--repetition-penalty is 0"},
+      {{"generate", "--model", model, "--prompt", "hi", "--min-new-tokens", "2", "--json-object"},
+       "--min-new-tokens beside a constrained output"},
       {{"run", "--model", model, "--prompt", "hi", "--resident-bf16", "maybe"}, "--resident-bf16"},
       {{"serve", "--model", model, "--port", "70000"}, "--port"},
       {{"serve", "--model", model, "--max-concurrent", "0"}, "--max-concurrent"},

@@ -135,6 +135,15 @@ void add_sampling_flags(CLI::App& command, SamplingFlags& flags) {
   command.add_option("--top-k", flags.top_k, "Keep the k most likely; 0 = off");
   command.add_option("--top-p", flags.top_p, "Nucleus mass, (0, 1]");
   command.add_option("--min-p", flags.min_p, "Drop tokens below min-p x the best; 0 = off");
+  command.add_option("--repetition-penalty", flags.repetition_penalty,
+                     "> 1 discourages the tokens among the context's last 64; 1 = off");
+  command.add_option("--presence-penalty", flags.presence_penalty,
+                     "Subtracted once from the logit of each token among the context's last 64");
+  command.add_option("--frequency-penalty", flags.frequency_penalty,
+                     "Subtracted from a token's logit per occurrence among the context's last 64");
+  command.add_option("--min-new-tokens", flags.min_new_tokens,
+                     "Generate at least this many tokens: stop tokens and strings end nothing "
+                     "before (not with a constrained output)");
   CLI::Option* object =
       command.add_flag("--json-object", flags.json_object,
                        "Constrain the output to one JSON object; stop when it is whole");
@@ -164,6 +173,10 @@ StatusOr<GenConfig> gen_config_from_flags(const SamplingFlags& flags,
   config.sampling.top_k = flags.top_k;
   config.sampling.top_p = flags.top_p;
   config.sampling.min_p = flags.min_p;
+  config.sampling.repetition_penalty = flags.repetition_penalty;
+  config.sampling.presence_penalty = flags.presence_penalty;
+  config.sampling.frequency_penalty = flags.frequency_penalty;
+  config.min_new_tokens = flags.min_new_tokens;
   config.seed = flags.seed;
   config.use_default_stop_tokens = !flags.ignore_eos;
   config.stop_strings = stop_strings;

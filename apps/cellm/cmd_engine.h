@@ -63,6 +63,10 @@ struct SamplingFlags {
   int32_t top_k = 0;
   float top_p = 1.0f;
   float min_p = 0.0f;
+  float repetition_penalty = 1.0f;  // SamplingParams' penalties
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  int32_t min_new_tokens = 0;  // GenConfig::min_new_tokens
   uint64_t seed = 0;
   bool ignore_eos = false;
   bool json_object = false;      // GenConfig::json_object
@@ -70,8 +74,9 @@ struct SamplingFlags {
   std::string regex;             // GenConfig::text_pattern, compiled from it; "" none
 };
 
-// Registers --temperature, --top-k, --top-p, --min-p, --json-object, --json-schema and --regex
-// (each command adds --max-new-tokens, --seed and --ignore-eos with its own words).
+// Registers --temperature, --top-k, --top-p, --min-p, the penalties (--repetition-penalty,
+// --presence-penalty, --frequency-penalty), --min-new-tokens, --json-object, --json-schema and
+// --regex (each command adds --max-new-tokens, --seed and --ignore-eos with its own words).
 void add_sampling_flags(CLI::App& command, SamplingFlags& flags);
 
 // The generation the flags ask for (seed as given, stop strings added); InvalidArgument naming

@@ -40,6 +40,11 @@ const std::vector<Seed>& seeds() {
            "object", "properties": {"a": {"type": "array"}}}}}, {"type": "function", "function":
            {"name": "g"}}], "tool_choice": "required", "parallel_tool_calls": false,
            "x": "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>"})"},
+      {ServeEndpoint::kChatCompletions,
+       R"({"messages": [{"role": "user", "content": "Capital?"}, {"role": "assistant",
+           "content": "The capital", "reasoning_content": "Easy."}], "add_generation_prompt":
+           false, "continue_final_message": true, "chat_template_kwargs": {"enable_thinking":
+           false}})"},
   };
   return all;
 }
@@ -59,6 +64,9 @@ const std::vector<std::string>& splices() {
                                                "\"tools\"",
                                                "\"tool_choice\"",
                                                "\"tool_calls\"",
+                                               "\"continue_final_message\"",
+                                               "\"chat_template_kwargs\"",
+                                               "\"reasoning_content\"",
                                                "\"auto\"",
                                                "{\"name\": \"f\", \"parameters\": {}}",
                                                "\"n\"",
