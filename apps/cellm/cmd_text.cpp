@@ -1,6 +1,7 @@
 // TextCodec (cmd_text.h): the only file of the run/generate commands that sees tokenizer types.
 #include "cmd_text.h"
 
+#include <ctime>
 #include <optional>
 
 #include "tokenizer/chat_prompt.h"
@@ -35,6 +36,20 @@ class DetokenizerStream : public TextStream {
   Tokenizer tokenizer_;  // shares the immutable state; detokenizer_ refers to this copy
   StreamingDetokenizer detokenizer_;
 };
+
+// The template variables of a prompt: the options' and the day, as Hugging Face's strftime_now
+// gives it to the templates that date their prompts (local time, "%d %b %Y").
+ChatTemplateKwargs template_kwargs(bool enable_thinking, const std::string& date_string) {
+  ChatTemplateKwargs kwargs{.enable_thinking = enable_thinking, .date_string = date_string};
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  char day[32];
+  if (localtime_r(&now, &local) != nullptr &&
+      std::strftime(day, sizeof(day), "%d %b %Y", &local) > 0) {
+    kwargs.today = day;
+  }
+  return kwargs;
+}
 
 }  // namespace
 
@@ -71,7 +86,7 @@ StatusOr<std::vector<int32_t>> TextCodec::encode_chat(std::string_view user_mess
   const ChatMessage messages[1] = {{"user", std::string(user_message)}};
   return cellm::encode_chat(state_->tokenizer, *state_->chat, messages,
                             ChatPromptEnd::kGenerationPrompt, {},
-                            ChatTemplateKwargs{.enable_thinking = enable_thinking});
+                            template_kwargs(enable_thinking, ""));
 }
 
 StatusOr<std::vector<int32_t>> TextCodec::encode_conversation(
@@ -101,7 +116,7 @@ StatusOr<std::vector<int32_t>> TextCodec::encode_conversation(
                             : options.add_generation_prompt ? ChatPromptEnd::kGenerationPrompt
                                                             : ChatPromptEnd::kAfterLastMessage;
   return cellm::encode_chat(state_->tokenizer, *state_->chat, messages, end, chat_tools,
-                            ChatTemplateKwargs{.enable_thinking = options.enable_thinking});
+                            template_kwargs(options.enable_thinking, options.date_string));
 }
 
 ChatToolSyntax TextCodec::tool_syntax() const {
@@ -110,7 +125,8 @@ ChatToolSyntax TextCodec::tool_syntax() const {
     case ChatFormat::kChatml:
     case ChatFormat::kQwen3:
       return ChatToolSyntax::kHermes;
-    case ChatFormat::kLlama3:
+    case ChatFormat::kLlama31:
+    case ChatFormat::kLlama32:
       return ChatToolSyntax::kLlamaJson;
     case ChatFormat::kMistralV3:
       return ChatToolSyntax::kMistralJson;

@@ -63,6 +63,9 @@ struct ChatPromptOptions {
   bool continue_final_message = false;
   // Off: a format with a thinking switch (qwen3) opens the answer with an empty thinking block.
   bool enable_thinking = true;
+  // The day the formats that date their prompt (llama-3.1, llama-3.2) write; empty: their default
+  // (llama-3.2's is today).
+  std::string date_string = {};
 };
 
 // How the model's chat format writes a tool call: chatml and qwen3 models as Hermes does

@@ -17,6 +17,8 @@ using Json = nlohmann::json;
 // The most messages a request may carry (far above what any client sends; bounds the work a
 // request can ask of the template).
 constexpr size_t kMaxMessages = 4096;
+// The longest date_string a request may set (a day's text: "26 Jul 2024").
+constexpr size_t kMaxDateStringBytes = 64;
 
 // A message's "content": a string, or a list of {"type": "text", "text": ...} parts.
 StatusOr<std::string> parse_content(const Json& content) {
@@ -158,13 +160,22 @@ Status parse_chat_prompt_options(const Json& body, ServeRequest& request) {
   if (kwargs.empty()) return ok_status();
   if (!chat) return field_error("chat_template_kwargs", "is a chat completion's only");
   for (const auto& [key, value] : kwargs.items()) {
-    if (key != "enable_thinking") {
-      return field_error(
-          "chat_template_kwargs",
-          fmt::format("holds '{}'; cellm's chat formats read enable_thinking only", key));
+    if (key == "enable_thinking") {
+      CELLM_ASSIGN_OR_RETURN(options.enable_thinking,
+                             get_bool(value, "chat_template_kwargs.enable_thinking"));
+    } else if (key == "date_string") {
+      CELLM_ASSIGN_OR_RETURN(options.date_string,
+                             get_string(value, "chat_template_kwargs.date_string"));
+      if (options.date_string.size() > kMaxDateStringBytes) {
+        return field_error("chat_template_kwargs.date_string",
+                           fmt::format("is longer than {} bytes", kMaxDateStringBytes));
+      }
+    } else {
+      return field_error("chat_template_kwargs",
+                         fmt::format("holds '{}'; cellm's chat formats read enable_thinking and "
+                                     "date_string only",
+                                     key));
     }
-    CELLM_ASSIGN_OR_RETURN(options.enable_thinking,
-                           get_bool(value, "chat_template_kwargs.enable_thinking"));
   }
   return ok_status();
 }

@@ -58,7 +58,7 @@ TEST(ServeApiTest, VllmExtrasAtTheirDefaultsAreAcceptedAndOthersRefusedByName) {
   }
 }
 
-TEST(ServeApiTest, ChatTemplateKwargsSwitchThinkingAndNothingElse) {
+TEST(ServeApiTest, ChatTemplateKwargsSwitchThinkingAndDateThePromptAndNothingElse) {
   constexpr ServeEndpoint kChat = ServeEndpoint::kChatCompletions;
   const std::string messages = R"("messages": [{"role": "user", "content": "u"}])";
   EXPECT_TRUE(parse_ok("{" + messages + "}", kChat).chat_prompt.enable_thinking);
@@ -68,11 +68,18 @@ TEST(ServeApiTest, ChatTemplateKwargsSwitchThinkingAndNothingElse) {
   EXPECT_TRUE(
       parse_ok("{" + messages + R"(, "chat_template_kwargs": {"enable_thinking": true}})", kChat)
           .chat_prompt.enable_thinking);
+  EXPECT_EQ(parse_ok("{" + messages + R"(, "chat_template_kwargs": {"date_string": "1 May 2025"}})",
+                     kChat)
+                .chat_prompt.date_string,
+            "1 May 2025");
   EXPECT_TRUE(parse_ok("{" + messages + R"(, "chat_template_kwargs": null})", kChat)
                   .chat_prompt.enable_thinking);
   const std::vector<std::pair<std::string, std::string>> cases = {
       {R"("chat_template_kwargs": {"thinking": true})",
-       "\"chat_template_kwargs\" holds 'thinking'; cellm's chat formats read enable_thinking only"},
+       "\"chat_template_kwargs\" holds 'thinking'; cellm's chat formats read enable_thinking and "
+       "date_string only"},
+      {R"("chat_template_kwargs": {"date_string": 5})",
+       "\"chat_template_kwargs.date_string\" must be a string"},
       {R"("chat_template_kwargs": {"enable_thinking": "no"})",
        "\"chat_template_kwargs.enable_thinking\" must be true or false"},
       {R"("chat_template_kwargs": [])", "\"chat_template_kwargs\" must be an object"},

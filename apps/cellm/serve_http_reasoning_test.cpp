@@ -64,17 +64,6 @@ TEST(ServeHttpReasoningTest, Qwen3AnswersThatDoNotOpenThinkingAreContent) {
   EXPECT_EQ(s.content, content);
 }
 
-// The prompt text /tokenize gives `messages` (and `extra` fields), read back by /detokenize.
-std::string prompt_text(const Served& served, const Json& messages, const Json& extra = {}) {
-  Json body = {{"messages", messages}};
-  if (extra.is_object()) body.update(extra);
-  const Reply tokens = post(served, "/tokenize", body);
-  EXPECT_EQ(tokens.status, 200) << tokens.body.dump();
-  const Reply prompt = post(served, "/detokenize", {{"tokens", tokens.body.at("tokens")}});
-  EXPECT_EQ(prompt.status, 200) << prompt.body.dump();
-  return prompt.body.at("prompt").get<std::string>();
-}
-
 // Qwen3's template (recognized by its enable_thinking switch): with chat_template_kwargs'
 // enable_thinking off the prompt closes an empty thinking block, so the answer is content.
 TEST(ServeHttpReasoningTest, Qwen3ThinkingSwitchedOffClosesAnEmptyThinkingBlockInThePrompt) {

@@ -198,6 +198,17 @@ StreamedChat stream_chat(const Served& served, Json body) {
   return out;
 }
 
+std::string prompt_text(const Served& served, const Json& messages, const Json& extra) {
+  Json body = {{"messages", messages}};
+  if (extra.is_object()) body.update(extra);
+  const Reply tokens = post(served, "/tokenize", body);
+  EXPECT_EQ(tokens.status, 200) << tokens.body.dump();
+  if (tokens.status != 200) return "";
+  const Reply prompt = post(served, "/detokenize", {{"tokens", tokens.body.at("tokens")}});
+  EXPECT_EQ(prompt.status, 200) << prompt.body.dump();
+  return prompt.status == 200 ? prompt.body.at("prompt").get<std::string>() : "";
+}
+
 namespace {
 
 // The distinctive markers of each format's template (detection needs only them).
@@ -208,6 +219,14 @@ std::string template_with_markers(std::string_view format) {
            "enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}";
   }
   if (format == "llama-3") return "{{ '<|start_header_id|>' + role + '<|end_header_id|>' }}";
+  if (format == "llama-3.1") {
+    return "{{ '<|start_header_id|>' + role + '<|end_header_id|>' }}{{- 'Cutting Knowledge "
+           "Date: December 2023\\n' }}";
+  }
+  if (format == "llama-3.2") {
+    return "{%- set date_string = strftime_now('%d %b %Y') %}{{ '<|start_header_id|>' + role + "
+           "'<|end_header_id|>' }}{{- 'Cutting Knowledge Date: December 2023\\n' }}";
+  }
   if (format == "mistral-v3") return "{{ '[AVAILABLE_TOOLS] [' }}{{ '[INST] ' + content }}";
   if (format == "deepseek-r1") return "{{'<｜User｜>' + content}}{{'<｜Assistant｜><think>\\n'}}";
   // The markers Meta's Llama-2 chat template holds ([INST], <<SYS>>).

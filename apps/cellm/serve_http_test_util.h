@@ -101,6 +101,10 @@ struct StreamedChat {
 // 200.
 StreamedChat stream_chat(const Served& served, Json body);
 
+// The prompt text /tokenize gives a chat of `messages` (with the request fields in `extra`), read
+// back by /detokenize; a test failure unless both answer 200.
+std::string prompt_text(const Served& served, const Json& messages, const Json& extra = {});
+
 // stories260K with a chat template of `format` added (its markers: no test model carries one),
 // written once into the test's temporary folder. Its vocabulary has Llama-2's <s> and </s> but
 // none of the other formats' control tokens, so their markup is plain text to it.

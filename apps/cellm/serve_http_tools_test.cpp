@@ -99,7 +99,7 @@ int32_t close_bracket_token(const Served& served) {
 }
 
 TEST(ServeHttpToolsTest, ARequiredChoiceCallsOneOrMoreOfTheTools) {
-  Served served(4, stories_with_chat_template("llama-3"));
+  Served served(4, stories_with_chat_template("llama-3.1"));
   const std::string close = std::to_string(close_bracket_token(served));
   for (const bool parallel : {true, false}) {
     Json body = chat({{"tools", {kTime, kWeather}},
@@ -170,7 +170,7 @@ TEST(ServeHttpToolsTest, ConversationsWithCallsAndResultsAreTakenWhereTheFormatS
         {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "4 degrees"}}}},
       {"tools", {kWeather}},
       {"max_tokens", 4}};
-  for (const char* format : {"chatml", "llama-3"}) {
+  for (const char* format : {"chatml", "qwen3", "llama-3.1", "llama-3.2"}) {
     Served served(2, stories_with_chat_template(format));
     const Reply r = post(served, "/v1/chat/completions", conversation);
     EXPECT_EQ(r.status, 200) << format << ": " << r.body.dump();
@@ -184,10 +184,12 @@ TEST(ServeHttpToolsTest, ConversationsWithCallsAndResultsAreTakenWhereTheFormatS
   const Reply long_id = post(mistral_served, "/v1/chat/completions", conversation);
   EXPECT_EQ(long_id.status, 400);
   EXPECT_NE(long_id.body.dump().find("9 characters"), std::string::npos) << long_id.body.dump();
-  Served llama2(2, stories_with_chat_template("llama-2"));
-  const Reply refused = post(llama2, "/v1/chat/completions", conversation);
-  EXPECT_EQ(refused.status, 400);
-  EXPECT_NE(refused.body.dump().find("takes no tools"), std::string::npos) << refused.body.dump();
+  for (const char* format : {"llama-2", "llama-3"}) {  // Llama 2, Llama 3.0: no tools
+    Served served(2, stories_with_chat_template(format));
+    const Reply refused = post(served, "/v1/chat/completions", conversation);
+    EXPECT_EQ(refused.status, 400) << format;
+    EXPECT_NE(refused.body.dump().find("takes no tools"), std::string::npos) << refused.body.dump();
+  }
   Json bad_arguments = conversation;
   bad_arguments["messages"][1]["tool_calls"][0]["function"]["arguments"] = "{\"city\": ";
   Served chatml(2, stories_with_chat_template("chatml"));

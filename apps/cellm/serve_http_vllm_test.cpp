@@ -2,10 +2,11 @@
 // serve_http_test_util.h): stop_token_ids end a greedy completion where the independent
 // reference's tokens first reach one; min_tokens keeps it from them until then, the reference's
 // next best token taken where it is banned. A chat's final answer continued
-// (continue_final_message) is the completion of its prompt's ids.
+// (continue_final_message) is the completion of its prompt's ids. Llama 3.2's prompts are dated.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -114,6 +115,34 @@ TEST(ServeHttpTest, AContinuedFinalAnswerIsTheCompletionOfItsPrompt) {
   EXPECT_EQ(refused.status, 400) << refused.body.dump();
   EXPECT_NE(refused.body.dump().find("cannot be continued"), std::string::npos)
       << refused.body.dump();
+}
+
+// Llama 3.2's template dates its prompt by the day it is rendered (Hugging Face's strftime_now,
+// local time); chat_template_kwargs' date_string names another day, for 3.1's too.
+TEST(ServeHttpTest, Llama32PromptsAreDatedTodayUnlessADateStringIsGiven) {
+  const auto day = [] {
+    const std::time_t now = std::time(nullptr);
+    std::tm local{};
+    char text[32] = "";
+    localtime_r(&now, &local);
+    std::strftime(text, sizeof(text), "%d %b %Y", &local);
+    return std::string(text);
+  };
+  const Json messages = {{{"role", "user"}, {"content", "Hi"}}};
+  Served llama32(2, stories_with_chat_template("llama-3.2"));
+  const std::string before = day();
+  const std::string prompt = prompt_text(llama32, messages);
+  const std::string after = day();  // the day may turn while the request runs
+  EXPECT_TRUE(prompt.find("Today Date: " + before + "\n\n") != std::string::npos ||
+              prompt.find("Today Date: " + after + "\n\n") != std::string::npos)
+      << prompt;
+  const Json dated = {{"chat_template_kwargs", {{"date_string", "01 Jan 2030"}}}};
+  EXPECT_NE(prompt_text(llama32, messages, dated).find("Today Date: 01 Jan 2030\n\n"),
+            std::string::npos);
+  Served llama31(2, stories_with_chat_template("llama-3.1"));
+  EXPECT_NE(prompt_text(llama31, messages).find("Today Date: 26 Jul 2024\n\n"), std::string::npos);
+  EXPECT_NE(prompt_text(llama31, messages, dated).find("Today Date: 01 Jan 2030\n\n"),
+            std::string::npos);
 }
 
 }  // namespace

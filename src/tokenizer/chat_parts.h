@@ -56,9 +56,11 @@ void render_qwen3(std::span<const ChatMessage> messages, bool add_generation_pro
                   std::span<const ChatTool> tools, const ChatTemplateKwargs& kwargs,
                   ChatParts* out);
 
-// Llama 3 (Llama 3.1's template where tools come): see chat_template_tools.cpp.
+// Llama 3; with `date`, Llama 3.1's / 3.2's template (its dated system turn always, tools):
+// see chat_template_tools.cpp.
 Status render_llama3(std::span<const ChatMessage> messages, bool add_generation_prompt,
-                     std::span<const ChatTool> tools, ChatParts* out);
+                     std::span<const ChatTool> tools, std::optional<std::string_view> date,
+                     ChatParts* out);
 
 // Mistral-7B-Instruct-v0.3's format: see chat_template_tools.cpp.
 Status render_mistral_v3(const std::optional<std::string>& system,

@@ -22,6 +22,8 @@ constexpr FormatName kFormats[] = {
     {ChatFormat::kQwen3, "qwen3"},
     {ChatFormat::kLlama2, "llama-2"},
     {ChatFormat::kLlama3, "llama-3"},
+    {ChatFormat::kLlama31, "llama-3.1"},
+    {ChatFormat::kLlama32, "llama-3.2"},
     {ChatFormat::kMistral, "mistral"},
     {ChatFormat::kMistralV3, "mistral-v3"},
     {ChatFormat::kDeepSeekR1, "deepseek-r1"},
@@ -186,7 +188,10 @@ StatusOr<ChatTemplate> ChatTemplate::detect(std::string_view source) {
   }
   if (has("<｜User｜>") && has("<｜Assistant｜>")) return ChatTemplate(ChatFormat::kDeepSeekR1);
   if (has("<|start_header_id|>") && has("<|end_header_id|>")) {
-    return ChatTemplate(ChatFormat::kLlama3);
+    // Llama 3.1's, 3.2's and 3.3's templates date a system turn they always write; 3.2's by the
+    // day it is rendered (strftime_now).
+    if (!has("Cutting Knowledge Date")) return ChatTemplate(ChatFormat::kLlama3);
+    return ChatTemplate(has("strftime_now") ? ChatFormat::kLlama32 : ChatFormat::kLlama31);
   }
   if (has("<start_of_turn>")) return ChatTemplate(ChatFormat::kGemma);
   if (has("<|assistant|>") && has("<|end|>")) return ChatTemplate(ChatFormat::kPhi3);
@@ -205,7 +210,8 @@ StatusOr<ChatTemplate> ChatTemplate::detect(std::string_view source) {
 
 bool ChatTemplate::takes_tools() const {
   return format_ == ChatFormat::kChatml || format_ == ChatFormat::kQwen3 ||
-         format_ == ChatFormat::kLlama3 || format_ == ChatFormat::kMistralV3;
+         format_ == ChatFormat::kLlama31 || format_ == ChatFormat::kLlama32 ||
+         format_ == ChatFormat::kMistralV3;
 }
 
 StatusOr<std::vector<ChatPart>> ChatTemplate::render_parts(std::span<const ChatMessage> messages,
@@ -214,7 +220,9 @@ StatusOr<std::vector<ChatPart>> ChatTemplate::render_parts(std::span<const ChatM
                                                            const ChatTemplateKwargs& kwargs) const {
   if (!tools.empty() && !takes_tools()) {
     return invalid_argument(fmt::format(
-        "chat template '{}' takes no tools (chatml, qwen3, llama-3 and mistral-v3 do)", name()));
+        "chat template '{}' takes no tools (chatml, qwen3, llama-3.1, llama-3.2 and mistral-v3 "
+        "do)",
+        name()));
   }
   const bool alternate = format_ == ChatFormat::kLlama2 || format_ == ChatFormat::kMistral ||
                          format_ == ChatFormat::kGemma;
@@ -238,9 +246,20 @@ StatusOr<std::vector<ChatPart>> ChatTemplate::render_parts(std::span<const ChatM
       render_llama2(system, turns, &parts);
       break;
     case ChatFormat::kLlama3:
-      CELLM_RETURN_IF_ERROR(
-          chat_internal::render_llama3(messages, add_generation_prompt, tools, &parts));
+      CELLM_RETURN_IF_ERROR(chat_internal::render_llama3(messages, add_generation_prompt, tools,
+                                                         std::nullopt, &parts));
       break;
+    case ChatFormat::kLlama31:
+    case ChatFormat::kLlama32: {
+      const std::string_view fallback = "26 Jul 2024";
+      const std::string_view date = !kwargs.date_string.empty() ? kwargs.date_string
+                                    : format_ == ChatFormat::kLlama32 && !kwargs.today.empty()
+                                        ? std::string_view(kwargs.today)
+                                        : fallback;
+      CELLM_RETURN_IF_ERROR(
+          chat_internal::render_llama3(messages, add_generation_prompt, tools, date, &parts));
+      break;
+    }
     case ChatFormat::kMistral:
       render_mistral(system, turns, &parts);
       break;

@@ -1,24 +1,27 @@
 // ChatTemplate: renders a conversation (system / user / assistant messages) into the prompt text
 // a chat model was trained on, for the common formats: chatml (Qwen2.5), qwen3 (chatml with
 // Qwen3's thinking: an earlier answer's thinking left out, the turns after the last user query
-// showing theirs, enable_thinking), llama-2, llama-3, mistral (tokenizer V1), mistral-v3
-// (Mistral-7B-Instruct-v0.3, Mistral-Nemo), phi-3, gemma and deepseek-r1 (DeepSeek-R1's distills:
-// <｜User｜> / <｜Assistant｜>, thinking opened in the prompt).
+// showing theirs, enable_thinking), llama-2, llama-3 (Llama 3.0), llama-3.1 and llama-3.2 (Llama
+// 3.1 / 3.3's and 3.2's templates: a system turn dated "Today Date: ..." always), mistral
+// (tokenizer V1), mistral-v3 (Mistral-7B-Instruct-v0.3, Mistral-Nemo), phi-3, gemma and
+// deepseek-r1 (DeepSeek-R1's distills: <｜User｜> / <｜Assistant｜>, thinking opened in the
+// prompt).
 //
 // A template is named explicitly or recognized from a GGUF file's `tokenizer.chat_template` by
-// the format's distinctive markers (no Jinja is executed). Four formats take tools (functions the
+// the format's distinctive markers (no Jinja is executed). Five formats take tools (functions the
 // model may call, OpenAI's `tools`), assistant messages that called them and the tool messages
 // that answer: chatml and qwen3 as Qwen2.5's and Qwen3's templates render them (Hermes' <tools>
-// block in the system turn, <tool_call> and <tool_response>), llama-3 as Llama 3.1's template
-// does (the tools in the first user message, JSON calls, results as "ipython" turns) and
+// block in the system turn, <tool_call> and <tool_response>), llama-3.1 and llama-3.2 as their
+// templates do (the tools in the first user message, JSON calls, results as "ipython" turns) and
 // mistral-v3 as Mistral-7B-Instruct-v0.3's does ([AVAILABLE_TOOLS], [TOOL_CALLS],
 // [TOOL_RESULTS]). The rendered text never starts with the BOS token. render_parts() tells the
 // format's markup (<|im_start|>, [INST], </s>, ...) from the messages' own text, so that
 // encode_chat (chat_prompt.h) turns the markup into its tokens and keeps what a user typed plain
 // text. Formats without a system role (mistral, gemma) put the system text in front of the first
 // user message. Each format's source is cited where it is rendered. Knows strings only, not
-// tokens, and not JSON: a tool and a call's arguments come as the JSON texts the templates'
-// `tojson` writes (the caller writes them). Thread-safety: immutable values.
+// tokens, not JSON and not the clock: a tool and a call's arguments come as the JSON texts the
+// templates' `tojson` writes, the day as text (the caller writes them). Thread-safety: immutable
+// values.
 #pragma once
 
 #include <optional>
@@ -57,6 +60,13 @@ struct ChatMessage {
 // without that switch ignore it, as their Jinja templates do.
 struct ChatTemplateKwargs {
   bool enable_thinking = true;
+  // date_string (llama-3.1, llama-3.2: the system turn's "Today Date: ..."); empty: the format's
+  // default — llama-3.1's "26 Jul 2024", llama-3.2's `today`.
+  std::string date_string = {};
+  // The day the prompt is rendered, as "%d %b %Y" ("05 Dec 2026"): what Hugging Face's
+  // strftime_now gives llama-3.2's template. The caller's clock, so rendering stays a pure
+  // function; empty: "26 Jul 2024", as that template has without strftime_now.
+  std::string today = {};
 };
 
 // A field of a tool's function object, in order: its key, and its value as the template writes
@@ -87,6 +97,8 @@ enum class ChatFormat {
   kChatml,
   kLlama2,
   kLlama3,
+  kLlama31,
+  kLlama32,
   kMistral,
   kMistralV3,
   kPhi3,
@@ -97,8 +109,8 @@ enum class ChatFormat {
 
 class ChatTemplate {
  public:
-  // "chatml", "qwen3", "llama-2", "llama-3", "mistral", "mistral-v3", "phi-3", "gemma" or
-  // "deepseek-r1"; InvalidArgument listing them.
+  // "chatml", "qwen3", "llama-2", "llama-3", "llama-3.1", "llama-3.2", "mistral", "mistral-v3",
+  // "phi-3", "gemma" or "deepseek-r1"; InvalidArgument listing them.
   static StatusOr<ChatTemplate> from_name(std::string_view name);
   // Recognizes a Jinja chat template by its markers; an empty or unrecognized one is
   // Unimplemented, naming the formats that can be chosen by name instead.
@@ -108,15 +120,15 @@ class ChatTemplate {
   ChatFormat format() const { return format_; }
   std::string_view name() const;
 
-  // Whether the format takes tools, tool calls and tool messages (chatml, qwen3, llama-3,
-  // mistral-v3).
+  // Whether the format takes tools, tool calls and tool messages (chatml, qwen3, llama-3.1,
+  // llama-3.2, mistral-v3).
   bool takes_tools() const;
 
   // InvalidArgument for an unknown role, a system message that is not first, or (llama-2,
   // mistral, gemma) turns that do not alternate user / assistant; for tools, tool calls or tool
-  // messages in a format that takes none; for llama-3 with tools, a conversation whose first
-  // turn (after the system message) is not the user's, or an assistant message with more than one
-  // call; for mistral-v3, a call or tool message whose id is not 9 characters long.
+  // messages in a format that takes none; for llama-3.1 / 3.2 with tools, a conversation whose
+  // first turn (after the system message) is not the user's, or an assistant message with more than
+  // one call; for mistral-v3, a call or tool message whose id is not 9 characters long.
   // add_generation_prompt appends the opening of the assistant's turn (the [INST] formats have
   // none: their user turn ends with it).
   StatusOr<std::string> render(std::span<const ChatMessage> messages, bool add_generation_prompt,

@@ -90,12 +90,15 @@ TEST(ChatTemplateTest, PartsTellTheMessagesTextFromTheMarkup) {
     }
     EXPECT_EQ(joined, render(name, conversation)) << name;
     // The llama formats strip a message's ends; the others keep them.
-    // Mistral v0.3 shows the system text in the last user message.
-    const bool strips = name == "llama-2" || name == "llama-3";
-    const std::vector<std::string> expected =
+    // Mistral v0.3 shows the system text in the last user message; Llama 3.1 and 3.2 date their
+    // system turn (a date is text, as a client may send one).
+    const bool strips = name.starts_with("llama-");
+    std::vector<std::string> expected =
         name == "mistral-v3"
             ? std::vector<std::string>{" Hi! ", "Hello.", "Be brief.", "2+2?"}
             : std::vector<std::string>{"Be brief.", strips ? "Hi!" : " Hi! ", "Hello.", "2+2?"};
+    if (name == "llama-3.1" || name == "llama-3.2")
+      expected.insert(expected.begin(), "26 Jul 2024");
     EXPECT_EQ(from_messages, expected) << name;
   }
 }
@@ -107,6 +110,12 @@ TEST(ChatTemplateTest, RecognizesEachFormatByItsMarkers) {
        "false %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}",
        ChatFormat::kQwen3},
       {"{{ '<|start_header_id|>' + role + '<|end_header_id|>' }}", ChatFormat::kLlama3},
+      {"{{- '<|start_header_id|>system<|end_header_id|>\\n\\n' }}{{- 'Cutting Knowledge Date: "
+       "December 2023\\n' }}",
+       ChatFormat::kLlama31},
+      {"{%- set date_string = strftime_now('%d %b %Y') %}{{- '<|start_header_id|>system"
+       "<|end_header_id|>\\n\\n' }}{{- 'Cutting Knowledge Date: December 2023\\n' }}",
+       ChatFormat::kLlama32},
       {"{{ '<start_of_turn>' + role }}", ChatFormat::kGemma},
       // The template stored in ../shared/models/vocab/ggml-vocab-phi-3.gguf.
       {"{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') %}"
@@ -132,10 +141,10 @@ TEST(ChatTemplateTest, UnknownTemplatesAreErrorsThatNameTheOptions) {
   for (std::string_view source : {std::string_view(""), std::string_view("{{ 'USER: ' }}")}) {
     StatusOr<ChatTemplate> chat = ChatTemplate::detect(source);
     ASSERT_FALSE(chat.ok());
-    EXPECT_NE(
-        chat.status().message().find(
-            "chatml, qwen3, llama-2, llama-3, mistral, mistral-v3, deepseek-r1, phi-3, gemma"),
-        std::string::npos)
+    EXPECT_NE(chat.status().message().find(
+                  "chatml, qwen3, llama-2, llama-3, llama-3.1, llama-3.2, mistral, mistral-v3, "
+                  "deepseek-r1, phi-3, gemma"),
+              std::string::npos)
         << chat.status().message();
   }
   StatusOr<ChatTemplate> named = ChatTemplate::from_name("vicuna");

@@ -1,5 +1,6 @@
-// The formats of ChatTemplate that take tools: chatml, llama-3 and mistral-v3, with and without
-// tools, and the Hermes pieces chatml shares with qwen3 (chat_template_qwen3.cpp).
+// The formats of ChatTemplate that take tools: chatml, llama-3.1 / 3.2 (and llama-3, which shares
+// their renderer) and mistral-v3, with and without tools, and the Hermes pieces chatml shares with
+// qwen3 (chat_template_qwen3.cpp).
 #include <fmt/format.h>
 
 #include <string>
@@ -123,33 +124,37 @@ void render_chatml(std::span<const ChatMessage> messages, bool add_generation_pr
 
 // Llama 3: Meta's model card prompt format and llama3's ChatFormat: per message
 // "<|start_header_id|>{role}<|end_header_id|>\n\n{content.strip()}<|eot_id|>", generation prompt
-// "<|start_header_id|>assistant<|end_header_id|>\n\n". With tools, as Llama 3.1's template renders
-// its custom tools (tools_in_user_message, its default date): the system turn always comes,
-// "Environment: ipython\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n"
-// before the stripped system text; the first user message opens with the instructions and each
-// tool as tojson(indent=4) followed by "\n\n". With or without tools, an assistant message with a
-// call is the call alone ({"name": "...", "parameters": {...}}: one call a message, its text not
-// shown) and a tool message is an "ipython" turn holding its content as a JSON string (the
-// template's `content is iterable` holds for text too).
+// "<|start_header_id|>assistant<|end_header_id|>\n\n". With a `date`, as Llama 3.1's and 3.2's
+// templates render (their custom tools in the user message, tools_in_user_message): the system
+// turn always comes, "Cutting Knowledge Date: December 2023\nToday Date: {date}\n\n" before the
+// stripped system text, "Environment: ipython\n" first where there are tools; the first user
+// message then opens with the instructions and each tool as tojson(indent=4) followed by "\n\n".
+// An assistant message with a call is the call alone ({"name": "...", "parameters": {...}}: one
+// call a message, its text not shown) and a tool message is an "ipython" turn holding its content
+// as a JSON string (the template's `content is iterable` holds for text too).
 Status render_llama3(std::span<const ChatMessage> messages, bool add_generation_prompt,
-                     std::span<const ChatTool> tools, ChatParts* out) {
+                     std::span<const ChatTool> tools, std::optional<std::string_view> date,
+                     ChatParts* out) {
   const auto header = [&](std::string_view role) {
     out->markup(fmt::format("<|start_header_id|>{}<|end_header_id|>\n\n", role));
   };
   size_t first = 0;
-  if (!tools.empty()) {
+  if (date) {
     header("system");
-    out->markup(
-        "Environment: ipython\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul "
-        "2024\n\n");
+    if (!tools.empty()) out->markup("Environment: ipython\n");
+    out->markup("Cutting Knowledge Date: December 2023\nToday Date: ")
+        .message(*date)
+        .markup("\n\n");
     if (!messages.empty() && messages[0].role == "system") {
       out->message(trim(messages[0].content));
       first = 1;
     }
     out->markup("<|eot_id|>");
+  }
+  if (!tools.empty()) {
     if (first == messages.size() || messages[first].role != "user") {
       return invalid_argument(
-          "chat template 'llama-3' puts the tools in the first user message; the conversation "
+          "chat template: Llama 3.1's puts the tools in the first user message; the conversation "
           "does not begin with one");
     }
     header("user");
@@ -170,7 +175,7 @@ Status render_llama3(std::span<const ChatMessage> messages, bool add_generation_
     } else if (!m.tool_calls.empty()) {
       if (m.tool_calls.size() != 1) {
         return invalid_argument(
-            fmt::format("chat template 'llama-3' takes one tool call an assistant message; "
+            fmt::format("chat template: Llama 3.1's takes one tool call an assistant message; "
                         "message {} holds {}",
                         i, m.tool_calls.size()));
       }

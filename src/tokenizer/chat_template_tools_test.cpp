@@ -1,6 +1,7 @@
 // Chat templates with tools: each vector of chat_tool_vectors.inc is a conversation rendered by
 // the template its model ships (Qwen2.5-Instruct's for chatml, Qwen3's for qwen3 — its thinking
-// and enable_thinking too —, Llama-3.1-Instruct's for llama-3, Mistral-7B-Instruct-v0.3's for
+// and enable_thinking too —, Llama-3.1-Instruct's for llama-3.1 and Llama-3.2-Instruct's for
+// llama-3.2 — their dates too —, Mistral-7B-Instruct-v0.3's for
 // mistral-v3; and DeepSeek-R1-Distill's for deepseek-r1, without tools) through Jinja2 as Hugging
 // Face runs it (tools/gen_chat_tool_vectors.py), some with the final message continued (cut as
 // Hugging Face's apply_chat_template cuts it); ChatTemplate must render the same text. Then the
@@ -59,7 +60,7 @@ Conversation conversation(const Json& vector) {
 
 TEST(ChatTemplateToolsTest, RendersWhatTheModelsOwnTemplatesRender) {
   const Json vectors = Json::parse(kVectors);
-  ASSERT_GE(vectors.size(), 27u);
+  ASSERT_GE(vectors.size(), 33u);
   for (const Json& vector : vectors) {
     SCOPED_TRACE(vector.at("format").get<std::string>() + ": " +
                  vector.at("name").get<std::string>());
@@ -67,7 +68,9 @@ TEST(ChatTemplateToolsTest, RendersWhatTheModelsOwnTemplatesRender) {
     ASSERT_TRUE(chat.ok());
     EXPECT_EQ(chat->takes_tools(), vector.at("format") != "deepseek-r1");
     const Conversation c = conversation(vector);
-    const ChatTemplateKwargs kwargs{.enable_thinking = vector.at("enable_thinking").get<bool>()};
+    const ChatTemplateKwargs kwargs{.enable_thinking = vector.at("enable_thinking").get<bool>(),
+                                    .date_string = vector.at("date_string").get<std::string>(),
+                                    .today = vector.at("today").get<std::string>()};
     StatusOr<std::vector<ChatPart>> parts =
         vector.at("continue_final_message").get<bool>()
             ? chat->render_parts_continuing(c.messages, c.tools, kwargs)
@@ -154,7 +157,7 @@ TEST(ChatTemplateToolsTest, RefusesToolsWhereTheFormatHasNone) {
 
 TEST(ChatTemplateToolsTest, RefusesWhatTheFormatsCannotShow) {
   StatusOr<ChatTemplate> chatml = ChatTemplate::from_name("chatml");
-  StatusOr<ChatTemplate> llama3 = ChatTemplate::from_name("llama-3");
+  StatusOr<ChatTemplate> llama3 = ChatTemplate::from_name("llama-3.1");
   ASSERT_TRUE(chatml.ok() && llama3.ok());
   const std::vector<ChatTool> tools = {{"{}", "{}"}};
   // Calls only on an assistant's message.
@@ -176,12 +179,16 @@ TEST(ChatTemplateToolsTest, RefusesWhatTheFormatsCannotShow) {
   result.tool_call_id = "short";
   EXPECT_FALSE(mistral->render({{{"user", "u", {}}, result}}, true).ok());
   EXPECT_FALSE(mistral->render({{{"user", "u", {}}, {"user", "v", {}}}}, true).ok());
-  // Without tools nothing changes: the llama-3 system turn has no 3.1 preamble.
-  StatusOr<std::string> plain = llama3->render({{{"user", "u", {}}}}, true);
+  // Llama 3.0's format has no dated system turn, and takes no tools.
+  StatusOr<ChatTemplate> llama30 = ChatTemplate::from_name("llama-3");
+  ASSERT_TRUE(llama30.ok());
+  StatusOr<std::string> plain = llama30->render({{{"user", "u", {}}}}, true);
   ASSERT_TRUE(plain.ok());
   EXPECT_EQ(*plain,
             "<|start_header_id|>user<|end_header_id|>\n\nu<|eot_id|>"
             "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  EXPECT_FALSE(llama30->takes_tools());
+  EXPECT_FALSE(llama30->render({{{"user", "u", {}}}}, true, tools).ok());
 }
 
 }  // namespace

@@ -5,7 +5,9 @@ ChatTemplate's tool rendering (chat_template_tools_test.cpp includes chat_tool_v
 
 The templates are not part of this repository; pass the files holding them:
   --chatml   the chat_template of Qwen/Qwen2.5-0.5B-Instruct's tokenizer_config.json
-  --llama-3  the chat_template of meta-llama/Meta-Llama-3.1-8B-Instruct's tokenizer_config.json
+  --llama-3.1  the chat_template of meta-llama/Meta-Llama-3.1-8B-Instruct's tokenizer_config.json
+  --llama-3.2  the chat_template of meta-llama/Llama-3.2-3B-Instruct's (its date from
+             strftime_now, given the fixed day TODAY)
   --mistral-v3  the chat_template of mistralai/Mistral-7B-Instruct-v0.3's tokenizer_config.json
   --deepseek-r1  the chat_template of deepseek-ai/DeepSeek-R1-Distill-Llama-8B's (no tools: the
              format takes none in cellm)
@@ -91,12 +93,12 @@ CASES = [
     ("chatml", "no generation prompt", [
         {"role": "system", "content": "S"},
         {"role": "user", "content": "U"}], [weather_tool()], False),
-    ("llama-3", "a system message and two tools", [
+    ("llama-3.1", "a system message and two tools", [
         {"role": "system", "content": " Be brief. "},
         {"role": "user", "content": "Weather in Paris?\n"}], [weather_tool(), search_tool()], True),
-    ("llama-3", "no system message", [
+    ("llama-3.1", "no system message", [
         {"role": "user", "content": "Weather in Paris?"}], [weather_tool()], True),
-    ("llama-3", "a call, its result and the answer", [
+    ("llama-3.1", "a call, its result and the answer", [
         {"role": "system", "content": "Be brief."},
         {"role": "user", "content": "Weather in Paris?"},
         {"role": "assistant", "content": "", "tool_calls": [
@@ -104,7 +106,7 @@ CASES = [
         {"role": "tool", "tool_call_id": "call_1", "content": "18 degrees, \"sunny\""},
         {"role": "assistant", "content": " Paris: 18. "},
         {"role": "user", "content": "And Oslo?"}], [weather_tool()], True),
-    ("llama-3", "unicode and escapes in the tools and arguments", [
+    ("llama-3.1", "unicode and escapes in the tools and arguments", [
         {"role": "user", "content": "Find café"},
         {"role": "assistant", "content": "", "tool_calls": [
             call("search", {"query": "café \"crème\"\n", "weight": 1.5, "tags": []}, "c")]},
@@ -151,6 +153,25 @@ MISTRAL_CASES = [
         {"role": "tool", "tool_call_id": "abcdefghi", "content": "nothing"}], [search_tool()], True),
 ]
 CASES += MISTRAL_CASES
+
+# Llama 3.1's dated system turn without tools; Llama 3.2's dated by strftime_now (TODAY here).
+LLAMA_CASES = [
+    ("llama-3.1", "no tools: the dated system turn holds the system text", [
+        {"role": "system", "content": " Be brief. "},
+        {"role": "user", "content": "Hi!"},
+        {"role": "assistant", "content": " Hello. "},
+        {"role": "user", "content": "2+2?"}], [], True),
+    ("llama-3.1", "no tools, no system message: the dated system turn alone", [
+        {"role": "user", "content": "Hi!"}], [], True),
+    ("llama-3.2", "dated by the day it is rendered", [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Hi!"}], [], True),
+    ("llama-3.2", "dated by the day it is rendered, with tools", [
+        {"role": "user", "content": "Weather in Paris?"}], [weather_tool()], True),
+]
+CASES += LLAMA_CASES
+TODAY = "05 Dec 2026"
+
 
 DEEPSEEK_CASES = [
     ("deepseek-r1", "a system text, turns, an answer's thinking left out", [
@@ -206,6 +227,16 @@ QWEN3_CASES = [
 CASES += [c[:5] for c in QWEN3_CASES]
 KWARGS = {(c[0], c[1]): c[5] for c in QWEN3_CASES}
 
+# date_string passed as a template variable.
+DATE_CASES = [
+    ("llama-3.1", "a date_string passed", [
+        {"role": "user", "content": "Hi!"}], [], True, {"date_string": "01 Jan 2030"}),
+    ("llama-3.2", "a date_string passed overrides the day", [
+        {"role": "user", "content": "Hi!"}], [], True, {"date_string": "01 Jan 2030"}),
+]
+CASES += [c[:5] for c in DATE_CASES]
+KWARGS.update({(c[0], c[1]): c[5] for c in DATE_CASES})
+
 # The final message continued (vLLM's continue_final_message): rendered without a generation
 # prompt and cut as Hugging Face's apply_chat_template cuts it (continue_cut).
 CONTINUE_CASES = [
@@ -216,9 +247,9 @@ CONTINUE_CASES = [
     ("chatml", "continuing an answer whose trailing space the format keeps", [
         {"role": "user", "content": "Hi"},
         {"role": "assistant", "content": "Sure, "}], [], False),
-    ("llama-3", "continuing an answer the format strips (tools: Llama 3.1's preamble)", [
+    ("llama-3.1", "continuing an answer the format strips", [
         {"role": "user", "content": "Capital of France?"},
-        {"role": "assistant", "content": "  Paris is "}], [weather_tool()], False),
+        {"role": "assistant", "content": "  Paris is "}], [], False),
     ("mistral-v3", "continuing an answer", [
         {"role": "user", "content": "Bonjour?"},
         {"role": "assistant", "content": "Bonjour"}], [], False),
@@ -249,16 +280,18 @@ def function_fields(tool):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--chatml", required=True)
-    parser.add_argument("--llama-3", dest="llama3", required=True)
+    parser.add_argument("--llama-3.1", dest="llama3", required=True)
     parser.add_argument("--mistral-v3", dest="mistral3", required=True)
     parser.add_argument("--deepseek-r1", dest="deepseek", required=True)
     parser.add_argument("--qwen3", required=True)
+    parser.add_argument("--llama-3.2", dest="llama32", required=True)
     parser.add_argument("--output", required=True)
     args = parser.parse_args()
     env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True,
                              extensions=["jinja2.ext.loopcontrols"])
     env.filters["tojson"] = tojson
-    sources = {"chatml": open(args.chatml).read(), "llama-3": open(args.llama3).read(),
+    sources = {"chatml": open(args.chatml).read(), "llama-3.1": open(args.llama3).read(),
+               "llama-3.2": open(args.llama32).read(),
                "mistral-v3": open(args.mistral3).read(), "deepseek-r1": open(args.deepseek).read(),
                "qwen3": open(args.qwen3).read()}
     vectors = []
@@ -267,7 +300,7 @@ def main():
         text = env.from_string(sources[fmt]).render(
             messages=template_messages(messages), tools=tools or None,
             add_generation_prompt=add_generation_prompt, bos_token="", eos_token="</s>",
-            **kwargs)
+            strftime_now=lambda fmt: TODAY, **kwargs)
         continued = (fmt, name) in CONTINUED
         if continued:
             text = continue_cut(text, messages[-1]["content"])
@@ -286,6 +319,7 @@ def main():
                                 for c in m.get("tool_calls", [])] for m in messages],
             "add_generation_prompt": add_generation_prompt,
             "enable_thinking": kwargs.get("enable_thinking", True),
+            "date_string": kwargs.get("date_string", ""), "today": TODAY,
             "continue_final_message": continued, "expected": text})
     with open(args.output, "w") as f:
         f.write("// Generated by tools/gen_chat_tool_vectors.py; do not edit.\n")
