@@ -117,17 +117,18 @@ void render_phi3(std::span<const ChatMessage> messages, bool add_generation_prom
   if (add_generation_prompt) out->markup("<|assistant|>\n");
 }
 
-// Gemma: Google's "Gemma formatting and system instructions" (ai.google.dev):
-// "<start_of_turn>user\n{prompt}<end_of_turn>\n<start_of_turn>model\n{answer}<end_of_turn>\n";
-// the assistant's role is "model"; there is no system role, so system instructions go at the
-// start of the first user turn (separated by "\n\n").
+// Gemma: Google's "Gemma formatting and system instructions" (ai.google.dev) as Gemma 2's and 3's
+// templates write it: "<start_of_turn>user\n{prompt}<end_of_turn>\n<start_of_turn>model\n
+// {answer}<end_of_turn>\n", each message stripped; the assistant's role is "model"; there is no
+// system role, so the system text (as sent) goes at the start of the first user turn, followed by
+// "\n\n" (Gemma 3's template; Gemma 2's refuses a system message).
 void render_gemma(const std::optional<std::string>& system, std::span<const ChatMessage> turns,
                   bool add_generation_prompt, ChatParts* out) {
   for (size_t i = 0; i < turns.size(); ++i) {
     const bool user = turns[i].role == "user";
     out->markup(std::string("<start_of_turn>") + (user ? "user" : "model") + "\n");
     if (i == 0 && system) out->message(*system).markup("\n\n");
-    out->message(turns[i].content).markup("<end_of_turn>\n");
+    out->message(trim(turns[i].content)).markup("<end_of_turn>\n");
   }
   if (add_generation_prompt) out->markup("<start_of_turn>model\n");
 }

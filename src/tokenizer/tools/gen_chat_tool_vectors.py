@@ -13,6 +13,8 @@ The templates are not part of this repository; pass the files holding them:
              format takes none in cellm)
   --qwen3    the chat_template of Qwen/Qwen3-0.6B's tokenizer_config.json (thinking, and
              enable_thinking passed as a template variable)
+  --gemma    the chat_template of google/gemma-3-*-it's (no tools: the format takes none)
+  --gemma-2  the chat_template of google/gemma-2-2b-it's (no system role)
 cellm's chatml has no default system prompt, so where a conversation has no system message the
 Qwen2.5 text's default system line (with tools) or turn (without) is removed, which gives what
 Qwen3's template renders.
@@ -227,6 +229,21 @@ QWEN3_CASES = [
 CASES += [c[:5] for c in QWEN3_CASES]
 KWARGS = {(c[0], c[1]): c[5] for c in QWEN3_CASES}
 
+# Gemma (no tools): Gemma 3's template (the system text before the first user message), and
+# Gemma 2's for a conversation without one; both strip each message.
+GEMMA_CASES = [
+    ("gemma", "Gemma 3: the system text opens the first user turn, messages stripped", [
+        {"role": "system", "content": " Be brief. "},
+        {"role": "user", "content": " Hi! "},
+        {"role": "assistant", "content": "\nHello.\n"},
+        {"role": "user", "content": "2+2?"}], [], True),
+    ("gemma", "Gemma 2: no system message, no generation prompt", [
+        {"role": "user", "content": "\tHi!"},
+        {"role": "assistant", "content": "Hello. "}], [], False),
+]
+CASES += GEMMA_CASES
+TEMPLATE_OF = {("gemma", GEMMA_CASES[1][1]): "gemma-2"}
+
 # date_string passed as a template variable.
 DATE_CASES = [
     ("llama-3.1", "a date_string passed", [
@@ -285,6 +302,8 @@ def main():
     parser.add_argument("--deepseek-r1", dest="deepseek", required=True)
     parser.add_argument("--qwen3", required=True)
     parser.add_argument("--llama-3.2", dest="llama32", required=True)
+    parser.add_argument("--gemma", required=True)
+    parser.add_argument("--gemma-2", dest="gemma2", required=True)
     parser.add_argument("--output", required=True)
     args = parser.parse_args()
     env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True,
@@ -293,11 +312,12 @@ def main():
     sources = {"chatml": open(args.chatml).read(), "llama-3.1": open(args.llama3).read(),
                "llama-3.2": open(args.llama32).read(),
                "mistral-v3": open(args.mistral3).read(), "deepseek-r1": open(args.deepseek).read(),
-               "qwen3": open(args.qwen3).read()}
+               "qwen3": open(args.qwen3).read(), "gemma": open(args.gemma).read(),
+               "gemma-2": open(args.gemma2).read()}
     vectors = []
     for fmt, name, messages, tools, add_generation_prompt in CASES:
         kwargs = KWARGS.get((fmt, name), {})
-        text = env.from_string(sources[fmt]).render(
+        text = env.from_string(sources[TEMPLATE_OF.get((fmt, name), fmt)]).render(
             messages=template_messages(messages), tools=tools or None,
             add_generation_prompt=add_generation_prompt, bos_token="", eos_token="</s>",
             strftime_now=lambda fmt: TODAY, **kwargs)
