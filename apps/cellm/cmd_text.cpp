@@ -129,6 +129,7 @@ ChatToolSyntax TextCodec::tool_syntax() const {
     case ChatFormat::kLlama32:
       return ChatToolSyntax::kLlamaJson;
     case ChatFormat::kMistralV3:
+    case ChatFormat::kMistralNemo:
       return ChatToolSyntax::kMistralJson;
     default:
       return ChatToolSyntax::kNone;

@@ -228,6 +228,7 @@ std::string template_with_markers(std::string_view format) {
            "'<|end_header_id|>' }}{{- 'Cutting Knowledge Date: December 2023\\n' }}";
   }
   if (format == "mistral-v3") return "{{ '[AVAILABLE_TOOLS] [' }}{{ '[INST] ' + content }}";
+  if (format == "mistral-nemo") return "{{ '[AVAILABLE_TOOLS][' }}{{ '[INST]' + content }}";
   if (format == "deepseek-r1") return "{{'<｜User｜>' + content}}{{'<｜Assistant｜><think>\\n'}}";
   // The markers Meta's Llama-2 chat template holds ([INST], <<SYS>>).
   return "{{ bos_token + '[INST] ' + '<<SYS>>\\n' + content + ' [/INST]' }}";

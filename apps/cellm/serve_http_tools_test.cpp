@@ -179,11 +179,13 @@ TEST(ServeHttpToolsTest, ConversationsWithCallsAndResultsAreTakenWhereTheFormatS
   Json mistral = conversation;
   mistral["messages"][1]["tool_calls"][0]["id"] = "a1B2c3D4e";
   mistral["messages"][2]["tool_call_id"] = "a1B2c3D4e";
-  Served mistral_served(2, stories_with_chat_template("mistral-v3"));
-  EXPECT_EQ(post(mistral_served, "/v1/chat/completions", mistral).status, 200);
-  const Reply long_id = post(mistral_served, "/v1/chat/completions", conversation);
-  EXPECT_EQ(long_id.status, 400);
-  EXPECT_NE(long_id.body.dump().find("9 characters"), std::string::npos) << long_id.body.dump();
+  for (const char* format : {"mistral-v3", "mistral-nemo"}) {
+    Served mistral_served(2, stories_with_chat_template(format));
+    EXPECT_EQ(post(mistral_served, "/v1/chat/completions", mistral).status, 200) << format;
+    const Reply long_id = post(mistral_served, "/v1/chat/completions", conversation);
+    EXPECT_EQ(long_id.status, 400) << format;
+    EXPECT_NE(long_id.body.dump().find("9 characters"), std::string::npos) << long_id.body.dump();
+  }
   for (const char* format : {"llama-2", "llama-3"}) {  // Llama 2, Llama 3.0: no tools
     Served served(2, stories_with_chat_template(format));
     const Reply refused = post(served, "/v1/chat/completions", conversation);

@@ -62,9 +62,10 @@ Status render_llama3(std::span<const ChatMessage> messages, bool add_generation_
                      std::span<const ChatTool> tools, std::optional<std::string_view> date,
                      ChatParts* out);
 
-// Mistral-7B-Instruct-v0.3's format: see chat_template_tools.cpp.
+// Mistral-7B-Instruct-v0.3's format (`spaced`), or Mistral-Nemo's (the same without the spaces
+// after its markers and around answers): see chat_template_tools.cpp.
 Status render_mistral_v3(const std::optional<std::string>& system,
                          std::span<const ChatMessage> turns, std::span<const ChatTool> tools,
-                         ChatParts* out);
+                         bool spaced, ChatParts* out);
 
 }  // namespace cellm::chat_internal

@@ -26,6 +26,7 @@ constexpr FormatName kFormats[] = {
     {ChatFormat::kLlama32, "llama-3.2"},
     {ChatFormat::kMistral, "mistral"},
     {ChatFormat::kMistralV3, "mistral-v3"},
+    {ChatFormat::kMistralNemo, "mistral-nemo"},
     {ChatFormat::kDeepSeekR1, "deepseek-r1"},
     {ChatFormat::kPhi3, "phi-3"},
     {ChatFormat::kGemma, "gemma"},
@@ -196,6 +197,10 @@ StatusOr<ChatTemplate> ChatTemplate::detect(std::string_view source) {
   }
   if (has("<start_of_turn>")) return ChatTemplate(ChatFormat::kGemma);
   if (has("<|assistant|>") && has("<|end|>")) return ChatTemplate(ChatFormat::kPhi3);
+  // Mistral-Nemo's template writes v0.3's markers without the spaces after them.
+  if (has("[AVAILABLE_TOOLS][") || has("[TOOL_CALLS][")) {
+    return ChatTemplate(ChatFormat::kMistralNemo);
+  }
   if (has("[AVAILABLE_TOOLS]") || has("[TOOL_CALLS]")) return ChatTemplate(ChatFormat::kMistralV3);
   if (has("[INST]") && has("<<SYS>>")) return ChatTemplate(ChatFormat::kLlama2);
   if (has("[INST]")) return ChatTemplate(ChatFormat::kMistral);
@@ -212,7 +217,7 @@ StatusOr<ChatTemplate> ChatTemplate::detect(std::string_view source) {
 bool ChatTemplate::takes_tools() const {
   return format_ == ChatFormat::kChatml || format_ == ChatFormat::kQwen3 ||
          format_ == ChatFormat::kLlama31 || format_ == ChatFormat::kLlama32 ||
-         format_ == ChatFormat::kMistralV3;
+         format_ == ChatFormat::kMistralV3 || format_ == ChatFormat::kMistralNemo;
 }
 
 StatusOr<std::vector<ChatPart>> ChatTemplate::render_parts(std::span<const ChatMessage> messages,
@@ -221,8 +226,8 @@ StatusOr<std::vector<ChatPart>> ChatTemplate::render_parts(std::span<const ChatM
                                                            const ChatTemplateKwargs& kwargs) const {
   if (!tools.empty() && !takes_tools()) {
     return invalid_argument(fmt::format(
-        "chat template '{}' takes no tools (chatml, qwen3, llama-3.1, llama-3.2 and mistral-v3 "
-        "do)",
+        "chat template '{}' takes no tools (chatml, qwen3, llama-3.1, llama-3.2, mistral-v3 and "
+        "mistral-nemo do)",
         name()));
   }
   const bool alternate = format_ == ChatFormat::kLlama2 || format_ == ChatFormat::kMistral ||
@@ -265,7 +270,9 @@ StatusOr<std::vector<ChatPart>> ChatTemplate::render_parts(std::span<const ChatM
       render_mistral(system, turns, &parts);
       break;
     case ChatFormat::kMistralV3:
-      CELLM_RETURN_IF_ERROR(chat_internal::render_mistral_v3(system, turns, tools, &parts));
+    case ChatFormat::kMistralNemo:
+      CELLM_RETURN_IF_ERROR(chat_internal::render_mistral_v3(
+          system, turns, tools, /*spaced=*/format_ == ChatFormat::kMistralV3, &parts));
       break;
     case ChatFormat::kPhi3:
       render_phi3(messages, add_generation_prompt, &parts);

@@ -3,25 +3,26 @@
 // Qwen3's thinking: an earlier answer's thinking left out, the turns after the last user query
 // showing theirs, enable_thinking), llama-2, llama-3 (Llama 3.0), llama-3.1 and llama-3.2 (Llama
 // 3.1 / 3.3's and 3.2's templates: a system turn dated "Today Date: ..." always), mistral
-// (tokenizer V1), mistral-v3 (Mistral-7B-Instruct-v0.3, Mistral-Nemo), phi-3, gemma and
+// (tokenizer V1), mistral-v3 (Mistral-7B-Instruct-v0.3), mistral-nemo (Mistral-Nemo: v0.3's
+// format without its spaces), phi-3, gemma and
 // deepseek-r1 (DeepSeek-R1's distills: <｜User｜> / <｜Assistant｜>, thinking opened in the
 // prompt).
 //
 // A template is named explicitly or recognized from a GGUF file's `tokenizer.chat_template` by
-// the format's distinctive markers (no Jinja is executed). Five formats take tools (functions the
+// the format's distinctive markers (no Jinja is executed). Six formats take tools (functions the
 // model may call, OpenAI's `tools`), assistant messages that called them and the tool messages
 // that answer: chatml and qwen3 as Qwen2.5's and Qwen3's templates render them (Hermes' <tools>
 // block in the system turn, <tool_call> and <tool_response>), llama-3.1 and llama-3.2 as their
 // templates do (the tools in the first user message, JSON calls, results as "ipython" turns) and
-// mistral-v3 as Mistral-7B-Instruct-v0.3's does ([AVAILABLE_TOOLS], [TOOL_CALLS],
-// [TOOL_RESULTS]). The rendered text never starts with the BOS token. render_parts() tells the
-// format's markup (<|im_start|>, [INST], </s>, ...) from the messages' own text, so that
-// encode_chat (chat_prompt.h) turns the markup into its tokens and keeps what a user typed plain
-// text. Formats without a system role (mistral, gemma) put the system text in front of the first
-// user message. Each format's source is cited where it is rendered. Knows strings only, not
-// tokens, not JSON and not the clock: a tool and a call's arguments come as the JSON texts the
-// templates' `tojson` writes, the day as text (the caller writes them). Thread-safety: immutable
-// values.
+// mistral-v3 and mistral-nemo as Mistral-7B-Instruct-v0.3's and Mistral-Nemo-Instruct's do
+// ([AVAILABLE_TOOLS], [TOOL_CALLS], [TOOL_RESULTS]). The rendered text never starts with the BOS
+// token. render_parts() tells the format's markup (<|im_start|>, [INST], </s>, ...) from the
+// messages' own text, so that encode_chat (chat_prompt.h) turns the markup into its tokens and
+// keeps what a user typed plain text. Formats without a system role (mistral, gemma) put the system
+// text in front of the first user message. Each format's source is cited where it is rendered.
+// Knows strings only, not tokens, not JSON and not the clock: a tool and a call's arguments come as
+// the JSON texts the templates' `tojson` writes, the day as text (the caller writes them).
+// Thread-safety: immutable values.
 #pragma once
 
 #include <optional>
@@ -101,6 +102,7 @@ enum class ChatFormat {
   kLlama32,
   kMistral,
   kMistralV3,
+  kMistralNemo,
   kPhi3,
   kGemma,
   kDeepSeekR1,
@@ -110,7 +112,7 @@ enum class ChatFormat {
 class ChatTemplate {
  public:
   // "chatml", "qwen3", "llama-2", "llama-3", "llama-3.1", "llama-3.2", "mistral", "mistral-v3",
-  // "phi-3", "gemma" or "deepseek-r1"; InvalidArgument listing them.
+  // "mistral-nemo", "phi-3", "gemma" or "deepseek-r1"; InvalidArgument listing them.
   static StatusOr<ChatTemplate> from_name(std::string_view name);
   // Recognizes a Jinja chat template by its markers; an empty or unrecognized one is
   // Unimplemented, naming the formats that can be chosen by name instead.
@@ -121,14 +123,15 @@ class ChatTemplate {
   std::string_view name() const;
 
   // Whether the format takes tools, tool calls and tool messages (chatml, qwen3, llama-3.1,
-  // llama-3.2, mistral-v3).
+  // llama-3.2, mistral-v3, mistral-nemo).
   bool takes_tools() const;
 
   // InvalidArgument for an unknown role, a system message that is not first, or (llama-2,
   // mistral, gemma) turns that do not alternate user / assistant; for tools, tool calls or tool
   // messages in a format that takes none; for llama-3.1 / 3.2 with tools, a conversation whose
   // first turn (after the system message) is not the user's, or an assistant message with more than
-  // one call; for mistral-v3, a call or tool message whose id is not 9 characters long.
+  // one call; for mistral-v3 and mistral-nemo, a call or tool message whose id is not 9 characters
+  // long.
   // add_generation_prompt appends the opening of the assistant's turn (the [INST] formats have
   // none: their user turn ends with it).
   StatusOr<std::string> render(std::span<const ChatMessage> messages, bool add_generation_prompt,

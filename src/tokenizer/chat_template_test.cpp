@@ -94,7 +94,7 @@ TEST(ChatTemplateTest, PartsTellTheMessagesTextFromTheMarkup) {
     // system turn (a date is text, as a client may send one).
     const bool strips = name.starts_with("llama-") || name == "gemma";
     std::vector<std::string> expected =
-        name == "mistral-v3"
+        name == "mistral-v3" || name == "mistral-nemo"
             ? std::vector<std::string>{" Hi! ", "Hello.", "Be brief.", "2+2?"}
             : std::vector<std::string>{"Be brief.", strips ? "Hi!" : " Hi! ", "Hello.", "2+2?"};
     if (name == "llama-3.1" || name == "llama-3.2")
@@ -127,6 +127,8 @@ TEST(ChatTemplateTest, RecognizesEachFormatByItsMarkers) {
       {"{{ '[INST] ' + message['content'] + ' [/INST]' }}", ChatFormat::kMistral},
       {"{{ '[AVAILABLE_TOOLS] [' }}{{ '[INST] ' + message['content'] + '[/INST]' }}",
        ChatFormat::kMistralV3},
+      {"{{ '[AVAILABLE_TOOLS][' }}{{ '[INST]' + message['content'] + '[/INST]' }}",
+       ChatFormat::kMistralNemo},
       {"{{'<｜User｜>' + message['content']}}{{'<｜Assistant｜><think>\\n'}}",
        ChatFormat::kDeepSeekR1},
   };
@@ -143,7 +145,7 @@ TEST(ChatTemplateTest, UnknownTemplatesAreErrorsThatNameTheOptions) {
     ASSERT_FALSE(chat.ok());
     EXPECT_NE(chat.status().message().find(
                   "chatml, qwen3, llama-2, llama-3, llama-3.1, llama-3.2, mistral, mistral-v3, "
-                  "deepseek-r1, phi-3, gemma"),
+                  "mistral-nemo, deepseek-r1, phi-3, gemma"),
               std::string::npos)
         << chat.status().message();
   }

@@ -195,7 +195,8 @@ Status render_llama3(std::span<const ChatMessage> messages, bool add_generation_
   return ok_status();
 }
 
-// Mistral-7B-Instruct-v0.3's template (tokenizer V3, also Mistral-Nemo's): user turns
+// Mistral-7B-Instruct-v0.3's template (tokenizer V3; Mistral-Nemo-Instruct-2407's writes the
+// same without the space after each marker and answers as sent, "{content}</s>"): user turns
 // "[INST] {content}[/INST]", the system text (with "\n\n") only in the conversation's last
 // message and only if that is the user's, assistant turns " {content.strip()}</s>"; the tools,
 // each function's fields written one by one (strings as they are, other values as tojson), in an
@@ -206,7 +207,8 @@ Status render_llama3(std::span<const ChatMessage> messages, bool add_generation_
 // of the assistant's turn: the user's ends with it.
 Status render_mistral_v3(const std::optional<std::string>& system,
                          std::span<const ChatMessage> turns, std::span<const ChatTool> tools,
-                         ChatParts* out) {
+                         bool spaced, ChatParts* out) {
+  const std::string_view space = spaced ? " " : "";
   size_t last_user = turns.size();
   size_t num_plain = 0;  // turns neither calls nor results, which alternate
   for (size_t i = 0; i < turns.size(); ++i) {
@@ -214,7 +216,7 @@ Status render_mistral_v3(const std::optional<std::string>& system,
     if (m.role == "user") last_user = i;
     const auto bad_id = [&](std::string_view id) {
       return invalid_argument(fmt::format(
-          "chat template 'mistral-v3' needs tool call ids of 9 characters; message {} has '{}'", i,
+          "chat template: Mistral's needs tool call ids of 9 characters; message {} has '{}'", i,
           id));
     };
     if (m.role == "tool") {
@@ -228,10 +230,10 @@ Status render_mistral_v3(const std::optional<std::string>& system,
       continue;
     }
     if ((m.role == "user") != (num_plain % 2 == 0)) {
-      return invalid_argument(fmt::format(
-          "chat template 'mistral-v3': message {} is '{}'; user and assistant turns must "
-          "alternate, starting with user",
-          i, m.role));
+      return invalid_argument(
+          fmt::format("chat template: Mistral's: message {} is '{}'; user and assistant turns must "
+                      "alternate, starting with user",
+                      i, m.role));
     }
     ++num_plain;
   }
@@ -239,7 +241,7 @@ Status render_mistral_v3(const std::optional<std::string>& system,
     const ChatMessage& m = turns[i];
     if (m.role == "user") {
       if (!tools.empty() && i == last_user) {
-        out->markup("[AVAILABLE_TOOLS] [");
+        out->markup(fmt::format("[AVAILABLE_TOOLS]{}[", space));
         for (size_t t = 0; t < tools.size(); ++t) {
           if (t > 0) out->markup(", ");
           out->markup("{\"type\": \"function\", \"function\": {");
@@ -255,11 +257,11 @@ Status render_mistral_v3(const std::optional<std::string>& system,
         }
         out->markup("][/AVAILABLE_TOOLS]");
       }
-      out->markup("[INST] ");
+      out->markup(fmt::format("[INST]{}", space));
       if (i + 1 == turns.size() && system) out->message(*system).markup("\n\n");
       out->message(m.content).markup("[/INST]");
     } else if (!m.tool_calls.empty()) {
-      out->markup("[TOOL_CALLS] [");
+      out->markup(fmt::format("[TOOL_CALLS]{}[", space));
       for (size_t k = 0; k < m.tool_calls.size(); ++k) {
         const ChatToolCall& call = m.tool_calls[k];
         if (k > 0) out->markup(", ");
@@ -273,13 +275,15 @@ Status render_mistral_v3(const std::optional<std::string>& system,
       }
       out->markup("]</s>");
     } else if (m.role == "tool") {
-      out->markup("[TOOL_RESULTS] {\"content\": ")
+      out->markup(fmt::format("[TOOL_RESULTS]{}{{\"content\": ", space))
           .message(m.content)
           .markup(", \"call_id\": \"")
           .message(m.tool_call_id)
           .markup("\"}[/TOOL_RESULTS]");
-    } else {
+    } else if (spaced) {
       out->markup(" ").message(trim(m.content)).markup("</s>");
+    } else {
+      out->message(m.content).markup("</s>");
     }
   }
   return ok_status();

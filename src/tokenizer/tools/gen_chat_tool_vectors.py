@@ -13,6 +13,7 @@ The templates are not part of this repository; pass the files holding them:
              format takes none in cellm)
   --qwen3    the chat_template of Qwen/Qwen3-0.6B's tokenizer_config.json (thinking, and
              enable_thinking passed as a template variable)
+  --mistral-nemo  the chat_template of mistralai/Mistral-Nemo-Instruct-2407's
   --gemma    the chat_template of google/gemma-3-*-it's (no tools: the format takes none)
   --gemma-2  the chat_template of google/gemma-2-2b-it's (no system role)
 cellm's chatml has no default system prompt, so where a conversation has no system message the
@@ -155,6 +156,8 @@ MISTRAL_CASES = [
         {"role": "tool", "tool_call_id": "abcdefghi", "content": "nothing"}], [search_tool()], True),
 ]
 CASES += MISTRAL_CASES
+# Mistral-Nemo: the same conversations through its template.
+CASES += [("mistral-nemo",) + c[1:] for c in MISTRAL_CASES]
 
 # Llama 3.1's dated system turn without tools; Llama 3.2's dated by strftime_now (TODAY here).
 LLAMA_CASES = [
@@ -267,7 +270,7 @@ CONTINUE_CASES = [
     ("llama-3.1", "continuing an answer the format strips", [
         {"role": "user", "content": "Capital of France?"},
         {"role": "assistant", "content": "  Paris is "}], [], False),
-    ("mistral-v3", "continuing an answer", [
+    ("mistral-nemo", "continuing an answer", [
         {"role": "user", "content": "Bonjour?"},
         {"role": "assistant", "content": "Bonjour"}], [], False),
     ("qwen3", "continuing an answer whose thinking came apart", [
@@ -303,6 +306,7 @@ def main():
     parser.add_argument("--qwen3", required=True)
     parser.add_argument("--llama-3.2", dest="llama32", required=True)
     parser.add_argument("--gemma", required=True)
+    parser.add_argument("--mistral-nemo", dest="nemo", required=True)
     parser.add_argument("--gemma-2", dest="gemma2", required=True)
     parser.add_argument("--output", required=True)
     args = parser.parse_args()
@@ -313,7 +317,7 @@ def main():
                "llama-3.2": open(args.llama32).read(),
                "mistral-v3": open(args.mistral3).read(), "deepseek-r1": open(args.deepseek).read(),
                "qwen3": open(args.qwen3).read(), "gemma": open(args.gemma).read(),
-               "gemma-2": open(args.gemma2).read()}
+               "gemma-2": open(args.gemma2).read(), "mistral-nemo": open(args.nemo).read()}
     vectors = []
     for fmt, name, messages, tools, add_generation_prompt in CASES:
         kwargs = KWARGS.get((fmt, name), {})
