@@ -161,6 +161,15 @@ void add_sampling_flags(CLI::App& command, SamplingFlags& flags) {
       ->excludes(schema);
 }
 
+void add_chat_flags(CLI::App& command, ChatFlags& flags, const std::string& chat_help) {
+  CLI::Option* chat = command.add_flag("--chat", flags.chat, chat_help);
+  command
+      .add_flag("--no-thinking", flags.no_thinking,
+                "With --chat: answer without thinking where the chat format has a switch for it "
+                "(qwen3's enable_thinking off; other formats ignore it)")
+      ->needs(chat);
+}
+
 StatusOr<GenConfig> gen_config_from_flags(const SamplingFlags& flags,
                                           const std::vector<std::string>& stop_strings) {
   if (flags.max_new_tokens < 0) {

@@ -79,6 +79,14 @@ struct SamplingFlags {
 // --regex (each command adds --max-new-tokens, --seed and --ignore-eos with its own words).
 void add_sampling_flags(CLI::App& command, SamplingFlags& flags);
 
+// --chat (the model's chat template applied to the prompts, `chat_help` says how) and
+// --no-thinking (with --chat: a thinking switch off, TextCodec::encode_chat).
+struct ChatFlags {
+  bool chat = false;
+  bool no_thinking = false;
+};
+void add_chat_flags(CLI::App& command, ChatFlags& flags, const std::string& chat_help);
+
 // The generation the flags ask for (seed as given, stop strings added); InvalidArgument naming
 // the flag ("--top-p is 2; ...") when validate_gen_config refuses it.
 StatusOr<GenConfig> gen_config_from_flags(const SamplingFlags& flags,

@@ -25,8 +25,7 @@ struct GenerateOptions {
   CLI::Option* prompt_option = nullptr;
   std::string prompt_tokens;
   SamplingFlags sampling;
-  bool chat = false;
-  bool no_thinking = false;  // with chat: a thinking switch off
+  ChatFlags chat;
   bool json = false;
   EngineFlags engine;
 };
@@ -41,7 +40,7 @@ int generate_command(const GenerateOptions& o) {
   if (has_prompt == !o.prompt_tokens.empty()) {
     return fail(invalid_argument("give exactly one of --prompt and --prompt-tokens"), 2);
   }
-  if (o.chat && !has_prompt) return fail(invalid_argument("--chat needs --prompt"), 2);
+  if (o.chat.chat && !has_prompt) return fail(invalid_argument("--chat needs --prompt"), 2);
   StatusOr<GenConfig> config = gen_config_from_flags(o.sampling);
   if (!config.ok()) return fail(config.status(), 2);
   if (const Status flags = check_engine_flags(o.engine); !flags.ok()) return fail(flags, 2);
@@ -67,8 +66,8 @@ int generate_command(const GenerateOptions& o) {
   }
   if (has_prompt) {
     StatusOr<std::vector<int32_t>> ids =
-        o.chat ? codec.encode_chat(o.prompt, /*enable_thinking=*/!o.no_thinking)
-               : codec.encode_prompt(o.prompt);
+        o.chat.chat ? codec.encode_chat(o.prompt, /*enable_thinking=*/!o.chat.no_thinking)
+                    : codec.encode_prompt(o.prompt);
     if (!ids.ok()) return fail(ids.status(), 1);
     prompt_tokens = std::move(ids).value();
   }
@@ -112,12 +111,7 @@ void add_generate_command(CLI::App& app, CommandResult& result) {
   add_sampling_flags(*c, o->sampling);
   c->add_option("--seed", o->sampling.seed, "Seed of the random draws");
   c->add_flag("--ignore-eos", o->sampling.ignore_eos, "Keep generating past EOS");
-  CLI::Option* chat =
-      c->add_flag("--chat", o->chat, "Apply the model's chat template to the prompt");
-  c->add_flag("--no-thinking", o->no_thinking,
-              "With --chat: answer without thinking where the chat format has a switch for it "
-              "(qwen3's enable_thinking off; other formats ignore it)")
-      ->needs(chat);
+  add_chat_flags(*c, o->chat, "Apply the model's chat template to the prompt");
   c->add_flag("--json", o->json, "Print one JSON object instead of streaming text");
   add_engine_flags(*c, o->engine);
   c->callback([o, &result] { result.exit_code = generate_command(*o); });

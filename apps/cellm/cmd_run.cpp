@@ -38,8 +38,7 @@ struct RunOptions {
   std::vector<std::string> prompts;
   std::string prompts_file;
   std::string prompt_tokens_file;
-  bool chat = false;
-  bool no_thinking = false;  // with chat: a thinking switch off
+  ChatFlags chat;
   bool no_prefix_reuse = false;
   SamplingFlags sampling;  // sampling.seed is prompt 0's; prompt i uses seed + i
   std::vector<std::string> stop;
@@ -108,8 +107,8 @@ StatusOr<std::vector<PromptInput>> read_prompts(const RunOptions& o, const TextC
   std::vector<PromptInput> prompts;
   for (const std::string& text : texts) {
     StatusOr<std::vector<int32_t>> tokens =
-        o.chat ? codec.encode_chat(text, /*enable_thinking=*/!o.no_thinking)
-               : codec.encode_prompt(text);
+        o.chat.chat ? codec.encode_chat(text, /*enable_thinking=*/!o.chat.no_thinking)
+                    : codec.encode_prompt(text);
     if (!tokens.ok())
       return tokens.status().with_context("prompt " + std::to_string(prompts.size()));
     prompts.push_back({text, std::move(tokens).value()});
@@ -169,7 +168,7 @@ nlohmann::ordered_json config_json(const RunOptions& o, const Engine& engine, in
           {"json_object", o.sampling.json_object},
           {"json_schema", o.sampling.json_schema_file},
           {"regex", o.sampling.regex},
-          {"chat", o.chat},
+          {"chat", o.chat.chat},
           {"prefix_reuse", !o.no_prefix_reuse},
           {"stop", o.stop}};
 }
@@ -308,12 +307,7 @@ void add_run_command(CLI::App& app, CommandResult& result) {
   c->add_option("--prompts-file", o->prompts_file, "Prompts, one per line (\\n escapes)");
   c->add_option("--prompt-tokens-file", o->prompt_tokens_file,
                 "Prompts as token ids, one per line (no BOS added)");
-  CLI::Option* chat =
-      c->add_flag("--chat", o->chat, "Apply the model's chat template to each text prompt");
-  c->add_flag("--no-thinking", o->no_thinking,
-              "With --chat: answer without thinking where the chat format has a switch for it "
-              "(qwen3's enable_thinking off; other formats ignore it)")
-      ->needs(chat);
+  add_chat_flags(*c, o->chat, "Apply the model's chat template to each text prompt");
   c->add_option("--max-new-tokens", o->sampling.max_new_tokens,
                 "Tokens to generate per prompt (128)");
   add_sampling_flags(*c, o->sampling);
