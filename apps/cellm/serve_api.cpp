@@ -261,14 +261,12 @@ Status parse_logprobs(const Json& body, ServeRequest& request) {
   return ok_status();
 }
 
-// Completions' "echo": the prompt before each choice's text. Chat completions refuse it.
+// "echo": completions' prompt before each choice's text; a chat's final message before each
+// answer where that message is the assistant's (vLLM's).
 Status parse_echo(const Json& body, ServeRequest& request) {
   if (!body.contains("echo") || body["echo"].is_null()) return ok_status();
   if (!body["echo"].is_boolean()) return field_error("echo", "must be true or false");
   request.echo = body["echo"].get<bool>();
-  if (request.echo && request.endpoint == ServeEndpoint::kChatCompletions) {
-    return field_error("echo", "is not supported for chat completions");
-  }
   return ok_status();
 }
 

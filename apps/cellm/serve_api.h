@@ -14,7 +14,7 @@
 // guided_regex, guided_choice), log-probabilities (completions' "logprobs": n, chat's
 // "logprobs": true with "top_logprobs": n; n at most kMaxLogprobs), and completions' "echo" (with
 // logprobs, the prompt tokens' too). A field cellm cannot honour with a value that matters
-// (best_of > 1, suffix, a chat's echo, guided_grammar) is refused by name rather than
+// (best_of > 1, suffix, guided_grammar) is refused by name rather than
 // ignored;
 // fields that change nothing (user, metadata) are ignored. Every refusal is InvalidArgument naming
 // the field. Who calls it: serve_http.cpp and the request fuzzer. Thread-safety: pure functions.
@@ -68,7 +68,9 @@ struct ServeRequest {
   bool stream_include_usage = false;  // stream_options.include_usage
   bool return_token_ids = false;      // prompt_token_ids and each choice's token_ids
   // Completions: each choice's text (and log-probabilities) begins with its prompt's; with
-  // logprobs, config.sampling.prompt_logprobs asks the engine for the prompt's.
+  // logprobs, config.sampling.prompt_logprobs asks the engine for the prompt's. Chat (vLLM's
+  // echo): each answer's content begins with the final message's where that is the assistant's
+  // (an answer continued: continue_final_message), text only.
   bool echo = false;
   // Chat: the functions the model may call and how (tools.syntax is the server's to set, from
   // the model's chat template).
@@ -132,8 +134,9 @@ struct ServeResult {
   int64_t created_s = 0;
   std::string model;
   std::vector<std::vector<int32_t>> prompt_tokens;  // [num_prompts]
-  std::vector<std::string> prompt_texts;            // [num_prompts] with echo: as echoed
-  std::vector<ServeChoice> choices;                 // [num_prompts × n]; choice k of prompt k / n
+  // [num_prompts] with echo: as echoed (a chat's: its final assistant message's, or "")
+  std::vector<std::string> prompt_texts;
+  std::vector<ServeChoice> choices;  // [num_prompts × n]; choice k of prompt k / n
 };
 
 // OpenAI's finish_reason: "stop" (a stop token or string), "length", "cancelled".

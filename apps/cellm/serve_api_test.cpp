@@ -143,8 +143,6 @@ TEST(ServeApiTest, EveryRefusalNamesItsField) {
       {R"({"prompt": ["a", "b"], "n": 40})", "80 choices; at most 64"},
       {R"({"prompt": "x", "best_of": 3})", "\"best_of\""},
       {R"({"prompt": "x", "echo": 1})", "\"echo\" must be true or false"},
-      {R"({"messages": [{"role": "user", "content": "x"}], "echo": true})",
-       "\"echo\" is not supported for chat", ServeEndpoint::kChatCompletions},
       {R"({"prompt": "x", "logprobs": 21})", "\"logprobs\" is 21"},
       {R"({"prompt": "x", "logprobs": true})", "\"logprobs\" must be an integer"},
       {R"({"prompt": "x", "top_logprobs": 2})", "\"top_logprobs\" is for chat"},

@@ -149,7 +149,11 @@ struct HttpServer::Impl {
     }
     for (size_t i = 0; i < num_prompts(request); ++i) {
       CELLM_ASSIGN_OR_RETURN(std::vector<int32_t> ids, prompt_ids(request, i));
-      if (request.echo) {  // the prompt's own text, or its ids' text
+      if (request.echo && request.endpoint == ServeEndpoint::kChatCompletions) {
+        // The final message, where the answer continues the assistant's.
+        const ChatTurn& last = request.messages.back();
+        header.prompt_texts.push_back(last.role == "assistant" ? last.content : "");
+      } else if (request.echo) {  // the prompt's own text, or its ids' text
         const std::optional<std::string>& text = request.prompts[i].text;
         CELLM_ASSIGN_OR_RETURN(std::string shown,
                                text ? StatusOr<std::string>(*text) : codec.decode(ids));

@@ -68,7 +68,7 @@ TEST(ServeHttpTest, StopTokenIdsEndAGenerationAndMinTokensHoldsThemOffUntilThen)
 
 // continue_final_message: the prompt ends inside the assistant's answer (no end of turn after
 // it), and the response holds only what the model goes on to write — greedily, the completion of
-// the same prompt ids.
+// the same prompt ids — or, with echo, the final message's text before it.
 TEST(ServeHttpTest, AContinuedFinalAnswerIsTheCompletionOfItsPrompt) {
   Served served(4, stories_with_chat_template("chatml"));
   const Json messages = {{{"role", "user"}, {"content", "Tell me a story."}},
@@ -96,6 +96,25 @@ TEST(ServeHttpTest, AContinuedFinalAnswerIsTheCompletionOfItsPrompt) {
   const Json& completion_choice = completion.body.at("choices").at(0);
   EXPECT_EQ(chat_choice.at("token_ids"), completion_choice.at("token_ids"));
   EXPECT_EQ(chat_choice.at("message").at("content"), completion_choice.at("text"));
+
+  // With echo the answer begins with the final message, whole and streamed alike.
+  Json echo = body;
+  echo["echo"] = true;
+  const Reply echoed = post(served, "/v1/chat/completions", echo);
+  ASSERT_EQ(echoed.status, 200) << echoed.body.dump();
+  const std::string whole = "Once upon a time, " + completion_choice.at("text").get<std::string>();
+  EXPECT_EQ(echoed.body.at("choices").at(0).at("message").at("content"), whole);
+  EXPECT_EQ(echoed.body.at("choices").at(0).at("token_ids"), completion_choice.at("token_ids"));
+  EXPECT_EQ(stream_chat(served, echo).content, whole);
+  // A final message of the user's is not echoed.
+  Json user_last = {{"messages", {messages[0]}}, {"temperature", 0}, {"max_tokens", 6}};
+  const Reply plain = post(served, "/v1/chat/completions", user_last);
+  user_last["echo"] = true;
+  const Reply not_echoed = post(served, "/v1/chat/completions", user_last);
+  ASSERT_EQ(plain.status, 200);
+  ASSERT_EQ(not_echoed.status, 200);
+  EXPECT_EQ(not_echoed.body.at("choices").at(0).at("message").at("content"),
+            plain.body.at("choices").at(0).at("message").at("content"));
 
   // Without a generation prompt the prompt ends with the answer's turn closed.
   body.erase("continue_final_message");

@@ -162,22 +162,22 @@ nlohmann::ordered_json completion_response_json(const ServeRequest& request,
   for (size_t k = 0; k < result.choices.size(); ++k) {
     const ServeChoice& c = result.choices[k];
     nlohmann::ordered_json choice = {{"index", k}};
+    const size_t prompt = k / static_cast<size_t>(std::max(request.n, 1));
+    const std::string echoed =
+        request.echo && prompt < result.prompt_texts.size() ? result.prompt_texts[prompt] : "";
     if (is_chat(request)) {
       nlohmann::ordered_json message = {{"role", "assistant"}};
       if (c.reasoning) message["reasoning_content"] = *c.reasoning;
-      message["content"] = c.text;
+      const std::string content = echoed + c.text;
+      message["content"] = content;
       // No answer beside calls or thinking is null, as OpenAI's calls and vLLM's thinking come.
-      if (c.text.empty() && (!c.tool_calls.empty() || c.reasoning)) message["content"] = nullptr;
+      if (content.empty() && (!c.tool_calls.empty() || c.reasoning)) message["content"] = nullptr;
       if (!c.tool_calls.empty()) {
         message["tool_calls"] = tool_calls_json(c.tool_calls, /*with_index=*/false);
       }
       choice["message"] = std::move(message);
-    } else if (request.echo) {
-      const size_t prompt = k / static_cast<size_t>(std::max(request.n, 1));
-      choice["text"] =
-          (prompt < result.prompt_texts.size() ? result.prompt_texts[prompt] : "") + c.text;
     } else {
-      choice["text"] = c.text;
+      choice["text"] = echoed + c.text;
     }
     choice["logprobs"] = logprobs_json(request, c.logprobs, 0);
     choice["finish_reason"] = openai_finish_reason(c);
