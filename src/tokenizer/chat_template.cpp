@@ -109,13 +109,16 @@ void render_mistral(const std::optional<std::string>& system, std::span<const Ch
 }
 
 // Phi-3: Microsoft's Phi-3-mini-4k-instruct model card, "<|system|>\n...<|end|>\n<|user|>\n
-// ...<|end|>\n<|assistant|>\n"; the same per-message form as the GGUF's own template.
+// ...<|end|>\n<|assistant|>\n", as Phi-3.5-mini-instruct's template writes it: an empty system
+// message left out, and the end of text ("<|endoftext|>") closing a conversation rendered without
+// a generation prompt.
 void render_phi3(std::span<const ChatMessage> messages, bool add_generation_prompt,
                  ChatParts* out) {
   for (const ChatMessage& m : messages) {
+    if (m.role == "system" && m.content.empty()) continue;
     out->markup("<|" + m.role + "|>\n").message(m.content).markup("<|end|>\n");
   }
-  if (add_generation_prompt) out->markup("<|assistant|>\n");
+  out->markup(add_generation_prompt ? "<|assistant|>\n" : "<|endoftext|>");
 }
 
 // Gemma: Google's "Gemma formatting and system instructions" (ai.google.dev) as Gemma 2's and 3's

@@ -16,6 +16,7 @@ The templates are not part of this repository; pass the files holding them:
   --mistral-nemo  the chat_template of mistralai/Mistral-Nemo-Instruct-2407's
   --gemma    the chat_template of google/gemma-3-*-it's (no tools: the format takes none)
   --gemma-2  the chat_template of google/gemma-2-2b-it's (no system role)
+  --phi-3    the chat_template of microsoft/Phi-3.5-mini-instruct's (eos_token "<|endoftext|>")
 cellm's chatml has no default system prompt, so where a conversation has no system message the
 Qwen2.5 text's default system line (with tools) or turn (without) is removed, which gives what
 Qwen3's template renders.
@@ -24,7 +25,7 @@ Each vector also carries the JSON texts cellm's caller hands ChatTemplate (each 
 tojson(indent=4), its function's fields as text — a string as itself, anything else as tojson —,
 each call's arguments' tojson), made here by Python's json.dumps as the templates' tojson makes
 them, so the test needs no JSON writer of cellm's. The templates run with bos_token "" (cellm's
-renders never hold BOS) and eos_token "</s>".
+renders never hold BOS) and eos_token "</s>" (Phi-3.5's "<|endoftext|>").
 """
 import argparse
 import json
@@ -247,6 +248,20 @@ GEMMA_CASES = [
 CASES += GEMMA_CASES
 TEMPLATE_OF = {("gemma", GEMMA_CASES[1][1]): "gemma-2"}
 
+# Phi-3.5-mini-instruct's template (no tools), its end of text "<|endoftext|>".
+PHI_CASES = [
+    ("phi-3", "a system message, turns", [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": " Hi! "},
+        {"role": "assistant", "content": "Hello."},
+        {"role": "user", "content": "2+2?"}], [], True),
+    ("phi-3", "an empty system message left out, no generation prompt", [
+        {"role": "system", "content": ""},
+        {"role": "user", "content": "Hi!"},
+        {"role": "assistant", "content": "Hello."}], [], False),
+]
+CASES += PHI_CASES
+
 # date_string passed as a template variable.
 DATE_CASES = [
     ("llama-3.1", "a date_string passed", [
@@ -306,6 +321,7 @@ def main():
     parser.add_argument("--qwen3", required=True)
     parser.add_argument("--llama-3.2", dest="llama32", required=True)
     parser.add_argument("--gemma", required=True)
+    parser.add_argument("--phi-3", dest="phi3", required=True)
     parser.add_argument("--mistral-nemo", dest="nemo", required=True)
     parser.add_argument("--gemma-2", dest="gemma2", required=True)
     parser.add_argument("--output", required=True)
@@ -317,13 +333,15 @@ def main():
                "llama-3.2": open(args.llama32).read(),
                "mistral-v3": open(args.mistral3).read(), "deepseek-r1": open(args.deepseek).read(),
                "qwen3": open(args.qwen3).read(), "gemma": open(args.gemma).read(),
-               "gemma-2": open(args.gemma2).read(), "mistral-nemo": open(args.nemo).read()}
+               "gemma-2": open(args.gemma2).read(), "mistral-nemo": open(args.nemo).read(),
+               "phi-3": open(args.phi3).read()}
     vectors = []
     for fmt, name, messages, tools, add_generation_prompt in CASES:
         kwargs = KWARGS.get((fmt, name), {})
         text = env.from_string(sources[TEMPLATE_OF.get((fmt, name), fmt)]).render(
             messages=template_messages(messages), tools=tools or None,
-            add_generation_prompt=add_generation_prompt, bos_token="", eos_token="</s>",
+            add_generation_prompt=add_generation_prompt, bos_token="",
+            eos_token="<|endoftext|>" if fmt == "phi-3" else "</s>",
             strftime_now=lambda fmt: TODAY, **kwargs)
         continued = (fmt, name) in CONTINUED
         if continued:
