@@ -221,6 +221,7 @@ TEST(RuntimeCliTest, BadArgumentsGiveOneClearLineAndExitStatusTwo) {
       {{"run", "--model", model, "--prompt", "hi", "--max-cells", "100"}, "--max-cells 100"},
       {{"generate", "--model", model, "--prompt", "hi", "--threads", "100000"}, "--threads 100000"},
       {{"generate", "--model", model, "--prompt", "hi", "--no-thinking"}, "--chat"},
+      {{"run", "--model", model, "--prompt", "hi", "--system", "Be brief."}, "--chat"},
       {{"generate", "--model", model, "--prompt", "hi", "-n", "4", "--min-new-tokens", "5"},
        "--min-new-tokens is 5"},
       {{"run", "--model", model, "--prompt", "hi", "--repetition-penalty", "0"},

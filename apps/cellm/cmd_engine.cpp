@@ -163,6 +163,8 @@ void add_sampling_flags(CLI::App& command, SamplingFlags& flags) {
 
 void add_chat_flags(CLI::App& command, ChatFlags& flags, const std::string& chat_help) {
   CLI::Option* chat = command.add_flag("--chat", flags.chat, chat_help);
+  command.add_option("--system", flags.system, "With --chat: a system message before the prompt")
+      ->needs(chat);
   command
       .add_flag("--no-thinking", flags.no_thinking,
                 "With --chat: answer without thinking where the chat format has a switch for it "

@@ -79,10 +79,12 @@ struct SamplingFlags {
 // --regex (each command adds --max-new-tokens, --seed and --ignore-eos with its own words).
 void add_sampling_flags(CLI::App& command, SamplingFlags& flags);
 
-// --chat (the model's chat template applied to the prompts, `chat_help` says how) and
-// --no-thinking (with --chat: a thinking switch off, TextCodec::encode_chat).
+// --chat (the model's chat template applied to the prompts, `chat_help` says how), --system
+// (with --chat: a system message before each prompt) and --no-thinking (with --chat: a thinking
+// switch off); TextCodec::encode_chat takes them.
 struct ChatFlags {
   bool chat = false;
+  std::string system;
   bool no_thinking = false;
 };
 void add_chat_flags(CLI::App& command, ChatFlags& flags, const std::string& chat_help);

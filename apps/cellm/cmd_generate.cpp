@@ -66,8 +66,9 @@ int generate_command(const GenerateOptions& o) {
   }
   if (has_prompt) {
     StatusOr<std::vector<int32_t>> ids =
-        o.chat.chat ? codec.encode_chat(o.prompt, /*enable_thinking=*/!o.chat.no_thinking)
-                    : codec.encode_prompt(o.prompt);
+        o.chat.chat
+            ? codec.encode_chat(o.prompt, o.chat.system, /*enable_thinking=*/!o.chat.no_thinking)
+            : codec.encode_prompt(o.prompt);
     if (!ids.ok()) return fail(ids.status(), 1);
     prompt_tokens = std::move(ids).value();
   }

@@ -107,8 +107,9 @@ StatusOr<std::vector<PromptInput>> read_prompts(const RunOptions& o, const TextC
   std::vector<PromptInput> prompts;
   for (const std::string& text : texts) {
     StatusOr<std::vector<int32_t>> tokens =
-        o.chat.chat ? codec.encode_chat(text, /*enable_thinking=*/!o.chat.no_thinking)
-                    : codec.encode_prompt(text);
+        o.chat.chat
+            ? codec.encode_chat(text, o.chat.system, /*enable_thinking=*/!o.chat.no_thinking)
+            : codec.encode_prompt(text);
     if (!tokens.ok())
       return tokens.status().with_context("prompt " + std::to_string(prompts.size()));
     prompts.push_back({text, std::move(tokens).value()});

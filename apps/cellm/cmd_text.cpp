@@ -81,12 +81,12 @@ StatusOr<std::vector<int32_t>> TextCodec::encode_text(std::string_view text) con
 }
 
 StatusOr<std::vector<int32_t>> TextCodec::encode_chat(std::string_view user_message,
+                                                      std::string_view system,
                                                       bool enable_thinking) const {
-  if (!state_->chat) return state_->chat_status;
-  const ChatMessage messages[1] = {{"user", std::string(user_message)}};
-  return cellm::encode_chat(state_->tokenizer, *state_->chat, messages,
-                            ChatPromptEnd::kGenerationPrompt, {},
-                            template_kwargs(enable_thinking, ""));
+  std::vector<ChatTurn> turns;
+  if (!system.empty()) turns.push_back({"system", std::string(system)});
+  turns.push_back({"user", std::string(user_message)});
+  return encode_conversation(turns, {}, ChatPromptOptions{.enable_thinking = enable_thinking});
 }
 
 StatusOr<std::vector<int32_t>> TextCodec::encode_conversation(

@@ -82,11 +82,13 @@ class TextCodec {
   StatusOr<std::vector<int32_t>> encode_prompt(std::string_view text) const;
   // The same without BOS (a text to cut into pieces, as `cellm perplexity` does).
   StatusOr<std::vector<int32_t>> encode_text(std::string_view text) const;
-  // One user message rendered with the model's chat template (recognized from the file),
-  // followed by the assistant's turn opening; the template's markers become their tokens, the
-  // message stays plain text (tokenizer/chat_prompt.h). enable_thinking off: a format with a
-  // thinking switch (qwen3) opens the answer with an empty thinking block.
+  // One user message (after a system message, when `system` is not empty) rendered with the
+  // model's chat template (recognized from the file), followed by the assistant's turn opening;
+  // the template's markers become their tokens, the messages stay plain text
+  // (tokenizer/chat_prompt.h). enable_thinking off: a format with a thinking switch (qwen3) opens
+  // the answer with an empty thinking block.
   StatusOr<std::vector<int32_t>> encode_chat(std::string_view user_message,
+                                             std::string_view system = {},
                                              bool enable_thinking = true) const;
   // A whole conversation, the same way, ending as `options` say (by default with the
   // assistant's turn opening); `tools` shown as the format shows them (InvalidArgument where it

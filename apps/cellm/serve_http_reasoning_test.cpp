@@ -90,12 +90,20 @@ TEST(ServeHttpReasoningTest, Qwen3ThinkingSwitchedOffClosesAnEmptyThinkingBlockI
   const Reply tokens = post(served, "/tokenize", tokenize);
   ASSERT_EQ(tokens.status, 200);
   EXPECT_EQ(r.body.at("prompt_token_ids"), tokens.body.at("tokens"));
-  // `cellm run` and `cellm generate` with --chat --no-thinking encode the same prompt.
+  // `cellm run` and `cellm generate` with --chat --no-thinking (and --system) encode the same
+  // prompt.
   const StatusOr<std::vector<int32_t>> cli =
-      served.codec().encode_chat("Tell me a story.", /*enable_thinking=*/false);
+      served.codec().encode_chat("Tell me a story.", "", /*enable_thinking=*/false);
   ASSERT_TRUE(cli.ok()) << cli.status().to_string();
   EXPECT_EQ(Json(*cli), tokens.body.at("tokens"));
   EXPECT_NE(Json(*served.codec().encode_chat("Tell me a story.")), tokens.body.at("tokens"));
+  // --system puts a system message first.
+  Json with_system = tokenize;
+  with_system["messages"] = {{{"role", "system"}, {"content", "Be brief."}}, messages[0]};
+  const Reply system_tokens = post(served, "/tokenize", with_system);
+  ASSERT_EQ(system_tokens.status, 200);
+  EXPECT_EQ(Json(*served.codec().encode_chat("Tell me a story.", "Be brief.", false)),
+            system_tokens.body.at("tokens"));
   const Json& message = r.body.at("choices").at(0).at("message");
   EXPECT_FALSE(message.contains("reasoning_content"));
   EXPECT_FALSE(message.at("content").get<std::string>().empty());
