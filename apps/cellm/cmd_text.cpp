@@ -39,8 +39,10 @@ class DetokenizerStream : public TextStream {
 
 // The template variables of a prompt: the options' and the day, as Hugging Face's strftime_now
 // gives it to the templates that date their prompts (local time, "%d %b %Y").
-ChatTemplateKwargs template_kwargs(bool enable_thinking, const std::string& date_string) {
-  ChatTemplateKwargs kwargs{.enable_thinking = enable_thinking, .date_string = date_string};
+ChatTemplateKwargs template_kwargs(const ChatPromptOptions& options) {
+  ChatTemplateKwargs kwargs{.enable_thinking = options.enable_thinking,
+                            .date_string = options.date_string,
+                            .tools_in_user_message = options.tools_in_user_message};
   const std::time_t now = std::time(nullptr);
   std::tm local{};
   char day[32];
@@ -116,7 +118,7 @@ StatusOr<std::vector<int32_t>> TextCodec::encode_conversation(
                             : options.add_generation_prompt ? ChatPromptEnd::kGenerationPrompt
                                                             : ChatPromptEnd::kAfterLastMessage;
   return cellm::encode_chat(state_->tokenizer, *state_->chat, messages, end, chat_tools,
-                            template_kwargs(options.enable_thinking, options.date_string));
+                            template_kwargs(options));
 }
 
 ChatToolSyntax TextCodec::tool_syntax() const {

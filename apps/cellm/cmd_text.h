@@ -66,6 +66,8 @@ struct ChatPromptOptions {
   // The day the formats that date their prompt (llama-3.1, llama-3.2) write; empty: their default
   // (llama-3.2's is today).
   std::string date_string = {};
+  // Off: llama-3.1 / 3.2 list the tools in the system turn instead of the first user message.
+  bool tools_in_user_message = true;
 };
 
 // How the model's chat format writes a tool call: chatml and qwen3 models as Hermes does

@@ -40,9 +40,9 @@ StatusOr<std::string> get_string(const nlohmann::json& value, std::string_view f
 Status parse_messages(const nlohmann::json& messages, ServeRequest& request);
 // vLLM's chat prompt options into request.chat_prompt (after parse_messages): add_generation_prompt
 // and continue_final_message (the final message an assistant's, no generation prompt), and
-// "chat_template_kwargs" (template variables): enable_thinking, a boolean, and date_string, a
-// text of at most 64 bytes; any other variable refused by name, and any option but the defaults
-// in a completions request.
+// "chat_template_kwargs" (template variables): enable_thinking and tools_in_user_message,
+// booleans, and date_string, a text of at most 64 bytes; any other variable refused by name, and
+// any option but the defaults in a completions request.
 Status parse_chat_prompt_options(const nlohmann::json& body, ServeRequest& request);
 
 // vLLM's sampling extras: min_tokens (GenConfig::min_new_tokens) and stop_token_ids; the ones

@@ -163,6 +163,9 @@ Status parse_chat_prompt_options(const Json& body, ServeRequest& request) {
     if (key == "enable_thinking") {
       CELLM_ASSIGN_OR_RETURN(options.enable_thinking,
                              get_bool(value, "chat_template_kwargs.enable_thinking"));
+    } else if (key == "tools_in_user_message") {
+      CELLM_ASSIGN_OR_RETURN(options.tools_in_user_message,
+                             get_bool(value, "chat_template_kwargs.tools_in_user_message"));
     } else if (key == "date_string") {
       CELLM_ASSIGN_OR_RETURN(options.date_string,
                              get_string(value, "chat_template_kwargs.date_string"));
@@ -172,8 +175,8 @@ Status parse_chat_prompt_options(const Json& body, ServeRequest& request) {
       }
     } else {
       return field_error("chat_template_kwargs",
-                         fmt::format("holds '{}'; cellm's chat formats read enable_thinking and "
-                                     "date_string only",
+                         fmt::format("holds '{}'; cellm's chat formats read enable_thinking, "
+                                     "date_string and tools_in_user_message only",
                                      key));
     }
   }

@@ -72,12 +72,18 @@ TEST(ServeApiTest, ChatTemplateKwargsSwitchThinkingAndDateThePromptAndNothingEls
                      kChat)
                 .chat_prompt.date_string,
             "1 May 2025");
+  EXPECT_FALSE(
+      parse_ok("{" + messages + R"(, "chat_template_kwargs": {"tools_in_user_message": false}})",
+               kChat)
+          .chat_prompt.tools_in_user_message);
   EXPECT_TRUE(parse_ok("{" + messages + R"(, "chat_template_kwargs": null})", kChat)
                   .chat_prompt.enable_thinking);
   const std::vector<std::pair<std::string, std::string>> cases = {
       {R"("chat_template_kwargs": {"thinking": true})",
-       "\"chat_template_kwargs\" holds 'thinking'; cellm's chat formats read enable_thinking and "
-       "date_string only"},
+       "\"chat_template_kwargs\" holds 'thinking'; cellm's chat formats read enable_thinking, "
+       "date_string and tools_in_user_message only"},
+      {R"("chat_template_kwargs": {"tools_in_user_message": 0})",
+       "\"chat_template_kwargs.tools_in_user_message\" must be true or false"},
       {R"("chat_template_kwargs": {"date_string": 5})",
        "\"chat_template_kwargs.date_string\" must be a string"},
       {R"("chat_template_kwargs": {"enable_thinking": "no"})",

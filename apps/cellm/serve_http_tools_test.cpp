@@ -157,6 +157,26 @@ TEST(ServeHttpToolsTest, AnAutoChoiceWithoutACallIsPlainContentStreamedAsWhole) 
   EXPECT_EQ(streamed.content, content);
 }
 
+// Llama 3.1's tools open the first user message, or with chat_template_kwargs'
+// tools_in_user_message off follow the system turn's date.
+TEST(ServeHttpToolsTest, LlamaToolsGoWhereTheTemplateVariableSays) {
+  Served served(2, stories_with_chat_template("llama-3.1"));
+  const Json messages = {{{"role", "user"}, {"content", "Weather in Oslo?"}}};
+  const std::string in_user = prompt_text(served, messages, {{"tools", {kWeather}}});
+  const std::string in_system = prompt_text(
+      served, messages,
+      {{"tools", {kWeather}}, {"chat_template_kwargs", {{"tools_in_user_message", false}}}});
+  const std::string user_turn = "<|start_header_id|>user<|end_header_id|>\n\n";
+  EXPECT_NE(in_user.find(user_turn + "Given the following functions"), std::string::npos)
+      << in_user;
+  EXPECT_EQ(in_user.find("You have access to the following functions"), std::string::npos);
+  EXPECT_NE(in_system.find("Today Date: 26 Jul 2024\n\nYou have access to the following functions"),
+            std::string::npos)
+      << in_system;
+  EXPECT_NE(in_system.find(user_turn + "Weather in Oslo?<|eot_id|>"), std::string::npos)
+      << in_system;
+}
+
 TEST(ServeHttpToolsTest, ConversationsWithCallsAndResultsAreTakenWhereTheFormatShowsThem) {
   const Json conversation = {
       {"messages",

@@ -60,7 +60,7 @@ void render_qwen3(std::span<const ChatMessage> messages, bool add_generation_pro
 // see chat_template_tools.cpp.
 Status render_llama3(std::span<const ChatMessage> messages, bool add_generation_prompt,
                      std::span<const ChatTool> tools, std::optional<std::string_view> date,
-                     ChatParts* out);
+                     bool tools_in_user_message, ChatParts* out);
 
 // Mistral-7B-Instruct-v0.3's format (`spaced`), or Mistral-Nemo's (the same without the spaces
 // after its markers and around answers): see chat_template_tools.cpp.

@@ -256,7 +256,7 @@ StatusOr<std::vector<ChatPart>> ChatTemplate::render_parts(std::span<const ChatM
       break;
     case ChatFormat::kLlama3:
       CELLM_RETURN_IF_ERROR(chat_internal::render_llama3(messages, add_generation_prompt, tools,
-                                                         std::nullopt, &parts));
+                                                         std::nullopt, true, &parts));
       break;
     case ChatFormat::kLlama31:
     case ChatFormat::kLlama32: {
@@ -265,8 +265,8 @@ StatusOr<std::vector<ChatPart>> ChatTemplate::render_parts(std::span<const ChatM
                                     : format_ == ChatFormat::kLlama32 && !kwargs.today.empty()
                                         ? std::string_view(kwargs.today)
                                         : fallback;
-      CELLM_RETURN_IF_ERROR(
-          chat_internal::render_llama3(messages, add_generation_prompt, tools, date, &parts));
+      CELLM_RETURN_IF_ERROR(chat_internal::render_llama3(
+          messages, add_generation_prompt, tools, date, kwargs.tools_in_user_message, &parts));
       break;
     }
     case ChatFormat::kMistral:

@@ -68,6 +68,9 @@ struct ChatTemplateKwargs {
   // strftime_now gives llama-3.2's template. The caller's clock, so rendering stays a pure
   // function; empty: "26 Jul 2024", as that template has without strftime_now.
   std::string today = {};
+  // tools_in_user_message (llama-3.1, llama-3.2): the tools open the first user message; off, they
+  // follow the system turn's date instead.
+  bool tools_in_user_message = true;
 };
 
 // A field of a tool's function object, in order: its key, and its value as the template writes

@@ -128,15 +128,22 @@ void render_chatml(std::span<const ChatMessage> messages, bool add_generation_pr
 // templates render (their custom tools in the user message, tools_in_user_message): the system
 // turn always comes, "Cutting Knowledge Date: December 2023\nToday Date: {date}\n\n" before the
 // stripped system text, "Environment: ipython\n" first where there are tools; the first user
-// message then opens with the instructions and each tool as tojson(indent=4) followed by "\n\n".
+// message then opens with the instructions and each tool as tojson(indent=4) followed by "\n\n"
+// — or, with tools_in_user_message off, the system turn holds them after its date.
 // An assistant message with a call is the call alone ({"name": "...", "parameters": {...}}: one
 // call a message, its text not shown) and a tool message is an "ipython" turn holding its content
 // as a JSON string (the template's `content is iterable` holds for text too).
 Status render_llama3(std::span<const ChatMessage> messages, bool add_generation_prompt,
                      std::span<const ChatTool> tools, std::optional<std::string_view> date,
-                     ChatParts* out) {
+                     bool tools_in_user_message, ChatParts* out) {
+  constexpr std::string_view kCallFormat =
+      "Respond in the format {\"name\": function name, \"parameters\": dictionary of argument "
+      "name and its value}.Do not use variables.\n\n";
   const auto header = [&](std::string_view role) {
     out->markup(fmt::format("<|start_header_id|>{}<|end_header_id|>\n\n", role));
+  };
+  const auto list_tools = [&] {
+    for (const ChatTool& tool : tools) out->message(tool.json_indented).markup("\n\n");
   };
   size_t first = 0;
   if (date) {
@@ -145,13 +152,20 @@ Status render_llama3(std::span<const ChatMessage> messages, bool add_generation_
     out->markup("Cutting Knowledge Date: December 2023\nToday Date: ")
         .message(*date)
         .markup("\n\n");
+    if (!tools.empty() && !tools_in_user_message) {
+      out->markup(
+             "You have access to the following functions. To call a function, please respond "
+             "with JSON for a function call.")
+          .markup(kCallFormat);
+      list_tools();
+    }
     if (!messages.empty() && messages[0].role == "system") {
       out->message(trim(messages[0].content));
       first = 1;
     }
     out->markup("<|eot_id|>");
   }
-  if (!tools.empty()) {
+  if (!tools.empty() && tools_in_user_message) {
     if (first == messages.size() || messages[first].role != "user") {
       return invalid_argument(
           "chat template: Llama 3.1's puts the tools in the first user message; the conversation "
@@ -159,11 +173,10 @@ Status render_llama3(std::span<const ChatMessage> messages, bool add_generation_
     }
     header("user");
     out->markup(
-        "Given the following functions, please respond with a JSON for a function call with its "
-        "proper arguments that best answers the given prompt.\n\nRespond in the format {\"name\": "
-        "function name, \"parameters\": dictionary of argument name and its value}.Do not use "
-        "variables.\n\n");
-    for (const ChatTool& tool : tools) out->message(tool.json_indented).markup("\n\n");
+           "Given the following functions, please respond with a JSON for a function call with "
+           "its proper arguments that best answers the given prompt.\n\n")
+        .markup(kCallFormat);
+    list_tools();
     out->message(trim(messages[first].content)).markup("<|eot_id|>");
     ++first;
   }

@@ -62,7 +62,7 @@ Conversation conversation(const Json& vector) {
 
 TEST(ChatTemplateToolsTest, RendersWhatTheModelsOwnTemplatesRender) {
   const Json vectors = Json::parse(kVectors);
-  ASSERT_GE(vectors.size(), 41u);
+  ASSERT_GE(vectors.size(), 43u);
   for (const Json& vector : vectors) {
     SCOPED_TRACE(vector.at("format").get<std::string>() + ": " +
                  vector.at("name").get<std::string>());
@@ -72,9 +72,11 @@ TEST(ChatTemplateToolsTest, RendersWhatTheModelsOwnTemplatesRender) {
     EXPECT_EQ(chat->takes_tools(),
               format != "deepseek-r1" && format != "gemma" && format != "phi-3");
     const Conversation c = conversation(vector);
-    const ChatTemplateKwargs kwargs{.enable_thinking = vector.at("enable_thinking").get<bool>(),
-                                    .date_string = vector.at("date_string").get<std::string>(),
-                                    .today = vector.at("today").get<std::string>()};
+    const ChatTemplateKwargs kwargs{
+        .enable_thinking = vector.at("enable_thinking").get<bool>(),
+        .date_string = vector.at("date_string").get<std::string>(),
+        .today = vector.at("today").get<std::string>(),
+        .tools_in_user_message = vector.at("tools_in_user_message").get<bool>()};
     StatusOr<std::vector<ChatPart>> parts =
         vector.at("continue_final_message").get<bool>()
             ? chat->render_parts_continuing(c.messages, c.tools, kwargs)
