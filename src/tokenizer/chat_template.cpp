@@ -29,6 +29,7 @@ constexpr FormatName kFormats[] = {
     {ChatFormat::kMistralNemo, "mistral-nemo"},
     {ChatFormat::kDeepSeekR1, "deepseek-r1"},
     {ChatFormat::kPhi3, "phi-3"},
+    {ChatFormat::kZephyr, "zephyr"},
     {ChatFormat::kGemma, "gemma"},
 };
 
@@ -121,6 +122,17 @@ void render_phi3(std::span<const ChatMessage> messages, bool add_generation_prom
   out->markup(add_generation_prompt ? "<|assistant|>\n" : "<|endoftext|>");
 }
 
+// Zephyr (HuggingFaceH4/zephyr-7b-beta's template, TinyLlama-1.1B-Chat's too): each message
+// "<|{role}|>\n{content}</s>\n" (the end of sentence, then the newline its template's line
+// break leaves), generation prompt "<|assistant|>\n".
+void render_zephyr(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                   ChatParts* out) {
+  for (const ChatMessage& m : messages) {
+    out->markup("<|" + m.role + "|>\n").message(m.content).markup("</s>\n");
+  }
+  if (add_generation_prompt) out->markup("<|assistant|>\n");
+}
+
 // Gemma: Google's "Gemma formatting and system instructions" (ai.google.dev) as Gemma 2's and 3's
 // templates write it: "<start_of_turn>user\n{prompt}<end_of_turn>\n<start_of_turn>model\n
 // {answer}<end_of_turn>\n", each message stripped; the assistant's role is "model"; there is no
@@ -200,6 +212,7 @@ StatusOr<ChatTemplate> ChatTemplate::detect(std::string_view source) {
   }
   if (has("<start_of_turn>")) return ChatTemplate(ChatFormat::kGemma);
   if (has("<|assistant|>") && has("<|end|>")) return ChatTemplate(ChatFormat::kPhi3);
+  if (has("<|assistant|>") && has("<|user|>")) return ChatTemplate(ChatFormat::kZephyr);
   // Mistral-Nemo's template writes v0.3's markers without the spaces after them.
   if (has("[AVAILABLE_TOOLS][") || has("[TOOL_CALLS][")) {
     return ChatTemplate(ChatFormat::kMistralNemo);
@@ -279,6 +292,9 @@ StatusOr<std::vector<ChatPart>> ChatTemplate::render_parts(std::span<const ChatM
       break;
     case ChatFormat::kPhi3:
       render_phi3(messages, add_generation_prompt, &parts);
+      break;
+    case ChatFormat::kZephyr:
+      render_zephyr(messages, add_generation_prompt, &parts);
       break;
     case ChatFormat::kGemma:
       render_gemma(system, turns, add_generation_prompt, &parts);

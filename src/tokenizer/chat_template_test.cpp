@@ -123,6 +123,11 @@ TEST(ChatTemplateTest, RecognizesEachFormatByItsMarkers) {
        "{% elif (message['role'] == 'assistant') %}{{message['content'] + '<|end|>' + '\n'}}"
        "{% endif %}{% endfor %}",
        ChatFormat::kPhi3},
+      // Zephyr's and TinyLlama-Chat's.
+      {"{% if message['role'] == 'user' %}\n{{ '<|user|>\\n' + message['content'] + eos_token "
+       "}}\n{% elif message['role'] == 'assistant' %}\n{{ '<|assistant|>\\n'  + message['content'] "
+       "+ eos_token }}",
+       ChatFormat::kZephyr},
       {"{{ '[INST] <<SYS>>\\n' + system + '\\n<</SYS>>' }}", ChatFormat::kLlama2},
       {"{{ '[INST] ' + message['content'] + ' [/INST]' }}", ChatFormat::kMistral},
       {"{{ '[AVAILABLE_TOOLS] [' }}{{ '[INST] ' + message['content'] + '[/INST]' }}",
@@ -145,7 +150,7 @@ TEST(ChatTemplateTest, UnknownTemplatesAreErrorsThatNameTheOptions) {
     ASSERT_FALSE(chat.ok());
     EXPECT_NE(chat.status().message().find(
                   "chatml, qwen3, llama-2, llama-3, llama-3.1, llama-3.2, mistral, mistral-v3, "
-                  "mistral-nemo, deepseek-r1, phi-3, gemma"),
+                  "mistral-nemo, deepseek-r1, phi-3, zephyr, gemma"),
               std::string::npos)
         << chat.status().message();
   }

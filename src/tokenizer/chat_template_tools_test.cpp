@@ -4,7 +4,7 @@
 // llama-3.2 — their dates too —, Mistral-Nemo-Instruct-2407's for mistral-nemo,
 // Mistral-7B-Instruct-v0.3's for
 // mistral-v3; and, without tools, DeepSeek-R1-Distill's for deepseek-r1, Gemma 3's and 2's for
-// gemma and Phi-3.5-mini's for phi-3) through Jinja2 as Hugging
+// gemma, Phi-3.5-mini's for phi-3 and Zephyr's for zephyr) through Jinja2 as Hugging
 // Face runs it (tools/gen_chat_tool_vectors.py), some with the final message continued (cut as
 // Hugging Face's apply_chat_template cuts it); ChatTemplate must render the same text. Then the
 // refusals, and what stays message text.
@@ -62,15 +62,15 @@ Conversation conversation(const Json& vector) {
 
 TEST(ChatTemplateToolsTest, RendersWhatTheModelsOwnTemplatesRender) {
   const Json vectors = Json::parse(kVectors);
-  ASSERT_GE(vectors.size(), 43u);
+  ASSERT_GE(vectors.size(), 45u);
   for (const Json& vector : vectors) {
     SCOPED_TRACE(vector.at("format").get<std::string>() + ": " +
                  vector.at("name").get<std::string>());
     StatusOr<ChatTemplate> chat = ChatTemplate::from_name(vector.at("format").get<std::string>());
     ASSERT_TRUE(chat.ok());
     const std::string format = vector.at("format");
-    EXPECT_EQ(chat->takes_tools(),
-              format != "deepseek-r1" && format != "gemma" && format != "phi-3");
+    EXPECT_EQ(chat->takes_tools(), format != "deepseek-r1" && format != "gemma" &&
+                                       format != "phi-3" && format != "zephyr");
     const Conversation c = conversation(vector);
     const ChatTemplateKwargs kwargs{
         .enable_thinking = vector.at("enable_thinking").get<bool>(),

@@ -17,6 +17,7 @@ The templates are not part of this repository; pass the files holding them:
   --gemma    the chat_template of google/gemma-3-*-it's (no tools: the format takes none)
   --gemma-2  the chat_template of google/gemma-2-2b-it's (no system role)
   --phi-3    the chat_template of microsoft/Phi-3.5-mini-instruct's (eos_token "<|endoftext|>")
+  --zephyr   the chat_template of HuggingFaceH4/zephyr-7b-beta's (TinyLlama-1.1B-Chat's too)
 cellm's chatml has no default system prompt, so where a conversation has no system message the
 Qwen2.5 text's default system line (with tools) or turn (without) is removed, which gives what
 Qwen3's template renders.
@@ -262,6 +263,19 @@ PHI_CASES = [
 ]
 CASES += PHI_CASES
 
+# Zephyr's template (TinyLlama-1.1B-Chat's too; no tools).
+ZEPHYR_CASES = [
+    ("zephyr", "a system message, turns", [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": " Hi! "},
+        {"role": "assistant", "content": "Hello."},
+        {"role": "user", "content": "2+2?"}], [], True),
+    ("zephyr", "no generation prompt", [
+        {"role": "user", "content": "Hi!"},
+        {"role": "assistant", "content": "Hello."}], [], False),
+]
+CASES += ZEPHYR_CASES
+
 # date_string and tools_in_user_message passed as template variables.
 DATE_CASES = [
     ("llama-3.1", "a date_string passed", [
@@ -329,6 +343,7 @@ def main():
     parser.add_argument("--llama-3.2", dest="llama32", required=True)
     parser.add_argument("--gemma", required=True)
     parser.add_argument("--phi-3", dest="phi3", required=True)
+    parser.add_argument("--zephyr", required=True)
     parser.add_argument("--mistral-nemo", dest="nemo", required=True)
     parser.add_argument("--gemma-2", dest="gemma2", required=True)
     parser.add_argument("--output", required=True)
@@ -341,7 +356,7 @@ def main():
                "mistral-v3": open(args.mistral3).read(), "deepseek-r1": open(args.deepseek).read(),
                "qwen3": open(args.qwen3).read(), "gemma": open(args.gemma).read(),
                "gemma-2": open(args.gemma2).read(), "mistral-nemo": open(args.nemo).read(),
-               "phi-3": open(args.phi3).read()}
+               "phi-3": open(args.phi3).read(), "zephyr": open(args.zephyr).read()}
     vectors = []
     for fmt, name, messages, tools, add_generation_prompt in CASES:
         kwargs = KWARGS.get((fmt, name), {})
