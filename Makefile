@@ -8,7 +8,7 @@ CELLM_RELEASE := build/release/apps/cellm/cellm
 # CUDA tests run only where a GPU is visible (scripts/device-check runs them on the device).
 CTEST_GPU_FILTER := $(shell nvidia-smi -L >/dev/null 2>&1 || echo -LE cuda)
 
-.PHONY: all deps run test build release asan-ubsan tsan fuzz ci format tidy clean
+.PHONY: all deps run test build release asan-ubsan tsan no-http fuzz ci format tidy clean
 
 all: build
 
@@ -41,6 +41,13 @@ tsan: deps
 	cmake --preset tsan >/dev/null
 	cmake --build --preset tsan -j $(JOBS) --target cellm_tests_threads
 	CELLM_TEST_MODELS=$(abspath $(MODELS)) ctest --preset tsan -j $(JOBS) -L threads
+
+# `cellm serve` without cpp-httplib (as on machines that lack it, the device's among them: the
+# command then says it has no server): the one file whose code differs, compiled alone.
+no-http: deps
+	cmake --preset dev -B build/no-http -DCELLM_HTTP=OFF -DCELLM_CUDA=OFF -DCELLM_BENCH=OFF \
+	  >/dev/null
+	cmake --build build/no-http -j $(JOBS) --target apps/cellm/CMakeFiles/cellm_app.dir/cmd_serve.cpp.o
 
 # Builds the libFuzzer targets, writes seed corpora under build/fuzz/corpus (gguf_fuzz_seeds from
 # the test models; the arch models' safetensors files; the tokenizer vectors' texts), then fuzzes

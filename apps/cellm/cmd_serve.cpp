@@ -21,6 +21,7 @@
 #include "cmd_run_report.h"
 #include "cmd_text.h"
 #include "commands.h"
+#include "serve_reasoning.h"
 #ifdef CELLM_HAVE_HTTP
 #include "serve_http.h"
 #endif
