@@ -36,6 +36,18 @@ class ChatParts {
 // Python's str.strip() of ASCII whitespace, as the templates' `trim` filter.
 std::string_view trim(std::string_view s);
 
+// Python's text.split(separator)[-1]: what follows the separator's last occurrence (the whole
+// text without one). The reasoning formats' "the answer after </think>".
+inline std::string_view after_last(std::string_view text, std::string_view separator) {
+  const size_t at = text.rfind(separator);
+  return at == std::string_view::npos ? text : text.substr(at + separator.size());
+}
+
+// A chatml turn, "<|im_start|>{role}\n{content}<|im_end|>\n" (chatml and qwen3).
+inline void render_chatml_turn(std::string_view role, std::string_view content, ChatParts* out) {
+  out->markup("<|im_start|>" + std::string(role) + "\n").message(content).markup("<|im_end|>\n");
+}
+
 // Qwen's Hermes tool pieces, shared by chatml and qwen3. render_hermes_system: with tools, the
 // system turn holding the system text (when messages[0] is one) and the tools' block; returns how
 // many messages it rendered (0 or 1; without tools none, and a system message is a plain turn).

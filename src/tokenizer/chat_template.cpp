@@ -161,11 +161,9 @@ void render_deepseek_r1(const std::optional<std::string>& system,
     if (m.role == "user") {
       out->markup("<｜User｜>").message(m.content);
     } else {
-      std::string_view answer = m.content;
-      if (const size_t end = answer.rfind("</think>"); end != std::string_view::npos) {
-        answer.remove_prefix(end + std::string_view("</think>").size());
-      }
-      out->markup("<｜Assistant｜>").message(answer).markup("<｜end▁of▁sentence｜>");
+      out->markup("<｜Assistant｜>")
+          .message(chat_internal::after_last(m.content, "</think>"))
+          .markup("<｜end▁of▁sentence｜>");
     }
   }
   if (add_generation_prompt) out->markup("<｜Assistant｜><think>\n");

@@ -17,12 +17,6 @@ std::string_view rstrip_newlines(std::string_view s) {
   return s;
 }
 
-// Python's text.split(separator)[-1]: what follows the separator's last occurrence.
-std::string_view after_last(std::string_view text, std::string_view separator) {
-  const size_t at = text.rfind(separator);
-  return at == std::string_view::npos ? text : text.substr(at + separator.size());
-}
-
 // The index of the conversation's last user query: the last user message that is not a tool
 // result the client sent as user text ("<tool_response>...</tool_response>"); the last message's
 // index when there is none.
@@ -57,7 +51,7 @@ void render_qwen3(std::span<const ChatMessage> messages, bool add_generation_pro
       continue;
     }
     if (m.role != "assistant") {
-      out->markup("<|im_start|>" + m.role + "\n").message(m.content).markup("<|im_end|>\n");
+      render_chatml_turn(m.role, m.content, out);
       continue;
     }
     std::string_view content = m.content;

@@ -116,7 +116,7 @@ void render_chatml(std::span<const ChatMessage> messages, bool add_generation_pr
       }
       out->markup("<|im_end|>\n");
     } else {
-      out->markup("<|im_start|>" + m.role + "\n").message(m.content).markup("<|im_end|>\n");
+      render_chatml_turn(m.role, m.content, out);
     }
   }
   if (add_generation_prompt) out->markup("<|im_start|>assistant\n");
