@@ -136,6 +136,7 @@ Status HfCheckpoint::map_tensors() {
   const bool llama = c.uses_llama_layout();
   const bool qwen2 = c.architecture == Architecture::kQwen2;
   const bool qwen3 = c.architecture == Architecture::kQwen3;
+  const bool phi3 = c.architecture == Architecture::kPhi3;
 
   CELLM_RETURN_IF_ERROR(
       add_matrix("token_embd.weight", "model.embed_tokens", c.vocab_size, hidden, 0, true));
@@ -144,12 +145,17 @@ Status HfCheckpoint::map_tensors() {
     const std::string g = fmt::format("blk.{}.", i);
     CELLM_RETURN_IF_ERROR(
         add_vector(g + "attn_norm.weight", hf + "input_layernorm.weight", hidden, true));
-    CELLM_RETURN_IF_ERROR(add_matrix(g + "attn_q.weight", hf + "self_attn.q_proj", q_width, hidden,
-                                     llama ? c.num_heads : 0, true));
-    CELLM_RETURN_IF_ERROR(add_matrix(g + "attn_k.weight", hf + "self_attn.k_proj", kv_width, hidden,
-                                     llama ? c.num_kv_heads : 0, true));
-    CELLM_RETURN_IF_ERROR(
-        add_matrix(g + "attn_v.weight", hf + "self_attn.v_proj", kv_width, hidden, 0, true));
+    if (phi3) {  // q|k|v as one matrix, as llama.cpp's converter writes it
+      CELLM_RETURN_IF_ERROR(add_matrix(g + "attn_qkv.weight", hf + "self_attn.qkv_proj",
+                                       q_width + 2 * kv_width, hidden, 0, true));
+    } else {
+      CELLM_RETURN_IF_ERROR(add_matrix(g + "attn_q.weight", hf + "self_attn.q_proj", q_width,
+                                       hidden, llama ? c.num_heads : 0, true));
+      CELLM_RETURN_IF_ERROR(add_matrix(g + "attn_k.weight", hf + "self_attn.k_proj", kv_width,
+                                       hidden, llama ? c.num_kv_heads : 0, true));
+      CELLM_RETURN_IF_ERROR(
+          add_matrix(g + "attn_v.weight", hf + "self_attn.v_proj", kv_width, hidden, 0, true));
+    }
     CELLM_RETURN_IF_ERROR(
         add_matrix(g + "attn_output.weight", hf + "self_attn.o_proj", hidden, q_width, 0, true));
     if (qwen2) {
@@ -168,10 +174,15 @@ Status HfCheckpoint::map_tensors() {
     }
     CELLM_RETURN_IF_ERROR(
         add_vector(g + "ffn_norm.weight", hf + "post_attention_layernorm.weight", hidden, true));
-    CELLM_RETURN_IF_ERROR(add_matrix(g + "ffn_gate.weight", hf + "mlp.gate_proj",
-                                     c.intermediate_size, hidden, 0, true));
-    CELLM_RETURN_IF_ERROR(
-        add_matrix(g + "ffn_up.weight", hf + "mlp.up_proj", c.intermediate_size, hidden, 0, true));
+    if (phi3) {  // gate rows then up rows, one matrix (llama.cpp's ffn_up of a phi3 model)
+      CELLM_RETURN_IF_ERROR(add_matrix(g + "ffn_up.weight", hf + "mlp.gate_up_proj",
+                                       2 * int64_t{c.intermediate_size}, hidden, 0, true));
+    } else {
+      CELLM_RETURN_IF_ERROR(add_matrix(g + "ffn_gate.weight", hf + "mlp.gate_proj",
+                                       c.intermediate_size, hidden, 0, true));
+      CELLM_RETURN_IF_ERROR(add_matrix(g + "ffn_up.weight", hf + "mlp.up_proj", c.intermediate_size,
+                                       hidden, 0, true));
+    }
     CELLM_RETURN_IF_ERROR(add_matrix(g + "ffn_down.weight", hf + "mlp.down_proj", hidden,
                                      c.intermediate_size, 0, true));
   }
@@ -198,12 +209,17 @@ Status HfCheckpoint::map_tensors() {
   // Computed once every tensor above matched the config (head_dim / 2 values: a q_proj of
   // heads x head_dim rows is in the files by now), and first in file order, where llama.cpp's
   // converter writes it.
-  if (c.rope_scaling.type == "llama3") {
+  const auto add_values = [this](const char* name, std::vector<float> values) {
     CheckpointTensor t;
-    t.gguf_name = "rope_freqs.weight";
-    t.values = c.llama3_rope_factors();
+    t.gguf_name = name;
+    t.values = std::move(values);
     t.num_cols = static_cast<int64_t>(t.values.size());
     tensors_.insert(tensors_.begin(), std::move(t));
+  };
+  if (c.rope_scaling.type == "llama3") add_values("rope_freqs.weight", c.llama3_rope_factors());
+  if (c.rope_scaling.type == "longrope") {  // written first, long then short, as llama.cpp does
+    add_values("rope_factors_short.weight", c.rope_scaling.short_factors);
+    add_values("rope_factors_long.weight", c.rope_scaling.long_factors);
   }
   return ok_status();
 }

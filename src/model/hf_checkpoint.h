@@ -5,8 +5,10 @@
 // lm_head → output (dropped when tie_word_embeddings), per layer input_layernorm → attn_norm,
 // self_attn.{q,k,v,o}_proj → attn_{q,k,v,output}, q/k/v biases → attn_{q,k,v}.bias,
 // q_norm/k_norm → attn_{q,k}_norm, post_attention_layernorm → ffn_norm, mlp.{gate,up,down}_proj
-// → ffn_{gate,up,down}; llama3 rope scaling adds rope_freqs.weight (HfConfig). An HF [out, in]
-// matrix becomes GGUF dims {in, out}, rows unchanged except for the llama/mistral Q/K row
+// → ffn_{gate,up,down}; llama3 rope scaling adds rope_freqs.weight (HfConfig). phi3's fused
+// self_attn.qkv_proj → attn_qkv and mlp.gate_up_proj → ffn_up (gate rows first), its LongRoPE
+// lists → rope_factors_short / rope_factors_long, as llama.cpp's converter writes them. An HF [out,
+// in] matrix becomes GGUF dims {in, out}, rows unchanged except for the llama/mistral Q/K row
 // permutation (new row h·d + 2j + t = old row h·d + t·d/2 + j, per head: GGUF llama's RoPE pairs
 // adjacent dims where HF rotates halves); qwen2/qwen3 are not permuted. Every tensor the
 // architecture needs must be present with its exact shape and a dtype of F32, F16 or BF16 (or,

@@ -26,6 +26,7 @@ constexpr HfArchitecture kArchitectures[] = {
     {"mistral", "MistralForCausalLM", Architecture::kMistral},
     {"qwen2", "Qwen2ForCausalLM", Architecture::kQwen2},
     {"qwen3", "Qwen3ForCausalLM", Architecture::kQwen3},
+    {"phi3", "Phi3ForCausalLM", Architecture::kPhi3},
 };
 
 // Reads typed keys of one JSON object; every error names the file and the key.
@@ -75,6 +76,26 @@ class Reader {
     return static_cast<float>(x);
   }
 
+  // A list of `size` numbers, each finite and > 0 as a float.
+  StatusOr<std::vector<float>> positive_list(const char* key, size_t size) const {
+    if (!has(key)) return not_found(fmt::format("{}: key '{}{}' is missing", where_, prefix_, key));
+    const Json& value = object_.at(key);
+    if (!value.is_array() || value.size() != size) {
+      return error(key, fmt::format("is not a list of {} numbers (one per rotary pair)", size));
+    }
+    std::vector<float> out;
+    for (const Json& x : value) {
+      const double d = x.is_number() ? x.get<double>() : 0.0;
+      if (!(d > 0.0) || d > std::numeric_limits<float>::max() || !(static_cast<float>(d) > 0.0f) ||
+          !std::isnormal(static_cast<float>(d))) {
+        return error(key, "holds a value that is not a number > 0 that fits a float: " +
+                              json_for_message(x));
+      }
+      out.push_back(static_cast<float>(d));
+    }
+    return out;
+  }
+
   StatusOr<bool> boolean(const char* key, bool fallback) const {
     if (!has(key)) return fallback;
     if (!object_.at(key).is_boolean()) return error(key, "is not true or false");
@@ -86,6 +107,47 @@ class Reader {
   std::string_view where_;
   std::string prefix_;
 };
+
+// phi3's partial_rotary_factor (top level, or in transformers 5's rope_parameters): the rotary
+// dims are int(head_dim · factor), as transformers rounds them.
+Status read_partial_rotary(const Reader& r, HfConfig* c) {
+  if (!r.has("partial_rotary_factor")) return ok_status();
+  const Json& value = r.at("partial_rotary_factor");
+  const double factor = value.is_number() ? value.get<double>() : 0.0;
+  if (!(factor > 0.0 && factor <= 1.0)) {
+    return r.error("partial_rotary_factor", "is not a number in (0, 1]");
+  }
+  c->num_rotary_dims = static_cast<int32_t>(c->head_dim * factor);
+  if (c->num_rotary_dims == 0 || c->num_rotary_dims % 2 != 0) {
+    return r.error("partial_rotary_factor",
+                   fmt::format("gives {} rotary dims of a {}-dim head: they must be even and > 0",
+                               c->num_rotary_dims, c->head_dim));
+  }
+  return ok_status();
+}
+
+// phi3's LongRoPE: both factor lists and the attention factor (transformers'
+// _compute_longrope_parameters).
+Status read_long_rope(const Reader& r, HfConfig* config) {
+  HfRopeScaling& out = config->rope_scaling;
+  const auto num_pairs = static_cast<size_t>(config->num_rotary_dims / 2);
+  CELLM_ASSIGN_OR_RETURN(out.short_factors, r.positive_list("short_factor", num_pairs));
+  CELLM_ASSIGN_OR_RETURN(out.long_factors, r.positive_list("long_factor", num_pairs));
+  CELLM_ASSIGN_OR_RETURN(out.original_context_length, r.positive("original_max_position_embeddings",
+                                                                 out.original_context_length));
+  const double stretch =
+      static_cast<double>(config->max_position_embeddings) / out.original_context_length;
+  CELLM_ASSIGN_OR_RETURN(const float factor, r.number("factor", static_cast<float>(stretch)));
+  const double attention =
+      factor <= 1.0f
+          ? 1.0
+          : std::sqrt(1.0 + std::log(static_cast<double>(factor)) /
+                                std::log(static_cast<double>(out.original_context_length)));
+  CELLM_ASSIGN_OR_RETURN(out.attention_factor,
+                         r.number("attention_factor", static_cast<float>(attention)));
+  out.factor = factor;
+  return ok_status();
+}
 
 Status read_rope_scaling(const Json& scaling, std::string_view where, std::string prefix,
                          HfConfig* config) {
@@ -103,13 +165,16 @@ Status read_rope_scaling(const Json& scaling, std::string_view where, std::strin
   }
   HfRopeScaling& out = config->rope_scaling;
   if (type == "default") return ok_status();
-  if (type != "linear" && type != "llama3") {
+  const bool phi3 = config->architecture == Architecture::kPhi3;
+  if (phi3 && type == "su") type = "longrope";  // its name before transformers 4.42
+  if (type != "linear" && type != "llama3" && !(phi3 && type == "longrope")) {
     return unimplemented(
         fmt::format("{}: key '{}.rope_type' = '{}' is not supported (cellm "
-                    "converts default, linear and llama3)",
-                    where, prefix, text_for_message(type)));
+                    "converts default, linear, llama3{})",
+                    where, prefix, text_for_message(type), phi3 ? " and longrope" : ""));
   }
   out.type = type;
+  if (type == "longrope") return read_long_rope(r, config);
   CELLM_ASSIGN_OR_RETURN(out.factor, r.number("factor", type == "llama3" ? 8.0f : 1.0f));
   if (!(out.factor >= 1.0f)) {  // transformers' validation: a factor stretches the context
     return r.error("factor", "must be at least 1");
@@ -136,7 +201,7 @@ Status read_windows(const Reader& r, std::string_view where, HfConfig* c) {
   }
   if (c->architecture == Architecture::kLlama) return ok_status();
   int32_t first = 0;  // layers [first, num_layers) have the window
-  if (c->architecture != Architecture::kMistral) {
+  if (c->architecture != Architecture::kMistral && c->architecture != Architecture::kPhi3) {
     CELLM_ASSIGN_OR_RETURN(bool use, r.boolean("use_sliding_window", false));
     first = c->num_layers;
     if (r.has("max_window_layers")) {
@@ -189,12 +254,13 @@ StatusOr<HfConfig> parse_object(const Json& json, std::string_view where) {
   if (arch == nullptr) {
     return unimplemented(
         fmt::format("{}: architecture '{}' is not supported (cellm exports llama, "
-                    "mistral, qwen2, qwen3)",
+                    "mistral, qwen2, qwen3, phi3)",
                     where, text_for_message(found)));
   }
   c.model_type = arch->model_type;
   c.architecture = arch->architecture;
   const bool qwen3 = c.architecture == Architecture::kQwen3;
+  const bool phi3 = c.architecture == Architecture::kPhi3;
   CELLM_ASSIGN_OR_RETURN(c.hidden_size, r.positive("hidden_size", std::nullopt));
   CELLM_ASSIGN_OR_RETURN(c.intermediate_size, r.positive("intermediate_size", std::nullopt));
   CELLM_ASSIGN_OR_RETURN(c.num_layers, r.positive("num_hidden_layers", std::nullopt));
@@ -214,15 +280,25 @@ StatusOr<HfConfig> parse_object(const Json& json, std::string_view where) {
   }
   CELLM_ASSIGN_OR_RETURN(c.head_dim, r.positive("head_dim", default_head_dim));
   if (c.head_dim % 2 != 0) return r.error("head_dim", "must be even");
+  c.num_rotary_dims = c.head_dim;
+  if (phi3) {
+    CELLM_RETURN_IF_ERROR(read_partial_rotary(r, &c));
+    if (r.has("rope_parameters") && r.at("rope_parameters").is_object()) {
+      CELLM_RETURN_IF_ERROR(
+          read_partial_rotary(Reader(r.at("rope_parameters"), where, "rope_parameters."), &c));
+    }
+  }
   CELLM_ASSIGN_OR_RETURN(c.max_position_embeddings,
-                         r.positive("max_position_embeddings", qwen3 ? 32768 : 2048));
+                         r.positive("max_position_embeddings", qwen3  ? 32768
+                                                               : phi3 ? 4096
+                                                                      : 2048));
   CELLM_ASSIGN_OR_RETURN(c.rms_norm_eps, r.number("rms_norm_eps", 1e-6f));
   CELLM_ASSIGN_OR_RETURN(c.tie_word_embeddings, r.boolean("tie_word_embeddings", false));
   CELLM_ASSIGN_OR_RETURN(c.rope_theta, r.number("rope_theta", 10000.0f));
   // llama3's original context: rope_scaling's own key (transformers), else the top-level one
   // (what llama.cpp's converter reads), else 8192.
   CELLM_ASSIGN_OR_RETURN(c.rope_scaling.original_context_length,
-                         r.positive("original_max_position_embeddings", 8192));
+                         r.positive("original_max_position_embeddings", phi3 ? 4096 : 8192));
   if (r.has("rope_scaling")) {
     CELLM_RETURN_IF_ERROR(read_rope_scaling(r.at("rope_scaling"), where, "rope_scaling", &c));
   }
@@ -317,12 +393,18 @@ std::vector<std::pair<std::string, GgufValue>> HfConfig::gguf_metadata() const {
       {a + ".attention.layer_norm_rms_epsilon", GgufValue::f32(rms_norm_eps)},
       {a + ".attention.key_length", u32(head_dim)},
       {a + ".attention.value_length", u32(head_dim)},
-      {a + ".rope.dimension_count", u32(head_dim)},
+      {a + ".rope.dimension_count", u32(num_rotary_dims)},
       {a + ".vocab_size", u32(vocab_size)},
   };
   if (rope_scaling.type == "linear") {
     keys.emplace_back(a + ".rope.scaling.type", GgufValue::string("linear"));
     keys.emplace_back(a + ".rope.scaling.factor", GgufValue::f32(rope_scaling.factor));
+  }
+  if (rope_scaling.type == "longrope") {
+    keys.emplace_back(a + ".rope.scaling.attn_factor",
+                      GgufValue::f32(rope_scaling.attention_factor));
+    keys.emplace_back(a + ".rope.scaling.original_context_length",
+                      u32(rope_scaling.original_context_length));
   }
   if (sliding_window > 0) keys.emplace_back(a + ".attention.sliding_window", u32(sliding_window));
   return keys;

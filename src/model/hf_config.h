@@ -1,5 +1,6 @@
 // HfConfig: a Hugging Face `config.json` for the architectures cellm runs (LlamaForCausalLM,
-// MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM), and the GGUF model keys it becomes.
+// MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM), and the GGUF model
+// keys it becomes.
 //
 // Required keys: model_type (or architectures), hidden_size, intermediate_size,
 // num_hidden_layers, num_attention_heads, vocab_size. Optional keys take transformers' defaults:
@@ -12,7 +13,13 @@
 // reads it; when rope_scaling lacks it, the top-level key (all llama.cpp's converter reads), else
 // 8192. The arch test models carry 64 in both places, so either reading gives their reference
 // factors [1, 2.4422593, 8, ...]; the factors equal llama.cpp's converter's bit for bit.
-// Sliding windows: mistral's `sliding_window` for every layer; qwen2/qwen3 only with
+// phi3 also takes "longrope" (and its old name "su"): `short_factor` and `long_factor`, one
+// positive number per rotary pair (GGUF tensors rope_factors_short / rope_factors_long), and an
+// attention factor — `attention_factor`, else from `factor`, else from max_position_embeddings /
+// original_max_position_embeddings (default 4096) as transformers computes it:
+// sqrt(1 + ln f / ln original), 1 for f <= 1 — and `partial_rotary_factor` (rotary dims
+// int(head_dim · factor), even).
+// Sliding windows: mistral's and phi3's `sliding_window` for every layer; qwen2/qwen3 only with
 // `use_sliding_window`, for layers ≥ `max_window_layers` (`layer_types` overrides); a window that
 // is not the same on every layer is Unimplemented (GGUF has one key for it). Biases beyond qwen2's
 // q/k/v (`attention_bias` on o_proj, `mlp_bias`) are Unimplemented. GPTQ settings come from
@@ -37,15 +44,19 @@
 namespace cellm {
 
 struct HfRopeScaling {
-  std::string type;  // "" (none), "linear" or "llama3"
+  std::string type;  // "" (none), "linear", "llama3" or "longrope"
   float factor = 1.0f;
-  float low_freq_factor = 1.0f;            // llama3
-  float high_freq_factor = 4.0f;           // llama3
-  int32_t original_context_length = 8192;  // llama3: original_max_position_embeddings
+  float low_freq_factor = 1.0f;   // llama3
+  float high_freq_factor = 4.0f;  // llama3
+  // llama3 and longrope: original_max_position_embeddings (default 8192; phi3 4096)
+  int32_t original_context_length = 8192;
+  std::vector<float> short_factors;  // longrope: [rotary dims / 2] divisors
+  std::vector<float> long_factors;   // longrope: [rotary dims / 2]
+  float attention_factor = 1.0f;     // longrope: cos and sin multiplied by this
 };
 
 struct HfConfig {
-  std::string model_type;  // "llama", "mistral", "qwen2", "qwen3"
+  std::string model_type;  // "llama", "mistral", "qwen2", "qwen3", "phi3"
   Architecture architecture = Architecture::kLlama;
   int32_t hidden_size = 0;
   int32_t intermediate_size = 0;
@@ -53,6 +64,7 @@ struct HfConfig {
   int32_t num_heads = 0;
   int32_t num_kv_heads = 0;
   int32_t head_dim = 0;
+  int32_t num_rotary_dims = 0;  // head_dim, or int(head_dim · partial_rotary_factor) (phi3)
   int32_t vocab_size = 0;
   int32_t max_position_embeddings = 0;
   float rms_norm_eps = 1e-6f;
@@ -72,7 +84,7 @@ struct HfConfig {
   // True when llama.cpp's llama arch runs it (llama, mistral): Q/K rows are permuted and
   // `general.architecture` is "llama".
   bool uses_llama_layout() const;
-  std::string_view gguf_architecture() const;  // "llama", "qwen2", "qwen3"
+  std::string_view gguf_architecture() const;  // "llama", "qwen2", "qwen3", "phi3"
 
   // The model keys a GGUF model of this config carries (general.architecture, <arch>.*), as
   // llama.cpp's converter writes them, plus key/value lengths and rope dimensions always.

@@ -23,6 +23,7 @@ constexpr ArchitectureInfo kArchitectures[] = {
     {"mistral", Architecture::kMistral, RopeStyle::kNormal},
     {"qwen2", Architecture::kQwen2, RopeStyle::kNeox},
     {"qwen3", Architecture::kQwen3, RopeStyle::kNeox},
+    {"phi3", Architecture::kPhi3, RopeStyle::kNeox},
 };
 
 std::string supported_names() {
@@ -181,6 +182,32 @@ StatusOr<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
         p, gguf_quote(scaling_type)));
   }
   config.rope.has_freq_factors = file.find_tensor("rope_freqs.weight") != nullptr;
+  CELLM_ASSIGN_OR_RETURN(config.rope.attn_factor,
+                         read_positive_float(file, p + "rope.scaling.attn_factor", 1.0f));
+  const bool has_short = file.find_tensor("rope_factors_short.weight") != nullptr;
+  const bool has_long = file.find_tensor("rope_factors_long.weight") != nullptr;
+  if (has_short || has_long) {
+    if (config.architecture != Architecture::kPhi3) {
+      return unimplemented(fmt::format(
+          "tensor 'rope_factors_{}.weight': LongRoPE factors are supported on phi3 models only",
+          has_short ? "short" : "long"));
+    }
+    if (!has_short || !has_long) {
+      return not_found(
+          fmt::format("tensor 'rope_factors_{}.weight' is missing (LongRoPE needs "
+                      "both the short and the long factors)",
+                      has_short ? "long" : "short"));
+    }
+    if (config.rope.has_freq_factors) {
+      return data_loss(
+          "tensors 'rope_freqs.weight' and 'rope_factors_short.weight' are both present: a model "
+          "has one kind of rope factors");
+    }
+    config.rope.has_freq_factors = true;
+    CELLM_ASSIGN_OR_RETURN(
+        config.rope.long_factors_above_context,
+        read_count(file, p + "rope.scaling.original_context_length", config.context_length));
+  }
 
   int32_t window = 0;
   if (file.has(p + "attention.sliding_window")) {
@@ -208,7 +235,12 @@ std::string ModelConfig::summary() const {
       "dims, base {}){}{}{}{}",
       architecture_name(architecture), num_layers, hidden_size, ffn_size, num_heads, num_kv_heads,
       head_dim, vocab_size, rope.style == RopeStyle::kNeox ? "neox" : "normal",
-      rope.num_rotary_dims, rope.freq_base, rope.has_freq_factors ? ", llama3 rope factors" : "",
+      rope.num_rotary_dims, rope.freq_base,
+      rope.long_factors_above_context > 0
+          ? fmt::format(", LongRoPE factors (long above {} positions, attention factor {})",
+                        rope.long_factors_above_context, rope.attn_factor)
+      : rope.has_freq_factors ? std::string(", llama3 rope factors")
+                              : std::string(),
       has_qkv_bias ? ", qkv bias" : "", has_qk_norm ? ", q/k norm" : "",
       tied_embeddings ? ", tied embeddings" : "");
 }

@@ -1,7 +1,8 @@
 // ModelConfig: the hyperparameters of a decoder-only transformer, read from GGUF metadata.
 //
 // Supports the architectures cellm can run — llama (Llama 1/2/3, including llama3 rope
-// frequencies), mistral, qwen2 (q/k/v biases), qwen3 (per-head q/k RMSNorm) — with the defaults
+// frequencies), mistral, qwen2 (q/k/v biases), qwen3 (per-head q/k RMSNorm), phi3 (Phi-3, Phi-3.5,
+// Phi-4-mini: neox rope, LongRoPE factor pairs and attention factor) — with the defaults
 // the GGUF conventions define when a key is absent (rope base 10000, head size from
 // `attention.key_length` else hidden/heads, rotary dims = head size, kv heads = heads, vocab =
 // token count). Any other architecture is an `unimplemented` error naming it. Counts and their
@@ -20,22 +21,30 @@
 
 namespace cellm {
 
-enum class Architecture { kLlama, kMistral, kQwen2, kQwen3 };
+enum class Architecture { kLlama, kMistral, kQwen2, kQwen3, kPhi3 };
 
 std::string_view architecture_name(Architecture architecture);
 
 // How rotary pairs are laid out within a head.
 enum class RopeStyle {
   kNormal,  // adjacent pairs (2i, 2i + 1): GGUF llama, mistral
-  kNeox,    // halves (i, i + rotary_dims / 2): qwen2, qwen3
+  kNeox,    // halves (i, i + rotary_dims / 2): qwen2, qwen3, phi3
 };
 
 struct RopeConfig {
   RopeStyle style = RopeStyle::kNormal;
-  int32_t num_rotary_dims = 0;    // leading dims of each head that rotate (even)
-  float freq_base = 10000.0f;     // theta
-  float freq_scale = 1.0f;        // linear scaling: positions multiplied by this (1 / factor)
-  bool has_freq_factors = false;  // llama3: per-pair divisors in the `rope_freqs.weight` tensor
+  int32_t num_rotary_dims = 0;  // leading dims of each head that rotate (even)
+  float freq_base = 10000.0f;   // theta
+  float freq_scale = 1.0f;      // linear scaling: positions multiplied by this (1 / factor)
+  // Per-pair divisors of the frequencies: llama3's `rope_freqs.weight`, or phi3 LongRoPE's pair
+  // `rope_factors_short.weight` / `rope_factors_long.weight` (ModelWeights::rope_freqs says which
+  // one a program uses).
+  bool has_freq_factors = false;
+  // phi3 LongRoPE: a program serving more positions than this (the original training context,
+  // `rope.scaling.original_context_length`) uses the long factors, else the short ones —
+  // llama.cpp's rule; 0 = no such pair.
+  int32_t long_factors_above_context = 0;
+  float attn_factor = 1.0f;  // cos and sin multiplied by this (`rope.scaling.attn_factor`)
 };
 
 struct ModelConfig {

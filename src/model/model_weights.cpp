@@ -55,6 +55,35 @@ Status bind_weight(const GgufFile& file, const std::string& name, int64_t num_co
   return ok_status();
 }
 
+// A rope factor tensor: [num_rotary_dims / 2] f32 divisors of the rotary frequencies. Zero,
+// negative, denormal or non-finite would give non-finite angles (llama3's factors are >= 1,
+// LongRoPE's short ones about 1 to 3).
+Status bind_rope_factors(const GgufFile& file, const std::string& name, const ModelConfig& c,
+                         WeightView* view) {
+  CELLM_RETURN_IF_ERROR(
+      bind_weight(file, name, c.rope.num_rotary_dims / 2, 1, Need::kRequired, view));
+  for (size_t i = 0; i < view->bytes.size() / sizeof(float); ++i) {
+    float factor = 0.0f;
+    std::memcpy(&factor, view->bytes.data() + i * sizeof(float), sizeof(float));
+    if (!std::isnormal(factor) || factor < 0.0f) {
+      return data_loss(fmt::format(
+          "tensor '{}' holds {} at index {}; rope factors must be positive", name, factor, i));
+    }
+  }
+  return ok_status();
+}
+
+// Rows [first_row, first_row + num_rows) of a matrix view: a part of a fused tensor.
+WeightView row_range(const WeightView& fused, int64_t first_row, int64_t num_rows,
+                     std::string_view part) {
+  WeightView view = fused;
+  view.name = fmt::format("{} ({})", fused.name, part);
+  view.num_rows = num_rows;
+  view.bytes = fused.bytes.subspan(static_cast<size_t>(first_row) * fused.row_bytes,
+                                   static_cast<size_t>(num_rows) * fused.row_bytes);
+  return view;
+}
+
 // The layer of a "blk.<i>.<name>" tensor; nullopt for other names.
 std::optional<uint64_t> layer_of(std::string_view name) {
   if (!name.starts_with("blk.")) return std::nullopt;
@@ -82,20 +111,15 @@ StatusOr<ModelWeights> ModelWeights::from_gguf(const GgufFile& file, const Model
         bind_weight(file, "output.weight", hidden, c.vocab_size, Need::kRequired, &w.output));
   }
   if (c.rope.has_freq_factors) {
-    CELLM_RETURN_IF_ERROR(bind_weight(file, "rope_freqs.weight", c.rope.num_rotary_dims / 2, 1,
-                                      Need::kRequired, &w.rope_freqs));
-    // Each divides a rotary frequency: zero, negative, denormal or non-finite would give
-    // non-finite angles (llama3's factors are >= 1).
-    for (size_t i = 0; i < w.rope_freqs.bytes.size() / sizeof(float); ++i) {
-      float factor = 0.0f;
-      std::memcpy(&factor, w.rope_freqs.bytes.data() + i * sizeof(float), sizeof(float));
-      if (!std::isnormal(factor) || factor < 0.0f) {
-        return data_loss(fmt::format(
-            "tensor 'rope_freqs.weight' holds {} at index {}; rope factors must be positive",
-            factor, i));
-      }
+    const bool long_rope = c.rope.long_factors_above_context > 0;
+    CELLM_RETURN_IF_ERROR(bind_rope_factors(
+        file, long_rope ? "rope_factors_short.weight" : "rope_freqs.weight", c, &w.rope_freqs));
+    if (long_rope) {
+      CELLM_RETURN_IF_ERROR(
+          bind_rope_factors(file, "rope_factors_long.weight", c, &w.rope_factors_long));
     }
   }
+  const bool phi3 = c.architecture == Architecture::kPhi3;
   const Need bias = c.has_qkv_bias ? Need::kRequired : Need::kOptional;
   const Need qk_norm = c.has_qk_norm ? Need::kRequired : Need::kOptional;
   // Biases and q/k norms come on every layer or on none, as layer 0 says (ModelConfig): a stray
@@ -114,14 +138,33 @@ StatusOr<ModelWeights> ModelWeights::from_gguf(const GgufFile& file, const Model
     for (const char* name : {"attn_q_norm.weight", "attn_k_norm.weight"}) {
       CELLM_RETURN_IF_ERROR(check_not_stray(p + name, c.has_qk_norm, "blk.0.attn_q_norm.weight"));
     }
+    // A tensor cellm would not read would be silently left out of every forward.
+    for (const char* name : {"attn_qkv.bias", "ffn_gate.weight", "attn_qkv.weight"}) {
+      const bool expected =
+          std::string_view(name) == (phi3 ? "attn_qkv.weight" : "ffn_gate.weight");
+      if (!expected && file.find_tensor(p + name) != nullptr) {
+        return unimplemented(fmt::format("tensor 'blk.{}.{}' is not part of a {} model", i, name,
+                                         architecture_name(c.architecture)));
+      }
+    }
     CELLM_RETURN_IF_ERROR(
         bind_weight(file, p + "attn_norm.weight", hidden, 1, Need::kRequired, &l.attn_norm));
-    CELLM_RETURN_IF_ERROR(
-        bind_weight(file, p + "attn_q.weight", hidden, c.q_width(), Need::kRequired, &l.wq));
-    CELLM_RETURN_IF_ERROR(
-        bind_weight(file, p + "attn_k.weight", hidden, c.kv_width(), Need::kRequired, &l.wk));
-    CELLM_RETURN_IF_ERROR(
-        bind_weight(file, p + "attn_v.weight", hidden, c.v_width(), Need::kRequired, &l.wv));
+    if (phi3 && file.find_tensor(p + "attn_qkv.weight") != nullptr) {
+      WeightView qkv;
+      CELLM_RETURN_IF_ERROR(bind_weight(file, p + "attn_qkv.weight", hidden,
+                                        int64_t{c.q_width()} + c.kv_width() + c.v_width(),
+                                        Need::kRequired, &qkv));
+      l.wq = row_range(qkv, 0, c.q_width(), "q rows");
+      l.wk = row_range(qkv, c.q_width(), c.kv_width(), "k rows");
+      l.wv = row_range(qkv, int64_t{c.q_width()} + c.kv_width(), c.v_width(), "v rows");
+    } else {
+      CELLM_RETURN_IF_ERROR(
+          bind_weight(file, p + "attn_q.weight", hidden, c.q_width(), Need::kRequired, &l.wq));
+      CELLM_RETURN_IF_ERROR(
+          bind_weight(file, p + "attn_k.weight", hidden, c.kv_width(), Need::kRequired, &l.wk));
+      CELLM_RETURN_IF_ERROR(
+          bind_weight(file, p + "attn_v.weight", hidden, c.v_width(), Need::kRequired, &l.wv));
+    }
     CELLM_RETURN_IF_ERROR(bind_weight(file, p + "attn_output.weight",
                                       static_cast<int64_t>(c.num_heads) * c.value_head_dim, hidden,
                                       Need::kRequired, &l.wo));
@@ -134,10 +177,18 @@ StatusOr<ModelWeights> ModelWeights::from_gguf(const GgufFile& file, const Model
         bind_weight(file, p + "attn_k_norm.weight", c.head_dim, 1, qk_norm, &l.k_norm));
     CELLM_RETURN_IF_ERROR(
         bind_weight(file, p + "ffn_norm.weight", hidden, 1, Need::kRequired, &l.ffn_norm));
-    CELLM_RETURN_IF_ERROR(
-        bind_weight(file, p + "ffn_gate.weight", hidden, c.ffn_size, Need::kRequired, &l.w_gate));
-    CELLM_RETURN_IF_ERROR(
-        bind_weight(file, p + "ffn_up.weight", hidden, c.ffn_size, Need::kRequired, &l.w_up));
+    if (phi3) {
+      WeightView gate_up;  // [2 * ffn rows, hidden cols]: gate rows, then up rows
+      CELLM_RETURN_IF_ERROR(bind_weight(file, p + "ffn_up.weight", hidden, int64_t{2} * c.ffn_size,
+                                        Need::kRequired, &gate_up));
+      l.w_gate = row_range(gate_up, 0, c.ffn_size, "gate rows");
+      l.w_up = row_range(gate_up, c.ffn_size, c.ffn_size, "up rows");
+    } else {
+      CELLM_RETURN_IF_ERROR(
+          bind_weight(file, p + "ffn_gate.weight", hidden, c.ffn_size, Need::kRequired, &l.w_gate));
+      CELLM_RETURN_IF_ERROR(
+          bind_weight(file, p + "ffn_up.weight", hidden, c.ffn_size, Need::kRequired, &l.w_up));
+    }
     CELLM_RETURN_IF_ERROR(
         bind_weight(file, p + "ffn_down.weight", c.ffn_size, hidden, Need::kRequired, &l.w_down));
   }
@@ -164,6 +215,11 @@ std::vector<const WeightView*> ModelWeights::all() const {
     }
   }
   return views;
+}
+
+void ModelWeights::use_long_rope_factors() {
+  CELLM_CHECK(rope_factors_long.present()) << "use_long_rope_factors on a model without them";
+  rope_freqs = rope_factors_long;
 }
 
 uint64_t ModelWeights::total_bytes() const {

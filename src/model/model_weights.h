@@ -5,7 +5,9 @@
 // (type, dims, bytes) into the file's mapping — no copies. A missing tensor, a wrong shape or an
 // unsupported type is an error naming the tensor; so are a bias or q/k norm on some layers only
 // (layer 0 decides, as in ModelConfig), a layer tensor past the block count, and a rope factor
-// that is not a positive normal float. The views live as long as the GgufFile's
+// that is not a positive normal float. phi3 files hold q|k|v as one `attn_qkv` matrix (or apart,
+// as llama.cpp accepts) and gate|up as one `ffn_up` matrix of 2 · ffn rows, gate first: their
+// views are row ranges of those tensors. The views live as long as the GgufFile's
 // mapping (keep the file alive; moving it is fine). Backends read weights only through this table.
 // Thread-safety: immutable plain data.
 #pragma once
@@ -59,10 +61,20 @@ struct ModelWeights {
   WeightView token_embd;   // [vocab rows, hidden cols]
   WeightView output_norm;  // [hidden]
   WeightView output;       // [vocab, hidden]; the token_embd view when embeddings are tied
-  WeightView rope_freqs;   // [num_rotary_dims / 2] f32 divisors, absent unless llama3-style
+  // [num_rotary_dims / 2] f32 divisors in use, absent unless config.rope.has_freq_factors:
+  // llama3's rope_freqs, or phi3's short LongRoPE factors until use_long_rope_factors().
+  WeightView rope_freqs;
+  WeightView rope_factors_long;  // phi3 LongRoPE: [num_rotary_dims / 2] f32, absent otherwise
   std::vector<LayerWeights> layers;
 
   static StatusOr<ModelWeights> from_gguf(const GgufFile& file, const ModelConfig& config);
+
+  // phi3 LongRoPE: the long factors become rope_freqs (a program serving more than
+  // config.rope.long_factors_above_context positions; Program::from_file decides).
+  void use_long_rope_factors();
+  bool uses_long_rope_factors() const {
+    return rope_factors_long.present() && rope_freqs.bytes.data() == rope_factors_long.bytes.data();
+  }
 
   // Every view, for uploads and byte counts (absent optional views are skipped).
   std::vector<const WeightView*> all() const;

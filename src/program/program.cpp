@@ -35,6 +35,10 @@ StatusOr<Program> Program::from_file(GgufFile file) {
   StatusOr<ProgramSpec> spec = ProgramSpec::from_gguf(file, *config, &used_defaults);
   if (!spec.ok()) return in_file(spec.status(), where);
   if (Status valid = spec->validate(*config); !valid.ok()) return in_file(valid, where);
+  // phi3 LongRoPE: the long factors for a program that serves more than the original context
+  // (llama.cpp's rule; Hugging Face switches per forward by its longest sequence).
+  const int32_t long_above = config->rope.long_factors_above_context;
+  if (long_above > 0 && spec->max_context_len > long_above) weights->use_long_rope_factors();
   if (used_defaults) {
     CELLM_LOG(kInfo) << where
                      << ": using cellm defaults for a plain GGUF model: " << spec->summary();
@@ -54,7 +58,10 @@ StatusOr<Program> Program::from_file(GgufFile file) {
 }
 
 std::string Program::summary() const {
-  return fmt::format("model: {}\nprogram: {}{}\ntokenizer: {}, {} tokens", config_.summary(),
+  return fmt::format("model: {}{}\nprogram: {}{}\ntokenizer: {}, {} tokens", config_.summary(),
+                     config_.rope.long_factors_above_context == 0 ? ""
+                     : weights_.uses_long_rope_factors()          ? " (long factors in use)"
+                                                                  : " (short factors in use)",
                      spec_.summary(), uses_default_spec_ ? " (cellm defaults)" : "",
                      vocab_kind_name(tokenizer_->kind()), tokenizer_->vocab_size());
 }

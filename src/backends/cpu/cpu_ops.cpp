@@ -30,6 +30,7 @@ RopeParams rope_params(const RopeConfig& rope, int32_t head_dim, const float* fr
   params.freq_base = rope.freq_base;
   params.freq_scale = rope.freq_scale;
   params.freq_factors = freq_factors;
+  params.attn_factor = rope.attn_factor;
   return params;
 }
 
@@ -49,8 +50,9 @@ void cpu_rope(float* x, const int32_t* positions, int64_t num_tokens, int32_t nu
       double theta = pos * std::pow(static_cast<double>(params.freq_base),
                                     -2.0 * static_cast<double>(i) / static_cast<double>(n_rot));
       if (params.freq_factors != nullptr) theta /= static_cast<double>(params.freq_factors[i]);
-      cos_theta[static_cast<size_t>(i)] = static_cast<float>(std::cos(theta));
-      sin_theta[static_cast<size_t>(i)] = static_cast<float>(std::sin(theta));
+      const double mscale = params.attn_factor;
+      cos_theta[static_cast<size_t>(i)] = static_cast<float>(std::cos(theta) * mscale);
+      sin_theta[static_cast<size_t>(i)] = static_cast<float>(std::sin(theta) * mscale);
     }
     for (int32_t h = 0; h < num_heads; ++h) {
       float* head = x + (t * num_heads + h) * params.head_dim;

@@ -32,15 +32,17 @@ struct RopeParams {
   int32_t num_rotary_dims = 0;  // n_rot: the leading dims of a head that rotate (even)
   float freq_base = 10000.0f;
   float freq_scale = 1.0f;
-  const float* freq_factors = nullptr;  // [n_rot / 2] divisors (llama3), or null
+  const float* freq_factors = nullptr;  // [n_rot / 2] divisors (llama3, LongRoPE), or null
+  float attn_factor = 1.0f;             // cos and sin multiplied by this (LongRoPE)
 };
 
 // RopeParams of a model; freq_factors as given (the rope_freqs tensor's values, or null).
 RopeParams rope_params(const RopeConfig& rope, int32_t head_dim, const float* freq_factors);
 
 // Rotates x in place: pair i of a head at position p turns by
-// theta_i = p · freq_scale · freq_base^(−2i / n_rot) / freq_factors[i], computed in double and
-// applied as (x0, x1) → (x0 cos − x1 sin, x0 sin + x1 cos) in f32. Dims >= n_rot are untouched.
+// theta_i = p · freq_scale · freq_base^(−2i / n_rot) / freq_factors[i], computed in double —
+// cos and sin times attn_factor in double, rounded once to f32 — and applied as
+// (x0, x1) → (x0 cos − x1 sin, x0 sin + x1 cos) in f32. Dims >= n_rot are untouched.
 // x: [num_tokens, num_heads, head_dim], f32; positions: [num_tokens].
 void cpu_rope(float* x, const int32_t* positions, int64_t num_tokens, int32_t num_heads,
               const RopeParams& params);

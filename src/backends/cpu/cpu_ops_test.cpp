@@ -119,6 +119,22 @@ TEST(CpuOpsTest, RopeDividesByFreqFactorsAndScalesPositions) {
   EXPECT_NEAR(x[3], std::sin(0.01), kEps);
 }
 
+TEST(CpuOpsTest, RopeAttentionFactorScalesTheRotatedDimsOnly) {
+  // LongRoPE's attention factor multiplies cos and sin: the rotated pairs grow by it, the dims
+  // past the rotary ones do not (Hugging Face's partial rotary concatenates them unscaled).
+  RopeParams params = rope(RopeStyle::kNeox, 6, 4);
+  params.attn_factor = 1.25f;
+  std::vector<float> x = {1, 1, 0, 0, 5, 6};
+  const int32_t pos = 1;
+  cpu_rope(x.data(), &pos, 1, 1, params);
+  EXPECT_NEAR(x[0], 1.25 * std::cos(1.0), kEps);
+  EXPECT_NEAR(x[1], 1.25 * std::cos(0.01), kEps);
+  EXPECT_NEAR(x[2], 1.25 * std::sin(1.0), kEps);
+  EXPECT_NEAR(x[3], 1.25 * std::sin(0.01), kEps);
+  EXPECT_EQ(x[4], 5);
+  EXPECT_EQ(x[5], 6);
+}
+
 TEST(CpuOpsTest, RopeAtPositionZeroChangesNothing) {
   const std::vector<float> original = {0.5f, -1.5f, 2.0f, 3.0f};
   std::vector<float> x = original;

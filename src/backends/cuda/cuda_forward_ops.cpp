@@ -110,6 +110,7 @@ Status CudaForward::rope_kv(const DeviceStep& step, int32_t layer, int32_t rows,
   rope.freq_base = c.rope.freq_base;
   rope.freq_scale = c.rope.freq_scale;
   rope.freq_factors = weights_.rope_freqs();
+  rope.attn_factor = c.rope.attn_factor;
   rope.cos_sin = rope_table_used_ ? rope_table_ : nullptr;
   rope.norm_eps = c.rms_norm_eps;
   rope.q = qkv_;
@@ -139,6 +140,7 @@ Status CudaForward::rope_table(const DeviceStep& step, int32_t rows, cudaStream_
   table.freq_base = c.rope.freq_base;
   table.freq_scale = c.rope.freq_scale;
   table.freq_factors = weights_.rope_freqs();
+  table.attn_factor = c.rope.attn_factor;
   table.table = rope_table_;
   return kernels::launch_rope_table(table, stream);
 }
@@ -158,6 +160,7 @@ kernels::RopeKvOutput CudaForward::rope_output(const DeviceStep& step, int32_t l
   r.freq_base = c.rope.freq_base;
   r.freq_scale = c.rope.freq_scale;
   r.freq_factors = weights_.rope_freqs();
+  r.attn_factor = c.rope.attn_factor;
   r.cos_sin = table ? rope_table_ : nullptr;
   r.k_cache = pool_.k_data(layer);
   r.v_cache = pool_.v_data(layer);

@@ -1,18 +1,23 @@
 // End to end on the CUDA executor against the independent references: stories260K against
-// llama.cpp's greedy run (../shared/models/reference/) and the four tiny architectures against
-// HF transformers in float64 (../shared/models/arch/). The reference prompt ids fed as given,
+// llama.cpp's greedy run (../shared/models/reference/), the four tiny architectures against
+// HF transformers in float64 (../shared/models/arch/), and tiny-phi3 (made at test time from
+// tiny-mistral's weights: tests/support/tiny_phi3.h) with its short and long LongRoPE factors
+// against the same. The reference prompt ids fed as given,
 // greedy decoding one step at a time (prefill for the prompt when it is at least m tokens, then
 // graph-captured decodes of width 1); every token equal and every logits row within 1e-3 (the
 // CPU executor, the oracle, lands within 1e-4).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "backends/cuda/cuda_e2e_support.h"
+#include "tiny_phi3.h"
 
 namespace cellm {
 namespace {
@@ -86,6 +91,36 @@ INSTANTIATE_TEST_SUITE_P(Architectures, CudaArchReferenceTest,
                            std::erase(name, '-');
                            return name;
                          });
+
+// phi3: fused q|k|v and gate|up split by rows, LongRoPE's factors and attention factor in the
+// rope kernels and the step's angle table, a partial rotary head, a sliding window of 9.
+TEST_F(CudaReferenceTest, TinyPhi3MatchesTransformersWithShortAndLongFactors) {
+  const std::string dir = ::testing::TempDir() + "cellm_cuda_phi3_" + std::to_string(::getpid());
+  ASSERT_NO_FATAL_FAILURE(testing::write_tiny_phi3_checkpoint(dir + "/hf"));
+  for (const auto& [variant, max_seq_len] :
+       {std::pair<const char*, int32_t>{"short", 64}, {"long", 512}}) {
+    const std::string output = dir + "/" + variant + ".gguf";
+    ASSERT_NO_FATAL_FAILURE(testing::export_tiny_phi3(dir + "/hf", output, max_seq_len));
+    StatusOr<Program> program = Program::load(output);
+    ASSERT_TRUE(program.ok()) << program.status().to_string();
+    EXPECT_EQ(program->weights().uses_long_rope_factors(), std::string(variant) == "long");
+    auto executor = testing::make_cuda(*program, program->spec());
+    ASSERT_NE(executor, nullptr);
+    float worst = 0.0f;
+    for (const nlohmann::json& c : testing::tiny_phi3_variant(variant).at("cases")) {
+      const auto prompt = c.at("prompt_tokens").get<std::vector<int32_t>>();
+      const testing::GreedyRun run = testing::run_greedy(
+          *executor, prompt, static_cast<int32_t>(c.at("generated_tokens").size()));
+      worst = std::max(worst, testing::expect_tiny_phi3_case(
+                                  run, c, program->config().vocab_size, kTolerance,
+                                  std::string(variant) + " case " + c.at("case").dump()));
+    }
+    EXPECT_GT(executor->stats().num_graph_launches, 0) << "decode ran without graphs";
+    std::printf("tiny-phi3 %s on CUDA: worst logits diff %.3g (tolerance %.3g)\n", variant,
+                static_cast<double>(worst), static_cast<double>(kTolerance));
+  }
+  std::filesystem::remove_all(dir);
+}
 
 }  // namespace
 }  // namespace cellm

@@ -85,6 +85,7 @@ void bench_chain(cudaStream_t stream, double ceiling, TensorType type, bool int8
                 500000.0f,
                 1.0f,
                 nullptr,
+                1.0f,
                 nullptr,
                 k_cache.ptr,
                 v_cache.ptr,

@@ -10,17 +10,18 @@
 
 namespace cellm::kernels {
 
-// cos and sin of pair i's angle at `position`:
+// cos and sin of pair i's angle at `position`, times attn_factor (LongRoPE; 1 otherwise):
 // position · freq_scale · freq_base^(−2i / num_rotary_dims) / freq_factors[i].
 __device__ __forceinline__ void rope_cos_sin(int32_t position, int32_t i, int32_t num_rotary_dims,
                                              float freq_base, float freq_scale,
-                                             const float* freq_factors, float* c, float* s) {
+                                             const float* freq_factors, float attn_factor, float* c,
+                                             float* s) {
   const double pos = static_cast<double>(position) * static_cast<double>(freq_scale);
   double theta = pos * pow(static_cast<double>(freq_base),
                            -2.0 * static_cast<double>(i) / static_cast<double>(num_rotary_dims));
   if (freq_factors != nullptr) theta /= static_cast<double>(freq_factors[i]);
-  *c = static_cast<float>(cos(theta));
-  *s = static_cast<float>(sin(theta));
+  *c = static_cast<float>(cos(theta) * static_cast<double>(attn_factor));
+  *s = static_cast<float>(sin(theta) * static_cast<double>(attn_factor));
 }
 
 // (x0, x1) turned by the angle of (c, s), in f32 without FMAs.

@@ -34,7 +34,7 @@ __global__ void __launch_bounds__(kWarps * 32) rope_kv_kernel(const RopeKvParams
     // The angles before pdl_wait(): positions come from host copies, not from an earlier kernel.
     for (int32_t i = threadIdx.x; i < num_pairs; i += kWarps * 32) {
       rope_cos_sin(p.positions[t], i, p.num_rotary_dims, p.freq_base, p.freq_scale, p.freq_factors,
-                   &cos_table[i], &sin_table[i]);
+                   p.attn_factor, &cos_table[i], &sin_table[i]);
     }
     pdl_wait();
   } else {
@@ -119,7 +119,7 @@ __global__ void __launch_bounds__(kWarps * 32) rope_table_kernel(const RopeTable
     const int32_t i = static_cast<int32_t>(threadIdx.x) + j * kWarps * 32;
     if (i < num_pairs) {
       rope_cos_sin(p.positions[t], i, p.num_rotary_dims, p.freq_base, p.freq_scale, p.freq_factors,
-                   &c[j], &s[j]);
+                   p.attn_factor, &c[j], &s[j]);
     }
   }
   pdl_wait();  // the previous step's products may still read the table

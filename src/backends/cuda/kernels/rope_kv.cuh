@@ -34,6 +34,7 @@ struct RopeKvParams {
   float freq_base = 10000.0f;
   float freq_scale = 1.0f;
   const float* freq_factors = nullptr;  // [num_rotary_dims / 2] device divisors, or null
+  float attn_factor = 1.0f;             // cos and sin multiplied by this (LongRoPE)
   // The same positions' (cos, sin) from launch_rope_table with the same rotary parameters (read
   // after pdl_wait()), or null: each block computes its token's angles.
   const float2* cos_sin = nullptr;  // [num_tokens, num_rotary_dims / 2]
@@ -73,6 +74,7 @@ struct RopeTableParams {
   float freq_base = 10000.0f;
   float freq_scale = 1.0f;
   const float* freq_factors = nullptr;  // [num_rotary_dims / 2] device divisors, or null
+  float attn_factor = 1.0f;             // cos and sin multiplied by this (LongRoPE)
   float2* table = nullptr;              // [num_tokens, num_rotary_dims / 2]: (cos, sin)
 };
 

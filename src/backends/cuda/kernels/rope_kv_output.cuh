@@ -26,7 +26,7 @@ __device__ __forceinline__ void rope_kv_store_pair(const RopeKvOutput& rope, int
         s = cs.y;
       } else {
         rope_cos_sin(rope.positions[t], static_cast<int32_t>(d / 2), rope.num_rotary_dims,
-                     rope.freq_base, rope.freq_scale, rope.freq_factors, &c, &s);
+                     rope.freq_base, rope.freq_scale, rope.freq_factors, rope.attn_factor, &c, &s);
       }
       const float x0 = y0;
       const float x1 = y1;

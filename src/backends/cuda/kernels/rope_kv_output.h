@@ -25,6 +25,7 @@ struct RopeKvOutput {
   float freq_base = 10000.0f;
   float freq_scale = 1.0f;
   const float* freq_factors = nullptr;  // [num_rotary_dims / 2] device divisors, or null
+  float attn_factor = 1.0f;             // cos and sin multiplied by this (LongRoPE)
   // [num_tokens, num_rotary_dims / 2] device (cos, sin) of the tokens' positions
   // (launch_rope_table, rope_kv.cuh), or null: the epilogue computes them.
   const float2* cos_sin = nullptr;

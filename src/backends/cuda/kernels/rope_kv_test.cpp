@@ -1,5 +1,6 @@
 // Parity of the fused RoPE + K/V cell write kernel with cpu_rope (and cpu_rms_norm for qwen3's
-// q/k norms): normal and neox pairs, partial rotary dims, linear scaling, llama3 factors, cache
+// q/k norms): normal and neox pairs, partial rotary dims, linear scaling, llama3 factors, phi3's
+// LongRoPE (factors and an attention factor scaling cos and sin), cache
 // dtypes f32/f16/bf16, q-only and kv-only launches, strided inputs, scattered cells.
 #include "backends/cuda/kernels/rope_kv.cuh"
 
@@ -36,7 +37,16 @@ struct RopeCase {
   bool with_q = true;
   bool with_kv = true;
   bool from_table = false;  // the angles from launch_rope_table (RopeKvParams::cos_sin)
+  float attn_factor = 1.0f;
 };
+
+// phi3 LongRoPE as Phi-3.5-mini has it: neox, short factors, cos and sin scaled by
+// sqrt(1 + ln 32 / ln 4096); a partial rotary head like Phi-4-mini's (3/4 of 128).
+RopeCase long_rope_case(KvDtype dtype) {
+  RopeCase c{"phi3 LongRoPE", RopeStyle::kNeox, 128, 96, 128, 10000.0f, 1.0f, true, false, dtype};
+  c.attn_factor = 1.1902381f;
+  return c;
+}
 
 // Runs case c and checks it against the CPU; `written` (if given) receives the bytes of q and
 // both caches after the launch.
@@ -74,6 +84,7 @@ void expect_rope_parity(const RopeCase& c, std::vector<uint8_t>* written = nullp
   rope.freq_base = c.freq_base;
   rope.freq_scale = c.freq_scale;
   rope.freq_factors = c.factors ? factors.data() : nullptr;
+  rope.attn_factor = c.attn_factor;
   std::vector<float> q_ref = compact(q, q_stride, num_heads, hd);
   std::vector<float> k_ref = compact(k, k_stride, num_kv_heads, hd);
   const std::vector<float> v_ref = compact(v, v_stride, num_kv_heads, vd);
@@ -108,6 +119,7 @@ void expect_rope_parity(const RopeCase& c, std::vector<uint8_t>* written = nullp
   p.freq_base = c.freq_base;
   p.freq_scale = c.freq_scale;
   p.freq_factors = c.factors ? factors_dev.get() : nullptr;
+  p.attn_factor = c.attn_factor;
   p.norm_eps = eps;
   if (c.with_q) {
     p.q = q_dev.get();
@@ -138,6 +150,7 @@ void expect_rope_parity(const RopeCase& c, std::vector<uint8_t>* written = nullp
     table.freq_base = c.freq_base;
     table.freq_scale = c.freq_scale;
     table.freq_factors = p.freq_factors;
+    table.attn_factor = p.attn_factor;
     table.table = table_dev.get();
     const Status table_status = launch_rope_table(table, nullptr);
     ASSERT_TRUE(table_status.ok()) << table_status.to_string();
@@ -219,6 +232,7 @@ TEST(RopeKvKernelTest, RotatesQAndWritesKvIntoCellsLikeTheCpu) {
        KvDtype::kBF16},
   };
   for (const RopeCase& c : cases) expect_rope_parity(c);
+  expect_rope_parity(long_rope_case(KvDtype::kF32));
 }
 
 TEST(RopeKvKernelTest, AnglesFromTheStepsTableGiveTheSameBitsAsAnglesComputedPerBlock) {
@@ -231,7 +245,7 @@ TEST(RopeKvKernelTest, AnglesFromTheStepsTableGiveTheSameBitsAsAnglesComputedPer
       {"linear scale qwen3 qk norm f16", RopeStyle::kNeox, 64, 64, 32, 10000.0f, 0.25f, false, true,
        KvDtype::kF16},
   };
-  for (RopeCase c : cases) {
+  for (RopeCase c : {cases[0], cases[1], cases[2], long_rope_case(KvDtype::kBF16)}) {
     std::vector<uint8_t> computed;
     std::vector<uint8_t> from_table;
     ASSERT_NO_FATAL_FAILURE(expect_rope_parity(c, &computed));

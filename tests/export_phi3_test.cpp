@@ -1,0 +1,193 @@
+// phi3 end to end on the CPU executor: tiny-phi3's Hugging Face checkpoint (tests/support/
+// tiny_phi3.h: fused q|k|v and gate|up, LongRoPE, a partial rotary head, a sliding window)
+// exported to a program whose greedy tokens equal HF transformers' float64 run and whose logits
+// are within 1e-4 of it — with the short factors when the program serves at most the original 64
+// positions, the long ones when it serves more (also when a program is exported again from its
+// GGUF); the program's tensors and keys in llama.cpp's phi3 layout; bad LongRoPE configs refused
+// by name.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <functional>
+
+#include "export_test_support.h"
+#include "tiny_phi3.h"
+
+namespace cellm {
+namespace {
+
+constexpr float kTolerance = 1e-4f;
+
+class ExportPhi3Test : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    hf_dir_ = new std::string(et::fresh_dir("phi3") + "/tiny-phi3-hf");
+    testing::write_tiny_phi3_checkpoint(*hf_dir_);
+  }
+  static void TearDownTestSuite() {
+    delete hf_dir_;
+    hf_dir_ = nullptr;
+  }
+
+  // Greedy runs of every case of `variant` on `program`; expects the reference's tokens and logits.
+  static void expect_variant(const Program& program, const std::string& variant) {
+    const nlohmann::json& reference = testing::tiny_phi3_variant(variant);
+    float worst = 0.0f;
+    for (const nlohmann::json& c : reference.at("cases")) {
+      const auto prompt = c.at("prompt_tokens").get<std::vector<int32_t>>();
+      const auto num_steps = static_cast<int32_t>(c.at("generated_tokens").size());
+      const testing::GreedyRun run = et::greedy(program, prompt, num_steps);
+      worst = std::max(
+          worst, testing::expect_tiny_phi3_case(run, c, program.config().vocab_size, kTolerance,
+                                                variant + " case " + c.at("case").dump()));
+    }
+    std::printf("tiny-phi3 %s: worst logits diff vs HF %.3g\n", variant.c_str(),
+                static_cast<double>(worst));
+  }
+
+  static std::string* hf_dir_;
+};
+
+std::string* ExportPhi3Test::hf_dir_ = nullptr;
+
+TEST_F(ExportPhi3Test, AProgramServingTheOriginalContextMatchesTransformersWithShortFactors) {
+  const std::string output = et::fresh_dir("phi3_short") + "/program.gguf";
+  ASSERT_NO_FATAL_FAILURE(testing::export_tiny_phi3(*hf_dir_, output, 64));
+  const Program program = et::load_ok(output);
+  const ModelConfig& c = program.config();
+  EXPECT_EQ(c.architecture, Architecture::kPhi3);
+  EXPECT_EQ(c.rope.style, RopeStyle::kNeox);
+  EXPECT_EQ(c.rope.num_rotary_dims, 12);  // 3/4 of 16
+  EXPECT_TRUE(c.rope.has_freq_factors);
+  EXPECT_EQ(c.rope.long_factors_above_context, 64);
+  EXPECT_NEAR(c.rope.attn_factor, testing::tiny_phi3_reference().at("attention_factor"), 1e-6);
+  EXPECT_EQ(c.layer_windows, std::vector<int32_t>(2, 9));
+  EXPECT_FALSE(program.weights().uses_long_rope_factors());
+  EXPECT_NE(program.summary().find("short factors in use"), std::string::npos) << program.summary();
+  expect_variant(program, "short");
+}
+
+TEST_F(ExportPhi3Test, AProgramServingMoreThanTheOriginalContextUsesTheLongFactors) {
+  const std::string output = et::fresh_dir("phi3_long") + "/program.gguf";
+  ASSERT_NO_FATAL_FAILURE(testing::export_tiny_phi3(*hf_dir_, output, 512));
+  const Program program = et::load_ok(output);
+  EXPECT_TRUE(program.weights().uses_long_rope_factors());
+  expect_variant(program, "long");
+
+  // The same program exported again from its GGUF, serving 64 positions: short factors again.
+  const std::string again = et::fresh_dir("phi3_again") + "/program.gguf";
+  ExportOptions options;
+  options.source = ExportSource::kGguf;
+  options.input = output;
+  options.output = again;
+  options.max_seq_len = 64;
+  options.max_step_tokens = 32;
+  et::export_ok(options);
+  const Program shorter = et::load_ok(again);
+  EXPECT_FALSE(shorter.weights().uses_long_rope_factors());
+  expect_variant(shorter, "short");
+}
+
+TEST_F(ExportPhi3Test, TheProgramHoldsLlamaCppsPhi3TensorsAndKeys) {
+  const std::string output = et::fresh_dir("phi3_layout") + "/program.gguf";
+  ASSERT_NO_FATAL_FAILURE(testing::export_tiny_phi3(*hf_dir_, output, 64));
+  const Program program = et::load_ok(output);
+  const GgufFile& file = program.file();
+  // q 4 heads x 16 + k and v 1 x 16 each; gate and up 96 rows each.
+  for (int layer = 0; layer < 2; ++layer) {
+    const std::string p = "blk." + std::to_string(layer) + ".";
+    const GgufTensorInfo* qkv = file.find_tensor(p + "attn_qkv.weight");
+    ASSERT_NE(qkv, nullptr);
+    EXPECT_EQ(qkv->dims, (std::vector<uint64_t>{64, 96}));
+    const GgufTensorInfo* up = file.find_tensor(p + "ffn_up.weight");
+    ASSERT_NE(up, nullptr);
+    EXPECT_EQ(up->dims, (std::vector<uint64_t>{64, 192}));
+    for (const char* absent :
+         {"attn_q.weight", "attn_k.weight", "attn_v.weight", "ffn_gate.weight"}) {
+      EXPECT_EQ(file.find_tensor(p + absent), nullptr) << p << absent;
+    }
+  }
+  const nlohmann::json& config = testing::tiny_phi3_reference().at("config");
+  for (const auto& [name, key] :
+       {std::pair<const char*, const char*>{"rope_factors_short.weight", "short_factor"},
+        {"rope_factors_long.weight", "long_factor"}}) {
+    const GgufTensorInfo* info = file.find_tensor(name);
+    ASSERT_NE(info, nullptr) << name;
+    const auto expected = config.at("rope_scaling").at(key).get<std::vector<float>>();
+    std::vector<float> values(expected.size());
+    ASSERT_EQ(file.tensor_data(*info).size(), values.size() * sizeof(float)) << name;
+    std::memcpy(values.data(), file.tensor_data(*info).data(), file.tensor_data(*info).size());
+    EXPECT_EQ(values, expected) << name;
+  }
+  const auto u32 = [&](const char* key) {
+    StatusOr<uint32_t> value = file.get_u32(key);
+    EXPECT_TRUE(value.ok()) << key;
+    return value.ok() ? *value : 0u;
+  };
+  StatusOr<std::string> arch = file.get_string("general.architecture");
+  ASSERT_TRUE(arch.ok());
+  EXPECT_EQ(*arch, "phi3");
+  EXPECT_EQ(u32("phi3.rope.dimension_count"), 12u);
+  EXPECT_EQ(u32("phi3.rope.scaling.original_context_length"), 64u);
+  EXPECT_EQ(u32("phi3.attention.sliding_window"), 9u);
+  EXPECT_EQ(u32("phi3.context_length"), 512u);
+  StatusOr<float> attn_factor = file.get_f32("phi3.rope.scaling.attn_factor");
+  ASSERT_TRUE(attn_factor.ok());
+  EXPECT_NEAR(*attn_factor, 1.2247449f, 1e-6f);
+}
+
+TEST_F(ExportPhi3Test, AQuantizedProgramSplitsItsFusedRowsAndStaysCloseToTheReference) {
+  // q8_0 rows are quantized along the columns, so q|k|v and gate|up split by rows exactly as the
+  // f32 ones do; the first greedy token of each case is the reference's.
+  const std::string output = et::fresh_dir("phi3_q8") + "/program.gguf";
+  ASSERT_NO_FATAL_FAILURE(testing::export_tiny_phi3(*hf_dir_, output, 64, ExportQuant::kQ8_0));
+  const Program program = et::load_ok(output);
+  EXPECT_EQ(program.weights().layers[0].wq.type, TensorType::kQ8_0);
+  for (const nlohmann::json& c : testing::tiny_phi3_variant("short").at("cases")) {
+    const testing::GreedyRun run =
+        et::greedy(program, c.at("prompt_tokens").get<std::vector<int32_t>>(), 1);
+    EXPECT_EQ(run.tokens.at(0), c.at("generated_tokens").at(0).get<int32_t>());
+  }
+}
+
+// A bad LongRoPE or rotary setting in config.json is refused, the error naming the key.
+TEST_F(ExportPhi3Test, BadLongRopeSettingsAreRefusedByName) {
+  struct Mutation {
+    const char* what;
+    std::function<void(nlohmann::json&)> apply;
+    const char* expected;
+  };
+  const Mutation mutations[] = {
+      {"a short factor list one too short",
+       [](nlohmann::json& c) { c["rope_scaling"]["short_factor"].erase(0); },
+       "rope_scaling.short_factor"},
+      {"a long factor of zero", [](nlohmann::json& c) { c["rope_scaling"]["long_factor"][2] = 0; },
+       "rope_scaling.long_factor"},
+      {"no long factors", [](nlohmann::json& c) { c["rope_scaling"].erase("long_factor"); },
+       "rope_scaling.long_factor"},
+      {"an odd rotary width", [](nlohmann::json& c) { c["partial_rotary_factor"] = 0.7; },
+       "partial_rotary_factor"},
+      {"yarn", [](nlohmann::json& c) { c["rope_scaling"]["type"] = "yarn"; },
+       "rope_scaling.rope_type"},
+  };
+  for (const Mutation& m : mutations) {
+    const std::string dir = et::fresh_dir("phi3_bad");
+    std::filesystem::copy(*hf_dir_, dir, std::filesystem::copy_options::recursive);
+    nlohmann::json config = testing::tiny_phi3_reference().at("config");
+    m.apply(config);
+    std::ofstream(dir + "/config.json") << config.dump();
+    ExportOptions options;
+    options.source = ExportSource::kCheckpoint;
+    options.input = dir;
+    options.output = dir + "/program.gguf";
+    options.tokenizer_path = testing::test_model_path("stories260K.gguf");
+    const StatusOr<ExportReport> report = export_program(options);
+    ASSERT_FALSE(report.ok()) << m.what;
+    EXPECT_NE(report.status().message().find(m.expected), std::string::npos)
+        << m.what << ": " << report.status().to_string();
+    EXPECT_FALSE(et::exists(options.output)) << m.what;
+  }
+}
+
+}  // namespace
+}  // namespace cellm
