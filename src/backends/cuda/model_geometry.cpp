@@ -8,7 +8,7 @@ struct Geometry {
   Architecture architecture;
   int32_t num_layers, hidden, ffn, heads, kv_heads, head_dim, vocab;
   float rope_base;
-  bool llama3_rope;
+  bool rope_factors;  // llama3's, or phi3's LongRoPE pair
   bool qkv_bias;
   bool tied;
   float eps;
@@ -21,6 +21,8 @@ constexpr Geometry kGeometries[] = {
      true, false, 1e-6f},
     {"llama-3.2-1b", Architecture::kLlama, 16, 2048, 8192, 32, 8, 64, 128256, 500000.0f, true,
      false, true, 1e-5f},
+    {"phi-3.5-mini", Architecture::kPhi3, 32, 3072, 8192, 32, 32, 96, 32064, 10000.0f, true, false,
+     false, 1e-5f},
     {"tiny", Architecture::kLlama, 4, 512, 1536, 8, 4, 64, 4096, 10000.0f, false, false, false,
      1e-5f},
     {"tiny-qwen", Architecture::kQwen2, 3, 256, 768, 4, 2, 64, 2048, 1000000.0f, false, true, false,
@@ -50,10 +52,16 @@ StatusOr<ModelConfig> named_geometry(std::string_view name) {
     c.vocab_size = g.vocab;
     c.context_length = 131072;
     c.rms_norm_eps = g.eps;
-    c.rope.style = g.architecture == Architecture::kQwen2 ? RopeStyle::kNeox : RopeStyle::kNormal;
+    const bool phi3 = g.architecture == Architecture::kPhi3;
+    c.rope.style =
+        g.architecture == Architecture::kQwen2 || phi3 ? RopeStyle::kNeox : RopeStyle::kNormal;
     c.rope.num_rotary_dims = g.head_dim;
     c.rope.freq_base = g.rope_base;
-    c.rope.has_freq_factors = g.llama3_rope;
+    c.rope.has_freq_factors = g.rope_factors;
+    if (phi3) {  // Phi-3.5-mini's LongRoPE: 4096 original positions, attention factor for 32x
+      c.rope.long_factors_above_context = 4096;
+      c.rope.attn_factor = 1.1902381f;
+    }
     c.layer_windows.assign(static_cast<size_t>(g.num_layers), 0);
     c.has_qkv_bias = g.qkv_bias;
     c.tied_embeddings = g.tied;

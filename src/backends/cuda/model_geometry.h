@@ -13,9 +13,9 @@
 
 namespace cellm {
 
-// "llama-3.1-8b", "qwen2.5-7b", "llama-3.2-1b", and small ones for tests: "tiny" (llama, 4
-// layers, hidden 512, vocab 4096) and "tiny-qwen" (qwen2 with q/k/v biases). NotFound lists
-// the names.
+// "llama-3.1-8b", "qwen2.5-7b", "llama-3.2-1b", "phi-3.5-mini" (phi3: head size 96, LongRoPE),
+// and small ones for tests: "tiny" (llama, 4 layers, hidden 512, vocab 4096) and "tiny-qwen"
+// (qwen2 with q/k/v biases). NotFound lists the names.
 StatusOr<ModelConfig> named_geometry(std::string_view name);
 std::vector<std::string> geometry_names();
 

@@ -293,6 +293,7 @@ TEST(AttentionKernelTest, DecodeTokensOfSequencesOfDifferentLengthsMatchTheCpu) 
       {"tc gqa16 f16 hd64 (two head batches)", 16, 1, 64, 64, KvDtype::kF16, 0},
       {"tc mha bf16 hd64 window", 4, 4, 64, 64, KvDtype::kBF16, 70},
       {"tc gqa3 f16 hd128", 6, 2, 128, 128, KvDtype::kF16, 0},
+      {"mha bf16 hd96 window (phi-3)", 8, 8, 96, 96, KvDtype::kBF16, 200},
   };
   for (const Case& c : cases) expect_attention_parity(c, step, 8, 64, true);
 }
@@ -322,6 +323,7 @@ TEST(AttentionKernelTest, PrefillChunksOfSeveralSequencesAreCausalWithinEach) {
       {"prefill tc mha f16 hd64", 4, 4, 64, 64, KvDtype::kF16, 0},
       {"prefill tc gqa16 bf16 hd64 window", 16, 1, 64, 64, KvDtype::kBF16, 40},
       {"prefill tc gqa3 bf16 hd128", 6, 2, 128, 128, KvDtype::kBF16, 0},
+      {"prefill mha f16 hd96 window (phi-3)", 8, 8, 96, 96, KvDtype::kF16, 30},
   };
   for (const Case& c : cases) expect_attention_parity(c, grouped, 4, 64, true);
 }
