@@ -29,6 +29,8 @@ constexpr FormatName kFormats[] = {
     {ChatFormat::kMistralNemo, "mistral-nemo"},
     {ChatFormat::kDeepSeekR1, "deepseek-r1"},
     {ChatFormat::kPhi3, "phi-3"},
+    {ChatFormat::kPhi4Mini, "phi-4-mini"},
+    {ChatFormat::kPhi4, "phi-4"},
     {ChatFormat::kZephyr, "zephyr"},
     {ChatFormat::kGemma, "gemma"},
 };
@@ -122,6 +124,29 @@ void render_phi3(std::span<const ChatMessage> messages, bool add_generation_prom
   out->markup(add_generation_prompt ? "<|assistant|>\n" : "<|endoftext|>");
 }
 
+// Phi-4-mini (microsoft/Phi-4-mini-instruct's template): every message "<|{role}|>{content}<|end|>"
+// with no line breaks, an empty system message too; "<|assistant|>" as the generation prompt, else
+// the end of text. (Its system message's own `tools` field is no OpenAI tool: the format takes
+// none.)
+void render_phi4_mini(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                      ChatParts* out) {
+  for (const ChatMessage& m : messages) {
+    out->markup("<|" + m.role + "|>").message(m.content).markup("<|end|>");
+  }
+  out->markup(add_generation_prompt ? "<|assistant|>" : "<|endoftext|>");
+}
+
+// Phi-4 (microsoft/phi-4's template): "<|im_start|>{role}<|im_sep|>{content}<|im_end|>" for
+// system, user and assistant messages, no line breaks; "<|im_start|>assistant<|im_sep|>" as the
+// generation prompt.
+void render_phi4(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                 ChatParts* out) {
+  for (const ChatMessage& m : messages) {
+    out->markup("<|im_start|>" + m.role + "<|im_sep|>").message(m.content).markup("<|im_end|>");
+  }
+  if (add_generation_prompt) out->markup("<|im_start|>assistant<|im_sep|>");
+}
+
 // Zephyr (HuggingFaceH4/zephyr-7b-beta's template, TinyLlama-1.1B-Chat's too): each message
 // "<|{role}|>\n{content}</s>\n" (the end of sentence, then the newline its template's line
 // break leaves), generation prompt "<|assistant|>\n".
@@ -196,6 +221,8 @@ StatusOr<ChatTemplate> ChatTemplate::detect(std::string_view source) {
   const auto has = [&](std::string_view marker) {
     return source.find(marker) != std::string_view::npos;
   };
+  // Phi-4 writes chatml's markers with <|im_sep|> after the role.
+  if (has("<|im_start|>") && has("<|im_sep|>")) return ChatTemplate(ChatFormat::kPhi4);
   if (has("<|im_start|>")) {
     // Qwen3's template switches its thinking by enable_thinking; Qwen2.5's, QwQ's and plain
     // chatml's have no such switch.
@@ -209,7 +236,11 @@ StatusOr<ChatTemplate> ChatTemplate::detect(std::string_view source) {
     return ChatTemplate(has("strftime_now") ? ChatFormat::kLlama32 : ChatFormat::kLlama31);
   }
   if (has("<start_of_turn>")) return ChatTemplate(ChatFormat::kGemma);
-  if (has("<|assistant|>") && has("<|end|>")) return ChatTemplate(ChatFormat::kPhi3);
+  if (has("<|assistant|>") && has("<|end|>")) {
+    // Phi-3's and 3.5's templates break the line after every marker; Phi-4-mini's has no line
+    // break at all (written as a character or as a Jinja escape).
+    return ChatTemplate(has("\n") || has("\\n") ? ChatFormat::kPhi3 : ChatFormat::kPhi4Mini);
+  }
   if (has("<|assistant|>") && has("<|user|>")) return ChatTemplate(ChatFormat::kZephyr);
   // Mistral-Nemo's template writes v0.3's markers without the spaces after them.
   if (has("[AVAILABLE_TOOLS][") || has("[TOOL_CALLS][")) {
@@ -293,6 +324,12 @@ StatusOr<std::vector<ChatPart>> ChatTemplate::render_parts(std::span<const ChatM
       break;
     case ChatFormat::kZephyr:
       render_zephyr(messages, add_generation_prompt, &parts);
+      break;
+    case ChatFormat::kPhi4Mini:
+      render_phi4_mini(messages, add_generation_prompt, &parts);
+      break;
+    case ChatFormat::kPhi4:
+      render_phi4(messages, add_generation_prompt, &parts);
       break;
     case ChatFormat::kGemma:
       render_gemma(system, turns, add_generation_prompt, &parts);

@@ -4,7 +4,9 @@
 // showing theirs, enable_thinking), llama-2, llama-3 (Llama 3.0), llama-3.1 and llama-3.2 (Llama
 // 3.1 / 3.3's and 3.2's templates: a system turn dated "Today Date: ..." always), mistral
 // (tokenizer V1), mistral-v3 (Mistral-7B-Instruct-v0.3), mistral-nemo (Mistral-Nemo: v0.3's
-// format without its spaces), phi-3, zephyr (Zephyr, TinyLlama-Chat), gemma and
+// format without its spaces), phi-3 (Phi-3, Phi-3.5), phi-4-mini (Phi-4-mini: phi-3's markers
+// without line breaks), phi-4 (Phi-4: <|im_start|> / <|im_sep|>), zephyr (Zephyr, TinyLlama-Chat),
+// gemma and
 // deepseek-r1 (DeepSeek-R1's distills: <｜User｜> / <｜Assistant｜>, thinking opened in the
 // prompt).
 //
@@ -111,12 +113,15 @@ enum class ChatFormat {
   kDeepSeekR1,
   kQwen3,
   kZephyr,
+  kPhi4Mini,
+  kPhi4,
 };
 
 class ChatTemplate {
  public:
   // "chatml", "qwen3", "llama-2", "llama-3", "llama-3.1", "llama-3.2", "mistral", "mistral-v3",
-  // "mistral-nemo", "phi-3", "zephyr", "gemma" or "deepseek-r1"; InvalidArgument listing them.
+  // "mistral-nemo", "phi-3", "phi-4-mini", "phi-4", "zephyr", "gemma" or "deepseek-r1";
+  // InvalidArgument listing them.
   static StatusOr<ChatTemplate> from_name(std::string_view name);
   // Recognizes a Jinja chat template by its markers; an empty or unrecognized one is
   // Unimplemented, naming the formats that can be chosen by name instead.

@@ -136,6 +136,17 @@ TEST(ChatTemplateTest, RecognizesEachFormatByItsMarkers) {
        ChatFormat::kMistralNemo},
       {"{{'<｜User｜>' + message['content']}}{{'<｜Assistant｜><think>\\n'}}",
        ChatFormat::kDeepSeekR1},
+      // Phi-4-mini-instruct's: phi-3's markers, no line break anywhere.
+      {"{% for message in messages %}{% if message['role'] == 'system' and 'tools' in message and "
+       "message['tools'] is not none %}{{ '<|' + message['role'] + '|>' + message['content'] + "
+       "'<|tool|>' + message['tools'] + '<|/tool|>' + '<|end|>' }}{% else %}{{ '<|' + "
+       "message['role'] + '|>' + message['content'] + '<|end|>' }}{% endif %}{% endfor %}{% if "
+       "add_generation_prompt %}{{ '<|assistant|>' }}{% else %}{{ eos_token }}{% endif %}",
+       ChatFormat::kPhi4Mini},
+      // Phi-4's: chatml's markers with <|im_sep|>.
+      {"{% if (message['role'] == 'user') %}{{'<|im_start|>user<|im_sep|>' + message['content'] + "
+       "'<|im_end|>'}}",
+       ChatFormat::kPhi4},
   };
   for (const auto& [source, format] : cases) {
     StatusOr<ChatTemplate> chat = ChatTemplate::detect(source);
@@ -150,7 +161,7 @@ TEST(ChatTemplateTest, UnknownTemplatesAreErrorsThatNameTheOptions) {
     ASSERT_FALSE(chat.ok());
     EXPECT_NE(chat.status().message().find(
                   "chatml, qwen3, llama-2, llama-3, llama-3.1, llama-3.2, mistral, mistral-v3, "
-                  "mistral-nemo, deepseek-r1, phi-3, zephyr, gemma"),
+                  "mistral-nemo, deepseek-r1, phi-3, phi-4-mini, phi-4, zephyr, gemma"),
               std::string::npos)
         << chat.status().message();
   }

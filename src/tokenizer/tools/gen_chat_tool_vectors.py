@@ -18,6 +18,8 @@ The templates are not part of this repository; pass the files holding them:
   --gemma-2  the chat_template of google/gemma-2-2b-it's (no system role)
   --phi-3    the chat_template of microsoft/Phi-3.5-mini-instruct's (eos_token "<|endoftext|>")
   --zephyr   the chat_template of HuggingFaceH4/zephyr-7b-beta's (TinyLlama-1.1B-Chat's too)
+  --phi-4-mini  the chat_template of microsoft/Phi-4-mini-instruct's (eos_token "<|endoftext|>")
+  --phi-4    the chat_template of microsoft/phi-4's
 cellm's chatml has no default system prompt, so where a conversation has no system message the
 Qwen2.5 text's default system line (with tools) or turn (without) is removed, which gives what
 Qwen3's template renders.
@@ -276,6 +278,28 @@ ZEPHYR_CASES = [
 ]
 CASES += ZEPHYR_CASES
 
+# Phi-4-mini's and Phi-4's templates (no tools): no line breaks anywhere.
+PHI4_CASES = [
+    ("phi-4-mini", "a system message, turns", [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": " Hi! "},
+        {"role": "assistant", "content": "Hello."},
+        {"role": "user", "content": "2+2?"}], [], True),
+    ("phi-4-mini", "an empty system message kept, no generation prompt", [
+        {"role": "system", "content": ""},
+        {"role": "user", "content": "Hi!"},
+        {"role": "assistant", "content": "Hello.\n"}], [], False),
+    ("phi-4", "a system message, turns", [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": " Hi! "},
+        {"role": "assistant", "content": "Hello."},
+        {"role": "user", "content": "2+2?"}], [], True),
+    ("phi-4", "no system message, no generation prompt", [
+        {"role": "user", "content": "Hi!\n"},
+        {"role": "assistant", "content": "Hello."}], [], False),
+]
+CASES += PHI4_CASES
+
 # date_string and tools_in_user_message passed as template variables.
 DATE_CASES = [
     ("llama-3.1", "a date_string passed", [
@@ -344,6 +368,8 @@ def main():
     parser.add_argument("--gemma", required=True)
     parser.add_argument("--phi-3", dest="phi3", required=True)
     parser.add_argument("--zephyr", required=True)
+    parser.add_argument("--phi-4-mini", dest="phi4mini", required=True)
+    parser.add_argument("--phi-4", dest="phi4", required=True)
     parser.add_argument("--mistral-nemo", dest="nemo", required=True)
     parser.add_argument("--gemma-2", dest="gemma2", required=True)
     parser.add_argument("--output", required=True)
@@ -356,14 +382,15 @@ def main():
                "mistral-v3": open(args.mistral3).read(), "deepseek-r1": open(args.deepseek).read(),
                "qwen3": open(args.qwen3).read(), "gemma": open(args.gemma).read(),
                "gemma-2": open(args.gemma2).read(), "mistral-nemo": open(args.nemo).read(),
-               "phi-3": open(args.phi3).read(), "zephyr": open(args.zephyr).read()}
+               "phi-3": open(args.phi3).read(), "zephyr": open(args.zephyr).read(),
+               "phi-4-mini": open(args.phi4mini).read(), "phi-4": open(args.phi4).read()}
     vectors = []
     for fmt, name, messages, tools, add_generation_prompt in CASES:
         kwargs = KWARGS.get((fmt, name), {})
         text = env.from_string(sources[TEMPLATE_OF.get((fmt, name), fmt)]).render(
             messages=template_messages(messages), tools=tools or None,
             add_generation_prompt=add_generation_prompt, bos_token="",
-            eos_token="<|endoftext|>" if fmt == "phi-3" else "</s>",
+            eos_token="<|endoftext|>" if fmt in ("phi-3", "phi-4-mini") else "</s>",
             strftime_now=lambda fmt: TODAY, **kwargs)
         continued = (fmt, name) in CONTINUED
         if continued:
