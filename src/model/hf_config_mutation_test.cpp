@@ -1,11 +1,12 @@
-// About 8,000 seeded mutants of the arch test models' config.json files (llama3, mistral, qwen2,
-// qwen3) through HfConfig::parse: a sweep of single mutations (every key removed; every value
-// replaced by the boundaries of its type, by values of other types, by deep nesting and a long
-// array; known keys added), then random mixes of semantic mutations and JSON damage
-// (json_mutator_test_util.h). Every mutant either parses into a config that keeps the promises of
-// hf_config_test_util.h, checked against the mutant's own JSON, or is refused with an expected
-// code and a one-line message that starts with the file's name, within 2 s. Never a crash, an
-// escaping exception or a sanitizer report (CI runs it under ASan/UBSan).
+// About 12,000 seeded mutants of the arch test models' config.json files (llama3, mistral, qwen2,
+// qwen3) and tiny-phi3's (tests/support/tiny_phi3.h; as transformers 4 and 5 write it) through
+// HfConfig::parse: a sweep of single mutations (every key removed; every value replaced by the
+// boundaries of its type, by values of other types, by deep nesting and a long array; known keys
+// added), then random mixes of semantic mutations and JSON damage (json_mutator_test_util.h). Every
+// mutant either parses into a config that keeps the promises of hf_config_test_util.h, checked
+// against the mutant's own JSON, or is refused with an expected code and a one-line message that
+// starts with the file's name, within 2 s. Never a crash, an escaping exception or a sanitizer
+// report (CI runs it under ASan/UBSan).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -57,6 +58,10 @@ std::vector<std::string> config_keys() {
           "high_freq_factor",
           "sliding_window",
           "use_sliding_window",
+          "partial_rotary_factor",
+          "short_factor",
+          "long_factor",
+          "attention_factor",
           "max_window_layers",
           "layer_types",
           "attention_bias",
@@ -72,10 +77,14 @@ std::vector<std::string> config_strings() {
           "mistral",
           "qwen2",
           "qwen3",
+          "phi3",
           "gemma",
           "LlamaForCausalLM",
           "Qwen3ForCausalLM",
           "MistralForCausalLM",
+          "Phi3ForCausalLM",
+          "longrope",
+          "su",
           "default",
           "linear",
           "llama3",
@@ -139,6 +148,32 @@ TEST(HfConfigMutationTest, EveryMutantParsesSanelyOrFailsWithOneLineNamingTheFil
     ASSERT_TRUE(config.ok()) << model << ": " << config.status().to_string();
     ASSERT_EQ(hf_config_testing::check_parsed_config(*config, Json::parse(bases.back())), "")
         << model;
+  }
+  // tiny-phi3's (LongRoPE, a partial rotary head, a window), and the same as transformers 5
+  // writes it: everything rope in rope_parameters.
+  const Json phi3 = Json::parse(
+#include "tiny_phi3_reference.inc"
+                        )
+                        .at("config");
+  Json phi3_v5 = phi3;
+  phi3_v5["rope_parameters"] = phi3.at("rope_scaling");
+  phi3_v5["rope_parameters"]["rope_type"] = "longrope";
+  phi3_v5["rope_parameters"].erase("type");
+  for (const char* key :
+       {"rope_theta", "partial_rotary_factor", "original_max_position_embeddings"}) {
+    phi3_v5["rope_parameters"][key] = phi3.at(key);
+    phi3_v5.erase(key);
+  }
+  phi3_v5.erase("rope_scaling");
+  for (const Json& config_json : {phi3, phi3_v5}) {
+    bases.push_back(config_json.dump(1));
+    StatusOr<HfConfig> config = HfConfig::parse(bases.back(), "config.json");
+    ASSERT_TRUE(config.ok()) << config.status().to_string();
+    EXPECT_EQ(config->num_rotary_dims, 12);
+    EXPECT_EQ(config->rope_scaling.type, "longrope");
+    EXPECT_EQ(config->rope_scaling.original_context_length, 64);
+    EXPECT_EQ(config->sliding_window, 9);
+    ASSERT_EQ(hf_config_testing::check_parsed_config(*config, config_json), "");
   }
 
   const auto start = std::chrono::steady_clock::now();

@@ -1,13 +1,15 @@
 // Test-only: what "sane" means for an HfConfig that HfConfig::parse accepted, checked against the
 // JSON it came from (parsed here by nlohmann-json directly) without calling the parser's own
 // helpers — its mutation test and its fuzz target share it. Not part of cellm_model.
-// The promises: the architecture is one of the four and agrees with model_type (or
+// The promises: the architecture is one of the five and agrees with model_type (or
 // architectures[0]); every count is the document's own integer in [1, 2^30] or the documented
 // default; heads are a multiple of kv heads; head_dim is even, and times heads equals hidden_size
 // when it was derived; floats are finite and > 0; rope scaling is none, linear or llama3 (named
 // by the document) with high_freq_factor > low_freq_factor and finite factors between 1 and
-// `factor`; token ids are below vocab_size; the GGUF keys are unique and carry the same values.
-// Thread-safety: pure functions.
+// `factor`, or (phi3) longrope with a short and a long list of one positive float per rotary pair
+// and a positive attention factor; rotary dims are even, in [2, head_dim], head_dim unless phi3
+// asks for fewer; token ids are below vocab_size; the GGUF keys are unique and carry the same
+// values. Thread-safety: pure functions.
 #pragma once
 
 #include <algorithm>
@@ -45,6 +47,7 @@ inline std::string architecture_of(const std::string& class_name) {
   if (class_name == "MistralForCausalLM") return "mistral";
   if (class_name == "Qwen2ForCausalLM") return "qwen2";
   if (class_name == "Qwen3ForCausalLM") return "qwen3";
+  if (class_name == "Phi3ForCausalLM") return "phi3";
   return "";
 }
 
@@ -55,10 +58,11 @@ inline std::string check_parsed_config(const HfConfig& c, const Json& json) {
 
   // Architecture.
   const Architecture expected_arch[] = {Architecture::kLlama, Architecture::kMistral,
-                                        Architecture::kQwen2, Architecture::kQwen3};
-  const char* names[] = {"llama", "mistral", "qwen2", "qwen3"};
+                                        Architecture::kQwen2, Architecture::kQwen3,
+                                        Architecture::kPhi3};
+  const char* names[] = {"llama", "mistral", "qwen2", "qwen3", "phi3"};
   bool known = false;
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < 5; ++i) {
     if (c.model_type == names[i]) {
       known = true;
       if (c.architecture != expected_arch[i]) return "architecture disagrees with model_type";
@@ -76,6 +80,7 @@ inline std::string check_parsed_config(const HfConfig& c, const Json& json) {
     }
   }
   const bool qwen3 = c.architecture == Architecture::kQwen3;
+  const bool phi3 = c.architecture == Architecture::kPhi3;
 
   // Counts: the document's integer in [1, 2^30], or the default.
   const auto count = [&](const char* key, int32_t field,
@@ -113,8 +118,10 @@ inline std::string check_parsed_config(const HfConfig& c, const Json& json) {
       int64_t{c.head_dim} * c.num_heads != c.hidden_size) {
     return "derived head_dim * heads != hidden_size";
   }
-  if (std::string broken =
-          count("max_position_embeddings", c.max_position_embeddings, qwen3 ? 32768 : 2048);
+  if (std::string broken = count("max_position_embeddings", c.max_position_embeddings,
+                                 qwen3  ? 32768
+                                 : phi3 ? 4096
+                                        : 2048);
       !broken.empty()) {
     return broken;
   }
@@ -147,14 +154,18 @@ inline std::string check_parsed_config(const HfConfig& c, const Json& json) {
   // Rope scaling.
   const HfRopeScaling& s = c.rope_scaling;
   if (!s.type.empty()) {
-    if (s.type != "linear" && s.type != "llama3") return "rope scaling type '" + s.type + "'";
+    if (s.type != "linear" && s.type != "llama3" && !(phi3 && s.type == "longrope")) {
+      return "rope scaling type '" + s.type + "'";
+    }
     bool named = false;
     for (const char* object : {"rope_scaling", "rope_parameters"}) {
       const Json* scaling = present(json, object);
       if (scaling == nullptr) continue;
       for (const char* key : {"rope_type", "type"}) {
         const Json* type = present(*scaling, key);
-        if (type != nullptr && type->is_string() && type->get<std::string>() == s.type) {
+        if (type != nullptr && type->is_string() &&
+            (type->get<std::string>() == s.type ||
+             (s.type == "longrope" && type->get<std::string>() == "su"))) {
           named = true;
         }
       }
@@ -179,6 +190,25 @@ inline std::string check_parsed_config(const HfConfig& c, const Json& json) {
         if (!std::isfinite(f) || f < lo || f > hi) return "llama3 rope factor out of [1, factor]";
       }
     }
+  }
+
+  if (c.num_rotary_dims < 2 || c.num_rotary_dims > c.head_dim || c.num_rotary_dims % 2 != 0) {
+    return "rotary dims out of [2, head_dim] or odd";
+  }
+  if (!phi3 && c.num_rotary_dims != c.head_dim) return "partial rotary dims outside phi3";
+  if (s.type == "longrope") {
+    for (const std::vector<float>* list : {&s.short_factors, &s.long_factors}) {
+      if (list->size() != static_cast<size_t>(c.num_rotary_dims / 2)) return "longrope list size";
+      for (float f : *list) {
+        if (!std::isnormal(f) || f <= 0.0f) return "longrope factor not a positive normal float";
+      }
+    }
+    if (!positive_finite(s.attention_factor)) return "longrope attention factor";
+    if (s.original_context_length < 1 || s.original_context_length > kMaxCount) {
+      return "original context length out of range";
+    }
+  } else if (!s.short_factors.empty() || !s.long_factors.empty()) {
+    return "longrope lists without longrope";
   }
 
   // Windows.
@@ -219,7 +249,7 @@ inline std::string check_parsed_config(const HfConfig& c, const Json& json) {
                                                     {"attention.head_count_kv", c.num_kv_heads},
                                                     {"attention.key_length", c.head_dim},
                                                     {"attention.value_length", c.head_dim},
-                                                    {"rope.dimension_count", c.head_dim},
+                                                    {"rope.dimension_count", c.num_rotary_dims},
                                                     {"vocab_size", c.vocab_size},
                                                     {"attention.sliding_window", c.sliding_window}};
   std::set<std::string> seen;
