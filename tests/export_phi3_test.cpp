@@ -11,6 +11,7 @@
 #include <functional>
 
 #include "export_test_support.h"
+#include "program/program_test_support.h"
 #include "tiny_phi3.h"
 
 namespace cellm {
@@ -134,6 +135,21 @@ TEST_F(ExportPhi3Test, TheProgramHoldsLlamaCppsPhi3TensorsAndKeys) {
   StatusOr<float> attn_factor = file.get_f32("phi3.rope.scaling.attn_factor");
   ASSERT_TRUE(attn_factor.ok());
   EXPECT_NEAR(*attn_factor, 1.2247449f, 1e-6f);
+}
+
+// The invariants the mutation and fuzz suites hold every loaded program to
+// (program_test_support.h) hold for phi3's: fused row ranges, the factors in use.
+TEST_F(ExportPhi3Test, Phi3ProgramsKeepTheLoadersInvariants) {
+  for (const int32_t max_seq_len : {64, 512}) {
+    const std::string output = et::fresh_dir("phi3_invariants") + "/program.gguf";
+    ASSERT_NO_FATAL_FAILURE(testing::export_tiny_phi3(*hf_dir_, output, max_seq_len));
+    StatusOr<GgufFile> file = GgufFile::open(output);
+    ASSERT_TRUE(file.ok()) << file.status().to_string();
+    const program_testing::LoadOutcome outcome =
+        program_testing::load_and_check(std::move(file).value());
+    EXPECT_TRUE(outcome.loaded) << outcome.refusal;
+    EXPECT_EQ(outcome.problem, "") << max_seq_len;
+  }
 }
 
 TEST_F(ExportPhi3Test, AQuantizedProgramSplitsItsFusedRowsAndStaysCloseToTheReference) {

@@ -155,6 +155,30 @@ std::string check_view(const GgufFile& file, const WeightView& view, const std::
   return "";
 }
 
+// `view` is rows [first_row, first_row + num_rows) of the fused matrix `name` (phi3's attn_qkv
+// and ffn_up), which has `fused_rows` rows of `num_cols`.
+std::string check_row_range(const GgufFile& file, const WeightView& view, const std::string& name,
+                            int64_t num_cols, int64_t fused_rows, int64_t first_row,
+                            int64_t num_rows) {
+  const GgufTensorInfo* info = file.find_tensor(name);
+  if (info == nullptr) return "accepted a model without tensor '" + name + "'";
+  if (info->dims !=
+      std::vector<uint64_t>{static_cast<uint64_t>(num_cols), static_cast<uint64_t>(fused_rows)}) {
+    return fmt::format("tensor '{}' of shape {} accepted for {}x{}", name, info->shape_string(),
+                       num_cols, fused_rows);
+  }
+  const std::span<const uint8_t> bytes = file.tensor_data(*info);
+  const uint64_t row_bytes = info->size_bytes / static_cast<uint64_t>(fused_rows);
+  if (view.type != info->type || view.num_cols != num_cols || view.num_rows != num_rows ||
+      view.row_bytes != row_bytes ||
+      view.bytes.data() != bytes.data() + static_cast<uint64_t>(first_row) * row_bytes ||
+      view.bytes.size() != static_cast<uint64_t>(num_rows) * row_bytes) {
+    return fmt::format("view of rows {}..{} of '{}' is not those rows", first_row,
+                       first_row + num_rows, name);
+  }
+  return "";
+}
+
 }  // namespace
 
 std::span<const std::string_view> config_key_suffixes() { return kArchitectureKeys; }
@@ -215,8 +239,8 @@ std::string check_config(const GgufFile& file, const ModelConfig& c) {
            " accepted for general.architecture " + (arch ? *arch : "(none)");
   }
   const std::string p = *arch + ".";
-  const bool neox =
-      c.architecture == Architecture::kQwen2 || c.architecture == Architecture::kQwen3;
+  const bool neox = c.architecture == Architecture::kQwen2 ||
+                    c.architecture == Architecture::kQwen3 || c.architecture == Architecture::kPhi3;
   if (c.rope.style != (neox ? RopeStyle::kNeox : RopeStyle::kNormal)) return "wrong rope style";
   std::string problem;
   auto expect = [&](const std::string& suffix, int64_t actual, std::optional<int64_t> fallback) {
@@ -288,10 +312,16 @@ std::string check_config(const GgufFile& file, const ModelConfig& c) {
   if (c.has_qkv_bias != (file.find_tensor("blk.0.attn_q.bias") != nullptr) ||
       c.has_qk_norm != (file.find_tensor("blk.0.attn_q_norm.weight") != nullptr) ||
       c.tied_embeddings != (file.find_tensor("output.weight") == nullptr) ||
-      c.rope.has_freq_factors != (file.find_tensor("rope_freqs.weight") != nullptr)) {
+      c.rope.has_freq_factors != (file.find_tensor("rope_freqs.weight") != nullptr ||
+                                  (c.architecture == Architecture::kPhi3 &&
+                                   file.find_tensor("rope_factors_short.weight") != nullptr &&
+                                   file.find_tensor("rope_factors_long.weight") != nullptr))) {
     return "an optional part disagrees with the tensors";
   }
   if (c.architecture == Architecture::kQwen3 && !c.has_qk_norm) return "qwen3 without q/k norm";
+  if (!std::isfinite(c.rope.attn_factor) || !(c.rope.attn_factor > 0.0f)) {
+    return fmt::format("rope attn_factor {} accepted", c.rope.attn_factor);
+  }
   return "";
 }
 
@@ -312,9 +342,14 @@ std::string check_weights(const GgufFile& file, const ModelConfig& c, const Mode
   if (c.tied_embeddings && w.output.bytes.data() != w.token_embd.bytes.data()) {
     return "tied LM head is not the embedding";
   }
+  const bool phi3 = c.architecture == Architecture::kPhi3;
+  const bool long_rope = c.rope.long_factors_above_context > 0;
   if (problem.empty() && c.rope.has_freq_factors) {
-    problem =
-        check_view(file, w.rope_freqs, "rope_freqs.weight", c.rope.num_rotary_dims / 2, 1, true);
+    problem = check_view(file, w.rope_freqs,
+                         !long_rope                   ? "rope_freqs.weight"
+                         : w.uses_long_rope_factors() ? "rope_factors_long.weight"
+                                                      : "rope_factors_short.weight",
+                         c.rope.num_rotary_dims / 2, 1, true);
     for (size_t i = 0; problem.empty() && i < w.rope_freqs.bytes.size() / 4; ++i) {
       float factor = 0.0f;
       std::memcpy(&factor, w.rope_freqs.bytes.data() + 4 * i, 4);
@@ -354,10 +389,39 @@ std::string check_weights(const GgufFile& file, const ModelConfig& c, const Mode
         {l.w_up, "ffn_up.weight", hidden, c.ffn_size, true},
         {l.w_down, "ffn_down.weight", c.ffn_size, hidden, true},
     };
+    const bool fused_qkv = phi3 && file.find_tensor(p + "attn_qkv.weight") != nullptr;
     for (const auto& e : views) {
+      const std::string_view name = e.name;
+      if ((fused_qkv &&
+           (name == "attn_q.weight" || name == "attn_k.weight" || name == "attn_v.weight")) ||
+          (phi3 && (name == "ffn_gate.weight" || name == "ffn_up.weight"))) {
+        continue;  // row ranges of a fused tensor: below
+      }
       problem = check_view(file, e.view, p + e.name, e.cols, e.rows, e.required);
       if (!problem.empty()) return problem;
     }
+    if (fused_qkv) {
+      const int64_t rows = q + kv + v;
+      problem = check_row_range(file, l.wq, p + "attn_qkv.weight", hidden, rows, 0, q);
+      if (problem.empty()) {
+        problem = check_row_range(file, l.wk, p + "attn_qkv.weight", hidden, rows, q, kv);
+      }
+      if (problem.empty()) {
+        problem = check_row_range(file, l.wv, p + "attn_qkv.weight", hidden, rows, q + kv, v);
+      }
+    }
+    if (problem.empty() && phi3) {
+      const int64_t rows = 2 * int64_t{c.ffn_size};
+      problem = check_row_range(file, l.w_gate, p + "ffn_up.weight", hidden, rows, 0, c.ffn_size);
+      if (problem.empty()) {
+        problem = check_row_range(file, l.w_up, p + "ffn_up.weight", hidden, rows, c.ffn_size,
+                                  c.ffn_size);
+      }
+      if (problem.empty() && file.find_tensor(p + "ffn_gate.weight") != nullptr) {
+        problem = "accepted a phi3 layer with ffn_gate.weight";
+      }
+    }
+    if (!problem.empty()) return problem;
   }
   return "";
 }
