@@ -12,7 +12,7 @@
 //   prefill (launch_prefill_attention): tiles of consecutive tokens of one sequence × 64-key
 //     tiles in shared memory, online softmax; for runs of tokens of the same sequence. Head
 //     sizes up to 128; larger heads fall back to the decode kernel without splits.
-// f16 / bf16 caches with key and value heads of 64 or 128 dims run both on tensor cores
+// f16 / bf16 caches with key and value heads of 64, 96 or 128 dims run both on tensor cores
 // (mma.sync; the f32 query and probabilities split into two 16-bit parts, so results stay within
 // about 1e-5 of f32: attention_tc.cuh) with K/V tiles gathered through the cell list into shared
 // memory by cp.async, double-buffered; the decode kernel then takes 64-key tiles, a warp per 16

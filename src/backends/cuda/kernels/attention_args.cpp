@@ -41,7 +41,7 @@ Status check_attention_args(const AttentionArgs& a, std::string_view op) {
 
 bool tensor_core_attention_applies(const AttentionArgs& a) {
   return a.cache_dtype != KvDtype::kF32 && a.head_dim == a.value_head_dim &&
-         (a.head_dim == 64 || a.head_dim == 128);
+         (a.head_dim == 64 || a.head_dim == 96 || a.head_dim == 128);
 }
 
 Status prepare_attention_kernels() {

@@ -1,5 +1,5 @@
 // attention_decode_tc: the flash-decoding attention kernel on tensor cores, for f16 / bf16 caches
-// with key and value heads of 64 or 128 dims (attention_internal.h).
+// with key and value heads of 64, 96 or 128 dims (attention_internal.h).
 //
 // Block (kv head × batch of up to 8 of its query heads, token, split), 4 warps. The block's query
 // heads are the 8 logical rows of every warp (attention_tc.cuh: high and low parts in one m16
@@ -266,8 +266,8 @@ __global__ void __launch_bounds__(kThreads)
 }  // namespace
 
 Status prepare_decode_attention_tc_kernels() {
-  static const Status result =
-      for_each_kernel_shape(k16BitCacheTypes, HeadDims<64, 128>{}, [](auto type_tag, auto dim_tag) {
+  static const Status result = for_each_kernel_shape(
+      k16BitCacheTypes, HeadDims<64, 96, 128>{}, [](auto type_tag, auto dim_tag) {
         constexpr KvDtype kDtype = decltype(type_tag)::value;
         constexpr int kDim = decltype(dim_tag)::value;
 
@@ -282,7 +282,7 @@ Status prepare_decode_attention_tc_kernels() {
 }
 
 cudaError_t launch_decode_attention_tc(const DecodeKernelArgs& args, cudaStream_t stream) {
-  return with_kernel_shape(k16BitCacheTypes, HeadDims<64, 128>{}, args.a.cache_dtype,
+  return with_kernel_shape(k16BitCacheTypes, HeadDims<64, 96, 128>{}, args.a.cache_dtype,
                            args.a.head_dim, [&](auto type_tag, auto dim_tag) {
                              constexpr KvDtype kDtype = decltype(type_tag)::value;
                              constexpr int kDim = decltype(dim_tag)::value;
@@ -337,7 +337,7 @@ int32_t decode_attention_tc_cluster_blocks_per_sm() {
 }
 
 cudaError_t launch_decode_attention_tc_cluster(const DecodeKernelArgs& args, cudaStream_t stream) {
-  return with_kernel_shape(k16BitCacheTypes, HeadDims<64, 128>{}, args.a.cache_dtype,
+  return with_kernel_shape(k16BitCacheTypes, HeadDims<64, 96, 128>{}, args.a.cache_dtype,
                            args.a.head_dim, [&](auto type_tag, auto dim_tag) {
                              constexpr KvDtype kDtype = decltype(type_tag)::value;
                              constexpr int kDim = decltype(dim_tag)::value;

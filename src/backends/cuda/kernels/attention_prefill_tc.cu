@@ -1,5 +1,5 @@
 // attention_prefill_tc: tiled causal attention on tensor cores for runs of consecutive tokens of
-// one sequence, for f16 / bf16 caches with key and value heads of 64 or 128 dims
+// one sequence, for f16 / bf16 caches with key and value heads of 64, 96 or 128 dims
 // (attention_internal.h) — flash-attention style, the Q tile in registers, online softmax in f32.
 //
 // A block takes 32 logical rows — Qt consecutive tokens × Gs query heads of one kv head (Gs a
@@ -97,8 +97,8 @@ __global__ void __launch_bounds__(kThreads, 2)
 }  // namespace
 
 Status prepare_prefill_attention_tc_kernels() {
-  static const Status result =
-      for_each_kernel_shape(k16BitCacheTypes, HeadDims<64, 128>{}, [](auto type_tag, auto dim_tag) {
+  static const Status result = for_each_kernel_shape(
+      k16BitCacheTypes, HeadDims<64, 96, 128>{}, [](auto type_tag, auto dim_tag) {
         constexpr KvDtype kDtype = decltype(type_tag)::value;
         constexpr int kDim = decltype(dim_tag)::value;
 
@@ -111,7 +111,7 @@ Status prepare_prefill_attention_tc_kernels() {
 
 void launch_prefill_attention_tc(const AttentionArgs& a, cudaStream_t stream) {
   const PrefillGrid g = prefill_attention_grid(a, kRows, kMaxGroupSlots);
-  with_kernel_shape(k16BitCacheTypes, HeadDims<64, 128>{}, a.cache_dtype, a.head_dim,
+  with_kernel_shape(k16BitCacheTypes, HeadDims<64, 96, 128>{}, a.cache_dtype, a.head_dim,
                     [&](auto type_tag, auto dim_tag) {
                       constexpr KvDtype kDtype = decltype(type_tag)::value;
                       constexpr int kDim = decltype(dim_tag)::value;

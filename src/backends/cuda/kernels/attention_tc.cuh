@@ -201,10 +201,15 @@ __device__ __forceinline__ int32_t warp_max_i32(int32_t v) {
 // threads copy kWarpRows rows (base + j + i · kThreads / kPieces); lane j + i · kRowGroup loads
 // the cell of that row and the copying threads take theirs by shuffle — one load per lane in
 // flight at once (the compiler issued per-thread loads a few at a time, each batch a round trip
-// on the critical path).
+// on the critical path). A row of 96 dims (12 pieces) is copied as if it had 16 pieces, the last
+// 4 threads of each row idle, so that a warp's threads still hold whole rows.
 template <int kDim, int kTileKeys, int kThreads>
 struct KvTileCopy {
-  static constexpr int kPieces = kDim * 2 / 16;  // 16-byte pieces per row
+  static constexpr int kRowPieces = kDim * 2 / 16;  // 16-byte pieces per row
+  static constexpr int kPieces = kRowPieces <= 8    ? 8
+                                 : kRowPieces <= 16 ? 16
+                                                    : 32;  // per row's threads
+  static_assert(kRowPieces <= kPieces && kRowPieces * 16 == kDim * 2, "whole 16-byte pieces");
   static constexpr int kStride = kDim + 8;
   static_assert(kThreads % kPieces == 0 && (kTileKeys * kPieces) % kThreads == 0);
   static constexpr int kRowsPerThread = kTileKeys * kPieces / kThreads;
@@ -240,6 +245,7 @@ struct KvTileCopy {
     }
     CELLM_UNROLL
     for (int i = 0; i < kRowsPerThread; ++i) {
+      if (piece >= kRowPieces) break;  // a thread past the row's pieces (96 dims) copies nothing
       const int row = tid / kPieces + i * (kThreads / kPieces);
       const bool valid = pos0 + row < valid_end;
       const int64_t offset = static_cast<int64_t>(cell[i]) * cell_bytes + head_offset + 16 * piece;

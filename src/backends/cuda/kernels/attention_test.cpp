@@ -293,7 +293,9 @@ TEST(AttentionKernelTest, DecodeTokensOfSequencesOfDifferentLengthsMatchTheCpu) 
       {"tc gqa16 f16 hd64 (two head batches)", 16, 1, 64, 64, KvDtype::kF16, 0},
       {"tc mha bf16 hd64 window", 4, 4, 64, 64, KvDtype::kBF16, 70},
       {"tc gqa3 f16 hd128", 6, 2, 128, 128, KvDtype::kF16, 0},
-      {"mha bf16 hd96 window (phi-3)", 8, 8, 96, 96, KvDtype::kBF16, 200},
+      {"tc mha bf16 hd96 window (phi-3)", 8, 8, 96, 96, KvDtype::kBF16, 200},
+      {"tc gqa4 f16 hd96", 16, 4, 96, 96, KvDtype::kF16, 0},
+      {"mha f32 hd96", 4, 4, 96, 96, KvDtype::kF32, 0},
   };
   for (const Case& c : cases) expect_attention_parity(c, step, 8, 64, true);
 }
@@ -305,6 +307,8 @@ TEST(AttentionKernelTest, LongContextsSplitAndCombineToTheCpuResult) {
                           false);
   expect_attention_parity({"split f32 gqa2 window", 8, 4, 64, 64, KvDtype::kF32, 3000}, step, 32,
                           64, false);
+  expect_attention_parity({"split bf16 mha hd96", 8, 8, 96, 96, KvDtype::kBF16, 0}, step, 16, 128,
+                          false);
 }
 
 TEST(AttentionKernelTest, PrefillChunksOfSeveralSequencesAreCausalWithinEach) {
@@ -323,7 +327,8 @@ TEST(AttentionKernelTest, PrefillChunksOfSeveralSequencesAreCausalWithinEach) {
       {"prefill tc mha f16 hd64", 4, 4, 64, 64, KvDtype::kF16, 0},
       {"prefill tc gqa16 bf16 hd64 window", 16, 1, 64, 64, KvDtype::kBF16, 40},
       {"prefill tc gqa3 bf16 hd128", 6, 2, 128, 128, KvDtype::kBF16, 0},
-      {"prefill mha f16 hd96 window (phi-3)", 8, 8, 96, 96, KvDtype::kF16, 30},
+      {"prefill tc mha f16 hd96 window (phi-3)", 8, 8, 96, 96, KvDtype::kF16, 30},
+      {"prefill tc gqa2 bf16 hd96", 8, 4, 96, 96, KvDtype::kBF16, 0},
   };
   for (const Case& c : cases) expect_attention_parity(c, grouped, 4, 64, true);
 }
@@ -337,6 +342,8 @@ TEST(AttentionKernelTest, TensorCoreKernelsWalkManyKeyTilesOfLongRuns) {
                           64, true);
   expect_attention_parity({"long runs gqa8 f16 hd64 window", 16, 2, 64, 64, KvDtype::kF16, 200},
                           step, 3, 100, true);
+  expect_attention_parity({"long runs mha bf16 hd96 (phi-3)", 4, 4, 96, 96, KvDtype::kBF16, 0},
+                          step, 4, 64, true);
 }
 
 TEST(AttentionKernelTest, PrefillHandlesInterleavedTokensOfManySequences) {
