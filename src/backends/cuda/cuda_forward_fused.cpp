@@ -114,7 +114,7 @@ void CudaForward::plan_fused_path() {
   const std::string chosen = choice != nullptr ? choice : "1";
   handover_o_ = handover && (chosen == "o" || chosen == "o,down" || (chosen == "1" && all_q8));
   handover_down_ = handover && (chosen == "down" || chosen == "o,down" || chosen == "1");
-  rope_fused_ = norms_free && c.rope.style == RopeStyle::kNormal && c.head_dim % 2 == 0 &&
+  rope_fused_ = norms_free && weights_.rope_style() == RopeStyle::kNormal && c.head_dim % 2 == 0 &&
                 c.rope.num_rotary_dims % 2 == 0 && c.rope.num_rotary_dims <= c.head_dim &&
                 c.v_width() % 2 == 0;
 }

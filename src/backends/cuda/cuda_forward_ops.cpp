@@ -105,7 +105,7 @@ Status CudaForward::rope_kv(const DeviceStep& step, int32_t layer, int32_t rows,
   rope.num_tokens = rows;
   rope.positions = step.positions;
   rope.head_dim = c.head_dim;
-  rope.style = c.rope.style;
+  rope.style = weights_.rope_style();  // normal when the upload made neox pairs adjacent
   rope.num_rotary_dims = c.rope.num_rotary_dims;
   rope.freq_base = c.rope.freq_base;
   rope.freq_scale = c.rope.freq_scale;

@@ -1,6 +1,7 @@
 #include "backends/cuda/cuda_weights.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <numbers>
 #include <random>
@@ -25,6 +26,11 @@ struct CudaWeights::Tensor {
   // a null view stands for zeros of `part_sizes[i]` elements (a missing bias part).
   std::vector<const WeightView*> sources;
   std::vector<int64_t> part_sizes;
+  // Per source: its rows (matrices) or elements (vectors) are q or k heads whose neox pairs are
+  // made adjacent (neox_source_index); empty: none is.
+  std::vector<bool> pairs_adjacent;
+  int32_t head_dim = 0;         // with pairs_adjacent
+  int32_t num_rotary_dims = 0;  // with pairs_adjacent
   // Random: how a vector is drawn (matrices use kernels::launch_random_fill).
   enum class Fill { kMatrix, kOnes, kSmall, kRopeFactors } fill = Fill::kMatrix;
   uint64_t offset = 0;  // in buffer_
@@ -103,6 +109,19 @@ std::vector<float> llama3_factors(int32_t num_rotary_dims, float freq_base) {
   return factors;
 }
 
+// The source row (or element) of row `index` of a q or k source whose heads' neox pairs
+// (i, i + n_rot / 2) are made adjacent (2i, 2i + 1); dims past n_rot stay where they are.
+int64_t neox_source_index(int64_t index, int32_t head_dim, int32_t num_rotary_dims) {
+  const int64_t head = index / head_dim;
+  const int64_t d = index % head_dim;
+  if (d >= num_rotary_dims) return index;
+  return head * head_dim + (d % 2) * (num_rotary_dims / 2) + d / 2;
+}
+
+bool pairs_adjacent(const CudaWeights::Tensor& t, size_t source) {
+  return source < t.pairs_adjacent.size() && t.pairs_adjacent[source];
+}
+
 // Uploads one matrix tensor: each source's rows, converted to the device layout, in chunks.
 Status upload_matrix(const CudaWeights::Tensor& t, uint8_t* device, Stager& stager) {
   const uint64_t dev_row = kernels::device_row_bytes(t.type, t.num_cols);
@@ -110,15 +129,26 @@ Status upload_matrix(const CudaWeights::Tensor& t, uint8_t* device, Stager& stag
   const int64_t rows_per_chunk =
       std::max<int64_t>(1, static_cast<int64_t>(kStagingBytes / std::max(dev_row, src_row)) / 2);
   uint64_t at = 0;
-  for (const WeightView* view : t.sources) {
+  std::vector<uint8_t> gathered;  // [rows_per_chunk, src_row]: reordered rows of a chunk
+  for (size_t s = 0; s < t.sources.size(); ++s) {
+    const WeightView* view = t.sources[s];
     if (view->type != t.type || view->num_cols != t.num_cols) {
       return internal_error("fused weight " + t.name + ": part " + view->name + " differs");
     }
     for (int64_t r = 0; r < view->num_rows; r += rows_per_chunk) {
       const int64_t n = std::min(rows_per_chunk, view->num_rows - r);
       CELLM_ASSIGN_OR_RETURN(uint8_t * block, stager.next());
-      const std::span<const uint8_t> src =
+      std::span<const uint8_t> src =
           view->bytes.subspan(static_cast<size_t>(r) * src_row, static_cast<size_t>(n) * src_row);
+      if (pairs_adjacent(t, s)) {
+        gathered.resize(static_cast<size_t>(n) * src_row);
+        for (int64_t j = 0; j < n; ++j) {
+          const int64_t from = neox_source_index(r + j, t.head_dim, t.num_rotary_dims);
+          std::memcpy(gathered.data() + static_cast<size_t>(j) * src_row,
+                      view->bytes.data() + static_cast<size_t>(from) * src_row, src_row);
+        }
+        src = gathered;
+      }
       CELLM_RETURN_IF_ERROR(kernels::repack_rows_for_device(
                                 t.type, t.num_cols, n, src,
                                 std::span<uint8_t>(block, static_cast<size_t>(n) * dev_row))
@@ -175,6 +205,19 @@ Status CudaWeights::plan(const ModelWeights* w, const RandomWeightsSpec& random_
   };
   const int64_t hidden = c.hidden_size;
   const bool random = w == nullptr;
+  // A neox model's q and k rows reordered into adjacent pairs (random weights: nothing to move).
+  const char* neox_env = std::getenv("CELLM_CUDA_NEOX_AS_NORMAL");
+  const bool adjacent = options.neox_as_normal && c.rope.style == RopeStyle::kNeox &&
+                        !c.has_qk_norm && (neox_env == nullptr || std::string(neox_env) != "0");
+  if (adjacent) rope_style_ = RopeStyle::kNormal;
+  // The last planned tensor's sources that are q or k (in order), when reordering.
+  const auto mark_pairs = [&](std::vector<bool> qk) {
+    if (!adjacent || random) return;
+    Tensor& t = tensors->back();
+    t.pairs_adjacent = std::move(qk);
+    t.head_dim = c.head_dim;
+    t.num_rotary_dims = c.rope.num_rotary_dims;
+  };
   CELLM_RETURN_IF_ERROR(matrix(
       "token_embd.weight",
       random ? std::vector<const WeightView*>{} : std::vector<const WeightView*>{&w->token_embd},
@@ -216,11 +259,14 @@ Status CudaWeights::plan(const ModelWeights* w, const RandomWeightsSpec& random_
                                        ? std::vector<const WeightView*>{}
                                        : std::vector<const WeightView*>{&lw->wq, &lw->wk, &lw->wv},
                                    c.q_width() + c.kv_width() + c.v_width(), hidden, &out.qkv));
+      mark_pairs({true, true, false});
     } else {
       CELLM_RETURN_IF_ERROR(
           matrix(p + "attn_q.weight", one(&LayerWeights::wq), c.q_width(), hidden, &out.wq));
+      mark_pairs({true});
       CELLM_RETURN_IF_ERROR(
           matrix(p + "attn_k.weight", one(&LayerWeights::wk), c.kv_width(), hidden, &out.wk));
+      mark_pairs({true});
       CELLM_RETURN_IF_ERROR(matrix(p + "attn_v.weight", one(&LayerWeights::wv), c.v_width(), hidden,
                                    &out.wv, more_bits(l)));
     }
@@ -236,6 +282,7 @@ Status CudaWeights::plan(const ModelWeights* w, const RandomWeightsSpec& random_
       }
       vector(p + "attn_qkv.bias", parts, {c.q_width(), c.kv_width(), c.v_width()},
              Tensor::Fill::kSmall, &out.qkv_bias);
+      mark_pairs({true, true, false});
     }
     if (c.has_qk_norm) {
       vector(p + "attn_q_norm.weight", one(&LayerWeights::q_norm), {c.head_dim},
@@ -377,6 +424,13 @@ StatusOr<std::unique_ptr<CudaWeights>> CudaWeights::upload(const ModelConfig& co
         }
         CELLM_RETURN_IF_ERROR(
             dequantize_row(view->type, view->bytes, part).with_context(view->name));
+        if (pairs_adjacent(t, i)) {
+          const std::vector<float> original(part.begin(), part.end());
+          for (size_t e = 0; e < part.size(); ++e) {
+            part[e] = original[static_cast<size_t>(
+                neox_source_index(static_cast<int64_t>(e), t.head_dim, t.num_rotary_dims))];
+          }
+        }
       }
       at += t.part_sizes[i];
     }

@@ -7,7 +7,12 @@
 // kernels' device layout through pinned staging blocks, and, when the types allow it, fuses
 // q/k/v into one matrix (and their biases into one vector) and gate/up into one matrix, so a
 // layer runs two wide products instead of five. random() builds the same structure for a
-// geometry with random values generated on the device (benchmarks). Norms, biases and rope
+// geometry with random values generated on the device (benchmarks). A neox model (qwen2, phi3)
+// without q/k norms gets its q and k rows reordered so that each rotary pair (i, i + n_rot / 2)
+// of a head becomes adjacent (2i, 2i + 1) — the inverse of llama.cpp's Q/K permutation — and its
+// q/k biases with them: it then runs as a normal-style model (rope_style()), whose rotation the
+// q|k|v product's epilogue does at small batches, and q·k is unchanged (both sides reordered
+// alike; the K cache holds the reordered dims). Norms, biases and rope
 // factors are f32 vectors. All tensors live in one allocation. It knows shapes, types and
 // bytes — not steps, cells or kernels' launch choices. Thread-safety: immutable after creation;
 // any number of forwards may read it at once.
@@ -64,6 +69,9 @@ struct CudaWeightsOptions {
   // and its scratch.
   bool resident_bf16_if_room = false;
   uint64_t keep_free_bytes = 0;
+  // Reorder a neox model's q and k rows into adjacent rotary pairs (see above; off with
+  // CELLM_CUDA_NEOX_AS_NORMAL=0, for measurements).
+  bool neox_as_normal = true;
   int device = 0;
 };
 
@@ -95,6 +103,9 @@ class CudaWeights {
   const kernels::DeviceWeight& output() const { return output_; }  // [vocab, hidden]; may alias
   const float* output_norm() const { return output_norm_; }        // [hidden]
   const float* rope_freqs() const { return rope_freqs_; }          // [n_rot / 2] or null
+  // The rotary pairs of the uploaded q and k rows: the config's style, or normal when a neox
+  // model's pairs were made adjacent at upload. Every rope kernel must use this one.
+  RopeStyle rope_style() const { return rope_style_; }
 
   // Bytes of device memory the weights occupy (resident bf16 copies included).
   uint64_t num_bytes() const { return buffer_.num_bytes() + copies_.num_bytes(); }
@@ -111,7 +122,8 @@ class CudaWeights {
   struct Tensor;  // internal to cuda_weights.cpp: a planned tensor and where its values come from
 
  private:
-  explicit CudaWeights(const ModelConfig& config) : config_(config) {}
+  explicit CudaWeights(const ModelConfig& config)
+      : config_(config), rope_style_(config.rope.style) {}
   Status plan(const ModelWeights* weights, const RandomWeightsSpec& random,
               const CudaWeightsOptions& o, std::vector<Tensor>* tensors);
   void bind(const std::vector<Tensor>& tensors);
@@ -126,6 +138,7 @@ class CudaWeights {
   kernels::DeviceWeight output_;
   const float* output_norm_ = nullptr;
   const float* rope_freqs_ = nullptr;
+  RopeStyle rope_style_ = RopeStyle::kNormal;
   std::unordered_map<const void*, const uint16_t*> bf16_copies_;  // matrix data -> bf16 copy
 };
 
