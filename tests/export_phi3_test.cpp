@@ -8,9 +8,13 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <functional>
+#include <list>
 
 #include "export_test_support.h"
+#include "model/rope_pairs.h"
 #include "program/program_test_support.h"
 #include "tiny_phi3.h"
 
@@ -202,6 +206,80 @@ TEST_F(ExportPhi3Test, BadLongRopeSettingsAreRefusedByName) {
     EXPECT_NE(report.status().message().find(m.expected), std::string::npos)
         << m.what << ": " << report.status().to_string();
     EXPECT_FALSE(et::exists(options.output)) << m.what;
+  }
+}
+
+// What CudaWeights does to a neox model (model/rope_pairs.h), done here on the CPU oracle: q and
+// k rows (and biases) reordered into adjacent pairs and the model run with normal-style rope
+// gives the references' tokens and logits — tiny-phi3 (a partial rotary head) and tiny-qwen2
+// (q/k biases).
+class NeoxAsNormal {
+ public:
+  NeoxAsNormal(const ModelConfig& config, const ModelWeights& weights)
+      : config_(config), weights_(weights) {
+    EXPECT_EQ(config_.rope.style, RopeStyle::kNeox);
+    config_.rope.style = RopeStyle::kNormal;
+    for (LayerWeights& l : weights_.layers) {
+      for (WeightView* view : {&l.wq, &l.wk, &l.q_bias, &l.k_bias}) {
+        if (!view->present()) continue;
+        EXPECT_EQ(view->type, TensorType::kF32) << view->name;
+        // A bias is one row of num_cols elements: reorder elements; a matrix: rows.
+        const bool vector = view->num_rows == 1;
+        const int64_t count = vector ? view->num_cols : view->num_rows;
+        const size_t unit = vector ? sizeof(float) : view->row_bytes;
+        std::vector<uint8_t>& out = buffers_.emplace_back(view->bytes.size());
+        for (int64_t r = 0; r < count; ++r) {
+          const int64_t from = neox_source_row(r, config_.head_dim, config_.rope.num_rotary_dims);
+          std::memcpy(out.data() + static_cast<size_t>(r) * unit,
+                      view->bytes.data() + static_cast<size_t>(from) * unit, unit);
+        }
+        view->bytes = out;
+      }
+    }
+  }
+  const ModelConfig& config() const { return config_; }
+  const ModelWeights& weights() const { return weights_; }
+
+ private:
+  ModelConfig config_;
+  ModelWeights weights_;
+  std::list<std::vector<uint8_t>> buffers_;  // the reordered bytes the views point into
+};
+
+TEST_F(ExportPhi3Test, NeoxModelsReorderedIntoAdjacentPairsRunAsNormalStyleModels) {
+  const std::string output = et::fresh_dir("phi3_adjacent") + "/program.gguf";
+  ASSERT_NO_FATAL_FAILURE(testing::export_tiny_phi3(*hf_dir_, output, 64));
+  const Program phi3 = et::load_ok(output);
+  {
+    const NeoxAsNormal reordered(phi3.config(), phi3.weights());
+    CpuExecutor executor(reordered.config(), reordered.weights(), phi3.spec(), {});
+    ASSERT_TRUE(executor.initialize().ok());
+    for (const nlohmann::json& c : testing::tiny_phi3_variant("short").at("cases")) {
+      const testing::GreedyRun run =
+          testing::run_greedy(executor, c.at("prompt_tokens").get<std::vector<int32_t>>(),
+                              static_cast<int32_t>(c.at("generated_tokens").size()));
+      testing::expect_tiny_phi3_case(run, c, phi3.config().vocab_size, kTolerance,
+                                     "tiny-phi3 reordered, case " + c.at("case").dump());
+    }
+  }
+  const std::unique_ptr<Program> qwen2 = testing::load_test_program("arch/tiny-qwen2.gguf");
+  ASSERT_NE(qwen2, nullptr);
+  ASSERT_TRUE(qwen2->config().has_qkv_bias);
+  const NeoxAsNormal reordered(qwen2->config(), qwen2->weights());
+  CpuExecutor executor(reordered.config(), reordered.weights(), qwen2->spec(), {});
+  ASSERT_TRUE(executor.initialize().ok());
+  std::ifstream in(testing::test_model_path("arch/tiny-qwen2-reference.json"));
+  const nlohmann::json reference = nlohmann::json::parse(in);
+  for (const nlohmann::json& c : reference.at("cases")) {
+    const auto expected = c.at("generated_tokens").get<std::vector<int32_t>>();
+    const std::vector<float> logits = testing::read_f32_file(
+        testing::test_model_path("arch/" + c.at("logits_file").get<std::string>()));
+    const testing::GreedyRun run =
+        testing::run_greedy(executor, c.at("prompt_tokens").get<std::vector<int32_t>>(),
+                            static_cast<int32_t>(expected.size()));
+    EXPECT_EQ(run.tokens, expected) << "tiny-qwen2 reordered, case " << c.at("case");
+    ASSERT_EQ(run.logits.size(), logits.size());
+    EXPECT_LE(testing::max_abs_diff(run.logits, logits), kTolerance);
   }
 }
 

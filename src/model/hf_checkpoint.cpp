@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/float16.h"
+#include "model/rope_pairs.h"
 
 namespace cellm {
 namespace {
@@ -38,10 +39,8 @@ std::vector<uint64_t> CheckpointTensor::dims() const {
 
 int64_t CheckpointTensor::source_row(int64_t row) const {
   if (permute_heads <= 0) return row;
-  const int64_t head_dim = num_rows / permute_heads;
-  const int64_t head = row / head_dim;
-  const int64_t within = row % head_dim;  // 2j + t in GGUF's adjacent-pair order
-  return head * head_dim + (within % 2) * (head_dim / 2) + within / 2;
+  const auto head_dim = static_cast<int32_t>(num_rows / permute_heads);
+  return neox_source_row(row, head_dim, head_dim);
 }
 
 StatusOr<HfCheckpoint> HfCheckpoint::open(const std::string& dir, bool prequantized) {

@@ -12,6 +12,7 @@
 #include "backends/cuda/kernels/dequantize.cuh"
 #include "backends/cuda/kernels/random_fill.cuh"
 #include "gguf/dequantize.h"
+#include "model/rope_pairs.h"
 
 namespace cellm {
 
@@ -27,7 +28,7 @@ struct CudaWeights::Tensor {
   std::vector<const WeightView*> sources;
   std::vector<int64_t> part_sizes;
   // Per source: its rows (matrices) or elements (vectors) are q or k heads whose neox pairs are
-  // made adjacent (neox_source_index); empty: none is.
+  // made adjacent (model/rope_pairs.h); empty: none is.
   std::vector<bool> pairs_adjacent;
   int32_t head_dim = 0;         // with pairs_adjacent
   int32_t num_rotary_dims = 0;  // with pairs_adjacent
@@ -109,15 +110,6 @@ std::vector<float> llama3_factors(int32_t num_rotary_dims, float freq_base) {
   return factors;
 }
 
-// The source row (or element) of row `index` of a q or k source whose heads' neox pairs
-// (i, i + n_rot / 2) are made adjacent (2i, 2i + 1); dims past n_rot stay where they are.
-int64_t neox_source_index(int64_t index, int32_t head_dim, int32_t num_rotary_dims) {
-  const int64_t head = index / head_dim;
-  const int64_t d = index % head_dim;
-  if (d >= num_rotary_dims) return index;
-  return head * head_dim + (d % 2) * (num_rotary_dims / 2) + d / 2;
-}
-
 bool pairs_adjacent(const CudaWeights::Tensor& t, size_t source) {
   return source < t.pairs_adjacent.size() && t.pairs_adjacent[source];
 }
@@ -143,7 +135,7 @@ Status upload_matrix(const CudaWeights::Tensor& t, uint8_t* device, Stager& stag
       if (pairs_adjacent(t, s)) {
         gathered.resize(static_cast<size_t>(n) * src_row);
         for (int64_t j = 0; j < n; ++j) {
-          const int64_t from = neox_source_index(r + j, t.head_dim, t.num_rotary_dims);
+          const int64_t from = neox_source_row(r + j, t.head_dim, t.num_rotary_dims);
           std::memcpy(gathered.data() + static_cast<size_t>(j) * src_row,
                       view->bytes.data() + static_cast<size_t>(from) * src_row, src_row);
         }
@@ -207,8 +199,9 @@ Status CudaWeights::plan(const ModelWeights* w, const RandomWeightsSpec& random_
   const bool random = w == nullptr;
   // A neox model's q and k rows reordered into adjacent pairs (random weights: nothing to move).
   const char* neox_env = std::getenv("CELLM_CUDA_NEOX_AS_NORMAL");
-  const bool adjacent = options.neox_as_normal && c.rope.style == RopeStyle::kNeox &&
-                        !c.has_qk_norm && (neox_env == nullptr || std::string(neox_env) != "0");
+  const bool neox_wanted =
+      neox_env != nullptr ? std::string(neox_env) != "0" : options.neox_as_normal;
+  const bool adjacent = neox_wanted && c.rope.style == RopeStyle::kNeox && !c.has_qk_norm;
   if (adjacent) rope_style_ = RopeStyle::kNormal;
   // The last planned tensor's sources that are q or k (in order), when reordering.
   const auto mark_pairs = [&](std::vector<bool> qk) {
@@ -428,7 +421,7 @@ StatusOr<std::unique_ptr<CudaWeights>> CudaWeights::upload(const ModelConfig& co
           const std::vector<float> original(part.begin(), part.end());
           for (size_t e = 0; e < part.size(); ++e) {
             part[e] = original[static_cast<size_t>(
-                neox_source_index(static_cast<int64_t>(e), t.head_dim, t.num_rotary_dims))];
+                neox_source_row(static_cast<int64_t>(e), t.head_dim, t.num_rotary_dims))];
           }
         }
       }

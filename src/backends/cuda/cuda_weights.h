@@ -8,14 +8,14 @@
 // q/k/v into one matrix (and their biases into one vector) and gate/up into one matrix, so a
 // layer runs two wide products instead of five. random() builds the same structure for a
 // geometry with random values generated on the device (benchmarks). A neox model (qwen2, phi3)
-// without q/k norms gets its q and k rows reordered so that each rotary pair (i, i + n_rot / 2)
-// of a head becomes adjacent (2i, 2i + 1) — the inverse of llama.cpp's Q/K permutation — and its
-// q/k biases with them: it then runs as a normal-style model (rope_style()), whose rotation the
-// q|k|v product's epilogue does at small batches, and q·k is unchanged (both sides reordered
-// alike; the K cache holds the reordered dims). Norms, biases and rope
-// factors are f32 vectors. All tensors live in one allocation. It knows shapes, types and
-// bytes — not steps, cells or kernels' launch choices. Thread-safety: immutable after creation;
-// any number of forwards may read it at once.
+// without q/k norms may get its q and k rows reordered (neox_as_normal) so that each rotary pair
+// (i, i + n_rot / 2) of a head becomes adjacent (2i, 2i + 1) — the inverse of llama.cpp's Q/K
+// permutation — and its q/k biases with them: it then runs as a normal-style model (rope_style()),
+// whose rotation the q|k|v product's epilogue does at small batches, and q·k is unchanged (both
+// sides reordered alike; the K cache holds the reordered dims). Norms, biases and rope factors are
+// f32 vectors. All tensors live in one allocation. It knows shapes, types and bytes — not steps,
+// cells or kernels' launch choices. Thread-safety: immutable after creation; any number of forwards
+// may read it at once.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -69,9 +69,10 @@ struct CudaWeightsOptions {
   // and its scratch.
   bool resident_bf16_if_room = false;
   uint64_t keep_free_bytes = 0;
-  // Reorder a neox model's q and k rows into adjacent rotary pairs (see above; off with
-  // CELLM_CUDA_NEOX_AS_NORMAL=0, for measurements).
-  bool neox_as_normal = true;
+  // Reorder a neox model's q and k rows into adjacent rotary pairs (see above). Off until a
+  // device run has checked it (docs/perf/decode.md, version 28); CELLM_CUDA_NEOX_AS_NORMAL=1
+  // turns it on (0 off), whatever this says.
+  bool neox_as_normal = false;
   int device = 0;
 };
 
