@@ -188,5 +188,26 @@ TEST(ModelWeightsTest, UnsupportedTensorTypeIsAnErrorNamingTheTensorAndType) {
             "tensor 'token_embd.weight' has type iq4_nl, which cellm cannot compute with");
 }
 
+TEST(ModelWeightsTest, LongRopeFactorsOnAModelOtherThanPhi3AreRefused) {
+  EditedModel model = load_edited_stories([](std::string& name, TensorType&, auto&) {
+    if (name == "output_norm.weight") name = "rope_factors_short.weight";
+    return true;
+  });
+  EXPECT_EQ(model.status.code(), StatusCode::kUnimplemented);
+  EXPECT_EQ(model.status.message(),
+            "tensor 'rope_factors_short.weight': LongRoPE factors are supported on phi3 models "
+            "only");
+}
+
+TEST(ModelWeightsTest, AFusedTensorOfAnotherArchitectureIsRefusedNotIgnored) {
+  // A llama model reads attn_q / attn_k / attn_v; an attn_qkv beside them would be left out.
+  EditedModel model = load_edited_stories([](std::string& name, TensorType&, auto&) {
+    if (name == "blk.2.attn_q.weight") name = "blk.2.attn_qkv.weight";
+    return true;
+  });
+  EXPECT_EQ(model.status.code(), StatusCode::kUnimplemented);
+  EXPECT_EQ(model.status.message(), "tensor 'blk.2.attn_qkv.weight' is not part of a llama model");
+}
+
 }  // namespace
 }  // namespace cellm
