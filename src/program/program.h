@@ -4,13 +4,14 @@
 // `Program::load(path)` maps and parses the file, reads the ModelConfig, binds the ModelWeights
 // (shape- and type-checked views into the mapping), reads the ProgramSpec (a plain GGUF model
 // gets the documented defaults, said once in the log at info level) and validates it against
-// the model, and builds the Tokenizer from the `tokenizer.*` keys; the tokenizer's vocabulary
-// must equal the LM head's rows. Every error names the file and the key or tensor. Executors read
-// their limits only from `spec()`. It knows nothing of backends, sessions or exporting
-// (exporter.h writes programs). Move-only; the weight views stay valid across moves (they point
-// into the mapping the GgufFile holds). The header does not include tokenizer.h, so code that
-// only runs the model need not see the tokenizer's declarations. Thread-safety: immutable after
-// load; read from any thread.
+// the model — a phi3 model serving more positions than its original context then uses its long
+// LongRoPE factors (ModelWeights::use_long_rope_factors) — and builds the Tokenizer from the
+// `tokenizer.*` keys; the tokenizer's vocabulary must equal the LM head's rows. Every error names
+// the file and the key or tensor. Executors read their limits only from `spec()`. It knows nothing
+// of backends, sessions or exporting (exporter.h writes programs). Move-only; the weight views stay
+// valid across moves (they point into the mapping the GgufFile holds). The header does not include
+// tokenizer.h, so code that only runs the model need not see the tokenizer's declarations.
+// Thread-safety: immutable after load; read from any thread.
 #pragma once
 
 #include <memory>
