@@ -14,7 +14,7 @@
 namespace cellm::program_testing {
 namespace {
 
-constexpr std::string_view kArchitectureNames[] = {"llama", "mistral", "qwen2", "qwen3"};
+constexpr std::string_view kArchitectureNames[] = {"llama", "mistral", "qwen2", "qwen3", "phi3"};
 constexpr std::string_view kArchitectureKeys[] = {
     "block_count",
     "embedding_length",
@@ -30,6 +30,8 @@ constexpr std::string_view kArchitectureKeys[] = {
     "rope.freq_base",
     "rope.scaling.type",
     "rope.scaling.factor",
+    "rope.scaling.attn_factor",
+    "rope.scaling.original_context_length",
     "attention.sliding_window",
 };
 constexpr std::string_view kProgramKeys[] = {
@@ -39,13 +41,14 @@ constexpr std::string_view kProgramKeys[] = {
     "kv.heads",          "kv.head_dims",    "kv.windows",
     "vocab_size",        "source",
 };
-constexpr std::string_view kGlobalTensors[] = {"token_embd.weight", "output_norm.weight",
-                                               "output.weight", "rope_freqs.weight"};
+constexpr std::string_view kGlobalTensors[] = {
+    "token_embd.weight", "output_norm.weight",        "output.weight",
+    "rope_freqs.weight", "rope_factors_short.weight", "rope_factors_long.weight"};
 constexpr std::string_view kLayerTensors[] = {
     "attn_norm.weight",   "attn_q.weight",      "attn_k.weight",   "attn_v.weight",
     "attn_output.weight", "attn_q.bias",        "attn_k.bias",     "attn_v.bias",
     "attn_q_norm.weight", "attn_k_norm.weight", "ffn_norm.weight", "ffn_gate.weight",
-    "ffn_up.weight",      "ffn_down.weight",
+    "ffn_up.weight",      "ffn_down.weight",    "attn_qkv.weight", "attn_qkv.bias",
 };
 
 bool is_name_char(char c) {
