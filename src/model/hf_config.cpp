@@ -68,12 +68,9 @@ class Reader {
     if (!has(key)) return fallback;
     const Json& value = object_.at(key);
     if (!value.is_number()) return error(key, "is not a number: " + json_for_message(value));
-    // Checked as the float it becomes: 1e39 would be inf, 1e-50 zero.
-    const double x = value.get<double>();
-    if (!(x > 0.0) || x > std::numeric_limits<float>::max() || !(static_cast<float>(x) > 0.0f)) {
-      return error(key, "must be a number > 0 that fits a float: " + json_for_message(value));
-    }
-    return static_cast<float>(x);
+    const std::optional<float> x = positive_float(value);
+    if (!x) return error(key, "must be a number > 0 that fits a float: " + json_for_message(value));
+    return *x;
   }
 
   // A list of `size` numbers, each finite and > 0 as a float.
@@ -85,15 +82,25 @@ class Reader {
     }
     std::vector<float> out;
     for (const Json& x : value) {
-      const double d = x.is_number() ? x.get<double>() : 0.0;
-      if (!(d > 0.0) || d > std::numeric_limits<float>::max() || !(static_cast<float>(d) > 0.0f) ||
-          !std::isnormal(static_cast<float>(d))) {
+      const std::optional<float> f = positive_float(x);
+      if (!f || !std::isnormal(*f)) {  // each divides a frequency: no denormals
         return error(key, "holds a value that is not a number > 0 that fits a float: " +
                               json_for_message(x));
       }
-      out.push_back(static_cast<float>(d));
+      out.push_back(*f);
     }
     return out;
+  }
+
+  // A JSON number as the float it becomes, when that is > 0 and finite (1e39 would be inf,
+  // 1e-50 zero); nullopt otherwise.
+  static std::optional<float> positive_float(const Json& value) {
+    if (!value.is_number()) return std::nullopt;
+    const double x = value.get<double>();
+    if (!(x > 0.0) || x > std::numeric_limits<float>::max() || !(static_cast<float>(x) > 0.0f)) {
+      return std::nullopt;
+    }
+    return static_cast<float>(x);
   }
 
   StatusOr<bool> boolean(const char* key, bool fallback) const {
