@@ -69,10 +69,10 @@ struct CudaWeightsOptions {
   // and its scratch.
   bool resident_bf16_if_room = false;
   uint64_t keep_free_bytes = 0;
-  // Reorder a neox model's q and k rows into adjacent rotary pairs (see above). Off until a
-  // device run has checked it (docs/perf/decode.md, version 28); CELLM_CUDA_NEOX_AS_NORMAL=1
-  // turns it on (0 off), whatever this says.
-  bool neox_as_normal = false;
+  // Reorder a neox model's q and k rows into adjacent rotary pairs (see above; checked on the
+  // device, docs/perf/decode.md version 28). CELLM_CUDA_NEOX_AS_NORMAL=0 turns it off (1 on),
+  // whatever this says, for measurements.
+  bool neox_as_normal = true;
   int device = 0;
 };
 

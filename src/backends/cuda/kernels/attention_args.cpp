@@ -41,11 +41,11 @@ Status check_attention_args(const AttentionArgs& a, std::string_view op) {
 }
 
 bool tensor_core_attention_applies(const AttentionArgs& a) {
-  // Heads of 96 (Phi-3) only with CELLM_CUDA_TC_HEAD96=1 until a device run has checked them
-  // (docs/perf/decode.md, version 28); the CUDA-core kernels take them otherwise.
+  // Heads of 96 (Phi-3) too, checked on the device (docs/perf/decode.md, version 28);
+  // CELLM_CUDA_TC_HEAD96=0 gives them to the CUDA-core kernels, for measurements.
   static const bool head96 = [] {
     const char* value = std::getenv("CELLM_CUDA_TC_HEAD96");
-    return value != nullptr && std::string(value) == "1";
+    return value == nullptr || std::string(value) != "0";
   }();
   return a.cache_dtype != KvDtype::kF32 && a.head_dim == a.value_head_dim &&
          (a.head_dim == 64 || (a.head_dim == 96 && head96) || a.head_dim == 128);

@@ -128,8 +128,8 @@ inline dim3 decode_attention_grid(const DecodeKernelArgs& args, int rows) {
 }
 
 // True when the tensor-core kernels take these arguments: a 16-bit cache (f16, bf16) and equal
-// key and value head sizes of 64 or 128 (96 with CELLM_CUDA_TC_HEAD96=1, until a device run has
-// checked it). Other steps use the f32 CUDA-core kernels.
+// key and value head sizes of 64, 96 or 128 (not 96 with CELLM_CUDA_TC_HEAD96=0, for
+// measurements). Other steps use the f32 CUDA-core kernels.
 bool tensor_core_attention_applies(const AttentionArgs& args);
 
 // Tensor-core decode (attention_decode_tc.cu): the grid and outputs of the CUDA-core decode
