@@ -136,14 +136,21 @@ Status HfCheckpoint::map_tensors() {
   const bool qwen2 = c.architecture == Architecture::kQwen2;
   const bool qwen3 = c.architecture == Architecture::kQwen3;
   const bool phi3 = c.architecture == Architecture::kPhi3;
+  const bool gemma3 = c.architecture == Architecture::kGemma3;
+  // A norm vector: gemma3's are stored as 1 + w.
+  const auto add_norm = [&](const std::string& gguf_name, const std::string& hf_name,
+                            int64_t size) -> Status {
+    CELLM_RETURN_IF_ERROR(add_vector(gguf_name, hf_name, size, true));
+    if (gemma3) tensors_.back().value_shift = 1.0f;
+    return ok_status();
+  };
 
   CELLM_RETURN_IF_ERROR(
       add_matrix("token_embd.weight", "model.embed_tokens", c.vocab_size, hidden, 0, true));
   for (int32_t i = 0; i < c.num_layers; ++i) {
     const std::string hf = fmt::format("model.layers.{}.", i);
     const std::string g = fmt::format("blk.{}.", i);
-    CELLM_RETURN_IF_ERROR(
-        add_vector(g + "attn_norm.weight", hf + "input_layernorm.weight", hidden, true));
+    CELLM_RETURN_IF_ERROR(add_norm(g + "attn_norm.weight", hf + "input_layernorm.weight", hidden));
     if (phi3) {  // q|k|v as one matrix, as llama.cpp's converter writes it
       CELLM_RETURN_IF_ERROR(add_matrix(g + "attn_qkv.weight", hf + "self_attn.qkv_proj",
                                        q_width + 2 * kv_width, hidden, 0, true));
@@ -165,14 +172,23 @@ Status HfCheckpoint::map_tensors() {
       CELLM_RETURN_IF_ERROR(
           add_vector(g + "attn_v.bias", hf + "self_attn.v_proj.bias", kv_width, true));
     }
-    if (qwen3) {
+    if (qwen3 || gemma3) {
       CELLM_RETURN_IF_ERROR(
-          add_vector(g + "attn_q_norm.weight", hf + "self_attn.q_norm.weight", c.head_dim, true));
+          add_norm(g + "attn_q_norm.weight", hf + "self_attn.q_norm.weight", c.head_dim));
       CELLM_RETURN_IF_ERROR(
-          add_vector(g + "attn_k_norm.weight", hf + "self_attn.k_norm.weight", c.head_dim, true));
+          add_norm(g + "attn_k_norm.weight", hf + "self_attn.k_norm.weight", c.head_dim));
     }
-    CELLM_RETURN_IF_ERROR(
-        add_vector(g + "ffn_norm.weight", hf + "post_attention_layernorm.weight", hidden, true));
+    if (gemma3) {
+      CELLM_RETURN_IF_ERROR(add_norm(g + "post_attention_norm.weight",
+                                     hf + "post_attention_layernorm.weight", hidden));
+      CELLM_RETURN_IF_ERROR(
+          add_norm(g + "ffn_norm.weight", hf + "pre_feedforward_layernorm.weight", hidden));
+      CELLM_RETURN_IF_ERROR(
+          add_norm(g + "post_ffw_norm.weight", hf + "post_feedforward_layernorm.weight", hidden));
+    } else {
+      CELLM_RETURN_IF_ERROR(
+          add_norm(g + "ffn_norm.weight", hf + "post_attention_layernorm.weight", hidden));
+    }
     if (phi3) {  // gate rows then up rows, one matrix (llama.cpp's ffn_up of a phi3 model)
       CELLM_RETURN_IF_ERROR(add_matrix(g + "ffn_up.weight", hf + "mlp.gate_up_proj",
                                        2 * int64_t{c.intermediate_size}, hidden, 0, true));
@@ -185,7 +201,7 @@ Status HfCheckpoint::map_tensors() {
     CELLM_RETURN_IF_ERROR(add_matrix(g + "ffn_down.weight", hf + "mlp.down_proj", hidden,
                                      c.intermediate_size, 0, true));
   }
-  CELLM_RETURN_IF_ERROR(add_vector("output_norm.weight", "model.norm.weight", hidden, true));
+  CELLM_RETURN_IF_ERROR(add_norm("output_norm.weight", "model.norm.weight", hidden));
   if (c.tie_word_embeddings) {
     if (weights_.find("lm_head.weight") != nullptr) used_.push_back("lm_head.weight");  // unused
   } else {
@@ -254,6 +270,9 @@ void HfCheckpoint::read_row_f32(const CheckpointTensor& t, int64_t row, std::spa
       break;
     default:
       CELLM_CHECK(false) << t.gguf_name << ": unexpected source type";
+  }
+  if (t.value_shift != 0.0f) {
+    for (float& value : out) value += t.value_shift;
   }
 }
 

@@ -7,7 +7,10 @@
 // q_norm/k_norm → attn_{q,k}_norm, post_attention_layernorm → ffn_norm, mlp.{gate,up,down}_proj
 // → ffn_{gate,up,down}; llama3 rope scaling adds rope_freqs.weight (HfConfig). phi3's fused
 // self_attn.qkv_proj → attn_qkv and mlp.gate_up_proj → ffn_up (gate rows first), its LongRoPE
-// lists → rope_factors_short / rope_factors_long, as llama.cpp's converter writes them. An HF [out,
+// lists → rope_factors_short / rope_factors_long, as llama.cpp's converter writes them. gemma3's
+// pre_feedforward_layernorm → ffn_norm, its post_attention_layernorm → post_attention_norm and
+// post_feedforward_layernorm → post_ffw_norm, and every gemma3 norm (q/k norms too) is stored as
+// 1 + w, as llama.cpp's converter stores it (Gemma's RMSNorm scales by 1 + w). An HF [out,
 // in] matrix becomes GGUF dims {in, out}, rows unchanged except for the llama/mistral Q/K row
 // permutation (new row h·d + 2j + t = old row h·d + t·d/2 + j, per head: GGUF llama's RoPE pairs
 // adjacent dims where HF rotates halves); qwen2/qwen3 are not permuted. Every tensor the
@@ -43,6 +46,7 @@ struct CheckpointTensor {
   const SafetensorsTensor* source = nullptr;  // null for computed and GPTQ tensors
   std::vector<float> values;                  // computed tensors (rope_freqs): [num_cols], f32
   int32_t permute_heads = 0;  // > 0: the llama Q/K row permutation over this many heads
+  float value_shift = 0.0f;   // added to every value read (gemma3's norms: HF w, GGUF 1 + w)
   std::optional<GptqLinear> gptq;
 
   // GGUF dims, innermost first: {num_cols, num_rows} or {num_cols}.

@@ -27,6 +27,7 @@ constexpr HfArchitecture kArchitectures[] = {
     {"qwen2", "Qwen2ForCausalLM", Architecture::kQwen2},
     {"qwen3", "Qwen3ForCausalLM", Architecture::kQwen3},
     {"phi3", "Phi3ForCausalLM", Architecture::kPhi3},
+    {"gemma3_text", "Gemma3ForCausalLM", Architecture::kGemma3},
 };
 
 // Reads typed keys of one JSON object; every error names the file and the key.
@@ -37,6 +38,8 @@ class Reader {
 
   bool has(const char* key) const { return object_.contains(key) && !object_.at(key).is_null(); }
   const Json& at(const char* key) const { return object_.at(key); }
+
+  std::string_view where() const { return where_; }
 
   Status error(const char* key, std::string_view what) const {
     return data_loss(fmt::format("{}: key '{}{}' {}", where_, prefix_, key, what));
@@ -150,6 +153,13 @@ Status read_long_rope(const Reader& r, HfConfig* config) {
           ? 1.0
           : std::sqrt(1.0 + std::log(static_cast<double>(factor)) /
                                 std::log(static_cast<double>(out.original_context_length)));
+  // An original context of 1 position divides by ln 1 = 0 (transformers fails there too).
+  if (!r.has("attention_factor") &&
+      !(std::isfinite(attention) && attention > 0.0 && attention < 3.4e38)) {
+    return r.error("original_max_position_embeddings",
+                   fmt::format("({}) gives no finite attention factor for the factor {}",
+                               out.original_context_length, factor));
+  }
   CELLM_ASSIGN_OR_RETURN(out.attention_factor,
                          r.number("attention_factor", static_cast<float>(attention)));
   out.factor = factor;
@@ -238,6 +248,81 @@ Status read_windows(const Reader& r, std::string_view where, HfConfig* c) {
   return ok_status();
 }
 
+// gemma3's windows: `layer_types` (transformers 5) or `sliding_window_pattern` (default 6) say
+// which layers are global; the pattern must be regular (layer l global iff (l + 1) % p == 0),
+// as GGUF keeps only p. All-windowed layers give p = num_layers + 1.
+Status read_gemma3_windows(const Reader& r, HfConfig* c) {
+  CELLM_ASSIGN_OR_RETURN(c->sliding_window, r.positive("sliding_window", 4096));
+  CELLM_ASSIGN_OR_RETURN(c->sliding_window_pattern, r.positive("sliding_window_pattern", 6));
+  if (!r.has("layer_types")) return ok_status();
+  const Json& types = r.at("layer_types");
+  if (!types.is_array() || types.size() != static_cast<size_t>(c->num_layers)) {
+    return r.error("layer_types", "is not a list with one entry per layer");
+  }
+  int32_t pattern = c->num_layers + 1;
+  for (size_t l = 0; l < types.size(); ++l) {
+    if (types[l] != "sliding_attention" && types[l] != "full_attention") {
+      return r.error("layer_types",
+                     "holds a type other than sliding_attention and full_attention: " +
+                         json_for_message(types[l]));
+    }
+    if (types[l] == "full_attention") {
+      pattern = static_cast<int32_t>(l) + 1;
+      break;
+    }
+  }
+  for (size_t l = 0; l < types.size(); ++l) {
+    const bool full = (static_cast<int32_t>(l) + 1) % pattern == 0;
+    if ((types[l] == "full_attention") != full) {
+      return unimplemented(fmt::format(
+          "{}: key 'layer_types' is not one global layer every {} (GGUF keeps one pattern)",
+          r.where(), pattern));
+    }
+  }
+  c->sliding_window_pattern = pattern;
+  return ok_status();
+}
+
+// gemma3's rope: rope_theta + rope_scaling for the global layers and rope_local_base_freq for the
+// windowed ones, or transformers 5's rope_parameters with one entry per layer type.
+Status read_gemma3_rope(const Reader& r, std::string_view where, HfConfig* c) {
+  CELLM_ASSIGN_OR_RETURN(c->rope_local_base_freq, r.number("rope_local_base_freq", 10000.0f));
+  if (r.has("rope_scaling")) {
+    CELLM_RETURN_IF_ERROR(read_rope_scaling(r.at("rope_scaling"), where, "rope_scaling", c));
+  }
+  if (!r.has("rope_parameters")) return ok_status();
+  const Json& params = r.at("rope_parameters");
+  if (!params.is_object() || !params.contains("full_attention")) {
+    CELLM_RETURN_IF_ERROR(read_rope_scaling(params, where, "rope_parameters", c));
+    CELLM_ASSIGN_OR_RETURN(
+        c->rope_theta,
+        Reader(params, where, "rope_parameters.").number("rope_theta", c->rope_theta));
+    return ok_status();
+  }
+  const Json& full = params.at("full_attention");
+  CELLM_RETURN_IF_ERROR(read_rope_scaling(full, where, "rope_parameters.full_attention", c));
+  CELLM_ASSIGN_OR_RETURN(
+      c->rope_theta,
+      Reader(full, where, "rope_parameters.full_attention.").number("rope_theta", c->rope_theta));
+  if (params.contains("sliding_attention")) {
+    const Json& sliding = params.at("sliding_attention");
+    HfConfig probe;  // the windowed layers' scaling must be none
+    probe.architecture = c->architecture;
+    CELLM_RETURN_IF_ERROR(
+        read_rope_scaling(sliding, where, "rope_parameters.sliding_attention", &probe));
+    if (!probe.rope_scaling.type.empty()) {
+      return unimplemented(
+          fmt::format("{}: key 'rope_parameters.sliding_attention' scales the windowed layers' "
+                      "rope: not supported",
+                      where));
+    }
+    CELLM_ASSIGN_OR_RETURN(c->rope_local_base_freq,
+                           Reader(sliding, where, "rope_parameters.sliding_attention.")
+                               .number("rope_theta", c->rope_local_base_freq));
+  }
+  return ok_status();
+}
+
 StatusOr<HfConfig> parse_object(const Json& json, std::string_view where) {
   if (!json.is_object()) return data_loss(std::string(where) + ": not a JSON object");
   const Reader r(json, where);
@@ -261,13 +346,14 @@ StatusOr<HfConfig> parse_object(const Json& json, std::string_view where) {
   if (arch == nullptr) {
     return unimplemented(
         fmt::format("{}: architecture '{}' is not supported (cellm exports llama, "
-                    "mistral, qwen2, qwen3, phi3)",
+                    "mistral, qwen2, qwen3, phi3, gemma3_text)",
                     where, text_for_message(found)));
   }
   c.model_type = arch->model_type;
   c.architecture = arch->architecture;
   const bool qwen3 = c.architecture == Architecture::kQwen3;
   const bool phi3 = c.architecture == Architecture::kPhi3;
+  const bool gemma3 = c.architecture == Architecture::kGemma3;
   CELLM_ASSIGN_OR_RETURN(c.hidden_size, r.positive("hidden_size", std::nullopt));
   CELLM_ASSIGN_OR_RETURN(c.intermediate_size, r.positive("intermediate_size", std::nullopt));
   CELLM_ASSIGN_OR_RETURN(c.num_layers, r.positive("num_hidden_layers", std::nullopt));
@@ -282,6 +368,8 @@ StatusOr<HfConfig> parse_object(const Json& json, std::string_view where) {
   std::optional<int32_t> default_head_dim;
   if (qwen3) {
     default_head_dim = 128;
+  } else if (gemma3) {
+    default_head_dim = 256;
   } else if (c.hidden_size % c.num_heads == 0) {
     default_head_dim = c.hidden_size / c.num_heads;
   }
@@ -296,26 +384,46 @@ StatusOr<HfConfig> parse_object(const Json& json, std::string_view where) {
     }
   }
   CELLM_ASSIGN_OR_RETURN(c.max_position_embeddings,
-                         r.positive("max_position_embeddings", qwen3  ? 32768
-                                                               : phi3 ? 4096
-                                                                      : 2048));
+                         r.positive("max_position_embeddings", qwen3    ? 32768
+                                                               : phi3   ? 4096
+                                                               : gemma3 ? 131072
+                                                                        : 2048));
   CELLM_ASSIGN_OR_RETURN(c.rms_norm_eps, r.number("rms_norm_eps", 1e-6f));
-  CELLM_ASSIGN_OR_RETURN(c.tie_word_embeddings, r.boolean("tie_word_embeddings", false));
-  CELLM_ASSIGN_OR_RETURN(c.rope_theta, r.number("rope_theta", 10000.0f));
+  CELLM_ASSIGN_OR_RETURN(c.tie_word_embeddings, r.boolean("tie_word_embeddings", gemma3));
+  CELLM_ASSIGN_OR_RETURN(c.rope_theta, r.number("rope_theta", gemma3 ? 1e6f : 10000.0f));
   // llama3's original context: rope_scaling's own key (transformers), else the top-level one
   // (what llama.cpp's converter reads), else 8192.
   CELLM_ASSIGN_OR_RETURN(c.rope_scaling.original_context_length,
                          r.positive("original_max_position_embeddings", phi3 ? 4096 : 8192));
-  if (r.has("rope_scaling")) {
-    CELLM_RETURN_IF_ERROR(read_rope_scaling(r.at("rope_scaling"), where, "rope_scaling", &c));
+  if (gemma3) {
+    CELLM_RETURN_IF_ERROR(read_gemma3_rope(r, where, &c));
+    if (!c.rope_scaling.type.empty() && c.rope_scaling.type != "linear") {
+      return unimplemented(
+          fmt::format("{}: rope scaling '{}' on a gemma3 model is not supported (linear only)",
+                      where, text_for_message(c.rope_scaling.type)));
+    }
+    CELLM_RETURN_IF_ERROR(read_gemma3_windows(r, &c));
+    CELLM_ASSIGN_OR_RETURN(c.query_pre_attn_scalar, r.number("query_pre_attn_scalar", 256.0f));
+    c.activation = FfnActivation::kGeluTanh;
+    for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"}) {
+      if (r.has(key)) {
+        return unimplemented(
+            fmt::format("{}: key '{}' (logit soft-capping) is not supported", where, key));
+      }
+    }
+  } else {
+    if (r.has("rope_scaling")) {
+      CELLM_RETURN_IF_ERROR(read_rope_scaling(r.at("rope_scaling"), where, "rope_scaling", &c));
+    }
+    if (r.has("rope_parameters")) {
+      const Json& params = r.at("rope_parameters");
+      CELLM_RETURN_IF_ERROR(read_rope_scaling(params, where, "rope_parameters", &c));
+      CELLM_ASSIGN_OR_RETURN(
+          c.rope_theta,
+          Reader(params, where, "rope_parameters.").number("rope_theta", c.rope_theta));
+    }
+    CELLM_RETURN_IF_ERROR(read_windows(r, where, &c));
   }
-  if (r.has("rope_parameters")) {
-    const Json& params = r.at("rope_parameters");
-    CELLM_RETURN_IF_ERROR(read_rope_scaling(params, where, "rope_parameters", &c));
-    CELLM_ASSIGN_OR_RETURN(
-        c.rope_theta, Reader(params, where, "rope_parameters.").number("rope_theta", c.rope_theta));
-  }
-  CELLM_RETURN_IF_ERROR(read_windows(r, where, &c));
   const bool qwen2 = c.architecture == Architecture::kQwen2;
   CELLM_ASSIGN_OR_RETURN(bool attention_bias, r.boolean("attention_bias", false));
   if (attention_bias && !qwen2) {
@@ -327,9 +435,13 @@ StatusOr<HfConfig> parse_object(const Json& json, std::string_view where) {
   CELLM_ASSIGN_OR_RETURN(bool mlp_bias, r.boolean("mlp_bias", false));
   if (mlp_bias)
     return unimplemented(fmt::format("{}: key 'mlp_bias' = true is not supported", where));
-  if (r.has("hidden_act") && r.at("hidden_act") != "silu") {
-    return unimplemented(fmt::format("{}: key 'hidden_act' = {} is not supported (silu only)",
-                                     where, json_for_message(r.at("hidden_act"))));
+  // gemma3 names its activation hidden_activation (hidden_act is Gemma 1's, which it ignores).
+  const char* activation_key = gemma3 ? "hidden_activation" : "hidden_act";
+  const char* activation = gemma3 ? "gelu_pytorch_tanh" : "silu";
+  if (r.has(activation_key) && r.at(activation_key) != activation) {
+    return unimplemented(fmt::format("{}: key '{}' = {} is not supported ({} only)", where,
+                                     activation_key, json_for_message(r.at(activation_key)),
+                                     activation));
   }
   if (r.has("bos_token_id")) {
     CELLM_ASSIGN_OR_RETURN(int32_t bos, r.token_id("bos_token_id", c.vocab_size));
@@ -380,7 +492,7 @@ bool HfConfig::uses_llama_layout() const {
 
 std::string_view HfConfig::gguf_architecture() const {
   if (uses_llama_layout()) return "llama";
-  return model_type;
+  return architecture_name(architecture);
 }
 
 std::vector<std::pair<std::string, GgufValue>> HfConfig::gguf_metadata() const {
@@ -414,6 +526,13 @@ std::vector<std::pair<std::string, GgufValue>> HfConfig::gguf_metadata() const {
                       u32(rope_scaling.original_context_length));
   }
   if (sliding_window > 0) keys.emplace_back(a + ".attention.sliding_window", u32(sliding_window));
+  if (architecture == Architecture::kGemma3) {
+    // llama.cpp assumes a pattern of 6 and base 10000: the keys say so for any other model.
+    keys.emplace_back(a + ".attention.sliding_window_pattern", u32(sliding_window_pattern));
+    keys.emplace_back(a + ".rope.freq_base_swa", GgufValue::f32(rope_local_base_freq));
+    keys.emplace_back(a + ".attention.scale",
+                      GgufValue::f32(1.0f / std::sqrt(query_pre_attn_scalar)));
+  }
   return keys;
 }
 

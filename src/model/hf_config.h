@@ -1,6 +1,6 @@
 // HfConfig: a Hugging Face `config.json` for the architectures cellm runs (LlamaForCausalLM,
-// MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM), and the GGUF model
-// keys it becomes.
+// MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, Gemma3ForCausalLM),
+// and the GGUF model keys it becomes.
 //
 // Required keys: model_type (or architectures), hidden_size, intermediate_size,
 // num_hidden_layers, num_attention_heads, vocab_size. Optional keys take transformers' defaults:
@@ -19,6 +19,13 @@
 // original_max_position_embeddings (default 4096) as transformers computes it:
 // sqrt(1 + ln f / ln original), 1 for f <= 1 — and `partial_rotary_factor` (rotary dims
 // int(head_dim · factor), even).
+// gemma3 (model_type gemma3_text) takes Gemma3TextConfig's defaults (head_dim 256,
+// query_pre_attn_scalar 256, sliding_window 4096, sliding_window_pattern 6, rope_theta 1e6,
+// rope_local_base_freq 10000, max_position_embeddings 131072, tied embeddings); `layer_types`
+// (transformers 5) must follow one pattern (every p-th layer global); transformers 5's
+// `rope_parameters` per layer type ({full_attention: ..., sliding_attention: ...}) are read like
+// rope_theta + rope_scaling and rope_local_base_freq; hidden_activation must be
+// gelu_pytorch_tanh, and logit soft-capping (Gemma 2's) is Unimplemented.
 // Sliding windows: mistral's and phi3's `sliding_window` for every layer; qwen2/qwen3 only with
 // `use_sliding_window`, for layers ≥ `max_window_layers` (`layer_types` overrides); a window that
 // is not the same on every layer is Unimplemented (GGUF has one key for it). Biases beyond qwen2's
@@ -56,7 +63,7 @@ struct HfRopeScaling {
 };
 
 struct HfConfig {
-  std::string model_type;  // "llama", "mistral", "qwen2", "qwen3", "phi3"
+  std::string model_type;  // "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma3_text"
   Architecture architecture = Architecture::kLlama;
   int32_t hidden_size = 0;
   int32_t intermediate_size = 0;
@@ -72,6 +79,12 @@ struct HfConfig {
   HfRopeScaling rope_scaling;
   bool tie_word_embeddings = false;
   int32_t sliding_window = 0;  // 0 = full attention on every layer
+  // gemma3: layer l is global when (l + 1) % sliding_window_pattern == 0, windowed otherwise
+  // (0: the window, if any, is on every layer).
+  int32_t sliding_window_pattern = 0;
+  float rope_local_base_freq = 10000.0f;  // gemma3: the windowed layers' rope base
+  float query_pre_attn_scalar = 0.0f;     // gemma3: scores scaled by 1 / sqrt(this); 0 = head_dim
+  FfnActivation activation = FfnActivation::kSilu;
   std::optional<int32_t> bos_token_id;
   std::vector<int32_t> eos_token_ids;  // an int or a list in config.json
   std::string name;                    // `_name_or_path` or the directory name
@@ -84,7 +97,7 @@ struct HfConfig {
   // True when llama.cpp's llama arch runs it (llama, mistral): Q/K rows are permuted and
   // `general.architecture` is "llama".
   bool uses_llama_layout() const;
-  std::string_view gguf_architecture() const;  // "llama", "qwen2", "qwen3", "phi3"
+  std::string_view gguf_architecture() const;  // "llama", "qwen2", "qwen3", "phi3", "gemma3"
 
   // The model keys a GGUF model of this config carries (general.architecture, <arch>.*), as
   // llama.cpp's converter writes them, plus key/value lengths and rope dimensions always.

@@ -1,11 +1,11 @@
-// About 12,000 seeded mutants of the arch test models' config.json files (llama3, mistral, qwen2,
-// qwen3) and tiny-phi3's (tests/support/tiny_phi3.h; as transformers 4 and 5 write it) through
-// HfConfig::parse: a sweep of single mutations (every key removed; every value replaced by the
-// boundaries of its type, by values of other types, by deep nesting and a long array; known keys
-// added), then random mixes of semantic mutations and JSON damage (json_mutator_test_util.h). Every
-// mutant either parses into a config that keeps the promises of hf_config_test_util.h, checked
-// against the mutant's own JSON, or is refused with an expected code and a one-line message that
-// starts with the file's name, within 2 s. Never a crash, an escaping exception or a sanitizer
+// About 16,000 seeded mutants of the arch test models' config.json files (llama3, mistral, qwen2,
+// qwen3), tiny-phi3's and tiny-gemma3's (tests/support/; as transformers 4 and 5 write them)
+// through HfConfig::parse: a sweep of single mutations (every key removed; every value replaced by
+// the boundaries of its type, by values of other types, by deep nesting and a long array; known
+// keys added), then random mixes of semantic mutations and JSON damage (json_mutator_test_util.h).
+// Every mutant either parses into a config that keeps the promises of hf_config_test_util.h,
+// checked against the mutant's own JSON, or is refused with an expected code and a one-line message
+// that starts with the file's name, within 2 s. Never a crash, an escaping exception or a sanitizer
 // report (CI runs it under ASan/UBSan).
 #include <gtest/gtest.h>
 
@@ -67,6 +67,14 @@ std::vector<std::string> config_keys() {
           "attention_bias",
           "mlp_bias",
           "hidden_act",
+          "hidden_activation",
+          "sliding_window_pattern",
+          "rope_local_base_freq",
+          "query_pre_attn_scalar",
+          "attn_logit_softcapping",
+          "final_logit_softcapping",
+          "full_attention",
+          "sliding_attention",
           "bos_token_id",
           "eos_token_id",
           "_name_or_path"};
@@ -83,6 +91,9 @@ std::vector<std::string> config_strings() {
           "Qwen3ForCausalLM",
           "MistralForCausalLM",
           "Phi3ForCausalLM",
+          "gemma3_text",
+          "Gemma3ForCausalLM",
+          "gelu_pytorch_tanh",
           "longrope",
           "su",
           "default",
@@ -174,6 +185,23 @@ TEST(HfConfigMutationTest, EveryMutantParsesSanelyOrFailsWithOneLineNamingTheFil
     EXPECT_EQ(config->rope_scaling.original_context_length, 64);
     EXPECT_EQ(config->sliding_window, 9);
     ASSERT_EQ(hf_config_testing::check_parsed_config(*config, config_json), "");
+  }
+
+  // tiny-gemma3's (a window pattern, two ropes, query_pre_attn_scalar; tests/support/
+  // tiny_gemma3.h), as published checkpoints and as transformers 5 write it.
+  const Json gemma3_document = Json::parse(
+#include "tiny_gemma3_reference.inc"
+  );
+  for (const char* which : {"config", "config_v5"}) {
+    const Json& config_json = gemma3_document.at(which);
+    bases.push_back(config_json.dump(1));
+    StatusOr<HfConfig> config = HfConfig::parse(bases.back(), "config.json");
+    ASSERT_TRUE(config.ok()) << which << ": " << config.status().to_string();
+    EXPECT_EQ(config->architecture, Architecture::kGemma3) << which;
+    EXPECT_EQ(config->sliding_window_pattern, 2) << which;
+    EXPECT_EQ(config->rope_local_base_freq, 10000.0f) << which;
+    EXPECT_EQ(config->rope_scaling.type, "linear") << which;
+    ASSERT_EQ(hf_config_testing::check_parsed_config(*config, config_json), "") << which;
   }
 
   const auto start = std::chrono::steady_clock::now();

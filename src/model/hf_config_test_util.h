@@ -1,14 +1,17 @@
 // Test-only: what "sane" means for an HfConfig that HfConfig::parse accepted, checked against the
 // JSON it came from (parsed here by nlohmann-json directly) without calling the parser's own
 // helpers — its mutation test and its fuzz target share it. Not part of cellm_model.
-// The promises: the architecture is one of the five and agrees with model_type (or
+// The promises: the architecture is one of the six and agrees with model_type (or
 // architectures[0]); every count is the document's own integer in [1, 2^30] or the documented
 // default; heads are a multiple of kv heads; head_dim is even, and times heads equals hidden_size
 // when it was derived; floats are finite and > 0; rope scaling is none, linear or llama3 (named
 // by the document) with high_freq_factor > low_freq_factor and finite factors between 1 and
 // `factor`, or (phi3) longrope with a short and a long list of one positive float per rotary pair
 // and a positive attention factor; rotary dims are even, in [2, head_dim], head_dim unless phi3
-// asks for fewer; token ids are below vocab_size; the GGUF keys are unique and carry the same
+// asks for fewer; gemma3 (defaults of its own: head_dim 256, 131072 positions, tied embeddings,
+// rope_theta 1e6, window 4096) has linear scaling only, a window, one global layer every
+// `sliding_window_pattern` (layer_types agreeing), finite scalars and no soft-capping; token ids
+// are below vocab_size; the GGUF keys are unique and carry the same
 // values. Thread-safety: pure functions.
 #pragma once
 
@@ -48,6 +51,7 @@ inline std::string architecture_of(const std::string& class_name) {
   if (class_name == "Qwen2ForCausalLM") return "qwen2";
   if (class_name == "Qwen3ForCausalLM") return "qwen3";
   if (class_name == "Phi3ForCausalLM") return "phi3";
+  if (class_name == "Gemma3ForCausalLM") return "gemma3_text";
   return "";
 }
 
@@ -59,10 +63,10 @@ inline std::string check_parsed_config(const HfConfig& c, const Json& json) {
   // Architecture.
   const Architecture expected_arch[] = {Architecture::kLlama, Architecture::kMistral,
                                         Architecture::kQwen2, Architecture::kQwen3,
-                                        Architecture::kPhi3};
-  const char* names[] = {"llama", "mistral", "qwen2", "qwen3", "phi3"};
+                                        Architecture::kPhi3,  Architecture::kGemma3};
+  const char* names[] = {"llama", "mistral", "qwen2", "qwen3", "phi3", "gemma3_text"};
   bool known = false;
-  for (int i = 0; i < 5; ++i) {
+  for (int i = 0; i < 6; ++i) {
     if (c.model_type == names[i]) {
       known = true;
       if (c.architecture != expected_arch[i]) return "architecture disagrees with model_type";
@@ -81,6 +85,7 @@ inline std::string check_parsed_config(const HfConfig& c, const Json& json) {
   }
   const bool qwen3 = c.architecture == Architecture::kQwen3;
   const bool phi3 = c.architecture == Architecture::kPhi3;
+  const bool gemma3 = c.architecture == Architecture::kGemma3;
 
   // Counts: the document's integer in [1, 2^30], or the default.
   const auto count = [&](const char* key, int32_t field,
@@ -107,6 +112,8 @@ inline std::string check_parsed_config(const HfConfig& c, const Json& json) {
   std::optional<int64_t> derived_head_dim;
   if (qwen3) {
     derived_head_dim = 128;
+  } else if (gemma3) {
+    derived_head_dim = 256;
   } else if (c.hidden_size % c.num_heads == 0) {
     derived_head_dim = c.hidden_size / c.num_heads;
   }
@@ -114,14 +121,15 @@ inline std::string check_parsed_config(const HfConfig& c, const Json& json) {
     return broken;
   }
   if (c.head_dim % 2 != 0) return "odd head_dim";
-  if (present(json, "head_dim") == nullptr && !qwen3 &&
+  if (present(json, "head_dim") == nullptr && !qwen3 && !gemma3 &&
       int64_t{c.head_dim} * c.num_heads != c.hidden_size) {
     return "derived head_dim * heads != hidden_size";
   }
   if (std::string broken = count("max_position_embeddings", c.max_position_embeddings,
-                                 qwen3  ? 32768
-                                 : phi3 ? 4096
-                                        : 2048);
+                                 qwen3    ? 32768
+                                 : phi3   ? 4096
+                                 : gemma3 ? 131072
+                                          : 2048);
       !broken.empty()) {
     return broken;
   }
@@ -137,8 +145,13 @@ inline std::string check_parsed_config(const HfConfig& c, const Json& json) {
   }
   const Json* theta = present(json, "rope_theta");
   if (const Json* params = present(json, "rope_parameters"); params != nullptr) {
-    if (const Json* inner = present(*params, "rope_theta"); inner != nullptr) theta = inner;
+    if (const Json* full = present(*params, "full_attention"); gemma3 && full != nullptr) {
+      if (const Json* inner = present(*full, "rope_theta"); inner != nullptr) theta = inner;
+    } else if (const Json* inner = present(*params, "rope_theta"); inner != nullptr) {
+      theta = inner;
+    }
   }
+  if (theta == nullptr && gemma3 && c.rope_theta != 1e6f) return "gemma3 rope_theta default";
   if (theta != nullptr &&
       (!theta->is_number() || static_cast<float>(theta->get<double>()) != c.rope_theta)) {
     return "rope_theta differs from the document";
@@ -147,8 +160,8 @@ inline std::string check_parsed_config(const HfConfig& c, const Json& json) {
     if (!tie->is_boolean() || tie->get<bool>() != c.tie_word_embeddings) {
       return "tie_word_embeddings differs from the document";
     }
-  } else if (c.tie_word_embeddings) {
-    return "tie_word_embeddings set without the key";
+  } else if (c.tie_word_embeddings != gemma3) {
+    return "tie_word_embeddings differs from its default without the key";
   }
 
   // Rope scaling.
@@ -157,9 +170,11 @@ inline std::string check_parsed_config(const HfConfig& c, const Json& json) {
     if (s.type != "linear" && s.type != "llama3" && !(phi3 && s.type == "longrope")) {
       return "rope scaling type '" + s.type + "'";
     }
+    if (gemma3 && s.type != "linear") return "gemma3 with rope scaling '" + s.type + "'";
     bool named = false;
-    for (const char* object : {"rope_scaling", "rope_parameters"}) {
-      const Json* scaling = present(json, object);
+    const Json* params = present(json, "rope_parameters");
+    const Json* full = params != nullptr ? present(*params, "full_attention") : nullptr;
+    for (const Json* scaling : {present(json, "rope_scaling"), params, full}) {
       if (scaling == nullptr) continue;
       for (const char* key : {"rope_type", "type"}) {
         const Json* type = present(*scaling, key);
@@ -215,9 +230,41 @@ inline std::string check_parsed_config(const HfConfig& c, const Json& json) {
   if (c.sliding_window < 0 || c.sliding_window > kMaxCount) return "sliding_window out of range";
   if (c.sliding_window > 0) {
     if (c.architecture == Architecture::kLlama) return "a sliding window on llama";
-    if (as_int(present(json, "sliding_window")) != c.sliding_window) {
+    const Json* window = present(json, "sliding_window");
+    if (window == nullptr ? !(gemma3 && c.sliding_window == 4096)
+                          : as_int(window) != c.sliding_window) {
       return "sliding_window differs from the document";
     }
+  }
+  if (gemma3) {
+    // Every pattern-th layer global: the layer_types list's, else the key's, else 6.
+    if (c.sliding_window < 1) return "gemma3 without a window";
+    if (c.sliding_window_pattern < 1 || c.sliding_window_pattern > kMaxCount) {
+      return "gemma3 window pattern out of range";
+    }
+    if (const Json* types = present(json, "layer_types"); types != nullptr) {
+      if (!types->is_array() || types->size() != static_cast<size_t>(c.num_layers)) {
+        return "layer_types accepted without one entry per layer";
+      }
+      for (size_t l = 0; l < types->size(); ++l) {
+        const bool full = (static_cast<int64_t>(l) + 1) % c.sliding_window_pattern == 0;
+        if ((*types)[l] != (full ? "full_attention" : "sliding_attention")) {
+          return "layer_types disagrees with the pattern";
+        }
+      }
+    } else if (as_int(present(json, "sliding_window_pattern")).value_or(6) !=
+               c.sliding_window_pattern) {
+      return "sliding_window_pattern differs from the document";
+    }
+    if (!positive_finite(c.query_pre_attn_scalar)) return "query_pre_attn_scalar not > 0";
+    if (!positive_finite(c.rope_local_base_freq)) return "rope_local_base_freq not > 0";
+    if (present(json, "attn_logit_softcapping") != nullptr ||
+        present(json, "final_logit_softcapping") != nullptr) {
+      return "gemma3 with soft-capping accepted";
+    }
+    if (c.activation != FfnActivation::kGeluTanh) return "gemma3 without GELU";
+  } else if (c.activation != FfnActivation::kSilu || c.sliding_window_pattern != 0) {
+    return "gemma3's parts on another architecture";
   }
 
   // Token ids.
@@ -240,18 +287,20 @@ inline std::string check_parsed_config(const HfConfig& c, const Json& json) {
   }
 
   // GGUF keys.
-  const std::string arch = c.uses_llama_layout() ? "llama" : c.model_type;
-  const std::pair<std::string, int32_t> counts[] = {{"block_count", c.num_layers},
-                                                    {"context_length", c.max_position_embeddings},
-                                                    {"embedding_length", c.hidden_size},
-                                                    {"feed_forward_length", c.intermediate_size},
-                                                    {"attention.head_count", c.num_heads},
-                                                    {"attention.head_count_kv", c.num_kv_heads},
-                                                    {"attention.key_length", c.head_dim},
-                                                    {"attention.value_length", c.head_dim},
-                                                    {"rope.dimension_count", c.num_rotary_dims},
-                                                    {"vocab_size", c.vocab_size},
-                                                    {"attention.sliding_window", c.sliding_window}};
+  const std::string arch = c.uses_llama_layout() ? "llama" : gemma3 ? "gemma3" : c.model_type;
+  const std::pair<std::string, int32_t> counts[] = {
+      {"block_count", c.num_layers},
+      {"context_length", c.max_position_embeddings},
+      {"embedding_length", c.hidden_size},
+      {"feed_forward_length", c.intermediate_size},
+      {"attention.head_count", c.num_heads},
+      {"attention.head_count_kv", c.num_kv_heads},
+      {"attention.key_length", c.head_dim},
+      {"attention.value_length", c.head_dim},
+      {"rope.dimension_count", c.num_rotary_dims},
+      {"vocab_size", c.vocab_size},
+      {"attention.sliding_window", c.sliding_window},
+      {"attention.sliding_window_pattern", c.sliding_window_pattern}};
   std::set<std::string> seen;
   for (const auto& [key, value] : c.gguf_metadata()) {
     if (!seen.insert(key).second) return "GGUF key " + key + " twice";

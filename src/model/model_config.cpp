@@ -24,7 +24,14 @@ constexpr ArchitectureInfo kArchitectures[] = {
     {"qwen2", Architecture::kQwen2, RopeStyle::kNeox},
     {"qwen3", Architecture::kQwen3, RopeStyle::kNeox},
     {"phi3", Architecture::kPhi3, RopeStyle::kNeox},
+    {"gemma3", Architecture::kGemma3, RopeStyle::kNeox},
 };
+
+// Gemma 3's fixed parts, as llama.cpp sets them: one global layer in every 6 (unless the file
+// says otherwise), the windowed layers' rope base.
+constexpr int32_t kGemma3DefaultWindowPattern = 6;
+constexpr float kGemma3SlidingRopeBase = 10000.0f;
+constexpr int32_t kGemma3_27bLayers = 62;
 
 std::string supported_names() {
   std::string names;
@@ -67,6 +74,40 @@ StatusOr<float> read_positive_float(const GgufFile& file, const std::string& key
         fmt::format("model metadata key '{}' is {}, not a finite number > 0", key, value));
   }
   return value;
+}
+
+// gemma3's parts beyond the common keys. The window applies to every layer but each
+// `sliding_window_pattern`-th (layers p-1, 2p-1, ... are global); windowed layers rotate with base
+// 10000 unscaled (`rope.freq_base_swa` overrides), global ones with the file's rope. The attention
+// scale is `attention.scale` when present, else llama.cpp's rule: 1 / sqrt(hidden / heads) for
+// the 62-layer 27B, 1 / sqrt(head size) otherwise.
+Status read_gemma3(const GgufFile& file, const std::string& p, ModelConfig* config) {
+  if (!file.has(p + "attention.sliding_window")) {
+    return not_found("model metadata key '" + p + "attention.sliding_window' is missing");
+  }
+  CELLM_ASSIGN_OR_RETURN(int32_t pattern, read_count(file, p + "attention.sliding_window_pattern",
+                                                     kGemma3DefaultWindowPattern));
+  for (int32_t l = 0; l < config->num_layers; ++l) {
+    if ((l + 1) % pattern == 0) config->layer_windows[static_cast<size_t>(l)] = 0;
+  }
+  RopeConfig sliding = config->rope;
+  CELLM_ASSIGN_OR_RETURN(sliding.freq_base, read_positive_float(file, p + "rope.freq_base_swa",
+                                                                kGemma3SlidingRopeBase));
+  sliding.freq_scale = 1.0f;
+  config->sliding_rope = sliding;
+  config->has_post_norms = true;
+  config->ffn_activation = FfnActivation::kGeluTanh;
+  config->embedding_scale = std::sqrt(static_cast<float>(config->hidden_size));
+  const float default_scale =
+      config->num_layers == kGemma3_27bLayers
+          ? 1.0f / std::sqrt(static_cast<float>(config->hidden_size / config->num_heads))
+          : 1.0f / std::sqrt(static_cast<float>(config->head_dim));
+  CELLM_ASSIGN_OR_RETURN(config->attention_scale,
+                         read_positive_float(file, p + "attention.scale", default_scale));
+  if (!config->has_qk_norm) {
+    return not_found("gemma3 model has no tensor 'blk.0.attn_q_norm.weight'");
+  }
+  return ok_status();
 }
 
 }  // namespace
@@ -226,23 +267,32 @@ StatusOr<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
   if (config.architecture == Architecture::kQwen3 && !config.has_qk_norm) {
     return not_found("qwen3 model has no tensor 'blk.0.attn_q_norm.weight'");
   }
+  if (config.architecture == Architecture::kGemma3) {
+    CELLM_RETURN_IF_ERROR(read_gemma3(file, p, &config));
+  }
   return config;
 }
 
 std::string ModelConfig::summary() const {
   return fmt::format(
-      "{}: {} layers, hidden {}, ffn {}, heads {}/{} (kv), head dim {}, vocab {}, rope {} ({} "
-      "dims, base {}){}{}{}{}",
-      architecture_name(architecture), num_layers, hidden_size, ffn_size, num_heads, num_kv_heads,
-      head_dim, vocab_size, rope.style == RopeStyle::kNeox ? "neox" : "normal",
-      rope.num_rotary_dims, rope.freq_base,
-      rope.long_factors_above_context > 0
-          ? fmt::format(", LongRoPE factors (long above {} positions, attention factor {})",
-                        rope.long_factors_above_context, rope.attn_factor)
-      : rope.has_freq_factors ? std::string(", llama3 rope factors")
-                              : std::string(),
-      has_qkv_bias ? ", qkv bias" : "", has_qk_norm ? ", q/k norm" : "",
-      tied_embeddings ? ", tied embeddings" : "");
+             "{}: {} layers, hidden {}, ffn {}, heads {}/{} (kv), head dim {}, vocab {}, rope {} "
+             "({} "
+             "dims, base {}){}{}{}{}",
+             architecture_name(architecture), num_layers, hidden_size, ffn_size, num_heads,
+             num_kv_heads, head_dim, vocab_size, rope.style == RopeStyle::kNeox ? "neox" : "normal",
+             rope.num_rotary_dims, rope.freq_base,
+             rope.long_factors_above_context > 0
+                 ? fmt::format(", LongRoPE factors (long above {} positions, attention factor {})",
+                               rope.long_factors_above_context, rope.attn_factor)
+             : rope.has_freq_factors ? std::string(", llama3 rope factors")
+                                     : std::string(),
+             has_qkv_bias ? ", qkv bias" : "", has_qk_norm ? ", q/k norm" : "",
+             tied_embeddings ? ", tied embeddings" : "") +
+         (has_post_norms ? ", post norms" : "") +
+         (ffn_activation == FfnActivation::kGeluTanh ? ", GELU (tanh)" : "") +
+         (sliding_rope.has_value()
+              ? fmt::format(", windowed layers' rope base {}", sliding_rope->freq_base)
+              : std::string());
 }
 
 }  // namespace cellm

@@ -2,7 +2,10 @@
 //
 // Supports the architectures cellm can run — llama (Llama 1/2/3, including llama3 rope
 // frequencies), mistral, qwen2 (q/k/v biases), qwen3 (per-head q/k RMSNorm), phi3 (Phi-3, Phi-3.5,
-// Phi-4-mini: neox rope, LongRoPE factor pairs and attention factor) — with the defaults
+// Phi-4-mini: neox rope, LongRoPE factor pairs and attention factor), gemma3 (Gemma 3 text:
+// embeddings scaled by sqrt(hidden), GELU-gated MLP, norms after the attention and the MLP too,
+// every `sliding_window_pattern`-th layer global and the others windowed with their own rope,
+// llama.cpp's attention scale) — with the defaults
 // the GGUF conventions define when a key is absent (rope base 10000, head size from
 // `attention.key_length` else hidden/heads, rotary dims = head size, kv heads = heads, vocab =
 // token count). Any other architecture is an `unimplemented` error naming it. Counts and their
@@ -12,7 +15,9 @@
 // Thread-safety: plain data.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,14 +26,20 @@
 
 namespace cellm {
 
-enum class Architecture { kLlama, kMistral, kQwen2, kQwen3, kPhi3 };
+enum class Architecture { kLlama, kMistral, kQwen2, kQwen3, kPhi3, kGemma3 };
 
 std::string_view architecture_name(Architecture architecture);
 
 // How rotary pairs are laid out within a head.
 enum class RopeStyle {
   kNormal,  // adjacent pairs (2i, 2i + 1): GGUF llama, mistral
-  kNeox,    // halves (i, i + rotary_dims / 2): qwen2, qwen3, phi3
+  kNeox,    // halves (i, i + rotary_dims / 2): qwen2, qwen3, phi3, gemma3
+};
+
+// The gate's activation in the gated MLP: down(act(gate · x) ⊙ (up · x)).
+enum class FfnActivation {
+  kSilu,      // x · sigmoid(x): SwiGLU (llama, mistral, qwen, phi3)
+  kGeluTanh,  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): GeGLU (gemma3)
 };
 
 struct RopeConfig {
@@ -64,10 +75,28 @@ struct ModelConfig {
   bool has_qkv_bias = false;           // qwen2: biases on q, k and v projections
   bool has_qk_norm = false;            // qwen3: RMSNorm over each q and k head before RoPE
   bool tied_embeddings = false;        // no output.weight: the LM head is token_embd
+  // gemma3: the attention's output and the MLP's output are each RMS-normed (post_attention_norm,
+  // post_ffw_norm) before they join the residual stream.
+  bool has_post_norms = false;
+  FfnActivation ffn_activation = FfnActivation::kSilu;
+  float embedding_scale = 1.0f;  // token embeddings multiplied by this (gemma3: sqrt(hidden))
+  float attention_scale = 0.0f;  // scores are (q · k) · this; 0 = 1 / sqrt(head_dim)
+  // gemma3: the rope of the sliding-window layers (base 10000, unscaled) where the global layers
+  // take `rope`; absent: every layer takes `rope`.
+  std::optional<RopeConfig> sliding_rope;
 
   int32_t q_width() const { return num_heads * head_dim; }
   int32_t kv_width() const { return num_kv_heads * head_dim; }
   int32_t v_width() const { return num_kv_heads * value_head_dim; }
+  float query_scale() const {
+    return attention_scale > 0.0f ? attention_scale
+                                  : 1.0f / std::sqrt(static_cast<float>(head_dim));
+  }
+  // The rope of layer `layer`: sliding_rope on a windowed layer when the model has one.
+  const RopeConfig& layer_rope(int32_t layer) const {
+    return sliding_rope.has_value() && layer_windows[static_cast<size_t>(layer)] > 0 ? *sliding_rope
+                                                                                     : rope;
+  }
 
   // Reads the config from a GGUF model; tensors decide the architecture's optional parts
   // (biases, tied embeddings, rope factors). Errors name the key or the architecture.

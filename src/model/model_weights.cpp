@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <optional>
+#include <utility>
 
 #include "gguf/gguf_text.h"
 
@@ -177,6 +178,15 @@ StatusOr<ModelWeights> ModelWeights::from_gguf(const GgufFile& file, const Model
         bind_weight(file, p + "attn_k_norm.weight", c.head_dim, 1, qk_norm, &l.k_norm));
     CELLM_RETURN_IF_ERROR(
         bind_weight(file, p + "ffn_norm.weight", hidden, 1, Need::kRequired, &l.ffn_norm));
+    for (const auto& [name, view] : {std::pair{"post_attention_norm.weight", &l.post_attn_norm},
+                                     std::pair{"post_ffw_norm.weight", &l.post_ffn_norm}}) {
+      if (!c.has_post_norms && file.find_tensor(p + name) != nullptr) {
+        return unimplemented(fmt::format("tensor 'blk.{}.{}' is not part of a {} model", i, name,
+                                         architecture_name(c.architecture)));
+      }
+      CELLM_RETURN_IF_ERROR(bind_weight(
+          file, p + name, hidden, 1, c.has_post_norms ? Need::kRequired : Need::kOptional, view));
+    }
     if (phi3) {
       WeightView gate_up;  // [2 * ffn rows, hidden cols]: gate rows, then up rows
       CELLM_RETURN_IF_ERROR(bind_weight(file, p + "ffn_up.weight", hidden, int64_t{2} * c.ffn_size,
@@ -208,9 +218,9 @@ std::vector<const WeightView*> ModelWeights::all() const {
   if (output.bytes.data() != token_embd.bytes.data()) views.push_back(&output);
   if (rope_freqs.present()) views.push_back(&rope_freqs);
   for (const LayerWeights& l : layers) {
-    for (const WeightView* v :
-         {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.q_bias, &l.k_bias, &l.v_bias, &l.q_norm,
-          &l.k_norm, &l.ffn_norm, &l.w_gate, &l.w_up, &l.w_down}) {
+    for (const WeightView* v : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.q_bias, &l.k_bias,
+                                &l.v_bias, &l.q_norm, &l.k_norm, &l.ffn_norm, &l.post_attn_norm,
+                                &l.post_ffn_norm, &l.w_gate, &l.w_up, &l.w_down}) {
       if (v->present()) views.push_back(v);
     }
   }

@@ -7,7 +7,8 @@
 // (layer 0 decides, as in ModelConfig), a layer tensor past the block count, and a rope factor
 // that is not a positive normal float. phi3 files hold q|k|v as one `attn_qkv` matrix (or apart,
 // as llama.cpp accepts) and gate|up as one `ffn_up` matrix of 2 · ffn rows, gate first: their
-// views are row ranges of those tensors. The views live as long as the GgufFile's
+// views are row ranges of those tensors. gemma3 adds `post_attention_norm` and `post_ffw_norm`
+// per layer (every layer or, elsewhere, none). The views live as long as the GgufFile's
 // mapping (keep the file alive; moving it is fine). Backends read weights only through this table.
 // Thread-safety: immutable plain data.
 #pragma once
@@ -41,20 +42,22 @@ struct WeightView {
 };
 
 struct LayerWeights {
-  WeightView attn_norm;  // [hidden]
-  WeightView wq;         // [q_width rows, hidden cols]
-  WeightView wk;         // [kv_width, hidden]
-  WeightView wv;         // [v_width, hidden]
-  WeightView wo;         // [hidden, num_heads * value_head_dim]
-  WeightView q_bias;     // [q_width] f32, absent unless config.has_qkv_bias
-  WeightView k_bias;     // [kv_width]
-  WeightView v_bias;     // [v_width]
-  WeightView q_norm;     // [head_dim], absent unless config.has_qk_norm
-  WeightView k_norm;     // [head_dim]
-  WeightView ffn_norm;   // [hidden]
-  WeightView w_gate;     // [ffn, hidden]
-  WeightView w_up;       // [ffn, hidden]
-  WeightView w_down;     // [hidden, ffn]
+  WeightView attn_norm;       // [hidden]
+  WeightView wq;              // [q_width rows, hidden cols]
+  WeightView wk;              // [kv_width, hidden]
+  WeightView wv;              // [v_width, hidden]
+  WeightView wo;              // [hidden, num_heads * value_head_dim]
+  WeightView q_bias;          // [q_width] f32, absent unless config.has_qkv_bias
+  WeightView k_bias;          // [kv_width]
+  WeightView v_bias;          // [v_width]
+  WeightView q_norm;          // [head_dim], absent unless config.has_qk_norm
+  WeightView k_norm;          // [head_dim]
+  WeightView ffn_norm;        // [hidden]
+  WeightView post_attn_norm;  // [hidden], absent unless config.has_post_norms (gemma3)
+  WeightView post_ffn_norm;   // [hidden], likewise
+  WeightView w_gate;          // [ffn, hidden]
+  WeightView w_up;            // [ffn, hidden]
+  WeightView w_down;          // [hidden, ffn]
 };
 
 struct ModelWeights {

@@ -14,7 +14,8 @@
 namespace cellm::program_testing {
 namespace {
 
-constexpr std::string_view kArchitectureNames[] = {"llama", "mistral", "qwen2", "qwen3", "phi3"};
+constexpr std::string_view kArchitectureNames[] = {"llama", "mistral", "qwen2",
+                                                   "qwen3", "phi3",    "gemma3"};
 constexpr std::string_view kArchitectureKeys[] = {
     "block_count",
     "embedding_length",
@@ -33,6 +34,9 @@ constexpr std::string_view kArchitectureKeys[] = {
     "rope.scaling.attn_factor",
     "rope.scaling.original_context_length",
     "attention.sliding_window",
+    "attention.sliding_window_pattern",
+    "attention.scale",
+    "rope.freq_base_swa",
 };
 constexpr std::string_view kProgramKeys[] = {
     "format_version",    "max_context_len", "max_step_tokens",
@@ -45,10 +49,24 @@ constexpr std::string_view kGlobalTensors[] = {
     "token_embd.weight", "output_norm.weight",        "output.weight",
     "rope_freqs.weight", "rope_factors_short.weight", "rope_factors_long.weight"};
 constexpr std::string_view kLayerTensors[] = {
-    "attn_norm.weight",   "attn_q.weight",      "attn_k.weight",   "attn_v.weight",
-    "attn_output.weight", "attn_q.bias",        "attn_k.bias",     "attn_v.bias",
-    "attn_q_norm.weight", "attn_k_norm.weight", "ffn_norm.weight", "ffn_gate.weight",
-    "ffn_up.weight",      "ffn_down.weight",    "attn_qkv.weight", "attn_qkv.bias",
+    "attn_norm.weight",
+    "attn_q.weight",
+    "attn_k.weight",
+    "attn_v.weight",
+    "attn_output.weight",
+    "attn_q.bias",
+    "attn_k.bias",
+    "attn_v.bias",
+    "attn_q_norm.weight",
+    "attn_k_norm.weight",
+    "ffn_norm.weight",
+    "ffn_gate.weight",
+    "ffn_up.weight",
+    "ffn_down.weight",
+    "attn_qkv.weight",
+    "attn_qkv.bias",
+    "post_attention_norm.weight",
+    "post_ffw_norm.weight",
 };
 
 bool is_name_char(char c) {
@@ -242,8 +260,10 @@ std::string check_config(const GgufFile& file, const ModelConfig& c) {
            " accepted for general.architecture " + (arch ? *arch : "(none)");
   }
   const std::string p = *arch + ".";
+  const bool gemma3 = c.architecture == Architecture::kGemma3;
   const bool neox = c.architecture == Architecture::kQwen2 ||
-                    c.architecture == Architecture::kQwen3 || c.architecture == Architecture::kPhi3;
+                    c.architecture == Architecture::kQwen3 ||
+                    c.architecture == Architecture::kPhi3 || gemma3;
   if (c.rope.style != (neox ? RopeStyle::kNeox : RopeStyle::kNormal)) return "wrong rope style";
   std::string problem;
   auto expect = [&](const std::string& suffix, int64_t actual, std::optional<int64_t> fallback) {
@@ -307,10 +327,30 @@ std::string check_config(const GgufFile& file, const ModelConfig& c) {
   const UintKey window = uint_key(file, p + "attention.sliding_window");
   if (!window.problem.empty()) return window.problem;
   if (c.layer_windows.size() != static_cast<size_t>(c.num_layers)) return "windows per layer";
-  for (const int32_t w : c.layer_windows) {
-    if (w < 0 || static_cast<uint64_t>(w) != window.value) {
-      return fmt::format("layer window {} accepted for sliding_window {}", w, window.value);
+  // gemma3: every `sliding_window_pattern`-th layer (default 6) is global.
+  uint64_t pattern = 0;
+  if (gemma3) {
+    const UintKey key = uint_key(file, p + "attention.sliding_window_pattern");
+    if (!key.problem.empty()) return key.problem;
+    pattern = file.has(p + "attention.sliding_window_pattern") ? key.value : 6;
+    if (pattern == 0) return "sliding_window_pattern 0 accepted";
+    if (!file.has(p + "attention.sliding_window")) return "gemma3 without a window accepted";
+  }
+  for (size_t l = 0; l < c.layer_windows.size(); ++l) {
+    const int32_t w = c.layer_windows[l];
+    const uint64_t expected = gemma3 && (l + 1) % pattern == 0 ? 0 : window.value;
+    if (w < 0 || static_cast<uint64_t>(w) != expected) {
+      return fmt::format("layer {} window {} accepted for sliding_window {}", l, w, window.value);
     }
+  }
+  if (gemma3 != c.sliding_rope.has_value() || gemma3 != c.has_post_norms ||
+      gemma3 != (c.ffn_activation == FfnActivation::kGeluTanh) ||
+      gemma3 != (c.embedding_scale != 1.0f) || gemma3 != (c.attention_scale > 0.0f)) {
+    return "gemma3's parts on another architecture, or missing on gemma3";
+  }
+  if (gemma3 && (!std::isfinite(c.attention_scale) || !std::isfinite(c.sliding_rope->freq_base) ||
+                 !(c.sliding_rope->freq_base > 0.0f))) {
+    return "gemma3 attention scale or windowed rope base not finite and > 0";
   }
   if (c.has_qkv_bias != (file.find_tensor("blk.0.attn_q.bias") != nullptr) ||
       c.has_qk_norm != (file.find_tensor("blk.0.attn_q_norm.weight") != nullptr) ||
@@ -321,7 +361,9 @@ std::string check_config(const GgufFile& file, const ModelConfig& c) {
                                    file.find_tensor("rope_factors_long.weight") != nullptr))) {
     return "an optional part disagrees with the tensors";
   }
-  if (c.architecture == Architecture::kQwen3 && !c.has_qk_norm) return "qwen3 without q/k norm";
+  if ((c.architecture == Architecture::kQwen3 || gemma3) && !c.has_qk_norm) {
+    return "qwen3 / gemma3 without q/k norm";
+  }
   if (!std::isfinite(c.rope.attn_factor) || !(c.rope.attn_factor > 0.0f)) {
     return fmt::format("rope attn_factor {} accepted", c.rope.attn_factor);
   }
@@ -388,6 +430,8 @@ std::string check_weights(const GgufFile& file, const ModelConfig& c, const Mode
         {l.q_norm, "attn_q_norm.weight", c.head_dim, 1, c.has_qk_norm},
         {l.k_norm, "attn_k_norm.weight", c.head_dim, 1, c.has_qk_norm},
         {l.ffn_norm, "ffn_norm.weight", hidden, 1, true},
+        {l.post_attn_norm, "post_attention_norm.weight", hidden, 1, c.has_post_norms},
+        {l.post_ffn_norm, "post_ffw_norm.weight", hidden, 1, c.has_post_norms},
         {l.w_gate, "ffn_gate.weight", hidden, c.ffn_size, true},
         {l.w_up, "ffn_up.weight", hidden, c.ffn_size, true},
         {l.w_down, "ffn_down.weight", c.ffn_size, hidden, true},

@@ -11,8 +11,6 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -24,6 +22,7 @@
 #include "model/safetensors_file.h"
 #include "model/safetensors_test_util.h"
 #include "program/exporter.h"
+#include "reference_case.h"
 #include "test_models.h"
 
 namespace cellm::testing {
@@ -108,28 +107,6 @@ inline void export_tiny_phi3(const std::string& hf_dir, const std::string& outpu
   options.quant = quant;
   StatusOr<ExportReport> report = export_program(options);
   ASSERT_TRUE(report.ok()) << report.status().to_string();
-}
-
-// A greedy run against one reference case: every token equal, every logit the reference keeps
-// (its largest 8 and 8 fixed ones a row) within `tolerance`. Returns the largest difference.
-inline float expect_tiny_phi3_case(const GreedyRun& run, const nlohmann::json& c, int32_t vocab,
-                                   float tolerance, const std::string& what) {
-  const auto expected = c.at("generated_tokens").get<std::vector<int32_t>>();
-  EXPECT_EQ(run.tokens, expected) << what;
-  const nlohmann::json& rows = c.at("logit_rows");
-  EXPECT_EQ(run.logits.size(), rows.size() * static_cast<size_t>(vocab)) << what;
-  float worst = 0.0f;
-  for (size_t row = 0; row < rows.size() && (row + 1) * vocab <= run.logits.size(); ++row) {
-    for (const nlohmann::json& entry : rows[row]) {
-      const auto token = entry.at(0).get<int32_t>();
-      const auto logit = entry.at(1).get<double>();
-      const float got = run.logits[row * static_cast<size_t>(vocab) + static_cast<size_t>(token)];
-      const auto diff = static_cast<float>(std::fabs(got - logit));
-      worst = std::max(worst, diff);
-      EXPECT_LE(diff, tolerance) << what << ", row " << row << ", token " << token;
-    }
-  }
-  return worst;
 }
 
 }  // namespace cellm::testing

@@ -43,17 +43,19 @@ CpuForward::CpuForward(const ModelConfig& config, const ModelWeights& weights, T
     layer_vectors_.push_back({read_vector(layer.attn_norm), read_vector(layer.ffn_norm),
                               read_vector(layer.q_bias), read_vector(layer.k_bias),
                               read_vector(layer.v_bias), read_vector(layer.q_norm),
-                              read_vector(layer.k_norm)});
+                              read_vector(layer.k_norm), read_vector(layer.post_attn_norm),
+                              read_vector(layer.post_ffn_norm)});
   }
   output_norm_ = read_vector(weights.output_norm);
   rope_freqs_ = read_vector(weights.rope_freqs);
-  rope_ =
-      rope_params(config.rope, config.head_dim, rope_freqs_.empty() ? nullptr : rope_freqs_.data());
+  const float* factors = rope_freqs_.empty() ? nullptr : rope_freqs_.data();
+  rope_ = rope_params(config.rope, config.head_dim, factors);
+  sliding_rope_ = rope_params(config.sliding_rope.value_or(config.rope), config.head_dim, factors);
   attention_.num_heads = config.num_heads;
   attention_.num_kv_heads = config.num_kv_heads;
   attention_.head_dim = config.head_dim;
   attention_.value_head_dim = config.value_head_dim;
-  attention_.scale = 1.0f / std::sqrt(static_cast<float>(config.head_dim));
+  attention_.scale = config.query_scale();
 }
 
 void CpuForward::gather_rows(std::vector<float>& buffer, int64_t width,
@@ -98,10 +100,15 @@ void CpuForward::run(std::span<const int32_t> tokens, const CellStep& step,
   for (int64_t t = 0; t < num_tokens; ++t) rows_[static_cast<size_t>(t)] = static_cast<int32_t>(t);
 
   cpu_embed(weights_.token_embd, tokens.data(), num_tokens, x_.data());
+  if (c.embedding_scale != 1.0f) {
+    for (int64_t i = 0; i < num_tokens * hidden; ++i)
+      x_[static_cast<size_t>(i)] *= c.embedding_scale;
+  }
   int64_t num_rows = num_tokens;  // rows of the buffers: every token, then the kept ones
   for (int32_t l = 0; l < c.num_layers; ++l) {
     const LayerWeights& w = weights_.layers[static_cast<size_t>(l)];
     const LayerVectors& vec = layer_vectors_[static_cast<size_t>(l)];
+    const RopeParams& rope = c.layer_windows[static_cast<size_t>(l)] > 0 ? sliding_rope_ : rope_;
     cpu_rms_norm(x_.data(), vec.attn_norm.data(), num_rows, hidden, c.rms_norm_eps, xn_.data());
 
     // K and V of every token of the slice, into its cell.
@@ -113,7 +120,7 @@ void CpuForward::run(std::span<const int32_t> tokens, const CellStep& step,
       cpu_rms_norm(k_.data(), vec.k_norm.data(), num_rows * c.num_kv_heads, c.head_dim,
                    c.rms_norm_eps, k_.data());
     }
-    cpu_rope(k_.data(), step.token_pos.data(), num_rows, c.num_kv_heads, rope_);
+    cpu_rope(k_.data(), step.token_pos.data(), num_rows, c.num_kv_heads, rope);
     for (int64_t t = 0; t < num_rows; ++t) {
       kv.write(l, step.token_cell[static_cast<size_t>(t)], k_.data() + t * kv_width,
                v_.data() + t * v_width);
@@ -140,16 +147,24 @@ void CpuForward::run(std::span<const int32_t> tokens, const CellStep& step,
       visible_[static_cast<size_t>(r)] =
           step.visible_cells(token, c.layer_windows[static_cast<size_t>(l)]);
     }
-    cpu_rope(q_.data(), positions_.data(), num_rows, c.num_heads, rope_);
+    cpu_rope(q_.data(), positions_.data(), num_rows, c.num_heads, rope);
     cpu_attention(q_.data(), visible_, kv.k_view(l), kv.v_view(l), attention_, attn_.data(), pool_);
     cpu_matmul(w.wo, attn_.data(), num_rows, proj_.data(), pool_);
+    if (!vec.post_attn_norm.empty()) {
+      cpu_rms_norm(proj_.data(), vec.post_attn_norm.data(), num_rows, hidden, c.rms_norm_eps,
+                   proj_.data());
+    }
     cpu_add(x_.data(), proj_.data(), num_rows * hidden);
 
     cpu_rms_norm(x_.data(), vec.ffn_norm.data(), num_rows, hidden, c.rms_norm_eps, xn_.data());
     cpu_matmul(w.w_gate, xn_.data(), num_rows, gate_.data(), pool_);
     cpu_matmul(w.w_up, xn_.data(), num_rows, up_.data(), pool_);
-    cpu_silu_mul(gate_.data(), up_.data(), num_rows * ffn, gate_.data());
+    cpu_gated_mul(c.ffn_activation, gate_.data(), up_.data(), num_rows * ffn, gate_.data());
     cpu_matmul(w.w_down, gate_.data(), num_rows, proj_.data(), pool_);
+    if (!vec.post_ffn_norm.empty()) {
+      cpu_rms_norm(proj_.data(), vec.post_ffn_norm.data(), num_rows, hidden, c.rms_norm_eps,
+                   proj_.data());
+    }
     cpu_add(x_.data(), proj_.data(), num_rows * hidden);
   }
   if (logits == nullptr || num_rows == 0) return;

@@ -1,10 +1,12 @@
 // CpuForward: the reference forward of one slice — the function both program methods compute,
 // (tokens[T], positions[T], logits_to_keep[K]) → logits[K, vocab], with K/V placed by a CellStep.
 //
-// Embedding; per layer RMSNorm, q/k/v projections (+ qwen2 biases, + qwen3 per-head q/k
-// RMSNorm), RoPE, K/V written to each token's cell, grouped-query attention of each token over
-// its own sequence's visible cells, output projection, residual, RMSNorm, SwiGLU MLP, residual;
-// then the final norm and the LM head on the kept rows only. f32 arithmetic; weights dequantized
+// Embedding (× the config's embedding scale); per layer RMSNorm, q/k/v projections (+ qwen2
+// biases, + qwen3/gemma3 per-head q/k RMSNorm), RoPE (the layer's: gemma3's windowed layers have
+// their own), K/V written to each token's cell, grouped-query attention of each token over its
+// own sequence's visible cells, output projection (RMS-normed again with post norms), residual,
+// RMSNorm, gated MLP (SwiGLU or GeGLU; post-normed likewise), residual; then the final norm and
+// the LM head on the kept rows only. f32 arithmetic; weights dequantized
 // on the fly from the GGUF mapping. Each token's result depends only on its own inputs and the
 // cells it sees — not on the other tokens of the slice nor on the thread split — so one prompt
 // gives the same logits alone, packed with others, or cut into slices of any width. It knows
@@ -42,13 +44,15 @@ class CpuForward {
 
  private:
   struct LayerVectors {
-    std::vector<float> attn_norm;  // [hidden]
-    std::vector<float> ffn_norm;   // [hidden]
-    std::vector<float> q_bias;     // [q_width] or empty
-    std::vector<float> k_bias;     // [kv_width] or empty
-    std::vector<float> v_bias;     // [v_width] or empty
-    std::vector<float> q_norm;     // [head_dim] or empty
-    std::vector<float> k_norm;     // [head_dim] or empty
+    std::vector<float> attn_norm;       // [hidden]
+    std::vector<float> ffn_norm;        // [hidden]
+    std::vector<float> q_bias;          // [q_width] or empty
+    std::vector<float> k_bias;          // [kv_width] or empty
+    std::vector<float> v_bias;          // [v_width] or empty
+    std::vector<float> q_norm;          // [head_dim] or empty
+    std::vector<float> k_norm;          // [head_dim] or empty
+    std::vector<float> post_attn_norm;  // [hidden] or empty (gemma3)
+    std::vector<float> post_ffn_norm;   // [hidden] or empty
   };
 
   // Keeps rows `rows` of a [num_rows, width] buffer, in order, at its front.
@@ -61,6 +65,7 @@ class CpuForward {
   std::vector<float> output_norm_;           // [hidden]
   std::vector<float> rope_freqs_;            // [n_rot / 2] or empty
   RopeParams rope_;
+  RopeParams sliding_rope_;  // the windowed layers' (config.sliding_rope), else rope_
   AttentionParams attention_;
 
   // Scratch, grown to the widest slice seen. Row counts shrink to K in the last layer.

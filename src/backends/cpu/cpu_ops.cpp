@@ -76,6 +76,24 @@ void cpu_silu_mul(const float* gate, const float* up, int64_t n, float* out) {
   }
 }
 
+void cpu_gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    const float inner = kSqrt2OverPi * (g + 0.044715f * g * g * g);
+    out[i] = (0.5f * g * (1.0f + std::tanh(inner))) * up[i];
+  }
+}
+
+void cpu_gated_mul(FfnActivation activation, const float* gate, const float* up, int64_t n,
+                   float* out) {
+  if (activation == FfnActivation::kGeluTanh) {
+    cpu_gelu_tanh_mul(gate, up, n, out);
+  } else {
+    cpu_silu_mul(gate, up, n, out);
+  }
+}
+
 void cpu_add(float* x, const float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] += y[i];
 }

@@ -50,6 +50,14 @@ void cpu_rope(float* x, const int32_t* positions, int64_t num_tokens, int32_t nu
 // out[i] = silu(gate[i]) · up[i], silu(g) = g / (1 + e^−g). All [n], f32 (out may alias either).
 void cpu_silu_mul(const float* gate, const float* up, int64_t n, float* out);
 
+// out[i] = gelu(gate[i]) · up[i] with the tanh form gelu(g) = 0.5 g (1 + tanh(sqrt(2/pi) (g +
+// 0.044715 g^3))) in f32 (GeGLU: gemma3). All [n], f32 (out may alias either).
+void cpu_gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out);
+
+// The gated MLP's activation of `activation`: cpu_silu_mul or cpu_gelu_tanh_mul.
+void cpu_gated_mul(FfnActivation activation, const float* gate, const float* up, int64_t n,
+                   float* out);
+
 // x[i] += y[i]. Both [n], f32.
 void cpu_add(float* x, const float* y, int64_t n);
 

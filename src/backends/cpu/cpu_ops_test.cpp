@@ -153,6 +153,29 @@ TEST(CpuOpsTest, SiluMulMatchesItsDefinition) {
   EXPECT_NEAR(out[2], 3 * -2 / (1 + std::exp(2.0)), kEps);
 }
 
+TEST(CpuOpsTest, GeluTanhMulMatchesItsDefinitionAndTheErfFormClosely) {
+  const std::vector<float> gate = {0, 1, -2, 3.5f, -0.25f};
+  const std::vector<float> up = {5, 1, 3, -2, 4};
+  std::vector<float> out(gate.size());
+  cpu_gelu_tanh_mul(gate.data(), up.data(), static_cast<int64_t>(gate.size()), out.data());
+  for (size_t i = 0; i < gate.size(); ++i) {
+    const double g = gate[i];
+    const double tanh_form =
+        0.5 * g * (1 + std::tanh(std::sqrt(2 / M_PI) * (g + 0.044715 * g * g * g)));
+    EXPECT_NEAR(out[i], tanh_form * up[i], 1e-5 * (1 + std::fabs(tanh_form * up[i]))) << i;
+    // The exact GELU differs from the tanh form by < 1e-3: a silu here would be far off.
+    const double exact = 0.5 * g * (1 + std::erf(g / std::sqrt(2.0)));
+    EXPECT_NEAR(out[i], exact * up[i], 2e-3 * std::fabs(up[i])) << i;
+  }
+  std::vector<float> dispatched(gate.size());
+  cpu_gated_mul(FfnActivation::kGeluTanh, gate.data(), up.data(), static_cast<int64_t>(gate.size()),
+                dispatched.data());
+  EXPECT_EQ(dispatched, out);
+  cpu_gated_mul(FfnActivation::kSilu, gate.data(), up.data(), static_cast<int64_t>(gate.size()),
+                dispatched.data());
+  EXPECT_NE(dispatched, out);
+}
+
 TEST(CpuOpsTest, MatmulDequantizesQ8_0Rows) {
   // Row 0: scale 0.5 (f16 0x3800), quants i - 16; row 1: scale 1 (0x3c00), quants all 1.
   std::vector<uint8_t> bytes(2 * 34);

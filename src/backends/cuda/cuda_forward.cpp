@@ -293,6 +293,7 @@ Status CudaForward::enqueue(const DeviceStep& step, ForwardShape shape, cudaStre
         " kept) outside [1, " + std::to_string(forward_config_.max_width) + "]");
   }
   const auto [hidden, q_width, kv_width, qkv_width, attn_width, ffn] = widths();
+  if (c.has_post_norms) return enqueue_post_norm(step, rows, kept, is_static, stream);
   if (rows <= fused_max_rows_) return enqueue_fused(step, rows, kept, is_static, stream);
 
   CELLM_RETURN_IF_ERROR(embed(step, rows, stream));

@@ -28,6 +28,7 @@
 // docs/perf/decode.md). Quantized weights use this path up to 4 rows, F32 up to 8, F16 / BF16 at
 // one row (kernels::small_m_max_tokens and plan_fused_path say why); wider slices run the unfused
 // sequence.
+// Models with post norms (gemma3) run their own plain sequence (enqueue_post_norm), at every width.
 // CELLM_CUDA_FUSED=0 / CELLM_CUDA_INT8=0 / CELLM_CUDA_ROPE_TABLE=0 in the environment turn the
 // fused path / int8 activations / the angle table off (to measure what they bring).
 // It owns its activation scratch (sized for max_width rows), not the weights, pool or step.
@@ -183,6 +184,13 @@ class CudaForward {
   // The forward with the fused small-M kernels (cuda_forward_fused.cpp); rows ≤ fused_max_rows_.
   Status enqueue_fused(const DeviceStep& step, int32_t rows, int32_t kept, bool is_static,
                        cudaStream_t stream);
+  // The forward of a model with post norms (gemma3: cuda_forward_post_norm.cpp), every slice.
+  Status enqueue_post_norm(const DeviceStep& step, int32_t rows, int32_t kept, bool is_static,
+                           cudaStream_t stream);
+  // y = RMSNorm(x (+= add first, when add is set)) · weight over `rows` rows of hidden columns;
+  // y may be x (then with x's stride), else [rows, hidden].
+  Status post_norm_rms(const float* weight, float* x, int64_t x_stride, const float* add,
+                       int64_t add_stride, float* y, int32_t rows, cudaStream_t stream);
   // Points a fused product's input at x rows [rows, K] (gathered by x_rows, normed by norm when
   // given): f32, or int8 through one quantize launch when the weight takes int8 activations.
   Status fused_input(kernels::DecodeMatmulParams* p, const float* x, int64_t x_stride,

@@ -44,7 +44,9 @@ void CudaForward::plan_fused_path() {
   fused_trigger_ = env_allows("CELLM_CUDA_TRIGGER_AFTER_WAIT") ? kernels::PdlTrigger::kAfterWait
                                                                : kernels::PdlTrigger::kAtStart;
   wide_input_ = env_allows("CELLM_CUDA_WIDE_INPUT");
-  rope_table_used_ = c.rope.num_rotary_dims > 0 && env_allows("CELLM_CUDA_ROPE_TABLE");
+  // One table of angles serves every layer only when every layer rotates alike.
+  rope_table_used_ = c.rope.num_rotary_dims > 0 && !c.sliding_rope.has_value() &&
+                     env_allows("CELLM_CUDA_ROPE_TABLE");
   // K-quants with int8 activations but no int8 tensor-core product: the fused decode product up
   // to kKQuantFusedRowsWithCopies rows, or kDecodeMatmulMaxTokens without copies
   // (CELLM_CUDA_KQUANT_FUSED_ROWS overrides, for measurements); wider, their products run cuBLAS
@@ -56,7 +58,10 @@ void CudaForward::plan_fused_path() {
                                       : kernels::kDecodeMatmulMaxTokens;
   }();
   fused_max_rows_ = 0;
-  if (!forward_config_.fused_decode || !env_allows("CELLM_CUDA_FUSED")) return;
+  if (!forward_config_.fused_decode || !env_allows("CELLM_CUDA_FUSED") || c.has_post_norms ||
+      c.ffn_activation != FfnActivation::kSilu || c.embedding_scale != 1.0f) {
+    return;
+  }
   int32_t max_rows = kernels::kDecodeMatmulMaxTokens;
   // Each weight type keeps the fused path only as wide as its small-M products pay
   // (kernels::small_m_max_tokens: wider, the tensor-core path is faster), and F16 / BF16 only at

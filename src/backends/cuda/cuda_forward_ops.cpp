@@ -47,7 +47,7 @@ Status CudaForward::attention(const DeviceStep& step, int32_t layer, int32_t row
   args.num_kv_heads = c.num_kv_heads;
   args.head_dim = c.head_dim;
   args.value_head_dim = c.value_head_dim;
-  args.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  args.scale = c.query_scale();
   args.window = forward_config_.layer_windows[static_cast<size_t>(layer)];
   args.q = qkv_;
   args.q_stride = c.q_width() + c.kv_width() + c.v_width();
@@ -93,6 +93,7 @@ Status CudaForward::embed(const DeviceStep& step, int32_t rows, cudaStream_t str
   p.tokens = step.tokens;
   p.out = x_;
   p.out_stride = config_.hidden_size;
+  p.scale = config_.embedding_scale;
   return kernels::launch_embedding(p, stream);
 }
 
@@ -106,11 +107,12 @@ Status CudaForward::rope_kv(const DeviceStep& step, int32_t layer, int32_t rows,
   rope.positions = step.positions;
   rope.head_dim = c.head_dim;
   rope.style = weights_.rope_style();  // normal when the upload made neox pairs adjacent
-  rope.num_rotary_dims = c.rope.num_rotary_dims;
-  rope.freq_base = c.rope.freq_base;
-  rope.freq_scale = c.rope.freq_scale;
+  const RopeConfig& layer_rope = c.layer_rope(layer);  // gemma3: windowed layers' own
+  rope.num_rotary_dims = layer_rope.num_rotary_dims;
+  rope.freq_base = layer_rope.freq_base;
+  rope.freq_scale = layer_rope.freq_scale;
   rope.freq_factors = weights_.rope_freqs();
-  rope.attn_factor = c.rope.attn_factor;
+  rope.attn_factor = layer_rope.attn_factor;
   rope.cos_sin = rope_table_used_ ? rope_table_ : nullptr;
   rope.norm_eps = c.rms_norm_eps;
   rope.q = qkv_;
@@ -156,11 +158,12 @@ kernels::RopeKvOutput CudaForward::rope_output(const DeviceStep& step, int32_t l
   r.kv_width = static_cast<int32_t>(width.kv);
   r.v_width = c.v_width();
   r.head_dim = c.head_dim;
-  r.num_rotary_dims = c.rope.num_rotary_dims;
-  r.freq_base = c.rope.freq_base;
-  r.freq_scale = c.rope.freq_scale;
+  const RopeConfig& layer_rope = c.layer_rope(layer);
+  r.num_rotary_dims = layer_rope.num_rotary_dims;
+  r.freq_base = layer_rope.freq_base;
+  r.freq_scale = layer_rope.freq_scale;
   r.freq_factors = weights_.rope_freqs();
-  r.attn_factor = c.rope.attn_factor;
+  r.attn_factor = layer_rope.attn_factor;
   r.cos_sin = table ? rope_table_ : nullptr;
   r.k_cache = pool_.k_data(layer);
   r.v_cache = pool_.v_data(layer);

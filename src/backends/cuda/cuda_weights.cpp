@@ -243,6 +243,12 @@ Status CudaWeights::plan(const ModelWeights* w, const RandomWeightsSpec& random_
            &out.attn_norm);
     vector(p + "ffn_norm.weight", one(&LayerWeights::ffn_norm), {hidden}, Tensor::Fill::kOnes,
            &out.ffn_norm);
+    if (c.has_post_norms) {
+      vector(p + "post_attention_norm.weight", one(&LayerWeights::post_attn_norm), {hidden},
+             Tensor::Fill::kOnes, &out.post_attn_norm);
+      vector(p + "post_ffw_norm.weight", one(&LayerWeights::post_ffn_norm), {hidden},
+             Tensor::Fill::kOnes, &out.post_ffn_norm);
+    }
     const bool fuse_qkv =
         options.fuse && (random ? random_type(more_bits(l)) == random_type(false)
                                 : (lw->wq.type == lw->wk.type && lw->wk.type == lw->wv.type));

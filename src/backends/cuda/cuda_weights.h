@@ -34,8 +34,10 @@
 namespace cellm {
 
 struct CudaLayerWeights {
-  const float* attn_norm = nullptr;  // [hidden]
-  const float* ffn_norm = nullptr;   // [hidden]
+  const float* attn_norm = nullptr;       // [hidden]
+  const float* ffn_norm = nullptr;        // [hidden]
+  const float* post_attn_norm = nullptr;  // [hidden] or null (gemma3's post norms)
+  const float* post_ffn_norm = nullptr;   // [hidden] or null
   // q/k/v: fused into `qkv` ([q_width + kv_width + v_width rows, hidden]) when their types
   // match, with wq/wk/wv then row ranges of it; otherwise three separate matrices and `qkv`
   // absent (data null).

@@ -1,5 +1,7 @@
 #include "backends/cuda/model_geometry.h"
 
+#include <cmath>
+
 namespace cellm {
 namespace {
 
@@ -23,6 +25,8 @@ constexpr Geometry kGeometries[] = {
      false, true, 1e-5f},
     {"phi-3.5-mini", Architecture::kPhi3, 32, 3072, 8192, 32, 32, 96, 32064, 10000.0f, true, false,
      false, 1e-5f},
+    {"gemma-3-4b", Architecture::kGemma3, 34, 2560, 10240, 8, 4, 256, 262208, 1000000.0f, false,
+     false, true, 1e-6f},
     {"tiny", Architecture::kLlama, 4, 512, 1536, 8, 4, 64, 4096, 10000.0f, false, false, false,
      1e-5f},
     {"tiny-qwen", Architecture::kQwen2, 3, 256, 768, 4, 2, 64, 2048, 1000000.0f, false, true, false,
@@ -65,6 +69,22 @@ StatusOr<ModelConfig> named_geometry(std::string_view name) {
     c.layer_windows.assign(static_cast<size_t>(g.num_layers), 0);
     c.has_qkv_bias = g.qkv_bias;
     c.tied_embeddings = g.tied;
+    if (g.architecture == Architecture::kGemma3) {  // Gemma 3 4B's (its HF config)
+      c.rope.style = RopeStyle::kNeox;
+      c.rope.freq_scale = 1.0f / 8.0f;  // linear scaling on the global layers
+      RopeConfig sliding = c.rope;
+      sliding.freq_base = 10000.0f;
+      sliding.freq_scale = 1.0f;
+      c.sliding_rope = sliding;
+      for (int32_t l = 0; l < g.num_layers; ++l) {
+        if ((l + 1) % 6 != 0) c.layer_windows[static_cast<size_t>(l)] = 1024;
+      }
+      c.has_qk_norm = true;
+      c.has_post_norms = true;
+      c.ffn_activation = FfnActivation::kGeluTanh;
+      c.embedding_scale = std::sqrt(static_cast<float>(g.hidden));
+      c.attention_scale = 1.0f / std::sqrt(256.0f);  // query_pre_attn_scalar 256
+    }
     return c;
   }
   std::string names;

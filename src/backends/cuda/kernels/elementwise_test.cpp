@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/cpu_ops.h"
@@ -231,6 +232,34 @@ TEST(SwigluKernelTest, SeparateAndFusedGateUpMatchTheCpu) {
       "odd stride", out, [&] { EXPECT_OK(launch_swiglu(separate, nullptr)); }, ref, 1e-6);
 }
 
+TEST(SwigluKernelTest, GeluGatingMatchesTheCpu) {
+  CELLM_REQUIRE_DEVICE();
+  const int64_t tokens = 5, ffn = 1152;  // Gemma 3 1B's hidden size, as a width
+  const std::vector<float> gate_up = random_floats(static_cast<size_t>(tokens * 2 * ffn), 47, 6.0f);
+  std::vector<float> ref(static_cast<size_t>(tokens * ffn));
+  std::vector<float> silu(static_cast<size_t>(tokens * ffn));
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float* row = gate_up.data() + t * 2 * ffn;
+    cpu_gelu_tanh_mul(row, row + ffn, ffn, ref.data() + t * ffn);
+    cpu_silu_mul(row, row + ffn, ffn, silu.data() + t * ffn);
+  }
+  ASSERT_FALSE(testing::near_relative("gelu is not silu", silu, ref, 1e-3));
+  DeviceArray<float> in(gate_up);
+  DeviceArray<float> out(static_cast<size_t>(tokens * ffn));
+  SwigluParams p = swiglu_fused_params(in.get(), tokens, ffn, out.get());
+  p.gelu_tanh = true;
+  expect_parity(
+      "gelu fused", out, [&] { EXPECT_OK(launch_swiglu(p, nullptr)); }, ref, 1e-6);
+  // A column at a time (no float4s).
+  std::vector<float> odd(static_cast<size_t>(tokens * 2 * ffn + 1));
+  std::copy(gate_up.begin(), gate_up.end(), odd.begin() + 1);
+  DeviceArray<float> odd_dev(odd);
+  p.gate = odd_dev.get() + 1;
+  p.up = odd_dev.get() + 1 + ffn;
+  expect_parity(
+      "gelu unaligned", out, [&] { EXPECT_OK(launch_swiglu(p, nullptr)); }, ref, 1e-6);
+}
+
 TEST(SwigluKernelTest, ABf16OutputIsSwigluRoundedInTheOrderTheNextProductReads) {
   CELLM_REQUIRE_DEVICE();
   const int64_t tokens = 5, ffn = 1536;
@@ -414,6 +443,35 @@ TEST(EmbeddingKernelTest, GathersRowsOfEveryTypeBitForBit) {
     const std::vector<float> got =
         testing::compact_rows(out.download(), std::ssize(tokens), stride, s.cols);
     EXPECT_TRUE(testing::near_relative("embedding", got, ref, 0.0));
+  }
+}
+
+TEST(EmbeddingKernelTest, AScaledGatherIsTheRowTimesTheScaleBitForBit) {
+  CELLM_REQUIRE_DEVICE();
+  const float scale = std::sqrt(1152.0f);  // Gemma 3 1B's
+  const int64_t vocab = 40;
+  const std::vector<int32_t> tokens = {7, 0, 39, 7};
+  for (const auto& [type, cols] :
+       {std::pair{TensorType::kBF16, int64_t{96}}, std::pair{TensorType::kQ8_0, int64_t{4096}}}) {
+    SCOPED_TRACE(tensor_type_name(type));
+    const std::vector<uint8_t> gguf = testing::random_gguf_rows(type, vocab, cols, 50);
+    std::vector<float> ref(tokens.size() * static_cast<size_t>(cols));
+    cpu_embed(testing::weight_view(type, vocab, cols, gguf), tokens.data(),
+              static_cast<int64_t>(tokens.size()), ref.data());
+    for (float& x : ref) x *= scale;  // as CpuForward scales
+    const testing::UploadedWeight table = testing::upload_weight(type, vocab, cols, gguf);
+    DeviceArray<int32_t> tokens_dev(tokens);
+    DeviceArray<float> out(tokens.size() * static_cast<size_t>(cols));
+    EmbeddingParams p;
+    p.table = table.weight;
+    p.num_tokens = static_cast<int32_t>(tokens.size());
+    p.tokens = tokens_dev.get();
+    p.out = out.get();
+    p.out_stride = cols;
+    p.scale = scale;
+    out.poison();
+    EXPECT_OK(launch_embedding(p, nullptr));
+    EXPECT_TRUE(testing::near_relative("scaled embedding", out.download(), ref, 0.0));
   }
 }
 

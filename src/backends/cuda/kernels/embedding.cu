@@ -42,8 +42,9 @@ __global__ void __launch_bounds__(kThreads) embedding_interleaved_kernel(const E
       float* dst = out + Decoder::x_offset(c, g);
       CELLM_UNROLL
       for (int i = 0; i < 4; ++i) {
-        dst[i] =
-            Decoder::kHasMin ? sub_rn(mul_rn(v.scale, v.q[i]), v.min) : mul_rn(v.q[i], v.scale);
+        dst[i] = __fmul_rn(
+            Decoder::kHasMin ? sub_rn(mul_rn(v.scale, v.q[i]), v.min) : mul_rn(v.q[i], v.scale),
+            p.scale);
       }
     }
   }
@@ -55,8 +56,8 @@ __global__ void __launch_bounds__(kThreads) embedding_gguf_kernel(const Embeddin
   float* out = p.out + static_cast<int64_t>(blockIdx.x) * p.out_stride;
   const bool valid = valid_token(p, token);
   for (int64_t e = threadIdx.x; e < p.table.num_cols; e += kThreads) {
-    out[e] =
-        valid ? gguf_element(p.table.type, table_row(p, token), e) : __int_as_float(0x7fc00000);
+    out[e] = valid ? __fmul_rn(gguf_element(p.table.type, table_row(p, token), e), p.scale)
+                   : __int_as_float(0x7fc00000);
   }
 }
 

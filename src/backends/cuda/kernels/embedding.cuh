@@ -20,6 +20,7 @@ struct EmbeddingParams {
   const int32_t* tokens = nullptr;  // [num_tokens] device
   float* out = nullptr;             // [num_tokens, out_stride] f32
   int64_t out_stride = 0;
+  float scale = 1.0f;  // every value multiplied by this, rounded once (gemma3: sqrt(hidden))
 };
 
 Status launch_embedding(const EmbeddingParams& params, cudaStream_t stream);

@@ -52,6 +52,15 @@ __device__ __forceinline__ float silu_mul(float g, float u) {
   return __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), u);
 }
 
+// gelu(g) · u with GELU's tanh form, rounded as the CPU (cpu_gelu_tanh_mul) rounds it:
+// (0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3)))) · u.
+__device__ __forceinline__ float gelu_tanh_mul(float g, float u) {
+  const float cube = __fmul_rn(__fmul_rn(__fmul_rn(0.044715f, g), g), g);
+  const float inner = __fmul_rn(0.7978845608028654f, __fadd_rn(g, cube));
+  const float gelu = __fmul_rn(__fmul_rn(0.5f, g), __fadd_rn(1.0f, tanhf(inner)));
+  return __fmul_rn(gelu, u);
+}
+
 // This thread's share of the sum of squares of a row of num_cols floats (x 16-byte aligned,
 // num_cols a multiple of 4), as cpu_rms_norm sums: squares rounded to f32, added in double.
 // Thread t of kThreads takes float4s t, t + kThreads, …, four of them loaded together

@@ -1,4 +1,4 @@
-// swiglu: the silu(gate) · up kernel (swiglu.cuh).
+// swiglu: the silu(gate) · up kernel, or gelu(gate) · up (swiglu.cuh).
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -40,7 +40,8 @@ __global__ void __launch_bounds__(kThreads) swiglu_kernel(const SwigluParams p) 
     float value[kColumns];
     CELLM_UNROLL
     for (int c = 0; c < kColumns; ++c) {
-      value[c] = silu_mul(g[c], u[c]);  // each operation rounded as the CPU rounds it
+      // each operation rounded as the CPU rounds it
+      value[c] = p.gelu_tanh ? gelu_tanh_mul(g[c], u[c]) : silu_mul(g[c], u[c]);
     }
     if (p.out_wide != nullptr) {
       uint16_t* row = p.out_wide + t * p.dim;

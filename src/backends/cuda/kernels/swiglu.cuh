@@ -1,7 +1,7 @@
-// swiglu: out = silu(gate) · up elementwise on the GPU (the CPU oracle's cpu_silu_mul), for
-// separate gate/up buffers or one fused [T, 2·ffn] gate|up matmul output (strides say which).
-// Stream-ordered, no allocation, capturable. Who calls it: the CUDA forward's FFN, the tests.
-// Thread-safety: launches on a stream.
+// swiglu: out = silu(gate) · up (or, with gelu_tanh, gelu(gate) · up: GeGLU) elementwise on the GPU
+// (the CPU oracle's cpu_silu_mul, cpu_gelu_tanh_mul), for separate gate/up buffers or one fused [T,
+// 2·ffn] gate|up matmul output (strides say which). Stream-ordered, no allocation, capturable. Who
+// calls it: the CUDA forward's FFN, the tests. Thread-safety: launches on a stream.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -27,6 +27,8 @@ struct SwigluParams {
   // it needs no launch to round (and permute) out. kFused: dim a multiple of 32.
   uint16_t* out_wide = nullptr;
   WideOrder out_wide_order = WideOrder::kFused;
+  // GeGLU instead: gelu(gate) · up with GELU's tanh form (gemma3; cpu_gelu_tanh_mul).
+  bool gelu_tanh = false;
 };
 
 // The params for a fused gate|up output `gate_up` [num_tokens, 2·dim] (gate in columns [0, dim),

@@ -1,0 +1,97 @@
+// CudaForward's path for models whose blocks are normed again before they join the residual
+// stream (ModelConfig::has_post_norms: gemma3) — the plain sequence of launches, none folded into
+// another: per layer the attention norm (with the previous block's post-normed output added into
+// the residual first), the q|k|v products, q/k norms + RoPE + the K/V write (rope_kv, the layer's
+// own rope), the attention, the output product into a scratch row, its post norm, the add and the
+// MLP norm, the gate|up products, the gated activation (SwiGLU or GeGLU), the down product into a
+// scratch row and its post norm; then the last add with the final norm, the kept rows gathered and
+// the LM head. Products go through matmul(), which picks the int8 tensor cores, the small-M
+// kernels or the wide ones by width as on the main path.
+#include "backends/cuda/cuda_forward.h"
+#include "backends/cuda/kernels/rms_norm.cuh"
+#include "backends/cuda/kernels/row_gather.cuh"
+#include "backends/cuda/kernels/swiglu.cuh"
+
+namespace cellm {
+
+Status CudaForward::post_norm_rms(const float* weight, float* x, int64_t x_stride, const float* add,
+                                  int64_t add_stride, float* y, int32_t rows, cudaStream_t stream) {
+  kernels::RmsNormParams p;
+  p.num_rows = rows;
+  p.dim = config_.hidden_size;
+  p.eps = config_.rms_norm_eps;
+  p.weight = weight;
+  p.x = x;
+  p.x_stride = x_stride;
+  p.add = add;
+  p.add_stride = add_stride;
+  p.y = y;
+  p.y_stride = y == x ? x_stride : config_.hidden_size;
+  return kernels::launch_rms_norm(p, stream);
+}
+
+Status CudaForward::enqueue_post_norm(const DeviceStep& step, int32_t rows, int32_t kept,
+                                      bool is_static, cudaStream_t stream) {
+  const ModelConfig& c = config_;
+  const auto [hidden, q_width, kv_width, qkv_width, attn_width, ffn] = widths();
+  CELLM_CHECK(ffn >= hidden) << "post-norm path: the MLP's scratch rows hold a block's output";
+  // A block's output before it joins the residual: the output product's in act_ (free until the
+  // activation), the down product's in gate_up_ (free after it). [rows, hidden] each.
+  float* attn_out = act_;
+  float* mlp_out = gate_up_;
+  CELLM_RETURN_IF_ERROR(embed(step, rows, stream));
+  for (int32_t l = 0; l < c.num_layers; ++l) {
+    const CudaLayerWeights& w = weights_.layer(l);
+    // The previous block's output joins the residual, then the attention norm.
+    CELLM_RETURN_IF_ERROR(post_norm_rms(w.attn_norm, x_, hidden, l == 0 ? nullptr : mlp_out, hidden,
+                                        xn_, rows, stream));
+    if (w.qkv_fused()) {
+      CELLM_RETURN_IF_ERROR(matmul(w.qkv, xn_, hidden, rows, qkv_, qkv_width, false, stream));
+    } else {
+      CELLM_RETURN_IF_ERROR(matmul(w.wq, xn_, hidden, rows, qkv_, qkv_width, false, stream));
+      CELLM_RETURN_IF_ERROR(
+          matmul(w.wk, xn_, hidden, rows, qkv_ + q_width, qkv_width, false, stream));
+      CELLM_RETURN_IF_ERROR(
+          matmul(w.wv, xn_, hidden, rows, qkv_ + q_width + kv_width, qkv_width, false, stream));
+    }
+    CELLM_RETURN_IF_ERROR(rope_kv(step, l, rows, stream));
+    CELLM_RETURN_IF_ERROR(attention(step, l, rows, is_static, stream));
+    CELLM_RETURN_IF_ERROR(matmul(w.wo, attn_, attn_width, rows, attn_out, hidden, false, stream));
+    CELLM_RETURN_IF_ERROR(
+        post_norm_rms(w.post_attn_norm, attn_out, hidden, nullptr, 0, attn_out, rows, stream));
+    CELLM_RETURN_IF_ERROR(
+        post_norm_rms(w.ffn_norm, x_, hidden, attn_out, hidden, xn_, rows, stream));
+    if (w.gate_up_fused()) {
+      CELLM_RETURN_IF_ERROR(matmul(w.gate_up, xn_, hidden, rows, gate_up_, 2 * ffn, false, stream));
+    } else {
+      CELLM_RETURN_IF_ERROR(matmul(w.w_gate, xn_, hidden, rows, gate_up_, 2 * ffn, false, stream));
+      CELLM_RETURN_IF_ERROR(
+          matmul(w.w_up, xn_, hidden, rows, gate_up_ + ffn, 2 * ffn, false, stream));
+    }
+    kernels::SwigluParams act = kernels::swiglu_fused_params(gate_up_, rows, ffn, act_);
+    act.gelu_tanh = c.ffn_activation == FfnActivation::kGeluTanh;
+    CELLM_RETURN_IF_ERROR(kernels::launch_swiglu(act, stream));
+    CELLM_RETURN_IF_ERROR(matmul(w.w_down, act_, ffn, rows, mlp_out, hidden, false, stream));
+    CELLM_RETURN_IF_ERROR(
+        post_norm_rms(w.post_ffn_norm, mlp_out, hidden, nullptr, 0, mlp_out, rows, stream));
+  }
+  // The last block's output joins the residual with the final norm; the kept rows, the LM head.
+  CELLM_RETURN_IF_ERROR(
+      post_norm_rms(weights_.output_norm(), x_, hidden, mlp_out, hidden, xn_, rows, stream));
+  if (kept == 0) return ok_status();
+  kernels::RowGatherParams gather;
+  gather.num_rows = kept;
+  gather.dim = hidden;
+  gather.rows = step.kept_rows;
+  gather.src = xn_;
+  gather.src_stride = hidden;
+  gather.num_src_rows = rows;
+  gather.dst = x_;  // the residual is spent
+  gather.dst_stride = hidden;
+  CELLM_RETURN_IF_ERROR(kernels::launch_row_gather(gather, stream));
+  CELLM_RETURN_IF_ERROR(
+      matmul(weights_.output(), x_, hidden, kept, logits_, c.vocab_size, false, stream));
+  return argmax(kept, stream);
+}
+
+}  // namespace cellm

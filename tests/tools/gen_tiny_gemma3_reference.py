@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""Writes tests/support/tiny_gemma3_reference.inc: HF transformers' greedy tokens and logits for
+tiny-gemma3, a Gemma3ForCausalLM made from ../shared/models/arch/tiny-qwen3-hf's weights.
+
+tiny-gemma3 is tiny-qwen3's checkpoint (4 heads of 32 dims over 2 kv heads, q/k norms, tied
+embeddings) under a Gemma 3 config that turns on everything the architecture adds: embeddings
+scaled by sqrt(hidden), GELU (tanh) gating, norms after the attention and after the MLP, Gemma's
+RMSNorm scaling by 1 + w, a sliding window of 5 positions on layer 0 and full attention on layer 1
+(sliding_window_pattern 2) with their own rope bases (10000 on the windowed layer, 1e6 linearly
+scaled by 8 on the global one), and query_pre_attn_scalar 24 (scores scaled by 1 / sqrt(24), not
+by 1 / sqrt(head_dim)). Gemma's four norms per layer come from tiny-qwen3's two, minus 1 (Gemma
+stores w where it scales by 1 + w):
+  input_layernorm            <- layer i's input_layernorm - 1
+  post_attention_layernorm   <- (layer (i + 1) % 2's input_layernorm - 0.0625) * 16
+  pre_feedforward_layernorm  <- layer i's post_attention_layernorm - 1
+  post_feedforward_layernorm <- (layer (i + 1) % 2's post_attention_layernorm - 0.0625) * 16
+(the post norms scale by about 16, so the blocks' outputs weigh against the residual stream,
+whose embeddings sqrt(hidden) = 8 scales to an RMS of about 4: with scales of 1 or 4 the stream
+keeps its token and greedy decoding repeats it)
+  q_norm, k_norm, model.norm <- tiny-qwen3's - 1
+The C++ tests (tests/support/tiny_gemma3.h) build the same checkpoint the same way.
+
+Over tiny-qwen3's reference prompts 1 and 3 (lengths 1 and 17), 24 greedy tokens each. Float64
+forward (the float32 weights upcast), eager attention, the whole sequence recomputed each step (no
+cache); a logits row is kept as its 8 largest entries and 8 fixed ones. The document also keeps
+the config as transformers 5 writes it back (`config_v5`: layer_types, per-type rope_parameters),
+which the export must read the same way.
+
+Needs torch, transformers and safetensors (any CPU install). Run from the repository root:
+  python3 tests/tools/gen_tiny_gemma3_reference.py [--models ../shared/models]
+"""
+import argparse
+import json
+import os
+import tempfile
+
+import torch
+from safetensors.torch import load_file, save_file
+from transformers import Gemma3ForCausalLM
+
+FIXED_ENTRIES = [0, 3, 77, 150, 211, 333, 402, 511]
+NUM_NEW_TOKENS = 24
+
+CONFIG = {
+    "architectures": ["Gemma3ForCausalLM"],
+    "model_type": "gemma3_text",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 32,
+    "vocab_size": 512,
+    "rms_norm_eps": 1e-06,
+    "rope_theta": 1000000.0,
+    "rope_local_base_freq": 10000.0,
+    "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+    "sliding_window": 5,
+    "sliding_window_pattern": 2,
+    "query_pre_attn_scalar": 24,
+    "hidden_activation": "gelu_pytorch_tanh",
+    "max_position_embeddings": 512,
+    "tie_word_embeddings": True,
+    "attn_logit_softcapping": None,
+    "final_logit_softcapping": None,
+    "attention_bias": False,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "pad_token_id": 0,
+}
+
+
+def gemma3_state(qwen3_dir):
+    src = load_file(os.path.join(qwen3_dir, "model.safetensors"))
+    out = {}
+    layers = 2
+    for name, tensor in src.items():
+        if name.endswith("layernorm.weight"):
+            continue  # the four layer norms are made below
+        if name.endswith("_norm.weight") or name == "model.norm.weight":
+            out[name] = tensor - 1.0
+        else:
+            out[name] = tensor
+    for i in range(layers):
+        j = (i + 1) % layers
+        p = f"model.layers.{i}."
+        q = f"model.layers.{j}."
+        out[p + "input_layernorm.weight"] = src[p + "input_layernorm.weight"] - 1.0
+        out[p + "post_attention_layernorm.weight"] = (src[q + "input_layernorm.weight"] - 0.0625) * 16.0
+        out[p + "pre_feedforward_layernorm.weight"] = src[p + "post_attention_layernorm.weight"] - 1.0
+        out[p + "post_feedforward_layernorm.weight"] = (
+            src[q + "post_attention_layernorm.weight"] - 0.0625) * 16.0
+    return {k: v.contiguous() for k, v in out.items()}
+
+
+def greedy(model, prompt):
+    ids = list(prompt)
+    tokens, rows = [], []
+    with torch.no_grad():
+        for _ in range(NUM_NEW_TOKENS):
+            logits = model(torch.tensor([ids]), use_cache=False).logits[0, -1]
+            top = torch.topk(logits, 8).indices.tolist()
+            entries = sorted(set(top) | set(FIXED_ENTRIES))
+            rows.append([[t, float(logits[t])] for t in entries])
+            token = int(torch.argmax(logits))  # ties: the lowest id
+            tokens.append(token)
+            ids.append(token)
+    return tokens, rows
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--models", default="../shared/models")
+    parser.add_argument("--output", default="tests/support/tiny_gemma3_reference.inc")
+    args = parser.parse_args()
+    arch = os.path.join(args.models, "arch")
+    with open(os.path.join(arch, "tiny-qwen3-reference.json")) as f:
+        qwen3_reference = json.load(f)
+    prompts = {c["case"]: c["prompt_tokens"] for c in qwen3_reference["cases"]}
+
+    with tempfile.TemporaryDirectory() as hf_dir:
+        with open(os.path.join(hf_dir, "config.json"), "w") as f:
+            json.dump(CONFIG, f)
+        save_file(gemma3_state(os.path.join(arch, "tiny-qwen3-hf")),
+                  os.path.join(hf_dir, "model.safetensors"), metadata={"format": "pt"})
+        model = Gemma3ForCausalLM.from_pretrained(hf_dir, dtype=torch.float64,
+                                                  attn_implementation="eager")
+        model.save_pretrained(os.path.join(hf_dir, "v5"))
+        with open(os.path.join(hf_dir, "v5", "config.json")) as f:
+            config_v5 = json.load(f)
+    model.eval()
+    assert model.config.layer_types == ["sliding_attention", "full_attention"], \
+        model.config.layer_types
+    assert abs(model.model.layers[0].self_attn.scaling - 24 ** -0.5) < 1e-15
+
+    cases = []
+    for number in (1, 3):
+        tokens, rows = greedy(model, prompts[number])
+        cases.append({"case": number, "prompt_tokens": prompts[number],
+                      "generated_tokens": tokens, "logit_rows": rows})
+
+    import transformers
+    for key in ("dtype", "torch_dtype", "transformers_version"):
+        config_v5.pop(key, None)
+    document = {
+        "generator": "tests/tools/gen_tiny_gemma3_reference.py",
+        "implementation": f"HF transformers {transformers.__version__} (torch {torch.__version__}), "
+                          "Gemma3ForCausalLM, float64, eager attention, CPU",
+        "config": CONFIG,
+        "config_v5": config_v5,
+        "cases": cases,
+    }
+    # One logits row per line: [[token, logit], ...] compact.
+    compact = {}
+    for c in cases:
+        for i, row in enumerate(c["logit_rows"]):
+            key = f"@row{len(compact)}@"
+            compact[key] = json.dumps(row, separators=(",", ":"))
+            c["logit_rows"][i] = key
+    text = json.dumps(document, indent=1)
+    for key, row in compact.items():
+        text = text.replace(f'"{key}"', row)
+    with open(args.output, "w") as f:
+        f.write("// Generated by tests/tools/gen_tiny_gemma3_reference.py; do not edit.\n")
+        f.write('R"reference(' + text + ')reference"\n')
+    print(f"wrote {args.output}: {len(text)} bytes")
+    for c in cases:
+        print(c["case"], c["generated_tokens"])
+
+
+if __name__ == "__main__":
+    main()
