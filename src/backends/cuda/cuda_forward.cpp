@@ -159,20 +159,7 @@ Status CudaForward::matmul(const kernels::DeviceWeight& w, const float* x, int64
                        stream);
   }
   if (int8_decode_applies(w, rows)) {
-    const bool per_256 = int8_input_per_256(w);
-    CELLM_RETURN_IF_ERROR(quantize_input(x, x_stride, nullptr, nullptr, nullptr, rows, w.num_cols,
-                                         stream, per_256, /*block_sums=*/per_256));
-    kernels::DecodeMatmulParams d;
-    d.w = w;
-    d.num_tokens = rows;
-    d.x_q8 = x_q8_;
-    d.x_q8_scales = x_q8_scales_;
-    d.x_q8_per_256 = per_256;
-    d.x_q8_sums = per_256 ? x_q8_sums_ : nullptr;
-    d.y = y;
-    d.y_stride = y_stride;
-    d.accumulate = accumulate;
-    return kernels::launch_decode_matmul(d, stream);
+    return int8_decode_matmul(w, x, x_stride, rows, y, y_stride, accumulate, stream);
   }
   kernels::MatmulParams p;
   p.w = w;
@@ -191,6 +178,25 @@ Status CudaForward::matmul(const kernels::DeviceWeight& w, const float* x, int64
   p.scratch = matmul_scratch_;
   p.scratch_bytes = matmul_scratch_bytes_;
   return kernels::launch_matmul(p, stream);
+}
+
+Status CudaForward::int8_decode_matmul(const kernels::DeviceWeight& w, const float* x,
+                                       int64_t x_stride, int32_t rows, float* y, int64_t y_stride,
+                                       bool accumulate, cudaStream_t stream) {
+  const bool per_256 = int8_input_per_256(w);
+  CELLM_RETURN_IF_ERROR(quantize_input(x, x_stride, nullptr, nullptr, nullptr, rows, w.num_cols,
+                                       stream, per_256, /*block_sums=*/per_256));
+  kernels::DecodeMatmulParams d;
+  d.w = w;
+  d.num_tokens = rows;
+  d.x_q8 = x_q8_;
+  d.x_q8_scales = x_q8_scales_;
+  d.x_q8_per_256 = per_256;
+  d.x_q8_sums = per_256 ? x_q8_sums_ : nullptr;
+  d.y = y;
+  d.y_stride = y_stride;
+  d.accumulate = accumulate;
+  return kernels::launch_decode_matmul(d, stream);
 }
 
 CudaForward::WideInput CudaForward::wide_input(const kernels::DeviceWeight& w, int32_t rows) const {

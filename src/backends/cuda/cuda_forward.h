@@ -128,6 +128,11 @@ class CudaForward {
   // started later, CELLM_CUDA_Q4K_MMA_FROM / CELLM_CUDA_Q6K_MMA_FROM) at up to kquant_fused_rows_
   // rows — in a wide step of a model whose other weights leave the fused layer sooner.
   bool int8_decode_applies(const kernels::DeviceWeight& w, int32_t rows) const;
+  // y[rows, N] (+)= x · wᵀ by the fused decode product on int8 activations: one quantize launch
+  // (per 32 or 256 columns as w takes them), then the product.
+  Status int8_decode_matmul(const kernels::DeviceWeight& w, const float* x, int64_t x_stride,
+                            int32_t rows, float* y, int64_t y_stride, bool accumulate,
+                            cudaStream_t stream);
   // y[rows, N] (+)= x · wᵀ (+ bias) there: x rows (gathered by x_rows, RMS-normed with norm when
   // given) quantized by one launch into x_q8_, then the int8 product.
   // With `rope`, w is [q; k; v] and the product does RoPE and the K/V write (y: q only).

@@ -5,9 +5,12 @@
 // own rope), the attention, the output product into a scratch row, its post norm, the add and the
 // MLP norm, the gate|up products, the gated activation (SwiGLU or GeGLU), the down product into a
 // scratch row and its post norm; then the last add with the final norm, the kept rows gathered and
-// the LM head. Products go through matmul(), which picks the int8 tensor cores, the small-M
-// kernels or the wide ones by width as on the main path.
+// the LM head. A product of few rows whose weight takes int8 activations runs the fused decode
+// product on a quantize launch's output; others go through matmul(), which picks the int8 tensor
+// cores, the small-M kernels or the wide ones by width as on the main path.
 #include "backends/cuda/cuda_forward.h"
+#include "backends/cuda/kernels/decode_matmul.cuh"
+#include "backends/cuda/kernels/matmul.cuh"
 #include "backends/cuda/kernels/rms_norm.cuh"
 #include "backends/cuda/kernels/row_gather.cuh"
 #include "backends/cuda/kernels/swiglu.cuh"
@@ -39,6 +42,17 @@ Status CudaForward::enqueue_post_norm(const DeviceStep& step, int32_t rows, int3
   // activation), the down product's in gate_up_ (free after it). [rows, hidden] each.
   float* attn_out = act_;
   float* mlp_out = gate_up_;
+  // Few rows of a weight that takes int8 activations (Q8_0, Q4_0, K-quants): the fused decode
+  // product on a quantize launch's output, as the main path's small steps run; else matmul().
+  const auto product = [&](const kernels::DeviceWeight& weight, const float* x, int64_t x_stride,
+                           int32_t num_rows, float* y, int64_t y_stride) {
+    if (int8_activations_ && num_rows <= kernels::small_m_max_tokens(weight.type) &&
+        kernels::decode_matmul_supports(weight) && kernels::decode_matmul_takes_int8(weight) &&
+        !int8_matmul_applies(weight, num_rows)) {
+      return int8_decode_matmul(weight, x, x_stride, num_rows, y, y_stride, false, stream);
+    }
+    return matmul(weight, x, x_stride, num_rows, y, y_stride, false, stream);
+  };
   CELLM_RETURN_IF_ERROR(embed(step, rows, stream));
   for (int32_t l = 0; l < c.num_layers; ++l) {
     const CudaLayerWeights& w = weights_.layer(l);
@@ -46,32 +60,29 @@ Status CudaForward::enqueue_post_norm(const DeviceStep& step, int32_t rows, int3
     CELLM_RETURN_IF_ERROR(post_norm_rms(w.attn_norm, x_, hidden, l == 0 ? nullptr : mlp_out, hidden,
                                         xn_, rows, stream));
     if (w.qkv_fused()) {
-      CELLM_RETURN_IF_ERROR(matmul(w.qkv, xn_, hidden, rows, qkv_, qkv_width, false, stream));
+      CELLM_RETURN_IF_ERROR(product(w.qkv, xn_, hidden, rows, qkv_, qkv_width));
     } else {
-      CELLM_RETURN_IF_ERROR(matmul(w.wq, xn_, hidden, rows, qkv_, qkv_width, false, stream));
-      CELLM_RETURN_IF_ERROR(
-          matmul(w.wk, xn_, hidden, rows, qkv_ + q_width, qkv_width, false, stream));
-      CELLM_RETURN_IF_ERROR(
-          matmul(w.wv, xn_, hidden, rows, qkv_ + q_width + kv_width, qkv_width, false, stream));
+      CELLM_RETURN_IF_ERROR(product(w.wq, xn_, hidden, rows, qkv_, qkv_width));
+      CELLM_RETURN_IF_ERROR(product(w.wk, xn_, hidden, rows, qkv_ + q_width, qkv_width));
+      CELLM_RETURN_IF_ERROR(product(w.wv, xn_, hidden, rows, qkv_ + q_width + kv_width, qkv_width));
     }
     CELLM_RETURN_IF_ERROR(rope_kv(step, l, rows, stream));
     CELLM_RETURN_IF_ERROR(attention(step, l, rows, is_static, stream));
-    CELLM_RETURN_IF_ERROR(matmul(w.wo, attn_, attn_width, rows, attn_out, hidden, false, stream));
+    CELLM_RETURN_IF_ERROR(product(w.wo, attn_, attn_width, rows, attn_out, hidden));
     CELLM_RETURN_IF_ERROR(
         post_norm_rms(w.post_attn_norm, attn_out, hidden, nullptr, 0, attn_out, rows, stream));
     CELLM_RETURN_IF_ERROR(
         post_norm_rms(w.ffn_norm, x_, hidden, attn_out, hidden, xn_, rows, stream));
     if (w.gate_up_fused()) {
-      CELLM_RETURN_IF_ERROR(matmul(w.gate_up, xn_, hidden, rows, gate_up_, 2 * ffn, false, stream));
+      CELLM_RETURN_IF_ERROR(product(w.gate_up, xn_, hidden, rows, gate_up_, 2 * ffn));
     } else {
-      CELLM_RETURN_IF_ERROR(matmul(w.w_gate, xn_, hidden, rows, gate_up_, 2 * ffn, false, stream));
-      CELLM_RETURN_IF_ERROR(
-          matmul(w.w_up, xn_, hidden, rows, gate_up_ + ffn, 2 * ffn, false, stream));
+      CELLM_RETURN_IF_ERROR(product(w.w_gate, xn_, hidden, rows, gate_up_, 2 * ffn));
+      CELLM_RETURN_IF_ERROR(product(w.w_up, xn_, hidden, rows, gate_up_ + ffn, 2 * ffn));
     }
     kernels::SwigluParams act = kernels::swiglu_fused_params(gate_up_, rows, ffn, act_);
     act.gelu_tanh = c.ffn_activation == FfnActivation::kGeluTanh;
     CELLM_RETURN_IF_ERROR(kernels::launch_swiglu(act, stream));
-    CELLM_RETURN_IF_ERROR(matmul(w.w_down, act_, ffn, rows, mlp_out, hidden, false, stream));
+    CELLM_RETURN_IF_ERROR(product(w.w_down, act_, ffn, rows, mlp_out, hidden));
     CELLM_RETURN_IF_ERROR(
         post_norm_rms(w.post_ffn_norm, mlp_out, hidden, nullptr, 0, mlp_out, rows, stream));
   }
@@ -89,8 +100,7 @@ Status CudaForward::enqueue_post_norm(const DeviceStep& step, int32_t rows, int3
   gather.dst = x_;  // the residual is spent
   gather.dst_stride = hidden;
   CELLM_RETURN_IF_ERROR(kernels::launch_row_gather(gather, stream));
-  CELLM_RETURN_IF_ERROR(
-      matmul(weights_.output(), x_, hidden, kept, logits_, c.vocab_size, false, stream));
+  CELLM_RETURN_IF_ERROR(product(weights_.output(), x_, hidden, kept, logits_, c.vocab_size));
   return argmax(kept, stream);
 }
 

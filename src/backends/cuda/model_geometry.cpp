@@ -14,6 +14,8 @@ struct Geometry {
   bool qkv_bias;
   bool tied;
   float eps;
+  int32_t window = 0;          // gemma3: the windowed layers' window
+  int32_t window_pattern = 0;  // gemma3: every window_pattern-th layer global
 };
 
 constexpr Geometry kGeometries[] = {
@@ -26,11 +28,13 @@ constexpr Geometry kGeometries[] = {
     {"phi-3.5-mini", Architecture::kPhi3, 32, 3072, 8192, 32, 32, 96, 32064, 10000.0f, true, false,
      false, 1e-5f},
     {"gemma-3-4b", Architecture::kGemma3, 34, 2560, 10240, 8, 4, 256, 262208, 1000000.0f, false,
-     false, true, 1e-6f},
+     false, true, 1e-6f, 1024, 6},
     {"tiny", Architecture::kLlama, 4, 512, 1536, 8, 4, 64, 4096, 10000.0f, false, false, false,
      1e-5f},
     {"tiny-qwen", Architecture::kQwen2, 3, 256, 768, 4, 2, 64, 2048, 1000000.0f, false, true, false,
      1e-6f},
+    {"tiny-gemma", Architecture::kGemma3, 4, 512, 1536, 4, 2, 256, 4096, 1000000.0f, false, false,
+     true, 1e-6f, 16, 2},
 };
 
 }  // namespace
@@ -69,7 +73,7 @@ StatusOr<ModelConfig> named_geometry(std::string_view name) {
     c.layer_windows.assign(static_cast<size_t>(g.num_layers), 0);
     c.has_qkv_bias = g.qkv_bias;
     c.tied_embeddings = g.tied;
-    if (g.architecture == Architecture::kGemma3) {  // Gemma 3 4B's (its HF config)
+    if (g.architecture == Architecture::kGemma3) {  // as Gemma 3 4B's HF config has it
       c.rope.style = RopeStyle::kNeox;
       c.rope.freq_scale = 1.0f / 8.0f;  // linear scaling on the global layers
       RopeConfig sliding = c.rope;
@@ -77,7 +81,7 @@ StatusOr<ModelConfig> named_geometry(std::string_view name) {
       sliding.freq_scale = 1.0f;
       c.sliding_rope = sliding;
       for (int32_t l = 0; l < g.num_layers; ++l) {
-        if ((l + 1) % 6 != 0) c.layer_windows[static_cast<size_t>(l)] = 1024;
+        if ((l + 1) % g.window_pattern != 0) c.layer_windows[static_cast<size_t>(l)] = g.window;
       }
       c.has_qk_norm = true;
       c.has_post_norms = true;

@@ -15,8 +15,9 @@ namespace cellm {
 
 // "llama-3.1-8b", "qwen2.5-7b", "llama-3.2-1b", "phi-3.5-mini" (phi3: head size 96, LongRoPE),
 // "gemma-3-4b" (gemma3: heads of 256, post norms, GeGLU, five windowed layers in six),
-// and small ones for tests: "tiny" (llama, 4 layers, hidden 512, vocab 4096) and "tiny-qwen"
-// (qwen2 with q/k/v biases). NotFound lists the names.
+// and small ones for tests: "tiny" (llama, 4 layers, hidden 512, vocab 4096), "tiny-qwen"
+// (qwen2 with q/k/v biases) and "tiny-gemma" (gemma3, heads of 256, a window of 16 on every other
+// layer). NotFound lists the names.
 StatusOr<ModelConfig> named_geometry(std::string_view name);
 std::vector<std::string> geometry_names();
 

@@ -11,7 +11,7 @@
 //     split in `scratch`, then a combine kernel). Any tokens; best for one token per sequence.
 //   prefill (launch_prefill_attention): tiles of consecutive tokens of one sequence × 64-key
 //     tiles in shared memory, online softmax; for runs of tokens of the same sequence. Head
-//     sizes up to 128; larger heads fall back to the decode kernel without splits.
+//     sizes up to 256 (Gemma's: 210 KB of shared memory with an f32 cache).
 // f16 / bf16 caches with key and value heads of 64, 96 or 128 dims (CELLM_CUDA_TC_HEAD96=0: not 96)
 // run both on tensor cores (mma.sync; the f32 query and probabilities split into two 16-bit parts,
 // so results stay within about 1e-5 of f32: attention_tc.cuh) with K/V tiles gathered through the

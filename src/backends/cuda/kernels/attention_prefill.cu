@@ -24,7 +24,7 @@ constexpr int kThreads = 128;
 constexpr int kRows = 64;  // query rows per block
 constexpr int kKeys = 32;  // keys per tile
 constexpr int kMaxGroupSlots = 8;
-constexpr HeadDims<64, 128> kPrefillHeadDims;
+constexpr HeadDims<64, 128, 256> kPrefillHeadDims;
 
 template <KvDtype kDtype, int kHeadDim>
 struct PrefillShape {
@@ -278,11 +278,6 @@ Status launch_prefill_attention(const AttentionArgs& a, cudaStream_t stream) {
   }
   if (a.num_tokens == 0) return ok_status();
   const int max_dim = std::max(a.head_dim, a.value_head_dim);
-  if (max_dim > 128) {
-    DecodeAttentionParams decode;  // one block per (token, kv head): no splits, no scratch
-    decode.args = a;
-    return launch_decode_attention(decode, stream);
-  }
   CELLM_RETURN_IF_ERROR(prepare_prefill_attention_kernels());
   if (tensor_core_attention_applies(a)) {
     launch_prefill_attention_tc(a, stream);
