@@ -1,6 +1,7 @@
 // expect_reference_case: one greedy run checked against one case of an HF transformers
 // reference document (tests/tools/gen_tiny_*_reference.py: generated tokens, and per step the
-// logits of the 8 largest entries and 8 fixed ones). Used by the tiny-phi3 and tiny-gemma3 CPU and
+// logits of the 8 largest entries and 8 fixed ones), and export_tiny_checkpoint, which exports
+// the tiny checkpoints those references are of. Used by the tiny-phi3 and tiny-gemma3 CPU and
 // CUDA suites. Header-only. Thread-safety: test code, one thread.
 #pragma once
 
@@ -13,8 +14,26 @@
 #include <vector>
 
 #include "cpu_executor_testing.h"
+#include "program/exporter.h"
+#include "test_models.h"
 
 namespace cellm::testing {
+
+// Exports a tiny Hugging Face checkpoint in `hf_dir` with stories260K's tokenizer (their
+// vocabularies are both 512) to `output`, serving `max_seq_len` positions, W 32.
+inline void export_tiny_checkpoint(const std::string& hf_dir, const std::string& output,
+                                   int32_t max_seq_len, ExportQuant quant) {
+  ExportOptions options;
+  options.source = ExportSource::kCheckpoint;
+  options.input = hf_dir;
+  options.output = output;
+  options.tokenizer_path = test_model_path("stories260K.gguf");
+  options.max_seq_len = max_seq_len;
+  options.max_step_tokens = 32;
+  options.quant = quant;
+  StatusOr<ExportReport> report = export_program(options);
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+}
 
 // A greedy run against one reference case: every token equal, every logit the reference keeps
 // (its largest 8 and 8 fixed ones a row) within `tolerance`. Returns the largest difference.

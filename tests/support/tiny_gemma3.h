@@ -101,16 +101,7 @@ inline void write_tiny_gemma3_checkpoint(const std::string& dir,
 // Exports the checkpoint in `hf_dir` with stories260K's tokenizer to `output` (W 32).
 inline void export_tiny_gemma3(const std::string& hf_dir, const std::string& output,
                                int32_t max_seq_len = 128, ExportQuant quant = ExportQuant::kKeep) {
-  ExportOptions options;
-  options.source = ExportSource::kCheckpoint;
-  options.input = hf_dir;
-  options.output = output;
-  options.tokenizer_path = test_model_path("stories260K.gguf");
-  options.max_seq_len = max_seq_len;
-  options.max_step_tokens = 32;
-  options.quant = quant;
-  StatusOr<ExportReport> report = export_program(options);
-  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  export_tiny_checkpoint(hf_dir, output, max_seq_len, quant);
 }
 
 }  // namespace cellm::testing
