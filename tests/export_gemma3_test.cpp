@@ -106,6 +106,65 @@ TEST_F(ExportGemma3Test, TransformersFiveConfigGivesTheSameProgram) {
   expect_reference(program, "transformers 5 config", 8);
 }
 
+// Gemma 3 4B / 12B / 27B are Gemma3ForConditionalGeneration checkpoints: the text model's config
+// in `text_config` (the token ids at the top level), its weights under language_model.model. (as
+// published) or model.language_model. (as transformers >= 4.52 saves them), beside a vision
+// tower. The text model exports alone, and is tiny-gemma3 again.
+TEST_F(ExportGemma3Test, AMultimodalCheckpointExportsItsTextModel) {
+  nlohmann::json text = testing::tiny_gemma3_reference().at("config");
+  text.erase("architectures");
+  text.erase("bos_token_id");
+  text.erase("eos_token_id");
+  const nlohmann::json config = {
+      {"architectures", {"Gemma3ForConditionalGeneration"}},
+      {"model_type", "gemma3"},
+      {"text_config", text},
+      {"vision_config", {{"model_type", "siglip_vision_model"}, {"hidden_size", 16}}},
+      {"bos_token_id", 1},
+      {"eos_token_id", {2, 5}},
+      {"image_token_index", 500}};
+  const std::string plain = et::fresh_dir("gemma3_text_only") + "/program.gguf";
+  ASSERT_NO_FATAL_FAILURE(testing::export_tiny_gemma3(*hf_dir_, plain));
+  const auto tensor_names = [](const GgufFile& file) {
+    std::vector<std::string> names;
+    for (const GgufTensorInfo& info : file.tensors()) names.push_back(info.name);
+    return names;
+  };
+  const std::vector<std::string> text_tensors = tensor_names(et::load_ok(plain).file());
+  for (const std::string prefix : {"language_model.model.", "model.language_model."}) {
+    SCOPED_TRACE(prefix);
+    const std::string dir = et::fresh_dir("gemma3_multimodal") + "/hf";
+    ASSERT_NO_FATAL_FAILURE(testing::write_tiny_gemma3_checkpoint(dir, &config, prefix, true));
+    const std::string output = dir + "/program.gguf";
+    ASSERT_NO_FATAL_FAILURE(testing::export_tiny_gemma3(dir, output));
+    const Program program = et::load_ok(output);
+    EXPECT_EQ(program.config().architecture, Architecture::kGemma3);
+    EXPECT_EQ(program.config().layer_windows, (std::vector<int32_t>{5, 0}));
+    EXPECT_EQ(tensor_names(program.file()), text_tensors);  // the vision tower left out
+    expect_reference(program, "text of a multimodal checkpoint (" + prefix + ")", 8);
+  }
+
+  // Without its text_config, or with a vision tensor in a text-only checkpoint: refused by name.
+  const std::string dir = et::fresh_dir("gemma3_multimodal_bad") + "/hf";
+  nlohmann::json no_text = config;
+  no_text.erase("text_config");
+  ASSERT_NO_FATAL_FAILURE(testing::write_tiny_gemma3_checkpoint(dir, &no_text, "model.", true));
+  ExportOptions options;
+  options.source = ExportSource::kCheckpoint;
+  options.input = dir;
+  options.output = dir + "/program.gguf";
+  options.tokenizer_path = testing::test_model_path("stories260K.gguf");
+  StatusOr<ExportReport> report = export_program(options);
+  ASSERT_FALSE(report.ok());
+  EXPECT_NE(report.status().message().find("text_config"), std::string::npos)
+      << report.status().to_string();
+  ASSERT_NO_FATAL_FAILURE(testing::write_tiny_gemma3_checkpoint(dir, nullptr, "model.", true));
+  report = export_program(options);
+  ASSERT_FALSE(report.ok());
+  EXPECT_NE(report.status().message().find("is not part of a gemma3_text model"), std::string::npos)
+      << report.status().to_string();
+}
+
 TEST_F(ExportGemma3Test, AProgramExportedAgainFromItsGgufMatchesTransformers) {
   const std::string first = et::fresh_dir("gemma3_first") + "/program.gguf";
   ASSERT_NO_FATAL_FAILURE(testing::export_tiny_gemma3(*hf_dir_, first));

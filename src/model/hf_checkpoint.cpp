@@ -145,10 +145,27 @@ Status HfCheckpoint::map_tensors() {
     return ok_status();
   };
 
+  // Where the text model's weights are: model.*, or in a Gemma 3 multimodal checkpoint
+  // language_model.model.* (as published) or model.language_model.* (as transformers >= 4.52
+  // saves it), beside a vision tower and projector that a text program leaves out.
+  std::string model = "model.";
+  std::string lm_head = "lm_head";
+  if (c.text_of_multimodal) {
+    for (const char* prefix : {"language_model.model.", "model.language_model."}) {
+      if (weights_.find(std::string(prefix) + "embed_tokens.weight") != nullptr) model = prefix;
+    }
+    if (model == "language_model.model.") lm_head = "language_model.lm_head";
+  }
+  const auto is_vision = [&](const std::string& name) {
+    return c.text_of_multimodal &&
+           (name.starts_with("vision_tower.") || name.starts_with("multi_modal_projector.") ||
+            name.starts_with("model.vision_tower.") ||
+            name.starts_with("model.multi_modal_projector."));
+  };
   CELLM_RETURN_IF_ERROR(
-      add_matrix("token_embd.weight", "model.embed_tokens", c.vocab_size, hidden, 0, true));
+      add_matrix("token_embd.weight", model + "embed_tokens", c.vocab_size, hidden, 0, true));
   for (int32_t i = 0; i < c.num_layers; ++i) {
-    const std::string hf = fmt::format("model.layers.{}.", i);
+    const std::string hf = fmt::format("{}layers.{}.", model, i);
     const std::string g = fmt::format("blk.{}.", i);
     CELLM_RETURN_IF_ERROR(add_norm(g + "attn_norm.weight", hf + "input_layernorm.weight", hidden));
     if (phi3) {  // q|k|v as one matrix, as llama.cpp's converter writes it
@@ -201,16 +218,16 @@ Status HfCheckpoint::map_tensors() {
     CELLM_RETURN_IF_ERROR(add_matrix(g + "ffn_down.weight", hf + "mlp.down_proj", hidden,
                                      c.intermediate_size, 0, true));
   }
-  CELLM_RETURN_IF_ERROR(add_norm("output_norm.weight", "model.norm.weight", hidden));
+  CELLM_RETURN_IF_ERROR(add_norm("output_norm.weight", model + "norm.weight", hidden));
   if (c.tie_word_embeddings) {
-    if (weights_.find("lm_head.weight") != nullptr) used_.push_back("lm_head.weight");  // unused
+    if (weights_.find(lm_head + ".weight") != nullptr) used_.push_back(lm_head + ".weight");
   } else {
-    CELLM_RETURN_IF_ERROR(add_matrix("output.weight", "lm_head", c.vocab_size, hidden, 0, true));
+    CELLM_RETURN_IF_ERROR(add_matrix("output.weight", lm_head, c.vocab_size, hidden, 0, true));
   }
 
   std::sort(used_.begin(), used_.end());
   for (const std::string& name : weights_.names()) {
-    if (std::binary_search(used_.begin(), used_.end(), name)) continue;
+    if (std::binary_search(used_.begin(), used_.end(), name) || is_vision(name)) continue;
     if (ends_with(name, ".rotary_emb.inv_freq")) continue;  // a buffer old checkpoints saved
     if (ends_with(name, ".qweight") && !gptq_config_) {
       return unimplemented(

@@ -10,7 +10,9 @@
 // lists → rope_factors_short / rope_factors_long, as llama.cpp's converter writes them. gemma3's
 // pre_feedforward_layernorm → ffn_norm, its post_attention_layernorm → post_attention_norm and
 // post_feedforward_layernorm → post_ffw_norm, and every gemma3 norm (q/k norms too) is stored as
-// 1 + w, as llama.cpp's converter stores it (Gemma's RMSNorm scales by 1 + w). An HF [out,
+// 1 + w, as llama.cpp's converter stores it (Gemma's RMSNorm scales by 1 + w). A Gemma 3
+// multimodal checkpoint's text model is read from language_model.model.* (or
+// model.language_model.*); its vision tower and projector are left out. An HF [out,
 // in] matrix becomes GGUF dims {in, out}, rows unchanged except for the llama/mistral Q/K row
 // permutation (new row h·d + 2j + t = old row h·d + t·d/2 + j, per head: GGUF llama's RoPE pairs
 // adjacent dims where HF rotates halves); qwen2/qwen3 are not permuted. Every tensor the

@@ -346,7 +346,7 @@ StatusOr<HfConfig> parse_object(const Json& json, std::string_view where) {
   if (arch == nullptr) {
     return unimplemented(
         fmt::format("{}: architecture '{}' is not supported (cellm exports llama, "
-                    "mistral, qwen2, qwen3, phi3, gemma3_text)",
+                    "mistral, qwen2, qwen3, phi3, gemma3_text, and gemma3's text model)",
                     where, text_for_message(found)));
   }
   c.model_type = arch->model_type;
@@ -354,12 +354,17 @@ StatusOr<HfConfig> parse_object(const Json& json, std::string_view where) {
   const bool qwen3 = c.architecture == Architecture::kQwen3;
   const bool phi3 = c.architecture == Architecture::kPhi3;
   const bool gemma3 = c.architecture == Architecture::kGemma3;
-  CELLM_ASSIGN_OR_RETURN(c.hidden_size, r.positive("hidden_size", std::nullopt));
-  CELLM_ASSIGN_OR_RETURN(c.intermediate_size, r.positive("intermediate_size", std::nullopt));
-  CELLM_ASSIGN_OR_RETURN(c.num_layers, r.positive("num_hidden_layers", std::nullopt));
-  CELLM_ASSIGN_OR_RETURN(c.num_heads, r.positive("num_attention_heads", std::nullopt));
-  CELLM_ASSIGN_OR_RETURN(c.vocab_size, r.positive("vocab_size", std::nullopt));
-  CELLM_ASSIGN_OR_RETURN(c.num_kv_heads, r.positive("num_key_value_heads", c.num_heads));
+  // Gemma3TextConfig's defaults (published Gemma 3 text configs leave most keys out).
+  const auto required = [gemma3](int32_t gemma3_default) {
+    return gemma3 ? std::optional<int32_t>(gemma3_default) : std::nullopt;
+  };
+  CELLM_ASSIGN_OR_RETURN(c.hidden_size, r.positive("hidden_size", required(2304)));
+  CELLM_ASSIGN_OR_RETURN(c.intermediate_size, r.positive("intermediate_size", required(9216)));
+  CELLM_ASSIGN_OR_RETURN(c.num_layers, r.positive("num_hidden_layers", required(26)));
+  CELLM_ASSIGN_OR_RETURN(c.num_heads, r.positive("num_attention_heads", required(8)));
+  CELLM_ASSIGN_OR_RETURN(c.vocab_size, r.positive("vocab_size", required(262208)));
+  CELLM_ASSIGN_OR_RETURN(c.num_kv_heads,
+                         r.positive("num_key_value_heads", gemma3 ? 4 : c.num_heads));
   if (c.num_heads % c.num_kv_heads != 0) {
     return r.error("num_key_value_heads", fmt::format("({}) does not divide num_attention_heads "
                                                       "({})",
@@ -462,11 +467,40 @@ StatusOr<HfConfig> parse_object(const Json& json, std::string_view where) {
   return c;
 }
 
+// Gemma3ForConditionalGeneration (model_type gemma3: Gemma 3 4B, 12B, 27B): its text model's
+// config is `text_config`, with the top level's token ids and name where it lacks its own.
+bool is_gemma3_multimodal(const Json& json) {
+  if (!json.is_object()) return false;
+  const auto type = json.find("model_type");
+  if (type != json.end() && type->is_string()) return *type == "gemma3";
+  const auto classes = json.find("architectures");
+  return classes != json.end() && classes->is_array() && !classes->empty() &&
+         (*classes)[0] == "Gemma3ForConditionalGeneration";
+}
+
+StatusOr<HfConfig> parse_gemma3_multimodal(const Json& json, std::string_view where) {
+  const auto text = json.find("text_config");
+  if (text == json.end() || !text->is_object()) {
+    return not_found(fmt::format(
+        "{}: key 'text_config' is missing or not an object (a gemma3 multimodal config)", where));
+  }
+  Json merged = *text;
+  merged["model_type"] = "gemma3_text";
+  merged.erase("architectures");
+  for (const char* key : {"bos_token_id", "eos_token_id", "_name_or_path"}) {
+    if (!merged.contains(key) && json.contains(key)) merged[key] = json.at(key);
+  }
+  CELLM_ASSIGN_OR_RETURN(HfConfig c, parse_object(merged, where));
+  c.text_of_multimodal = true;
+  return c;
+}
+
 }  // namespace
 
 StatusOr<HfConfig> HfConfig::parse(std::string_view json_text, std::string_view where) {
   CELLM_ASSIGN_OR_RETURN(const Json json, parse_hf_json(json_text, where));
   try {
+    if (is_gemma3_multimodal(json)) return parse_gemma3_multimodal(json, where);
     return parse_object(json, where);
   } catch (const Json::exception& e) {  // a bug here, but still no exception leaves the parser
     return internal_error(fmt::format("{}: {}", where, e.what()));

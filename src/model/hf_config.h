@@ -19,13 +19,16 @@
 // original_max_position_embeddings (default 4096) as transformers computes it:
 // sqrt(1 + ln f / ln original), 1 for f <= 1 — and `partial_rotary_factor` (rotary dims
 // int(head_dim · factor), even).
-// gemma3 (model_type gemma3_text) takes Gemma3TextConfig's defaults (head_dim 256,
-// query_pre_attn_scalar 256, sliding_window 4096, sliding_window_pattern 6, rope_theta 1e6,
+// gemma3 (model_type gemma3_text) takes Gemma3TextConfig's defaults (the counts of Gemma 3 2B's
+// text shape: hidden 2304, ffn 9216, 26 layers, 8 heads over 4 kv heads, vocab 262208; head_dim
+// 256, query_pre_attn_scalar 256, sliding_window 4096, sliding_window_pattern 6, rope_theta 1e6,
 // rope_local_base_freq 10000, max_position_embeddings 131072, tied embeddings); `layer_types`
 // (transformers 5) must follow one pattern (every p-th layer global); transformers 5's
 // `rope_parameters` per layer type ({full_attention: ..., sliding_attention: ...}) are read like
 // rope_theta + rope_scaling and rope_local_base_freq; hidden_activation must be
-// gelu_pytorch_tanh, and logit soft-capping (Gemma 2's) is Unimplemented.
+// gelu_pytorch_tanh, and logit soft-capping (Gemma 2's) is Unimplemented. A
+// Gemma3ForConditionalGeneration config (model_type gemma3: Gemma 3 4B, 12B, 27B) gives its
+// `text_config`, with the top level's bos / eos ids and name where the text config lacks them.
 // Sliding windows: mistral's and phi3's `sliding_window` for every layer; qwen2/qwen3 only with
 // `use_sliding_window`, for layers ≥ `max_window_layers` (`layer_types` overrides); a window that
 // is not the same on every layer is Unimplemented (GGUF has one key for it). Biases beyond qwen2's
@@ -85,6 +88,9 @@ struct HfConfig {
   float rope_local_base_freq = 10000.0f;  // gemma3: the windowed layers' rope base
   float query_pre_attn_scalar = 0.0f;     // gemma3: scores scaled by 1 / sqrt(this); 0 = head_dim
   FfnActivation activation = FfnActivation::kSilu;
+  // The text model of a Gemma3ForConditionalGeneration checkpoint (its `text_config`; its weights
+  // under language_model.model. or model.language_model., the vision tower's left out).
+  bool text_of_multimodal = false;
   std::optional<int32_t> bos_token_id;
   std::vector<int32_t> eos_token_ids;  // an int or a list in config.json
   std::string name;                    // `_name_or_path` or the directory name

@@ -75,6 +75,7 @@ std::vector<std::string> config_keys() {
           "final_logit_softcapping",
           "full_attention",
           "sliding_attention",
+          "text_config",
           "bos_token_id",
           "eos_token_id",
           "_name_or_path"};
@@ -92,7 +93,9 @@ std::vector<std::string> config_strings() {
           "MistralForCausalLM",
           "Phi3ForCausalLM",
           "gemma3_text",
+          "gemma3",
           "Gemma3ForCausalLM",
+          "Gemma3ForConditionalGeneration",
           "gelu_pytorch_tanh",
           "longrope",
           "su",
@@ -202,6 +205,20 @@ TEST(HfConfigMutationTest, EveryMutantParsesSanelyOrFailsWithOneLineNamingTheFil
     EXPECT_EQ(config->rope_local_base_freq, 10000.0f) << which;
     EXPECT_EQ(config->rope_scaling.type, "linear") << which;
     ASSERT_EQ(hf_config_testing::check_parsed_config(*config, config_json), "") << which;
+  }
+  // And as a Gemma3ForConditionalGeneration's text_config (Gemma 3 4B and up).
+  Json multimodal = {{"architectures", {"Gemma3ForConditionalGeneration"}},
+                     {"model_type", "gemma3"},
+                     {"text_config", gemma3_document.at("config")},
+                     {"eos_token_id", {1, 106}}};
+  multimodal["text_config"].erase("eos_token_id");
+  bases.push_back(multimodal.dump(1));
+  {
+    StatusOr<HfConfig> config = HfConfig::parse(bases.back(), "config.json");
+    ASSERT_TRUE(config.ok()) << config.status().to_string();
+    EXPECT_TRUE(config->text_of_multimodal);
+    EXPECT_EQ(config->eos_token_ids, (std::vector<int32_t>{1, 106}));
+    ASSERT_EQ(hf_config_testing::check_parsed_config(*config, multimodal), "");
   }
 
   const auto start = std::chrono::steady_clock::now();

@@ -10,7 +10,8 @@
 // and a positive attention factor; rotary dims are even, in [2, head_dim], head_dim unless phi3
 // asks for fewer; gemma3 (defaults of its own: head_dim 256, 131072 positions, tied embeddings,
 // rope_theta 1e6, window 4096) has linear scaling only, a window, one global layer every
-// `sliding_window_pattern` (layer_types agreeing), finite scalars and no soft-capping; token ids
+// `sliding_window_pattern` (layer_types agreeing), finite scalars and no soft-capping — a
+// Gemma3ForConditionalGeneration document keeps them in its text_config; token ids
 // are below vocab_size; the GGUF keys are unique and carry the same
 // values. Thread-safety: pure functions.
 #pragma once
@@ -22,6 +23,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 
 #include "model/hf_config.h"
 
@@ -55,10 +57,43 @@ inline std::string architecture_of(const std::string& class_name) {
   return "";
 }
 
+inline std::string check_parsed_config(const HfConfig& c, const Json& json);
+
+// A Gemma3ForConditionalGeneration document (model_type "gemma3", or that class without a
+// model_type): its promises are its text_config's, that config taking the top level's token ids
+// and name where it has none.
+inline bool is_gemma3_multimodal_document(const Json& json) {
+  if (!json.is_object()) return false;
+  if (const auto type = json.find("model_type"); type != json.end() && type->is_string()) {
+    return *type == "gemma3";
+  }
+  const auto classes = json.find("architectures");
+  return classes != json.end() && classes->is_array() && !classes->empty() &&
+         (*classes)[0] == "Gemma3ForConditionalGeneration";
+}
+
+inline std::string check_parsed_multimodal_config(const HfConfig& c, const Json& json) {
+  if (!c.text_of_multimodal) return "a multimodal document not marked text_of_multimodal";
+  const auto text = json.find("text_config");
+  if (text == json.end() || !text->is_object()) return "accepted without an object text_config";
+  Json effective = *text;
+  effective["model_type"] = "gemma3_text";
+  effective.erase("architectures");
+  for (const char* key : {"bos_token_id", "eos_token_id", "_name_or_path"}) {
+    if (!effective.contains(key) && json.contains(key)) effective[key] = json.at(key);
+  }
+  if (c.architecture != Architecture::kGemma3) return "a multimodal document not gemma3";
+  HfConfig text_only = c;
+  text_only.text_of_multimodal = false;
+  return check_parsed_config(text_only, effective);
+}
+
 // Empty when `c` keeps the promises above over `json`; otherwise the first broken one.
 inline std::string check_parsed_config(const HfConfig& c, const Json& json) {
   constexpr int64_t kMaxCount = int64_t{1} << 30;
   if (!json.is_object()) return "accepted a document that is not an object";
+  if (is_gemma3_multimodal_document(json)) return check_parsed_multimodal_config(c, json);
+  if (c.text_of_multimodal) return "text_of_multimodal without a multimodal document";
 
   // Architecture.
   const Architecture expected_arch[] = {Architecture::kLlama, Architecture::kMistral,
@@ -97,14 +132,18 @@ inline std::string check_parsed_config(const HfConfig& c, const Json& json) {
     if (field != *expected) return std::string(key) + " differs from the document";
     return "";
   };
-  for (const auto& [key, field] :
-       {std::pair{"hidden_size", c.hidden_size},
-        std::pair{"intermediate_size", c.intermediate_size},
-        std::pair{"num_hidden_layers", c.num_layers}, std::pair{"num_attention_heads", c.num_heads},
-        std::pair{"vocab_size", c.vocab_size}}) {
-    if (std::string broken = count(key, field, std::nullopt); !broken.empty()) return broken;
+  // Required, but gemma3 takes Gemma3TextConfig's defaults.
+  for (const auto& [key, field, gemma3_default] :
+       {std::tuple{"hidden_size", c.hidden_size, 2304},
+        std::tuple{"intermediate_size", c.intermediate_size, 9216},
+        std::tuple{"num_hidden_layers", c.num_layers, 26},
+        std::tuple{"num_attention_heads", c.num_heads, 8},
+        std::tuple{"vocab_size", c.vocab_size, 262208}}) {
+    const std::optional<int64_t> fallback =
+        gemma3 ? std::optional<int64_t>(gemma3_default) : std::nullopt;
+    if (std::string broken = count(key, field, fallback); !broken.empty()) return broken;
   }
-  if (std::string broken = count("num_key_value_heads", c.num_kv_heads, c.num_heads);
+  if (std::string broken = count("num_key_value_heads", c.num_kv_heads, gemma3 ? 4 : c.num_heads);
       !broken.empty()) {
     return broken;
   }

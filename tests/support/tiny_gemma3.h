@@ -37,9 +37,13 @@ inline const nlohmann::json& tiny_gemma3_reference() {
 }
 
 // Writes config.json (`config` of the reference, or `config_override`) and model.safetensors of
-// tiny-gemma3 into `dir` (created).
+// tiny-gemma3 into `dir` (created). `text_prefix` replaces the weights' "model." (a multimodal
+// checkpoint's "language_model.model." or "model.language_model."); `vision_tensors` adds two
+// tensors of a vision tower and its projector, as such a checkpoint has.
 inline void write_tiny_gemma3_checkpoint(const std::string& dir,
-                                         const nlohmann::json* config_override = nullptr) {
+                                         const nlohmann::json* config_override = nullptr,
+                                         const std::string& text_prefix = "model.",
+                                         bool vision_tensors = false) {
   namespace st = safetensors_testing;
   std::filesystem::create_directories(dir);
   std::ofstream(dir + "/config.json")
@@ -94,6 +98,16 @@ inline void write_tiny_gemma3_checkpoint(const std::string& dir,
                        bytes(shifted(p + "post_attention_layernorm.weight"))});
     tensors.push_back({p + "post_feedforward_layernorm.weight", "F32", shape,
                        bytes(boosted(q + "post_attention_layernorm.weight"))});
+  }
+  for (st::TensorBytes& t : tensors) t.name = text_prefix + t.name.substr(std::strlen("model."));
+  if (vision_tensors) {
+    const std::vector<float> values(8 * 16, 0.25f);
+    tensors.push_back({"vision_tower.vision_model.embeddings.patch_embedding.weight",
+                       "F32",
+                       {8, 16},
+                       bytes(values)});
+    tensors.push_back(
+        {"multi_modal_projector.mm_input_projection_weight", "F32", {16, 8}, bytes(values)});
   }
   ASSERT_TRUE(st::write_file(dir + "/model.safetensors", st::build(tensors, {{"format", "pt"}})));
 }
