@@ -7,6 +7,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "export_hf_writer.h"
 #include "gguf/gguf_writer.h"
 #include "program/hf_tokenizer.h"
@@ -137,6 +139,34 @@ TEST(ExportTokenizerTest, MissingIdsArePaddedUpToTheModelVocabulary) {
                   .status()
                   .message(),
               HasSubstr("is past config.json's vocab_size 1000"));
+}
+
+// A multimodal checkpoint's processor keeps the template in chat_template.json (Gemma 3 4B and
+// up); chat_template.jinja wins over it; a malformed one is refused by name.
+TEST(ExportTokenizerTest, AProcessorsChatTemplateJsonGivesTheTemplate) {
+  const GgufFile vocab = open_model("vocab/ggml-vocab-gpt-2.gguf");
+  const std::string dir = et::fresh_dir("tokenizer_template_json");
+  ASSERT_TRUE(st::write_text(dir + "/tokenizer.json",
+                             bpe_tokenizer_json(vocab, {{"type", "ByteLevel"}}).dump()));
+  HfConfig config;
+  config.vocab_size = 50257;
+  const std::string processor = "{{ bos_token }}<start_of_turn>user";
+  ASSERT_TRUE(
+      st::write_text(dir + "/chat_template.json", Json{{"chat_template", processor}}.dump()));
+  StatusOr<GgufKeys> keys = tokenizer_keys_from_hf(dir, config);
+  ASSERT_TRUE(keys.ok()) << keys.status().to_string();
+  EXPECT_EQ(key_string(*keys, "tokenizer.chat_template"), processor);
+
+  ASSERT_TRUE(st::write_text(dir + "/chat_template.jinja", "{{ messages }}"));
+  keys = tokenizer_keys_from_hf(dir, config);
+  ASSERT_TRUE(keys.ok()) << keys.status().to_string();
+  EXPECT_EQ(key_string(*keys, "tokenizer.chat_template"), "{{ messages }}");
+
+  std::filesystem::remove(dir + "/chat_template.jinja");
+  ASSERT_TRUE(st::write_text(dir + "/chat_template.json", Json{{"chat_template", 7}}.dump()));
+  const Status status = tokenizer_keys_from_hf(dir, config).status();
+  EXPECT_EQ(status.code(), StatusCode::kDataLoss);
+  EXPECT_THAT(status.message(), HasSubstr("chat_template.json: key 'chat_template'"));
 }
 
 TEST(ExportTokenizerTest, UnknownPreTokenizerIsAnErrorListingItsPatterns) {

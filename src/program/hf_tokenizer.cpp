@@ -432,8 +432,18 @@ StatusOr<GgufKeys> tokenizer_keys_from_hf(const std::string& dir, const HfConfig
                            read_file_to_string(files.tokenizer_config_path));
   }
   const std::string template_path = (fs::path(dir) / "chat_template.jinja").string();
+  const std::string template_json_path = (fs::path(dir) / "chat_template.json").string();
   if (fs::exists(template_path, error)) {
     CELLM_ASSIGN_OR_RETURN(files.chat_template_jinja, read_file_to_string(template_path));
+  } else if (fs::exists(template_json_path, error)) {
+    // A processor's template (Gemma 3's multimodal checkpoints): {"chat_template": "..."}.
+    CELLM_ASSIGN_OR_RETURN(const std::string text, read_file_to_string(template_json_path));
+    CELLM_ASSIGN_OR_RETURN(const Json json, parse_hf_json(text, template_json_path));
+    const auto it = json.is_object() ? json.find("chat_template") : json.end();
+    if (!json.is_object() || it == json.end() || !it->is_string()) {
+      return data_loss(template_json_path + ": key 'chat_template' is missing or not a string");
+    }
+    files.chat_template_jinja = it->get<std::string>();
   }
   return tokenizer_keys_from_hf_text(files, config);
 }

@@ -17,7 +17,8 @@
 // "[PAD<id>]" USER_DEFINED (as llama.cpp's converter pads). Special ids come from
 // tokenizer_config.json's bos/eos/unk/pad tokens (a string or {"content": ...}), else from
 // config.json's ids; add_bos/add_eos from tokenizer_config.json, else from the post-processor's
-// template. `chat_template` (a string, or the "default" of a list; else chat_template.jinja)
+// template. `chat_template` (a string, or the "default" of a list; else chat_template.jinja, else
+// chat_template.json's `chat_template`, a processor's file)
 // becomes `tokenizer.chat_template`. Errors are one line that starts with the file's name and names
 // the key; JSON nesting deeper than model/hf_json.h's cap is refused before it is walked.
 // tokenizer_keys_from_hf reads the files; tokenizer_keys_from_hf_text takes their text (no file
@@ -48,7 +49,8 @@ StatusOr<GgufKeys> tokenizer_keys_from_hf(const std::string& dir, const HfConfig
 struct HfTokenizerFiles {
   std::string tokenizer_json;                        // tokenizer.json
   std::optional<std::string> tokenizer_config_json;  // tokenizer_config.json, when there is one
-  std::optional<std::string> chat_template_jinja;    // chat_template.jinja, when there is one
+  // chat_template.jinja, else chat_template.json's template, when there is one
+  std::optional<std::string> chat_template_jinja;
   std::string tokenizer_path = "tokenizer.json";
   std::string tokenizer_config_path = "tokenizer_config.json";
 };
