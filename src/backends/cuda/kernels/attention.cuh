@@ -12,16 +12,16 @@
 //   prefill (launch_prefill_attention): tiles of consecutive tokens of one sequence × 64-key
 //     tiles in shared memory, online softmax; for runs of tokens of the same sequence. Head
 //     sizes up to 256 (Gemma's: 210 KB of shared memory with an f32 cache).
-// f16 / bf16 caches with key and value heads of 64, 96 or 128 dims (CELLM_CUDA_TC_HEAD96=0: not 96)
-// run both on tensor cores (mma.sync; the f32 query and probabilities split into two 16-bit parts,
-// so results stay within about 1e-5 of f32: attention_tc.cuh) with K/V tiles gathered through the
-// cell list into shared memory by cp.async, double-buffered; the decode kernel then takes 64-key
-// tiles, a warp per 16 keys, and the prefill kernel 32 query rows per block. Other caches and head
-// sizes use f32 CUDA cores. Softmax in f32 (max subtracted, exp in f32); K/V in f32, f16 or bf16;
-// head sizes multiples of 8 up to 256. Every launch is stream-ordered and allocates nothing; call
-// prepare_attention_kernels() once before capturing a graph (it raises shared-memory limits).
-// Token positions, sequences and cells are device data the caller validated (CellCache did).
-// Who calls it: the CUDA forward, the tests. Thread-safety: launches on a stream.
+// f16 / bf16 caches with key and value heads of 64, 96, 128 or 256 dims (CELLM_CUDA_TC_HEAD96=0:
+// not 96) run both on tensor cores (mma.sync; the f32 query and probabilities split into two 16-bit
+// parts, so results stay within about 1e-5 of f32: attention_tc.cuh) with K/V tiles gathered
+// through the cell list into shared memory by cp.async, double-buffered; the decode kernel then
+// takes 64-key tiles, a warp per 16 keys, and the prefill kernel 32 query rows per block. Other
+// caches and head sizes use f32 CUDA cores. Softmax in f32 (max subtracted, exp in f32); K/V in
+// f32, f16 or bf16; head sizes multiples of 8 up to 256. Every launch is stream-ordered and
+// allocates nothing; call prepare_attention_kernels() once before capturing a graph (it raises
+// shared-memory limits). Token positions, sequences and cells are device data the caller validated
+// (CellCache did). Who calls it: the CUDA forward, the tests. Thread-safety: launches on a stream.
 #pragma once
 
 #include <cuda_runtime.h>

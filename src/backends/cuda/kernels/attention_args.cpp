@@ -47,8 +47,14 @@ bool tensor_core_attention_applies(const AttentionArgs& a) {
     const char* value = std::getenv("CELLM_CUDA_TC_HEAD96");
     return value == nullptr || std::string(value) != "0";
   }();
+  // Heads of 256 (Gemma) likewise; CELLM_CUDA_TC_HEAD256=0 for measurements.
+  static const bool head256 = [] {
+    const char* value = std::getenv("CELLM_CUDA_TC_HEAD256");
+    return value == nullptr || std::string(value) != "0";
+  }();
   return a.cache_dtype != KvDtype::kF32 && a.head_dim == a.value_head_dim &&
-         (a.head_dim == 64 || (a.head_dim == 96 && head96) || a.head_dim == 128);
+         (a.head_dim == 64 || (a.head_dim == 96 && head96) || a.head_dim == 128 ||
+          (a.head_dim == 256 && head256));
 }
 
 Status prepare_attention_kernels() {

@@ -267,7 +267,7 @@ __global__ void __launch_bounds__(kThreads)
 
 Status prepare_decode_attention_tc_kernels() {
   static const Status result = for_each_kernel_shape(
-      k16BitCacheTypes, HeadDims<64, 96, 128>{}, [](auto type_tag, auto dim_tag) {
+      k16BitCacheTypes, HeadDims<64, 96, 128, 256>{}, [](auto type_tag, auto dim_tag) {
         constexpr KvDtype kDtype = decltype(type_tag)::value;
         constexpr int kDim = decltype(dim_tag)::value;
 
@@ -282,7 +282,7 @@ Status prepare_decode_attention_tc_kernels() {
 }
 
 cudaError_t launch_decode_attention_tc(const DecodeKernelArgs& args, cudaStream_t stream) {
-  return with_kernel_shape(k16BitCacheTypes, HeadDims<64, 96, 128>{}, args.a.cache_dtype,
+  return with_kernel_shape(k16BitCacheTypes, HeadDims<64, 96, 128, 256>{}, args.a.cache_dtype,
                            args.a.head_dim, [&](auto type_tag, auto dim_tag) {
                              constexpr KvDtype kDtype = decltype(type_tag)::value;
                              constexpr int kDim = decltype(dim_tag)::value;
@@ -337,7 +337,7 @@ int32_t decode_attention_tc_cluster_blocks_per_sm() {
 }
 
 cudaError_t launch_decode_attention_tc_cluster(const DecodeKernelArgs& args, cudaStream_t stream) {
-  return with_kernel_shape(k16BitCacheTypes, HeadDims<64, 96, 128>{}, args.a.cache_dtype,
+  return with_kernel_shape(k16BitCacheTypes, HeadDims<64, 96, 128, 256>{}, args.a.cache_dtype,
                            args.a.head_dim, [&](auto type_tag, auto dim_tag) {
                              constexpr KvDtype kDtype = decltype(type_tag)::value;
                              constexpr int kDim = decltype(dim_tag)::value;

@@ -128,7 +128,7 @@ inline dim3 decode_attention_grid(const DecodeKernelArgs& args, int rows) {
 }
 
 // True when the tensor-core kernels take these arguments: a 16-bit cache (f16, bf16) and equal
-// key and value head sizes of 64, 96 or 128 (not 96 with CELLM_CUDA_TC_HEAD96=0, for
+// key and value head sizes of 64, 96, 128 or 256 (not 96 with CELLM_CUDA_TC_HEAD96=0, for
 // measurements). Other steps use the f32 CUDA-core kernels.
 bool tensor_core_attention_applies(const AttentionArgs& args);
 

@@ -98,7 +98,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 
 Status prepare_prefill_attention_tc_kernels() {
   static const Status result = for_each_kernel_shape(
-      k16BitCacheTypes, HeadDims<64, 96, 128>{}, [](auto type_tag, auto dim_tag) {
+      k16BitCacheTypes, HeadDims<64, 96, 128, 256>{}, [](auto type_tag, auto dim_tag) {
         constexpr KvDtype kDtype = decltype(type_tag)::value;
         constexpr int kDim = decltype(dim_tag)::value;
 
@@ -111,7 +111,7 @@ Status prepare_prefill_attention_tc_kernels() {
 
 void launch_prefill_attention_tc(const AttentionArgs& a, cudaStream_t stream) {
   const PrefillGrid g = prefill_attention_grid(a, kRows, kMaxGroupSlots);
-  with_kernel_shape(k16BitCacheTypes, HeadDims<64, 96, 128>{}, a.cache_dtype, a.head_dim,
+  with_kernel_shape(k16BitCacheTypes, HeadDims<64, 96, 128, 256>{}, a.cache_dtype, a.head_dim,
                     [&](auto type_tag, auto dim_tag) {
                       constexpr KvDtype kDtype = decltype(type_tag)::value;
                       constexpr int kDim = decltype(dim_tag)::value;

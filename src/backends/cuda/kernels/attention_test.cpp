@@ -309,6 +309,8 @@ TEST(AttentionKernelTest, LongContextsSplitAndCombineToTheCpuResult) {
                           64, false);
   expect_attention_parity({"split bf16 mha hd96", 8, 8, 96, 96, KvDtype::kBF16, 0}, step, 16, 128,
                           false);
+  expect_attention_parity({"split bf16 gqa2 hd256 window", 8, 4, 256, 256, KvDtype::kBF16, 1024},
+                          step, 16, 128, false);
 }
 
 TEST(AttentionKernelTest, PrefillChunksOfSeveralSequencesAreCausalWithinEach) {
