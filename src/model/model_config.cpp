@@ -274,25 +274,26 @@ StatusOr<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
 }
 
 std::string ModelConfig::summary() const {
+  std::string rope_factors;
+  if (rope.long_factors_above_context > 0) {
+    rope_factors = fmt::format(", LongRoPE factors (long above {} positions, attention factor {})",
+                               rope.long_factors_above_context, rope.attn_factor);
+  } else if (rope.has_freq_factors) {
+    rope_factors = ", llama3 rope factors";
+  }
+  std::string gemma;  // gemma3's parts
+  if (has_post_norms) gemma += ", post norms";
+  if (ffn_activation == FfnActivation::kGeluTanh) gemma += ", GELU (tanh)";
+  if (sliding_rope.has_value()) {
+    gemma += fmt::format(", windowed layers' rope base {}", sliding_rope->freq_base);
+  }
   return fmt::format(
-             "{}: {} layers, hidden {}, ffn {}, heads {}/{} (kv), head dim {}, vocab {}, rope {} "
-             "({} "
-             "dims, base {}){}{}{}{}",
-             architecture_name(architecture), num_layers, hidden_size, ffn_size, num_heads,
-             num_kv_heads, head_dim, vocab_size, rope.style == RopeStyle::kNeox ? "neox" : "normal",
-             rope.num_rotary_dims, rope.freq_base,
-             rope.long_factors_above_context > 0
-                 ? fmt::format(", LongRoPE factors (long above {} positions, attention factor {})",
-                               rope.long_factors_above_context, rope.attn_factor)
-             : rope.has_freq_factors ? std::string(", llama3 rope factors")
-                                     : std::string(),
-             has_qkv_bias ? ", qkv bias" : "", has_qk_norm ? ", q/k norm" : "",
-             tied_embeddings ? ", tied embeddings" : "") +
-         (has_post_norms ? ", post norms" : "") +
-         (ffn_activation == FfnActivation::kGeluTanh ? ", GELU (tanh)" : "") +
-         (sliding_rope.has_value()
-              ? fmt::format(", windowed layers' rope base {}", sliding_rope->freq_base)
-              : std::string());
+      "{}: {} layers, hidden {}, ffn {}, heads {}/{} (kv), head dim {}, vocab {}, rope {} ({} "
+      "dims, base {}){}{}{}{}{}",
+      architecture_name(architecture), num_layers, hidden_size, ffn_size, num_heads, num_kv_heads,
+      head_dim, vocab_size, rope.style == RopeStyle::kNeox ? "neox" : "normal",
+      rope.num_rotary_dims, rope.freq_base, rope_factors, has_qkv_bias ? ", qkv bias" : "",
+      has_qk_norm ? ", q/k norm" : "", tied_embeddings ? ", tied embeddings" : "", gemma);
 }
 
 }  // namespace cellm
