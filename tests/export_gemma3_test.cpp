@@ -35,25 +35,11 @@ class ExportGemma3Test : public ::testing::Test {
     hf_dir_ = nullptr;
   }
 
-  // Greedy runs of every reference case on `program`; expects the reference's tokens and logits
-  // (the first `num_steps` of each case when > 0).
+  // Greedy runs of every reference case on `program` (the first `num_steps` of each when > 0).
   static void expect_reference(const Program& program, const std::string& what,
                                int32_t num_steps = 0) {
-    float worst = 0.0f;
-    for (nlohmann::json c : testing::tiny_gemma3_reference().at("cases")) {
-      if (num_steps > 0) {
-        c["generated_tokens"].get_ref<nlohmann::json::array_t&>().resize(num_steps);
-        c["logit_rows"].get_ref<nlohmann::json::array_t&>().resize(num_steps);
-      }
-      const auto prompt = c.at("prompt_tokens").get<std::vector<int32_t>>();
-      const auto steps = static_cast<int32_t>(c.at("generated_tokens").size());
-      const testing::GreedyRun run = et::greedy(program, prompt, steps);
-      worst = std::max(
-          worst, testing::expect_reference_case(run, c, program.config().vocab_size, kTolerance,
-                                                what + " case " + c.at("case").dump()));
-    }
-    std::printf("tiny-gemma3 %s: worst logits diff vs HF %.3g\n", what.c_str(),
-                static_cast<double>(worst));
+    et::expect_reference_cases(program, testing::tiny_gemma3_reference().at("cases"), kTolerance,
+                               "tiny-gemma3 " + what, num_steps);
   }
 
   static std::string* hf_dir_;

@@ -36,18 +36,8 @@ class ExportPhi3Test : public ::testing::Test {
 
   // Greedy runs of every case of `variant` on `program`; expects the reference's tokens and logits.
   static void expect_variant(const Program& program, const std::string& variant) {
-    const nlohmann::json& reference = testing::tiny_phi3_variant(variant);
-    float worst = 0.0f;
-    for (const nlohmann::json& c : reference.at("cases")) {
-      const auto prompt = c.at("prompt_tokens").get<std::vector<int32_t>>();
-      const auto num_steps = static_cast<int32_t>(c.at("generated_tokens").size());
-      const testing::GreedyRun run = et::greedy(program, prompt, num_steps);
-      worst = std::max(
-          worst, testing::expect_reference_case(run, c, program.config().vocab_size, kTolerance,
-                                                variant + " case " + c.at("case").dump()));
-    }
-    std::printf("tiny-phi3 %s: worst logits diff vs HF %.3g\n", variant.c_str(),
-                static_cast<double>(worst));
+    et::expect_reference_cases(program, testing::tiny_phi3_variant(variant).at("cases"), kTolerance,
+                               "tiny-phi3 " + variant);
   }
 
   static std::string* hf_dir_;

@@ -5,7 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -14,6 +17,7 @@
 #include "export_hf_writer.h"
 #include "program/exporter.h"
 #include "program/program.h"
+#include "reference_case.h"
 
 namespace cellm::export_testing {
 
@@ -25,6 +29,29 @@ inline testing::GreedyRun greedy(const Program& program, const std::vector<int32
   const std::unique_ptr<CpuExecutor> executor =
       testing::make_executor(program, program.spec(), options);
   return testing::run_greedy(*executor, prompt, num_steps);
+}
+
+// Greedy runs of reference `cases` (an HF transformers document's: reference_case.h) on
+// `program`: every token equal and every kept logit within `tolerance` — the first `num_steps`
+// of each case when > 0. Prints and returns the worst logits difference, as "<what>: ...".
+inline float expect_reference_cases(const Program& program, const nlohmann::json& cases,
+                                    float tolerance, const std::string& what,
+                                    int32_t num_steps = 0) {
+  float worst = 0.0f;
+  for (nlohmann::json c : cases) {
+    if (num_steps > 0) {
+      c["generated_tokens"].get_ref<nlohmann::json::array_t&>().resize(num_steps);
+      c["logit_rows"].get_ref<nlohmann::json::array_t&>().resize(num_steps);
+    }
+    const auto prompt = c.at("prompt_tokens").get<std::vector<int32_t>>();
+    const auto steps = static_cast<int32_t>(c.at("generated_tokens").size());
+    const testing::GreedyRun run = greedy(program, prompt, steps);
+    worst = std::max(worst,
+                     testing::expect_reference_case(run, c, program.config().vocab_size, tolerance,
+                                                    what + " case " + c.at("case").dump()));
+  }
+  std::printf("%s: worst logits diff vs HF %.3g\n", what.c_str(), static_cast<double>(worst));
+  return worst;
 }
 
 }  // namespace cellm::export_testing

@@ -391,16 +391,7 @@ Status CudaForward::enqueue(const DeviceStep& step, ForwardShape shape, cudaStre
                                       false, stream));
     return argmax(kept, stream);
   }
-  kernels::RowGatherParams gather;
-  gather.num_rows = kept;
-  gather.dim = hidden;
-  gather.rows = step.kept_rows;
-  gather.src = x_;
-  gather.src_stride = hidden;
-  gather.num_src_rows = rows;
-  gather.dst = xn_;
-  gather.dst_stride = hidden;
-  CELLM_RETURN_IF_ERROR(kernels::launch_row_gather(gather, stream));
+  CELLM_RETURN_IF_ERROR(gather_kept_rows(step, kept, x_, rows, xn_, stream));
   const WideInput wide = wide_input(weights_.output(), kept);
   CELLM_RETURN_IF_ERROR(rms_norm(weights_.output_norm(), xn_, xn_, kept, stream, wide));
   CELLM_RETURN_IF_ERROR(

@@ -228,6 +228,9 @@ class CudaForward {
   // The RoPE / K/V write a q|k|v product of layer `layer` does in its epilogue (rope_fused_):
   // q into qkv_, the angles from rope_table_ when `table` (else computed per pair).
   kernels::RopeKvOutput rope_output(const DeviceStep& step, int32_t layer, bool table) const;
+  // dst [kept, hidden] = the step's kept rows of src [num_src_rows, hidden] (step.kept_rows).
+  Status gather_kept_rows(const DeviceStep& step, int32_t kept, const float* src,
+                          int32_t num_src_rows, float* dst, cudaStream_t stream);
   // The greedy token of each of `kept` logits rows into argmax_tokens_.
   Status argmax(int32_t kept, cudaStream_t stream);
 

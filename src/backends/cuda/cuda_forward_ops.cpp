@@ -10,6 +10,7 @@
 #include "backends/cuda/kernels/attention.cuh"
 #include "backends/cuda/kernels/embedding.cuh"
 #include "backends/cuda/kernels/rope_kv.cuh"
+#include "backends/cuda/kernels/row_gather.cuh"
 
 namespace cellm {
 
@@ -169,6 +170,20 @@ kernels::RopeKvOutput CudaForward::rope_output(const DeviceStep& step, int32_t l
   r.v_cache = pool_.v_data(layer);
   r.cache_dtype = pool_.geometry().dtype;
   return r;
+}
+
+Status CudaForward::gather_kept_rows(const DeviceStep& step, int32_t kept, const float* src,
+                                     int32_t num_src_rows, float* dst, cudaStream_t stream) {
+  kernels::RowGatherParams gather;
+  gather.num_rows = kept;
+  gather.dim = config_.hidden_size;
+  gather.rows = step.kept_rows;
+  gather.src = src;
+  gather.src_stride = config_.hidden_size;
+  gather.num_src_rows = num_src_rows;
+  gather.dst = dst;
+  gather.dst_stride = config_.hidden_size;
+  return kernels::launch_row_gather(gather, stream);
 }
 
 Status CudaForward::argmax(int32_t kept, cudaStream_t stream) {

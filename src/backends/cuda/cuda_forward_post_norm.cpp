@@ -12,7 +12,6 @@
 #include "backends/cuda/kernels/decode_matmul.cuh"
 #include "backends/cuda/kernels/matmul.cuh"
 #include "backends/cuda/kernels/rms_norm.cuh"
-#include "backends/cuda/kernels/row_gather.cuh"
 #include "backends/cuda/kernels/swiglu.cuh"
 
 namespace cellm {
@@ -90,16 +89,7 @@ Status CudaForward::enqueue_post_norm(const DeviceStep& step, int32_t rows, int3
   CELLM_RETURN_IF_ERROR(
       post_norm_rms(weights_.output_norm(), x_, hidden, mlp_out, hidden, xn_, rows, stream));
   if (kept == 0) return ok_status();
-  kernels::RowGatherParams gather;
-  gather.num_rows = kept;
-  gather.dim = hidden;
-  gather.rows = step.kept_rows;
-  gather.src = xn_;
-  gather.src_stride = hidden;
-  gather.num_src_rows = rows;
-  gather.dst = x_;  // the residual is spent
-  gather.dst_stride = hidden;
-  CELLM_RETURN_IF_ERROR(kernels::launch_row_gather(gather, stream));
+  CELLM_RETURN_IF_ERROR(gather_kept_rows(step, kept, xn_, rows, x_, stream));  // x_ is spent
   CELLM_RETURN_IF_ERROR(product(weights_.output(), x_, hidden, kept, logits_, c.vocab_size));
   return argmax(kept, stream);
 }
