@@ -320,21 +320,9 @@ TEST_F(ExportGemma3Test, SettingsCellmDoesNotRunAreRefusedByName) {
       {"a window of zero", [](nlohmann::json& c) { c["sliding_window"] = 0; }, "sliding_window"},
   };
   for (const Mutation& m : mutations) {
-    const std::string dir = et::fresh_dir("gemma3_bad");
-    std::filesystem::copy(*hf_dir_, dir, std::filesystem::copy_options::recursive);
     nlohmann::json config = testing::tiny_gemma3_reference().at("config");
     m.apply(config);
-    std::ofstream(dir + "/config.json") << config.dump();
-    ExportOptions options;
-    options.source = ExportSource::kCheckpoint;
-    options.input = dir;
-    options.output = dir + "/program.gguf";
-    options.tokenizer_path = testing::test_model_path("stories260K.gguf");
-    const StatusOr<ExportReport> report = export_program(options);
-    ASSERT_FALSE(report.ok()) << m.what;
-    EXPECT_NE(report.status().message().find(m.expected), std::string::npos)
-        << m.what << ": " << report.status().to_string();
-    EXPECT_FALSE(et::exists(options.output)) << m.what;
+    et::expect_config_refused(*hf_dir_, config, m.expected, m.what);
   }
 }
 

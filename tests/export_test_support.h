@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -29,6 +31,25 @@ inline testing::GreedyRun greedy(const Program& program, const std::vector<int32
   const std::unique_ptr<CpuExecutor> executor =
       testing::make_executor(program, program.spec(), options);
   return testing::run_greedy(*executor, prompt, num_steps);
+}
+
+// Exports a copy of the checkpoint in `hf_dir` whose config.json is `config`, which must be
+// refused: the error names `expected` and no program is left behind.
+inline void expect_config_refused(const std::string& hf_dir, const nlohmann::json& config,
+                                  const std::string& expected, const std::string& what) {
+  const std::string dir = fresh_dir("bad_config");
+  std::filesystem::copy(hf_dir, dir, std::filesystem::copy_options::recursive);
+  std::ofstream(dir + "/config.json") << config.dump();
+  ExportOptions options;
+  options.source = ExportSource::kCheckpoint;
+  options.input = dir;
+  options.output = dir + "/program.gguf";
+  options.tokenizer_path = testing::test_model_path("stories260K.gguf");
+  const StatusOr<ExportReport> report = export_program(options);
+  ASSERT_FALSE(report.ok()) << what;
+  EXPECT_NE(report.status().message().find(expected), std::string::npos)
+      << what << ": " << report.status().to_string();
+  EXPECT_FALSE(exists(options.output)) << what;
 }
 
 // Greedy runs of reference `cases` (an HF transformers document's: reference_case.h) on
