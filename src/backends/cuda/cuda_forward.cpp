@@ -232,6 +232,17 @@ Status CudaForward::quantize_input(const float* x, int64_t x_stride, const int32
                                    const float* norm, const float* up, int32_t rows,
                                    int64_t num_cols, cudaStream_t stream, bool per_256,
                                    bool block_sums, kernels::PdlTrigger trigger) {
+  return kernels::launch_quantize_activations(
+      quantize_params(x, x_stride, x_rows, norm, up, rows, num_cols, per_256, block_sums, trigger),
+      stream);
+}
+
+kernels::QuantizeActivationsParams CudaForward::quantize_params(const float* x, int64_t x_stride,
+                                                                const int32_t* x_rows,
+                                                                const float* norm, const float* up,
+                                                                int32_t rows, int64_t num_cols,
+                                                                bool per_256, bool block_sums,
+                                                                kernels::PdlTrigger trigger) const {
   kernels::QuantizeActivationsParams q;
   q.num_tokens = rows;
   q.num_cols = num_cols;
@@ -246,7 +257,7 @@ Status CudaForward::quantize_input(const float* x, int64_t x_stride, const int32
   q.per_256 = per_256;
   q.sums = block_sums ? x_q8_sums_ : nullptr;
   q.trigger = trigger;
-  return kernels::launch_quantize_activations(q, stream);
+  return q;
 }
 
 Status CudaForward::int8_product(const kernels::DeviceWeight& w, const float* bias, int32_t rows,
@@ -299,7 +310,11 @@ Status CudaForward::enqueue(const DeviceStep& step, ForwardShape shape, cudaStre
         " kept) outside [1, " + std::to_string(forward_config_.max_width) + "]");
   }
   const auto [hidden, q_width, kv_width, qkv_width, attn_width, ffn] = widths();
-  if (c.has_post_norms) return enqueue_post_norm(step, rows, kept, is_static, stream);
+  if (c.has_post_norms) {
+    return rows <= post_norm_fused_rows_
+               ? enqueue_post_norm_fused(step, rows, kept, is_static, stream)
+               : enqueue_post_norm(step, rows, kept, is_static, stream);
+  }
   if (rows <= fused_max_rows_) return enqueue_fused(step, rows, kept, is_static, stream);
 
   CELLM_RETURN_IF_ERROR(embed(step, rows, stream));

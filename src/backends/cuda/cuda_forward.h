@@ -28,7 +28,10 @@
 // docs/perf/decode.md). Quantized weights use this path up to 4 rows, F32 up to 8, F16 / BF16 at
 // one row (kernels::small_m_max_tokens and plan_fused_path say why); wider slices run the unfused
 // sequence.
-// Models with post norms (gemma3) run their own plain sequence (enqueue_post_norm), at every width.
+// Models with post norms (gemma3) run their own sequences (cuda_forward_post_norm.cpp): fused as
+// far as the main path's would on int8 activations — the quantize launch before q|k|v and before
+// gate|up also joins the post-normed block output to the residual, GeGLU in the gate|up epilogue,
+// the q/k norms, RoPE and K/V write in rope_kv — else plain launches.
 // CELLM_CUDA_FUSED=0 / CELLM_CUDA_INT8=0 / CELLM_CUDA_ROPE_TABLE=0 in the environment turn the
 // fused path / int8 activations / the angle table off (to measure what they bring).
 // It owns its activation scratch (sized for max_width rows), not the weights, pool or step.
@@ -47,6 +50,7 @@
 #include "backends/cuda/device_memory.h"
 #include "backends/cuda/device_step.h"
 #include "backends/cuda/kernels/decode_matmul.cuh"
+#include "backends/cuda/kernels/quantize_activations.cuh"
 #include "backends/cuda/kernels/weight_layout.h"
 #include "backends/cuda/kernels/wide_act_order.cuh"
 #include "backends/cuda/kv_pool.h"
@@ -149,6 +153,13 @@ class CudaForward {
                         const float* up, int32_t rows, int64_t num_cols, cudaStream_t stream,
                         bool per_256 = false, bool block_sums = false,
                         kernels::PdlTrigger trigger = kernels::PdlTrigger::kAtStart);
+  // quantize_input's launch parameters (into x_q8_ / x_q8_scales_ / x_q8_sums_).
+  kernels::QuantizeActivationsParams quantize_params(const float* x, int64_t x_stride,
+                                                     const int32_t* x_rows, const float* norm,
+                                                     const float* up, int32_t rows,
+                                                     int64_t num_cols, bool per_256,
+                                                     bool block_sums,
+                                                     kernels::PdlTrigger trigger) const;
   // Whether w's int8 products (decode and tensor-core) take their input quantized with one scale
   // per 256 columns (K-quants, where kquant_per_256_): every quantize launch for them asks this
   // (an output product may take the attention's per-32 output instead: o_takes_attention_q8).
@@ -189,9 +200,32 @@ class CudaForward {
   // The forward with the fused small-M kernels (cuda_forward_fused.cpp); rows ≤ fused_max_rows_.
   Status enqueue_fused(const DeviceStep& step, int32_t rows, int32_t kept, bool is_static,
                        cudaStream_t stream);
-  // The forward of a model with post norms (gemma3: cuda_forward_post_norm.cpp), every slice.
+  // The forward of a model with post norms (gemma3: cuda_forward_post_norm.cpp): the plain
+  // sequence of launches, every slice wider than post_norm_fused_rows_ ...
   Status enqueue_post_norm(const DeviceStep& step, int32_t rows, int32_t kept, bool is_static,
                            cudaStream_t stream);
+  // ... and the fused one up to it: the decode products on int8 inputs, each quantize launch
+  // also joining the post-normed block output before it to the residual, GeGLU in the gate|up
+  // epilogue.
+  Status enqueue_post_norm_fused(const DeviceStep& step, int32_t rows, int32_t kept, bool is_static,
+                                 cudaStream_t stream);
+  // Points fused product *p's input at the residual *residual normed by `norm` (rows gathered by
+  // x_rows), quantized into x_q8_ by one launch; with `add` ([rows, hidden]: a block's output),
+  // that output normed by add_norm joins the residual first, written into *spare, and the two
+  // pointers swap (the launch reads the old residual whole in every CTA, so it writes apart).
+  Status post_norm_input(kernels::DecodeMatmulParams* p, float** residual, float** spare,
+                         const float* add, const float* add_norm, const float* norm,
+                         const int32_t* x_rows, int32_t rows, cudaStream_t stream);
+  // Launches layer w's q|k|v products on `input`'s input fields (weight, bias and output set
+  // here): the fused weight's one product (with `rope`, RoPE and the K/V write in its epilogue),
+  // or q, k and v apart into qkv_'s columns (rope must be null).
+  Status fused_qkv(const CudaLayerWeights& w, const kernels::DecodeMatmulParams& input,
+                   const kernels::RopeKvOutput* rope, cudaStream_t stream);
+  // The attention of layer `layer` (attention()), then fused output product *o's input: the
+  // attention's int8 output where both can, else attn_ through fused_input.
+  Status attention_then_output_input(const DeviceStep& step, int32_t layer, int32_t rows,
+                                     bool is_static, kernels::DecodeMatmulParams* o,
+                                     cudaStream_t stream);
   // y = RMSNorm(x (+= add first, when add is set)) · weight over `rows` rows of hidden columns;
   // y may be x (then with x's stride), else [rows, hidden].
   Status post_norm_rms(const float* weight, float* x, int64_t x_stride, const float* add,
@@ -267,7 +301,11 @@ class CudaForward {
   int8_t* hand_q_ = nullptr;            // [hidden] interleaved order
   float* hand_scales_ = nullptr;        // [hidden / 32]
   double* hand_sum_squares_ = nullptr;  // [hidden / 32]
-  int32_t fused_max_rows_ = 0;     // slices of at most this many rows run enqueue_fused (0: none)
+  int32_t fused_max_rows_ = 0;  // slices of at most this many rows run enqueue_fused (0: none)
+  // A model with post norms runs enqueue_post_norm_fused up to this many rows (0: never; its
+  // products must all take int8 activations quantized by launches, CELLM_CUDA_POST_NORM_FUSED=0
+  // turns it off).
+  int32_t post_norm_fused_rows_ = 0;
   bool rope_fused_ = false;        // the q|k|v product's epilogue does RoPE and the K/V write
   bool rope_table_used_ = false;   // products' epilogues and rope_kv read rope_table_
                                    // (CELLM_CUDA_ROPE_TABLE=0: each block computes its angles)

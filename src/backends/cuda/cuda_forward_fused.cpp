@@ -58,8 +58,13 @@ void CudaForward::plan_fused_path() {
                                       : kernels::kDecodeMatmulMaxTokens;
   }();
   fused_max_rows_ = 0;
-  if (!forward_config_.fused_decode || !env_allows("CELLM_CUDA_FUSED") || c.has_post_norms ||
-      c.ffn_activation != FfnActivation::kSilu || c.embedding_scale != 1.0f) {
+  post_norm_fused_rows_ = 0;
+  if (!forward_config_.fused_decode || !env_allows("CELLM_CUDA_FUSED")) return;
+  // Models with post norms fuse only on int8 activations quantized by launches: each launch also
+  // joins the post-normed block output before it to the residual (enqueue_post_norm_fused).
+  const bool post_norm = c.has_post_norms;
+  if (post_norm ? !int8_activations_ || int8_fold_ || !env_allows("CELLM_CUDA_POST_NORM_FUSED")
+                : c.ffn_activation != FfnActivation::kSilu || c.embedding_scale != 1.0f) {
     return;
   }
   int32_t max_rows = kernels::kDecodeMatmulMaxTokens;
@@ -71,6 +76,7 @@ void CudaForward::plan_fused_path() {
   // tensor cores than in the fused layer (kernels::int8_matmul_min_tokens).
   const auto allow = [&](const kernels::DeviceWeight& w) {
     if (w.data == nullptr || !kernels::decode_matmul_supports(w)) return false;
+    if (post_norm && !kernels::decode_matmul_takes_int8(w)) return false;
     const bool half = w.type == TensorType::kF16 || w.type == TensorType::kBF16;
     // K-quants the wide step gives the int8 decode product keep the fused layer as far.
     const bool int8_kquant = int8_decode_applies(w, kquant_fused_rows_);
@@ -92,10 +98,15 @@ void CudaForward::plan_fused_path() {
                             : allow(w.wq) && allow(w.wk) && allow(w.wv) &&
                                   same_fused_input(w.wq, w.wk) && same_fused_input(w.wq, w.wv);
     ok = qkv_ok && w.gate_up_fused() && allow(w.wo) && allow(w.gate_up) && allow(w.w_down) &&
-         w.attn_norm != nullptr && w.ffn_norm != nullptr;
+         w.attn_norm != nullptr && w.ffn_norm != nullptr &&
+         (!post_norm || (w.post_attn_norm != nullptr && w.post_ffn_norm != nullptr));
     norms_free = norms_free && w.q_norm == nullptr && w.k_norm == nullptr;
   }
   if (!ok) return;
+  if (post_norm) {
+    post_norm_fused_rows_ = max_rows;
+    return;
+  }
   fused_max_rows_ = max_rows;
   // The handover: every product that hands over or takes the input Q8_0 / Q4_0 on int8
   // activations (kernels::decode_matmul_hands_over, decode_matmul_takes_handover).
@@ -122,6 +133,53 @@ void CudaForward::plan_fused_path() {
   rope_fused_ = norms_free && weights_.rope_style() == RopeStyle::kNormal && c.head_dim % 2 == 0 &&
                 c.rope.num_rotary_dims % 2 == 0 && c.rope.num_rotary_dims <= c.head_dim &&
                 c.v_width() % 2 == 0;
+}
+
+Status CudaForward::fused_qkv(const CudaLayerWeights& w, const kernels::DecodeMatmulParams& input,
+                              const kernels::RopeKvOutput* rope, cudaStream_t stream) {
+  const int64_t qkv_width = widths().qkv;
+  if (w.qkv_fused()) {
+    kernels::DecodeMatmulParams qkv = input;
+    qkv.w = w.qkv;
+    qkv.bias = w.qkv_bias;
+    qkv.y = qkv_;
+    qkv.y_stride = qkv_width;
+    if (rope != nullptr) {
+      qkv.output = kernels::DecodeOutput::kRopeKv;
+      qkv.rope = *rope;
+    }
+    return kernels::launch_decode_matmul(qkv, stream);
+  }
+  // Three products on one input (same_fused_input), into qkv_'s columns.
+  CELLM_CHECK(rope == nullptr) << "q, k and v apart cannot rotate in their epilogue";
+  int64_t column = 0;
+  for (const kernels::DeviceWeight* part : {&w.wq, &w.wk, &w.wv}) {
+    kernels::DecodeMatmulParams p = input;  // the input fields
+    p.w = *part;
+    p.bias = w.qkv_bias != nullptr ? w.qkv_bias + column : nullptr;
+    p.y = qkv_ + column;
+    p.y_stride = qkv_width;
+    CELLM_RETURN_IF_ERROR(kernels::launch_decode_matmul(p, stream));
+    column += part->num_rows;
+  }
+  return ok_status();
+}
+
+Status CudaForward::attention_then_output_input(const DeviceStep& step, int32_t layer, int32_t rows,
+                                                bool is_static, kernels::DecodeMatmulParams* o,
+                                                cudaStream_t stream) {
+  // The output product's int8 input straight from the attention where both can.
+  const bool o_takes_q8 = int8_activations_ && !int8_fold_ &&
+                          kernels::decode_matmul_takes_int8(o->w) && o_takes_attention_q8(o->w);
+  bool attention_wrote_q8 = false;
+  CELLM_RETURN_IF_ERROR(
+      attention(step, layer, rows, is_static, stream, o_takes_q8 ? &attention_wrote_q8 : nullptr));
+  if (!attention_wrote_q8) {
+    return fused_input(o, attn_, widths().attn, nullptr, nullptr, rows, stream);
+  }
+  o->x_q8 = x_q8_;
+  o->x_q8_scales = x_q8_scales_;
+  return ok_status();
 }
 
 bool CudaForward::same_fused_input(const kernels::DeviceWeight& a,
@@ -207,59 +265,21 @@ Status CudaForward::enqueue_fused(const DeviceStep& step, int32_t rows, int32_t 
 
     // q | k | v of the normed residual (+ bias); RoPE and the K/V write in its epilogue.
     // Layer 0's input comes from the embedding; the others' from the down product before.
-    const bool qkv_handed_over = handover_down && l > 0;
-    if (w.qkv_fused()) {
-      kernels::DecodeMatmulParams qkv = product(w.qkv);
-      if (qkv_handed_over) {
-        handed_over_input(&qkv);
-      } else {
-        CELLM_RETURN_IF_ERROR(fused_input(&qkv, x_, hidden, nullptr, w.attn_norm, rows, stream));
-      }
-      qkv.bias = w.qkv_bias;
-      qkv.y = qkv_;
-      qkv.y_stride = qkv_width;
-      if (rope_fused_) {
-        qkv.output = kernels::DecodeOutput::kRopeKv;
-        qkv.rope = rope_output(step, l, rope_table_used_);
-      }
-      CELLM_RETURN_IF_ERROR(kernels::launch_decode_matmul(qkv, stream));
-      if (!rope_fused_) CELLM_RETURN_IF_ERROR(rope_kv(step, l, rows, stream));
+    kernels::DecodeMatmulParams qkv = product(w.qkv_fused() ? w.qkv : w.wq);
+    if (handover_down && l > 0) {
+      handed_over_input(&qkv);
     } else {
-      // Three products on one input (same_fused_input), into qkv_'s columns; then rope_kv.
-      kernels::DecodeMatmulParams q = product(w.wq);
-      if (qkv_handed_over) {
-        handed_over_input(&q);
-      } else {
-        CELLM_RETURN_IF_ERROR(fused_input(&q, x_, hidden, nullptr, w.attn_norm, rows, stream));
-      }
-      int64_t column = 0;
-      for (const kernels::DeviceWeight* part : {&w.wq, &w.wk, &w.wv}) {
-        kernels::DecodeMatmulParams p = q;  // the input fields
-        p.w = *part;
-        p.bias = w.qkv_bias != nullptr ? w.qkv_bias + column : nullptr;
-        p.y = qkv_ + column;
-        p.y_stride = qkv_width;
-        CELLM_RETURN_IF_ERROR(kernels::launch_decode_matmul(p, stream));
-        column += part->num_rows;
-      }
-      CELLM_RETURN_IF_ERROR(rope_kv(step, l, rows, stream));
+      CELLM_RETURN_IF_ERROR(fused_input(&qkv, x_, hidden, nullptr, w.attn_norm, rows, stream));
     }
+    const bool rope_in_product = rope_fused_ && w.qkv_fused();
+    kernels::RopeKvOutput rope;
+    if (rope_in_product) rope = rope_output(step, l, rope_table_used_);
+    CELLM_RETURN_IF_ERROR(fused_qkv(w, qkv, rope_in_product ? &rope : nullptr, stream));
+    if (!rope_in_product) CELLM_RETURN_IF_ERROR(rope_kv(step, l, rows, stream));
 
-    // The output product's int8 input straight from the attention where both can.
-    const bool o_takes_q8 = int8_activations_ && !int8_fold_ &&
-                            kernels::decode_matmul_takes_int8(w.wo) && o_takes_attention_q8(w.wo);
-    bool attention_wrote_q8 = false;
-    CELLM_RETURN_IF_ERROR(
-        attention(step, l, rows, is_static, stream, o_takes_q8 ? &attention_wrote_q8 : nullptr));
-
-    // The output product added into the residual.
+    // The attention, then the output product added into the residual.
     kernels::DecodeMatmulParams o = product(w.wo);
-    if (attention_wrote_q8) {
-      o.x_q8 = x_q8_;
-      o.x_q8_scales = x_q8_scales_;
-    } else {
-      CELLM_RETURN_IF_ERROR(fused_input(&o, attn_, attn_width, nullptr, nullptr, rows, stream));
-    }
+    CELLM_RETURN_IF_ERROR(attention_then_output_input(step, l, rows, is_static, &o, stream));
     o.y = x_;
     o.y_stride = hidden;
     o.accumulate = true;

@@ -1,13 +1,28 @@
-// CudaForward's path for models whose blocks are normed again before they join the residual
-// stream (ModelConfig::has_post_norms: gemma3) — the plain sequence of launches, none folded into
-// another: per layer the attention norm (with the previous block's post-normed output added into
-// the residual first), the q|k|v products, q/k norms + RoPE + the K/V write (rope_kv, the layer's
-// own rope), the attention, the output product into a scratch row, its post norm, the add and the
-// MLP norm, the gate|up products, the gated activation (SwiGLU or GeGLU), the down product into a
-// scratch row and its post norm; then the last add with the final norm, the kept rows gathered and
-// the LM head. A product of few rows whose weight takes int8 activations runs the fused decode
-// product on a quantize launch's output; others go through matmul(), which picks the int8 tensor
-// cores, the small-M kernels or the wide ones by width as on the main path.
+// CudaForward's paths for models whose blocks are normed again before they join the residual
+// stream (ModelConfig::has_post_norms: gemma3).
+//
+// The fused path (slices of at most post_norm_fused_rows_ rows, every product on int8 activations
+// quantized by launches): per layer one quantize launch joins the previous block's output, normed
+// by its post norm, to the residual and quantizes the residual normed by the attention norm; the
+// q|k|v decode products; q/k norms + RoPE + the K/V write (rope_kv); the attention, which
+// quantizes the output product's input where it can; the output product into a scratch row; one
+// quantize launch joining it (post-normed) and quantizing the MLP's normed input; gate|up with
+// GeGLU (or SwiGLU) in its epilogue; a quantize launch; the down product into a scratch row. The
+// last block's output joins the residual in the LM head's quantize launch (kept rows gathered,
+// the final norm). Nine launches a layer where the plain path takes fifteen. The residual moves
+// between x_ and xn_ at every join (the launch reads the whole old row in each of its CTAs).
+//
+// The plain path — the sequence of launches, none folded into another: per layer the attention norm
+// (with the previous block's post-normed output added into the residual first), the q|k|v products,
+// q/k norms + RoPE + the K/V write (rope_kv, the layer's own rope), the attention, the output
+// product into a scratch row, its post norm, the add and the MLP norm, the gate|up products, the
+// gated activation (SwiGLU or GeGLU), the down product into a scratch row and its post norm; then
+// the last add with the final norm, the kept rows gathered and the LM head. A product of few rows
+// whose weight takes int8 activations runs the fused decode product on a quantize launch's output;
+// others go through matmul(), which picks the int8 tensor cores, the small-M kernels or the wide
+// ones by width as on the main path.
+#include <utility>
+
 #include "backends/cuda/cuda_forward.h"
 #include "backends/cuda/kernels/decode_matmul.cuh"
 #include "backends/cuda/kernels/matmul.cuh"
@@ -91,6 +106,96 @@ Status CudaForward::enqueue_post_norm(const DeviceStep& step, int32_t rows, int3
   if (kept == 0) return ok_status();
   CELLM_RETURN_IF_ERROR(gather_kept_rows(step, kept, xn_, rows, x_, stream));  // x_ is spent
   CELLM_RETURN_IF_ERROR(product(weights_.output(), x_, hidden, kept, logits_, c.vocab_size));
+  return argmax(kept, stream);
+}
+
+Status CudaForward::post_norm_input(kernels::DecodeMatmulParams* p, float** residual, float** spare,
+                                    const float* add, const float* add_norm, const float* norm,
+                                    const int32_t* x_rows, int32_t rows, cudaStream_t stream) {
+  const int64_t hidden = config_.hidden_size;
+  const bool per_256 = int8_input_per_256(p->w);
+  kernels::QuantizeActivationsParams q =
+      quantize_params(*residual, hidden, x_rows, norm, nullptr, rows, p->w.num_cols, per_256,
+                      per_256, fused_trigger_);
+  if (add != nullptr) {
+    q.add = add;
+    q.add_stride = hidden;
+    q.add_norm_weight = add_norm;
+    q.x_out = *spare;
+    std::swap(*residual, *spare);
+  }
+  CELLM_RETURN_IF_ERROR(kernels::launch_quantize_activations(q, stream));
+  p->x_q8 = x_q8_;
+  p->x_q8_scales = x_q8_scales_;
+  p->x_q8_per_256 = per_256;
+  p->x_q8_sums = per_256 ? x_q8_sums_ : nullptr;
+  return ok_status();
+}
+
+Status CudaForward::enqueue_post_norm_fused(const DeviceStep& step, int32_t rows, int32_t kept,
+                                            bool is_static, cudaStream_t stream) {
+  const ModelConfig& c = config_;
+  const auto [hidden, q_width, kv_width, qkv_width, attn_width, ffn] = widths();
+  CELLM_CHECK(ffn >= hidden) << "post-norm path: gate_up_'s rows hold the down product's output";
+  // The blocks' outputs before they join the residual: the output product's in attn_out (act_:
+  // joined before gate|up writes act_), the down product's in mlp_out (gate_up_: unused here).
+  // [rows, hidden] each.
+  float* attn_out = act_;
+  float* mlp_out = gate_up_;
+  float* residual = x_;  // [rows, hidden]; moves to xn_ and back at every join
+  float* spare = xn_;
+  const auto product = [rows, this](const kernels::DeviceWeight& w) {
+    kernels::DecodeMatmulParams p;
+    p.w = w;
+    p.num_tokens = rows;
+    p.trigger = fused_trigger_;
+    return p;
+  };
+  CELLM_RETURN_IF_ERROR(embed(step, rows, stream));
+  for (int32_t l = 0; l < c.num_layers; ++l) {
+    const CudaLayerWeights& w = weights_.layer(l);
+    // q | k | v of the normed residual, the previous block's output joined to it first.
+    kernels::DecodeMatmulParams qkv = product(w.qkv_fused() ? w.qkv : w.wq);
+    const float* before_norm = l > 0 ? weights_.layer(l - 1).post_ffn_norm : nullptr;
+    CELLM_RETURN_IF_ERROR(post_norm_input(&qkv, &residual, &spare, l > 0 ? mlp_out : nullptr,
+                                          before_norm, w.attn_norm, nullptr, rows, stream));
+    CELLM_RETURN_IF_ERROR(fused_qkv(w, qkv, nullptr, stream));
+    CELLM_RETURN_IF_ERROR(rope_kv(step, l, rows, stream));
+
+    kernels::DecodeMatmulParams o = product(w.wo);
+    CELLM_RETURN_IF_ERROR(attention_then_output_input(step, l, rows, is_static, &o, stream));
+    o.y = attn_out;
+    o.y_stride = hidden;
+    CELLM_RETURN_IF_ERROR(kernels::launch_decode_matmul(o, stream));
+
+    // gate | up of the normed residual after the attention's output joined it; the gated
+    // activation in the epilogue; the down product into mlp_out.
+    kernels::DecodeMatmulParams gate_up = product(w.gate_up);
+    CELLM_RETURN_IF_ERROR(post_norm_input(&gate_up, &residual, &spare, attn_out, w.post_attn_norm,
+                                          w.ffn_norm, nullptr, rows, stream));
+    gate_up.output = kernels::DecodeOutput::kSwiglu;
+    gate_up.gelu_tanh = c.ffn_activation == FfnActivation::kGeluTanh;
+    gate_up.y = act_;
+    gate_up.y_stride = ffn;
+    CELLM_RETURN_IF_ERROR(kernels::launch_decode_matmul(gate_up, stream));
+
+    kernels::DecodeMatmulParams down = product(w.w_down);
+    CELLM_RETURN_IF_ERROR(fused_input(&down, act_, ffn, nullptr, nullptr, rows, stream));
+    down.y = mlp_out;
+    down.y_stride = hidden;
+    CELLM_RETURN_IF_ERROR(kernels::launch_decode_matmul(down, stream));
+  }
+  // The last block's output joins the kept rows of the residual, normed by the final norm, in
+  // the LM head's quantize launch.
+  if (kept == 0) return ok_status();
+  kernels::DecodeMatmulParams head = product(weights_.output());
+  head.num_tokens = kept;
+  CELLM_RETURN_IF_ERROR(post_norm_input(&head, &residual, &spare, mlp_out,
+                                        weights_.layer(c.num_layers - 1).post_ffn_norm,
+                                        weights_.output_norm(), step.kept_rows, kept, stream));
+  head.y = logits_;
+  head.y_stride = c.vocab_size;
+  CELLM_RETURN_IF_ERROR(kernels::launch_decode_matmul(head, stream));
   return argmax(kept, stream);
 }
 

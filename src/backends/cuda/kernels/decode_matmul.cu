@@ -77,6 +77,7 @@ Status check_input(const DecodeMatmulParams& p) {
 Status check_output(const DecodeMatmulParams& p) {
   const int64_t n = p.w.num_rows;
   if (p.y == nullptr) return bad(p, "null y");
+  if (p.gelu_tanh && p.output != DecodeOutput::kSwiglu) return bad(p, "GELU without SwiGLU output");
   switch (p.output) {
     case DecodeOutput::kStore:
       if (p.y_stride < n) return bad(p, "y stride " + std::to_string(p.y_stride) + " < N");
@@ -207,6 +208,7 @@ DecodeGemvArgs make_decode_gemv_args(const DecodeMatmulParams& p) {
   a.int8_fold = p.int8_activations;
   a.bias = p.bias;
   a.output = p.output;
+  a.gelu_tanh = p.gelu_tanh;
   a.y = p.y;
   a.y_stride = p.y_stride;
   a.accumulate = p.accumulate;

@@ -4,8 +4,9 @@
 //     (x · scale) · norm_weight exactly as rms_norm does, before the product — each block
 //     recomputes the row's sum of squares (K floats, from L2);
 //   epilogue: + bias, then one of: store or add into y (the residual stream); SwiGLU of a
-//     [gate; up] product (silu(g) · u, as the swiglu kernel); RoPE of a [q; k; v] product with
-//     k and v written into the K/V cache rows of the tokens (as rope_kv, normal-style pairs).
+//     [gate; up] product (silu(g) · u or gelu(g) · u, as the swiglu kernel); RoPE of a [q; k; v]
+//     product with k and v written into the K/V cache rows of the tokens (as rope_kv, normal-style
+//     pairs).
 // Every f32 value is rounded as the separate kernels round it, so a fused layer equals the unfused
 // one within the product's summation order (f32 weights and activations: 1e-5 of the CPU).
 // Input is either f32 activations or, for Q8_0 / Q4_0 / Q4_K / Q6_K weights, int8 activations with
@@ -40,7 +41,8 @@ inline constexpr int32_t kDecodeMatmulMaxTokens = 8;
 
 enum class DecodeOutput : int32_t {
   kStore,   // y[t, r] = p[t, r], or y[t, r] += p[t, r] with accumulate (N columns)
-  kSwiglu,  // W = [gate; up] (N = 2F rows): y[t, j] = silu(p[t, j]) · p[t, F + j] (F columns)
+  kSwiglu,  // W = [gate; up] (N = 2F rows): y[t, j] = silu(p[t, j]) · p[t, F + j] (F columns),
+            // or gelu(p[t, j]) · p[t, F + j] with gelu_tanh (GeGLU, gemma3)
   kRopeKv,  // W = [q; k; v]: q rows rotated into y (q_width columns); k rows rotated into
             // k_cache, v rows into v_cache, at row cells[t] of each
   // One token, N a multiple of 256, Q8_0 / Q4_0 weights, int8 input: y[r] += p[r] (the residual
@@ -91,7 +93,8 @@ struct DecodeMatmulParams {
 
   const float* bias = nullptr;  // [N] f32 added to every token's product, or null
   DecodeOutput output = DecodeOutput::kStore;
-  float* y = nullptr;  // [num_tokens, y_stride] f32 (columns per DecodeOutput)
+  bool gelu_tanh = false;  // kSwiglu only: GELU's tanh form instead of silu (as the swiglu kernel)
+  float* y = nullptr;      // [num_tokens, y_stride] f32 (columns per DecodeOutput)
   int64_t y_stride = 0;
   bool accumulate = false;                    // kStore only
   RopeKvOutput rope;                          // kRopeKv only

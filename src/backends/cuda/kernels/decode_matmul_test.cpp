@@ -1,11 +1,11 @@
 // Parity of the fused decode product (decode_matmul.cuh) with the CPU ops it replaces: the
 // RMSNorm and row-gather prologue (cpu_rms_norm then cpu_matmul) for every weight type and token
-// count, bias and residual add, the SwiGLU epilogue (cpu_silu_mul), the RoPE + K/V cache epilogue
-// (cpu_rope, cells of f32 and bf16 caches, untouched rows left alone; the angles computed or read
-// from launch_rope_table's per-step table, the same bits), int8 activations quantized
-// from normed, gathered rows (aligned or not), launches chained through a captured graph
-// (programmatic dependent launch), and refused arguments. (The split argmax that ends a decode
-// step is tested with the other argmax in elementwise_test.cpp.)
+// count, bias and residual add, the SwiGLU / GeGLU epilogue (cpu_gated_mul), the RoPE + K/V cache
+// epilogue (cpu_rope, cells of f32 and bf16 caches, untouched rows left alone; the angles computed
+// or read from launch_rope_table's per-step table, the same bits), int8 activations quantized from
+// normed, gathered rows (aligned or not), launches chained through a captured graph (programmatic
+// dependent launch), and refused arguments. (The split argmax that ends a decode step is tested
+// with the other argmax in elementwise_test.cpp.)
 #include "backends/cuda/kernels/decode_matmul.cuh"
 
 #include <gtest/gtest.h>
@@ -173,7 +173,7 @@ TEST(DecodeMatmulTest, StoreAddsTheBiasAndAccumulatesIntoTheResidual) {
   EXPECT_TRUE(testing::near_relative("bias + residual", y.download(), ref, 1e-5));
 }
 
-TEST(DecodeMatmulTest, SwigluOutputIsSiluOfTheGateRowsTimesTheUpRows) {
+TEST(DecodeMatmulTest, SwigluOutputIsSiluOrGeluOfTheGateRowsTimesTheUpRows) {
   CELLM_REQUIRE_DEVICE();
   const struct {
     TensorType type;
@@ -184,20 +184,23 @@ TEST(DecodeMatmulTest, SwigluOutputIsSiluOfTheGateRowsTimesTheUpRows) {
                {TensorType::kQ8_0, 33, 256, true}};
   for (const auto& c : cases) {
     const Weight w = make_weight(c.type, 2 * c.ffn, c.cols, 31);
-    for (const int32_t m : {1, 5}) {
-      SCOPED_TRACE(name(w) + " M=" + std::to_string(m));
+    for (const auto& [m, gelu] :
+         {std::pair{1, false}, std::pair{5, false}, std::pair{1, true}, std::pair{5, true}}) {
+      SCOPED_TRACE(name(w) + " M=" + std::to_string(m) + (gelu ? " GeGLU" : " SwiGLU"));
       const GatheredInput in = gathered_input(c.cols, m, 32, c.normed);
       const std::vector<float> product = cpu_product(w, in.gathered, m);
       std::vector<float> ref(static_cast<size_t>(m * c.ffn));
       for (int32_t t = 0; t < m; ++t) {
-        cpu_silu_mul(product.data() + t * 2 * c.ffn, product.data() + t * 2 * c.ffn + c.ffn, c.ffn,
-                     ref.data() + t * c.ffn);
+        cpu_gated_mul(gelu ? FfnActivation::kGeluTanh : FfnActivation::kSilu,
+                      product.data() + t * 2 * c.ffn, product.data() + t * 2 * c.ffn + c.ffn, c.ffn,
+                      ref.data() + t * c.ffn);
       }
       const DeviceInput dev(in);
       const int64_t y_stride = c.ffn + 2;
       DeviceArray<float> y(static_cast<size_t>(m * y_stride));
       DecodeMatmulParams p = gathered_product(w, in, dev, m, c.normed, y, y_stride);
       p.output = DecodeOutput::kSwiglu;
+      p.gelu_tanh = gelu;
       EXPECT_OK(launch_decode_matmul(p, nullptr));
       EXPECT_TRUE(testing::near_relative(
           "swiglu", testing::compact_rows(y.download(), m, y_stride, c.ffn), ref, 1e-5));
@@ -487,6 +490,9 @@ TEST(DecodeMatmulTest, RefusesInputsAndOutputsTheKernelsCannotRun) {
   bad = p;
   bad.output = DecodeOutput::kSwiglu;
   bad.accumulate = true;
+  EXPECT_EQ(launch_decode_matmul(bad, nullptr).code(), StatusCode::kInvalidArgument);
+  bad = p;
+  bad.gelu_tanh = true;  // GELU on a plain store
   EXPECT_EQ(launch_decode_matmul(bad, nullptr).code(), StatusCode::kInvalidArgument);
   bad = p;
   bad.output = DecodeOutput::kRopeKv;  // widths that do not add up to N, null caches

@@ -112,7 +112,9 @@ __device__ __forceinline__ void decode_epilogue(const DecodeGemvArgs& a, int64_t
   if (a.output == DecodeOutput::kSwiglu) {
     const int64_t j = group * (R / 2) + p;
     if (j >= a.num_rows / 2) return;
-    a.y[t * a.y_stride + j] = silu_mul(sums[p * M + t], sums[(R / 2 + p) * M + t]);
+    const float g = sums[p * M + t];
+    const float u = sums[(R / 2 + p) * M + t];
+    a.y[t * a.y_stride + j] = a.gelu_tanh ? gelu_tanh_mul(g, u) : silu_mul(g, u);
     return;
   }
   // kRopeKv: local rows 2p and 2p + 1 are a pair of one head (head_dim, widths even).

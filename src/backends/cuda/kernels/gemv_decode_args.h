@@ -29,6 +29,7 @@ struct DecodeGemvArgs {
   bool int8_fold = false;  // DecodeMatmulParams::int8_activations
   const float* bias = nullptr;
   DecodeOutput output = DecodeOutput::kStore;
+  bool gelu_tanh = false;
   float* y = nullptr;
   int64_t y_stride = 0;
   bool accumulate = false;

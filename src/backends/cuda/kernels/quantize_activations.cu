@@ -1,6 +1,7 @@
 // quantize_activations: one warp per block of 32 activations (quantize_activations.cuh), eight
 // blocks (256 columns) per CTA; with a norm, every CTA first sums the squares of its row (each CTA
-// redoes it: a row is a few KB).
+// redoes it: a row is a few KB); with a block output joining the residual, the squares of that
+// output's row too.
 #include <string>
 
 #include "backends/cuda/kernels/launch_status.h"
@@ -13,6 +14,35 @@ namespace {
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
+
+// The sum of every thread's `value` over the CTA, returned to each; `partial` (kWarps doubles of
+// shared memory) is free again when it returns.
+__device__ double cta_sum(double value, double* partial) {
+  for (int offset = 16; offset > 0; offset >>= 1)
+    value += __shfl_xor_sync(0xffffffffu, value, offset);
+  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = value;
+  __syncthreads();
+  double total = 0.0;
+  for (int w = 0; w < kWarps; ++w) total += partial[w];
+  __syncthreads();
+  return total;
+}
+
+// This thread's share of Σ x² over a row of num_cols floats (squares rounded to f32, as
+// cpu_rms_norm sums), by float4 loads where the row is 16-byte aligned.
+__device__ double share_of_sum_squares(const float* x, int64_t num_cols) {
+  if (reinterpret_cast<uintptr_t>(x) % 16 == 0) return row_sum_squares_share<kThreads>(x, num_cols);
+  double sum = 0.0;
+  for (int64_t i = threadIdx.x; i < num_cols; i += kThreads) {
+    sum += static_cast<double>(__fmul_rn(x[i], x[i]));
+  }
+  return sum;
+}
+
+// Element i of the residual after the block's output joined it: x + (add · add_scale) · weight.
+__device__ __forceinline__ float joined(float x, float add, float add_scale, float weight) {
+  return __fadd_rn(x, __fmul_rn(__fmul_rn(add, add_scale), weight));
+}
 
 // Grid: (column blocks of kWarps quantization blocks, row).
 __global__ void __launch_bounds__(kThreads)
@@ -27,29 +57,38 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t e = block * 32 + lane;
   const bool in_row = block < blocks_per_row;
   const float w = in_row && p.norm_weight != nullptr ? p.norm_weight[e] : 1.0f;
+  const float add_w = in_row && p.add != nullptr ? p.add_norm_weight[e] : 1.0f;
   pdl_wait_then_trigger(p.trigger);
   const int64_t t = blockIdx.y;
-  const float* x = p.x + (p.x_rows != nullptr ? p.x_rows[t] : t) * p.x_stride;
+  const int64_t source_row = p.x_rows != nullptr ? p.x_rows[t] : t;
+  const float* x = p.x + source_row * p.x_stride;
   float v = in_row ? x[e] : 0.0f;
   if (p.up != nullptr && in_row) v = silu_mul(v, p.up[t * p.x_stride + e]);
+  __shared__ double partial[kWarps];
   float norm_scale = 1.0f;
-  if (p.norm_weight != nullptr) {
-    double sum = 0.0;
-    if (reinterpret_cast<uintptr_t>(x) % 16 == 0) {
-      sum = row_sum_squares_share<kThreads>(x, p.num_cols);
-    } else {
-      for (int64_t i = threadIdx.x; i < p.num_cols; i += kThreads) {
-        sum += static_cast<double>(__fmul_rn(x[i], x[i]));
-      }
+  if (p.add != nullptr) {
+    // The block's output normed, added: every CTA sums the whole row (a few KB from L2), so the
+    // norm below sees the joined row, which only x_out holds afterwards.
+    const float* add = p.add + source_row * p.add_stride;
+    const float add_value = in_row ? add[e] : 0.0f;
+    const float add_scale = rms_inverse(cta_sum(share_of_sum_squares(add, p.num_cols), partial),
+                                        p.num_cols, p.norm_eps);
+    if (in_row) {
+      v = joined(v, add_value, add_scale, add_w);
+      p.x_out[t * p.num_cols + e] = v;
     }
-    for (int offset = 16; offset > 0; offset >>= 1)
-      sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-    __shared__ double partial[kWarps];
-    if (lane == 0) partial[warp] = sum;
-    __syncthreads();
-    double total = 0.0;
-    for (int w = 0; w < kWarps; ++w) total += partial[w];
-    norm_scale = rms_inverse(total, p.num_cols, p.norm_eps);
+    if (p.norm_weight != nullptr) {
+      double sum = 0.0;
+#pragma unroll 4
+      for (int64_t i = threadIdx.x; i < p.num_cols; i += kThreads) {
+        const float joined_i = joined(x[i], add[i], add_scale, p.add_norm_weight[i]);
+        sum += static_cast<double>(__fmul_rn(joined_i, joined_i));
+      }
+      norm_scale = rms_inverse(cta_sum(sum, partial), p.num_cols, p.norm_eps);
+    }
+  } else if (p.norm_weight != nullptr) {
+    norm_scale =
+        rms_inverse(cta_sum(share_of_sum_squares(x, p.num_cols), partial), p.num_cols, p.norm_eps);
   }
   if (!in_row) return;
   if (p.norm_weight != nullptr) v = __fmul_rn(__fmul_rn(v, norm_scale), w);
@@ -88,6 +127,13 @@ Status launch_quantize_activations(const QuantizeActivationsParams& p, cudaStrea
                             std::to_string(p.num_cols) + " (a multiple of 256), stride " +
                             std::to_string(p.x_stride) +
                             ", a null or unaligned pointer, or SwiGLU with a gather or norm");
+  }
+  if (p.add != nullptr && (p.add_norm_weight == nullptr || p.x_out == nullptr || p.x_out == p.x ||
+                           p.up != nullptr || p.add_stride < p.num_cols)) {
+    return invalid_argument(
+        "quantize_activations: a block output joining the residual needs its "
+        "norm weight, an x_out apart from x, add stride " +
+        std::to_string(p.add_stride) + " ≥ " + std::to_string(p.num_cols) + " and no SwiGLU");
   }
   if (p.num_tokens == 0) return ok_status();
   const dim3 grid(static_cast<unsigned>(ceil_div(p.num_cols / 32, kWarps)),

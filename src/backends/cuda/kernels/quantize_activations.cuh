@@ -5,7 +5,9 @@
 // q = round-to-nearest-even(x · (1/d)) (q = 0 when the block is all zeros). The rounding costs
 // about 3e-3 relative error in a product. Optionally the rows are gathered (x_rows) and
 // RMS-normalized first ((x · scale) · norm_weight, as rms_norm), so one launch replaces the norm
-// before a product; or the rows are SwiGLU's halves (up), so it replaces the swiglu launch.
+// before a product; or the rows are SwiGLU's halves (up), so it replaces the swiglu launch; or,
+// for models with post norms (gemma3), a block's output normed by its post norm joins the residual
+// first (add), so one launch replaces the post norm, the add and the next block's norm.
 // Launched with programmatic dependent launch (pdl.cuh). Stream-ordered, capturable. Who calls it:
 // the CUDA forward (once per distinct int8 matmul input), the tests, the benchmark. Thread-safety:
 // launches on a stream.
@@ -38,6 +40,15 @@ struct QuantizeActivationsParams {
   // SwiGLU first, or null: x holds the gate halves and up the up halves ([num_tokens, x_stride]
   // like x), each element is silu(g) · u as the swiglu kernel rounds it. No gather or norm then.
   const float* up = nullptr;
+  // A block's output joining the residual first, or null: row t of the residual becomes
+  // x + RMSNorm(add row) · add_norm_weight (rounded as rms_norm, then the add, as the CPU rounds),
+  // written to x_out row t, and that row is what the norm (if any) and the quantization take. Rows
+  // of add are gathered by x_rows as x's are. x_out must not be x (every CTA of a row reads all of
+  // x's row). No SwiGLU then.
+  const float* add = nullptr;              // [*, add_stride] f32
+  int64_t add_stride = 0;                  // ≥ num_cols
+  const float* add_norm_weight = nullptr;  // [num_cols] f32
+  float* x_out = nullptr;                  // [num_tokens, num_cols] f32
   // One scale per 256 columns (the largest magnitude of the 256), written to each of their eight
   // blocks: the K-quant products then sum a chunk's groups in integers (decode_matmul.cuh,
   // DecodeMatmulParams::x_q8_per_256), at about twice the rounding error.
