@@ -281,7 +281,7 @@ Status CudaForward::int8_product(const kernels::DeviceWeight& w, const float* bi
 }
 
 Status CudaForward::rms_norm(const float* weight, float* x, float* y, int32_t rows,
-                             cudaStream_t stream, WideInput wide) {
+                             cudaStream_t stream, WideInput wide, const float* add) {
   kernels::RmsNormParams p;
   p.num_rows = rows;
   p.dim = config_.hidden_size;
@@ -289,6 +289,8 @@ Status CudaForward::rms_norm(const float* weight, float* x, float* y, int32_t ro
   p.weight = weight;
   p.x = x;
   p.x_stride = config_.hidden_size;
+  p.add = add;
+  p.add_stride = config_.hidden_size;
   p.y = wide.has_value() ? nullptr : y;
   p.y_stride = config_.hidden_size;
   if (wide.has_value()) {

@@ -182,9 +182,10 @@ class CudaForward {
   // q, k and v apart on the int8 tensor cores: one quantize launch with the norm, three products.
   Status unfused_qkv(const CudaLayerWeights& w, int32_t rows, cudaStream_t stream);
   // y = RMSNorm(x) · weight over `rows` rows of hidden_size (y may be x); with `wide`, that
-  // written into x_wide_ as bf16 in that order instead (y untouched).
+  // written into x_wide_ as bf16 in that order instead (y untouched). With `add` ([rows,
+  // hidden_size]), x += add first (written back to x).
   Status rms_norm(const float* weight, float* x, float* y, int32_t rows, cudaStream_t stream,
-                  WideInput wide = std::nullopt);
+                  WideInput wide = std::nullopt, const float* add = nullptr);
   // attn_ = attention of the step's `rows` tokens in layer l: the decode kernel (split contexts)
   // for static shapes and for slices of mostly one token per sequence, else the prefill kernel.
   // With `q8` (may be null), where the decode kernel can (kernels::decode_attention_writes_q8),
@@ -216,6 +217,8 @@ class CudaForward {
   Status post_norm_input(kernels::DecodeMatmulParams* p, float** residual, float** spare,
                          const float* add, const float* add_norm, const float* norm,
                          const int32_t* x_rows, int32_t rows, cudaStream_t stream);
+  // A fused decode product of `rows` rows over w, its input and output left to the caller.
+  kernels::DecodeMatmulParams fused_product(const kernels::DeviceWeight& w, int32_t rows) const;
   // Launches layer w's q|k|v products on `input`'s input fields (weight, bias and output set
   // here): the fused weight's one product (with `rope`, RoPE and the K/V write in its epilogue),
   // or q, k and v apart into qkv_'s columns (rope must be null).
@@ -226,10 +229,6 @@ class CudaForward {
   Status attention_then_output_input(const DeviceStep& step, int32_t layer, int32_t rows,
                                      bool is_static, kernels::DecodeMatmulParams* o,
                                      cudaStream_t stream);
-  // y = RMSNorm(x (+= add first, when add is set)) · weight over `rows` rows of hidden columns;
-  // y may be x (then with x's stride), else [rows, hidden].
-  Status post_norm_rms(const float* weight, float* x, int64_t x_stride, const float* add,
-                       int64_t add_stride, float* y, int32_t rows, cudaStream_t stream);
   // Points a fused product's input at x rows [rows, K] (gathered by x_rows, normed by norm when
   // given): f32, or int8 through one quantize launch when the weight takes int8 activations.
   Status fused_input(kernels::DecodeMatmulParams* p, const float* x, int64_t x_stride,

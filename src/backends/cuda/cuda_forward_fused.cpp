@@ -135,6 +135,15 @@ void CudaForward::plan_fused_path() {
                 c.v_width() % 2 == 0;
 }
 
+kernels::DecodeMatmulParams CudaForward::fused_product(const kernels::DeviceWeight& w,
+                                                       int32_t rows) const {
+  kernels::DecodeMatmulParams p;
+  p.w = w;
+  p.num_tokens = rows;
+  p.trigger = fused_trigger_;
+  return p;
+}
+
 Status CudaForward::fused_qkv(const CudaLayerWeights& w, const kernels::DecodeMatmulParams& input,
                               const kernels::RopeKvOutput* rope, cudaStream_t stream) {
   const int64_t qkv_width = widths().qkv;
@@ -245,11 +254,7 @@ Status CudaForward::enqueue_fused(const DeviceStep& step, int32_t rows, int32_t 
   const ModelConfig& c = config_;
   const auto [hidden, q_width, kv_width, qkv_width, attn_width, ffn] = widths();
   const auto product = [rows, this](const kernels::DeviceWeight& w) {
-    kernels::DecodeMatmulParams p;
-    p.w = w;
-    p.num_tokens = rows;
-    p.trigger = fused_trigger_;
-    return p;
+    return fused_product(w, rows);
   };
 
   // One token: the output and down products hand the next product its normed int8 input (into

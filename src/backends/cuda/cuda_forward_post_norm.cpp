@@ -26,26 +26,9 @@
 #include "backends/cuda/cuda_forward.h"
 #include "backends/cuda/kernels/decode_matmul.cuh"
 #include "backends/cuda/kernels/matmul.cuh"
-#include "backends/cuda/kernels/rms_norm.cuh"
 #include "backends/cuda/kernels/swiglu.cuh"
 
 namespace cellm {
-
-Status CudaForward::post_norm_rms(const float* weight, float* x, int64_t x_stride, const float* add,
-                                  int64_t add_stride, float* y, int32_t rows, cudaStream_t stream) {
-  kernels::RmsNormParams p;
-  p.num_rows = rows;
-  p.dim = config_.hidden_size;
-  p.eps = config_.rms_norm_eps;
-  p.weight = weight;
-  p.x = x;
-  p.x_stride = x_stride;
-  p.add = add;
-  p.add_stride = add_stride;
-  p.y = y;
-  p.y_stride = y == x ? x_stride : config_.hidden_size;
-  return kernels::launch_rms_norm(p, stream);
-}
 
 Status CudaForward::enqueue_post_norm(const DeviceStep& step, int32_t rows, int32_t kept,
                                       bool is_static, cudaStream_t stream) {
@@ -71,8 +54,8 @@ Status CudaForward::enqueue_post_norm(const DeviceStep& step, int32_t rows, int3
   for (int32_t l = 0; l < c.num_layers; ++l) {
     const CudaLayerWeights& w = weights_.layer(l);
     // The previous block's output joins the residual, then the attention norm.
-    CELLM_RETURN_IF_ERROR(post_norm_rms(w.attn_norm, x_, hidden, l == 0 ? nullptr : mlp_out, hidden,
-                                        xn_, rows, stream));
+    CELLM_RETURN_IF_ERROR(
+        rms_norm(w.attn_norm, x_, xn_, rows, stream, std::nullopt, l == 0 ? nullptr : mlp_out));
     if (w.qkv_fused()) {
       CELLM_RETURN_IF_ERROR(product(w.qkv, xn_, hidden, rows, qkv_, qkv_width));
     } else {
@@ -83,10 +66,8 @@ Status CudaForward::enqueue_post_norm(const DeviceStep& step, int32_t rows, int3
     CELLM_RETURN_IF_ERROR(rope_kv(step, l, rows, stream));
     CELLM_RETURN_IF_ERROR(attention(step, l, rows, is_static, stream));
     CELLM_RETURN_IF_ERROR(product(w.wo, attn_, attn_width, rows, attn_out, hidden));
-    CELLM_RETURN_IF_ERROR(
-        post_norm_rms(w.post_attn_norm, attn_out, hidden, nullptr, 0, attn_out, rows, stream));
-    CELLM_RETURN_IF_ERROR(
-        post_norm_rms(w.ffn_norm, x_, hidden, attn_out, hidden, xn_, rows, stream));
+    CELLM_RETURN_IF_ERROR(rms_norm(w.post_attn_norm, attn_out, attn_out, rows, stream));
+    CELLM_RETURN_IF_ERROR(rms_norm(w.ffn_norm, x_, xn_, rows, stream, std::nullopt, attn_out));
     if (w.gate_up_fused()) {
       CELLM_RETURN_IF_ERROR(product(w.gate_up, xn_, hidden, rows, gate_up_, 2 * ffn));
     } else {
@@ -97,12 +78,11 @@ Status CudaForward::enqueue_post_norm(const DeviceStep& step, int32_t rows, int3
     act.gelu_tanh = c.ffn_activation == FfnActivation::kGeluTanh;
     CELLM_RETURN_IF_ERROR(kernels::launch_swiglu(act, stream));
     CELLM_RETURN_IF_ERROR(product(w.w_down, act_, ffn, rows, mlp_out, hidden));
-    CELLM_RETURN_IF_ERROR(
-        post_norm_rms(w.post_ffn_norm, mlp_out, hidden, nullptr, 0, mlp_out, rows, stream));
+    CELLM_RETURN_IF_ERROR(rms_norm(w.post_ffn_norm, mlp_out, mlp_out, rows, stream));
   }
   // The last block's output joins the residual with the final norm; the kept rows, the LM head.
   CELLM_RETURN_IF_ERROR(
-      post_norm_rms(weights_.output_norm(), x_, hidden, mlp_out, hidden, xn_, rows, stream));
+      rms_norm(weights_.output_norm(), x_, xn_, rows, stream, std::nullopt, mlp_out));
   if (kept == 0) return ok_status();
   CELLM_RETURN_IF_ERROR(gather_kept_rows(step, kept, xn_, rows, x_, stream));  // x_ is spent
   CELLM_RETURN_IF_ERROR(product(weights_.output(), x_, hidden, kept, logits_, c.vocab_size));
@@ -145,11 +125,7 @@ Status CudaForward::enqueue_post_norm_fused(const DeviceStep& step, int32_t rows
   float* residual = x_;  // [rows, hidden]; moves to xn_ and back at every join
   float* spare = xn_;
   const auto product = [rows, this](const kernels::DeviceWeight& w) {
-    kernels::DecodeMatmulParams p;
-    p.w = w;
-    p.num_tokens = rows;
-    p.trigger = fused_trigger_;
-    return p;
+    return fused_product(w, rows);
   };
   CELLM_RETURN_IF_ERROR(embed(step, rows, stream));
   for (int32_t l = 0; l < c.num_layers; ++l) {
