@@ -88,7 +88,8 @@ void CudaForward::plan_fused_path() {
     }
     return true;
   };
-  bool ok = allow(weights_.output()) && weights_.output_norm() != nullptr;
+  // The post-norm path's LM head takes whatever product its type has (enqueue_post_norm_fused).
+  bool ok = (post_norm || allow(weights_.output())) && weights_.output_norm() != nullptr;
   bool norms_free = true;
   for (int32_t l = 0; ok && l < c.num_layers; ++l) {
     const CudaLayerWeights& w = weights_.layer(l);

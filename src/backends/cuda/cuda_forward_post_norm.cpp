@@ -162,12 +162,23 @@ Status CudaForward::enqueue_post_norm_fused(const DeviceStep& step, int32_t rows
     CELLM_RETURN_IF_ERROR(kernels::launch_decode_matmul(down, stream));
   }
   // The last block's output joins the kept rows of the residual, normed by the final norm, in
-  // the LM head's quantize launch.
+  // the LM head's quantize launch; a head without int8 activations (a tied bf16 embedding) takes
+  // the plain path's tail: the post norm, the add with the final norm, the kept rows, matmul().
   if (kept == 0) return ok_status();
-  kernels::DecodeMatmulParams head = product(weights_.output());
+  const kernels::DeviceWeight& output = weights_.output();
+  const float* last_post_norm = weights_.layer(c.num_layers - 1).post_ffn_norm;
+  if (!kernels::decode_matmul_supports(output) || !kernels::decode_matmul_takes_int8(output)) {
+    CELLM_RETURN_IF_ERROR(rms_norm(last_post_norm, mlp_out, mlp_out, rows, stream));
+    CELLM_RETURN_IF_ERROR(
+        rms_norm(weights_.output_norm(), residual, spare, rows, stream, std::nullopt, mlp_out));
+    CELLM_RETURN_IF_ERROR(gather_kept_rows(step, kept, spare, rows, residual, stream));
+    CELLM_RETURN_IF_ERROR(
+        matmul(output, residual, hidden, kept, logits_, c.vocab_size, false, stream));
+    return argmax(kept, stream);
+  }
+  kernels::DecodeMatmulParams head = product(output);
   head.num_tokens = kept;
-  CELLM_RETURN_IF_ERROR(post_norm_input(&head, &residual, &spare, mlp_out,
-                                        weights_.layer(c.num_layers - 1).post_ffn_norm,
+  CELLM_RETURN_IF_ERROR(post_norm_input(&head, &residual, &spare, mlp_out, last_post_norm,
                                         weights_.output_norm(), step.kept_rows, kept, stream));
   head.y = logits_;
   head.y_stride = c.vocab_size;

@@ -12,8 +12,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/cuda/cuda_e2e_support.h"
@@ -262,16 +264,28 @@ TEST(CudaRandomModelTest, PostNormModelsWithInt8ActivationsStayWithinInt8Roundin
 // The post-norm path fused (one to four rows on int8 activations: each quantize launch joins the
 // post-normed block output to the residual, GeGLU in the gate|up epilogue) against its plain
 // sequence (CELLM_CUDA_POST_NORM_FUSED=0: post norm, add and norm as launches of their own, GeGLU
-// apart), both on int8 activations, on "tiny-gemma" of Q8_0, Q4_0 and Q4_K (per-256 input):
-// logits within int8 rounding of each other and the same greedy token in nearly every row — one
-// and two sessions stepping, and decode after a 40-token prompt.
+// apart), both on int8 activations, on "tiny-gemma" of Q8_0, Q4_0 and Q4_K (per-256 input), and
+// of Q4_0 with a Q6_K or a BF16 head (tied embedding: llama.cpp's Q4_0 files, a checkpoint's bf16
+// table — the latter takes the plain path's tail): logits within int8 rounding of each other and
+// the same greedy token in nearly every row — one and two sessions stepping, and decode after a
+// 40-token prompt.
 TEST(CudaRandomModelTest, ThePostNormFusedPathGivesThePlainPathsLogitsWithinInt8Rounding) {
   ASSERT_NO_FATAL_FAILURE(testing::require_cuda_device());
   const StatusOr<ModelConfig> config = named_geometry("tiny-gemma");
   ASSERT_TRUE(config.ok());
-  for (const TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0, TensorType::kQ4_K}) {
-    SCOPED_TRACE(tensor_type_name(type));
-    auto weights = CudaWeights::random(*config, {type, 29}, CudaWeightsOptions{});
+  ASSERT_TRUE(config->tied_embeddings);
+  const std::pair<TensorType, std::optional<TensorType>> kinds[] = {
+      {TensorType::kQ8_0, std::nullopt},
+      {TensorType::kQ4_0, std::nullopt},
+      {TensorType::kQ4_K, std::nullopt},
+      {TensorType::kQ4_0, TensorType::kQ6_K},
+      {TensorType::kQ4_0, TensorType::kBF16}};
+  for (const auto& [type, head] : kinds) {
+    SCOPED_TRACE(std::string(tensor_type_name(type)) + " head " +
+                 std::string(tensor_type_name(head.value_or(type))));
+    RandomWeightsSpec random_spec{type, 29};
+    random_spec.head_type = head;
+    auto weights = CudaWeights::random(*config, random_spec, CudaWeightsOptions{});
     ASSERT_TRUE(weights.ok()) << weights.status().to_string();
     std::shared_ptr<const CudaWeights> shared = std::move(weights).value();
     const ProgramSpec spec = random_program(*config, 256, 64, 41, {1, 2, 4}, KvDtype::kBF16, 2048);
@@ -293,9 +307,10 @@ TEST(CudaRandomModelTest, ThePostNormFusedPathGivesThePlainPathsLogitsWithinInt8
           config->vocab_size);
       ASSERT_FALSE(::testing::Test::HasFatalFailure());
       std::printf(
-          "tiny-gemma %s, %d sessions, fused vs plain post-norm path: worst |logit difference| / "
-          "max |logit| %.3g, %d of %d rows with the same greedy token\n",
-          std::string(tensor_type_name(type)).c_str(), num_sessions,
+          "tiny-gemma %s (head %s), %d sessions, fused vs plain post-norm path: worst |logit "
+          "difference| / max |logit| %.3g, %d of %d rows with the same greedy token\n",
+          std::string(tensor_type_name(type)).c_str(),
+          std::string(tensor_type_name(head.value_or(type))).c_str(), num_sessions,
           static_cast<double>(agreement.worst_relative), agreement.same_argmax, agreement.rows);
       EXPECT_LT(agreement.worst_relative, 0.05f);
       EXPECT_GE(agreement.same_argmax, agreement.rows * 9 / 10);

@@ -221,6 +221,13 @@ Status CudaWeights::plan(const ModelWeights* w, const RandomWeightsSpec& random_
         random ? std::vector<const WeightView*>{} : std::vector<const WeightView*>{&w->output},
         c.vocab_size, hidden, &output_, true));
   }
+  if (random && random_spec.head_type.has_value()) {  // the LM head just planned (or the table)
+    Tensor& head = tensors->back();
+    head.type = *random_spec.head_type;
+    CELLM_RETURN_IF_ERROR(kernels::check_device_weight(head.type, hidden, head.name));
+    head.num_bytes =
+        kernels::device_row_bytes(head.type, hidden) * static_cast<uint64_t>(c.vocab_size);
+  }
   vector(
       "output_norm.weight",
       random ? std::vector<const WeightView*>{} : std::vector<const WeightView*>{&w->output_norm},

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -82,10 +83,13 @@ struct CudaWeightsOptions {
 // or with q4_k_m llama.cpp's Q4_K_M mix — Q6_K for the LM head and for attn_v and ffn_down of the
 // layers its use_more_bits picks (the first and last eighth, every third between), matrix_type
 // (Q4_K) for the rest.
+// head_type, when set, is the LM head's type instead (the embedding table's where they are tied),
+// as llama.cpp's Q4_0 files keep a Q6_K head or a checkpoint a bf16 tied embedding.
 struct RandomWeightsSpec {
   TensorType matrix_type = TensorType::kBF16;
   uint64_t seed = 1;
   bool q4_k_m = false;
+  std::optional<TensorType> head_type = std::nullopt;
 };
 
 class CudaWeights {
