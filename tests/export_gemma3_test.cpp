@@ -1,5 +1,5 @@
 // gemma3 end to end on the CPU executor: tiny-gemma3's Hugging Face checkpoint (tests/support/
-// tiny_gemma3.h: scaled embeddings, GeGLU, post norms, 1 + w norms, a windowed layer and a global
+// tiny_gemma.h: scaled embeddings, GeGLU, post norms, 1 + w norms, a windowed layer and a global
 // one with their own ropes, query_pre_attn_scalar) exported to a program whose greedy tokens equal
 // HF transformers' float64 run and whose logits are within 1e-4 of it — from the config as
 // published checkpoints write it and as transformers 5 writes it back, and again from the
@@ -17,7 +17,7 @@
 #include "gguf/gguf_writer.h"
 #include "model/safetensors_file.h"
 #include "program/program_test_support.h"
-#include "tiny_gemma3.h"
+#include "tiny_gemma.h"
 
 namespace cellm {
 namespace {

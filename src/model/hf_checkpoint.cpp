@@ -137,11 +137,12 @@ Status HfCheckpoint::map_tensors() {
   const bool qwen3 = c.architecture == Architecture::kQwen3;
   const bool phi3 = c.architecture == Architecture::kPhi3;
   const bool gemma3 = c.architecture == Architecture::kGemma3;
-  // A norm vector: gemma3's are stored as 1 + w.
+  const bool gemma = gemma3 || c.architecture == Architecture::kGemma2;
+  // A norm vector: gemma2's and gemma3's are stored as 1 + w.
   const auto add_norm = [&](const std::string& gguf_name, const std::string& hf_name,
                             int64_t size) -> Status {
     CELLM_RETURN_IF_ERROR(add_vector(gguf_name, hf_name, size, true));
-    if (gemma3) tensors_.back().value_shift = 1.0f;
+    if (gemma) tensors_.back().value_shift = 1.0f;
     return ok_status();
   };
 
@@ -195,7 +196,7 @@ Status HfCheckpoint::map_tensors() {
       CELLM_RETURN_IF_ERROR(
           add_norm(g + "attn_k_norm.weight", hf + "self_attn.k_norm.weight", c.head_dim));
     }
-    if (gemma3) {
+    if (gemma) {
       CELLM_RETURN_IF_ERROR(add_norm(g + "post_attention_norm.weight",
                                      hf + "post_attention_layernorm.weight", hidden));
       CELLM_RETURN_IF_ERROR(

@@ -7,15 +7,15 @@
 // q_norm/k_norm → attn_{q,k}_norm, post_attention_layernorm → ffn_norm, mlp.{gate,up,down}_proj
 // → ffn_{gate,up,down}; llama3 rope scaling adds rope_freqs.weight (HfConfig). phi3's fused
 // self_attn.qkv_proj → attn_qkv and mlp.gate_up_proj → ffn_up (gate rows first), its LongRoPE
-// lists → rope_factors_short / rope_factors_long, as llama.cpp's converter writes them. gemma3's
-// pre_feedforward_layernorm → ffn_norm, its post_attention_layernorm → post_attention_norm and
-// post_feedforward_layernorm → post_ffw_norm, and every gemma3 norm (q/k norms too) is stored as
-// 1 + w, as llama.cpp's converter stores it (Gemma's RMSNorm scales by 1 + w). A Gemma 3
-// multimodal checkpoint's text model is read from language_model.model.* (or
-// model.language_model.*); its vision tower and projector are left out. An HF [out,
-// in] matrix becomes GGUF dims {in, out}, rows unchanged except for the llama/mistral Q/K row
-// permutation (new row h·d + 2j + t = old row h·d + t·d/2 + j, per head: GGUF llama's RoPE pairs
-// adjacent dims where HF rotates halves); qwen2/qwen3 are not permuted. Every tensor the
+// lists → rope_factors_short / rope_factors_long, as llama.cpp's converter writes them. gemma2's
+// and gemma3's pre_feedforward_layernorm → ffn_norm, their post_attention_layernorm →
+// post_attention_norm and post_feedforward_layernorm → post_ffw_norm, and every gemma norm
+// (gemma3's q/k norms too) is stored as 1 + w, as llama.cpp's converter stores it (Gemma's RMSNorm
+// scales by 1 + w). A Gemma 3 multimodal checkpoint's text model is read from
+// language_model.model.* (or model.language_model.*); its vision tower and projector are left out.
+// An HF [out, in] matrix becomes GGUF dims {in, out}, rows unchanged except for the llama/mistral
+// Q/K row permutation (new row h·d + 2j + t = old row h·d + t·d/2 + j, per head: GGUF llama's RoPE
+// pairs adjacent dims where HF rotates halves); qwen2/qwen3 are not permuted. Every tensor the
 // architecture needs must be present with its exact shape and a dtype of F32, F16 or BF16 (or,
 // for a prequantized checkpoint, a GPTQ linear: gptq.h); a tensor that maps to nothing is an
 // error too (rotary_emb.inv_freq buffers are skipped). Errors name the file, the HF tensor and the
@@ -48,7 +48,7 @@ struct CheckpointTensor {
   const SafetensorsTensor* source = nullptr;  // null for computed and GPTQ tensors
   std::vector<float> values;                  // computed tensors (rope_freqs): [num_cols], f32
   int32_t permute_heads = 0;  // > 0: the llama Q/K row permutation over this many heads
-  float value_shift = 0.0f;   // added to every value read (gemma3's norms: HF w, GGUF 1 + w)
+  float value_shift = 0.0f;   // added to every value read (gemma norms: HF w, GGUF 1 + w)
   std::optional<GptqLinear> gptq;
 
   // GGUF dims, innermost first: {num_cols, num_rows} or {num_cols}.

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "model/hf_json.h"
 
@@ -27,6 +28,7 @@ constexpr HfArchitecture kArchitectures[] = {
     {"qwen2", "Qwen2ForCausalLM", Architecture::kQwen2},
     {"qwen3", "Qwen3ForCausalLM", Architecture::kQwen3},
     {"phi3", "Phi3ForCausalLM", Architecture::kPhi3},
+    {"gemma2", "Gemma2ForCausalLM", Architecture::kGemma2},
     {"gemma3_text", "Gemma3ForCausalLM", Architecture::kGemma3},
 };
 
@@ -248,12 +250,13 @@ Status read_windows(const Reader& r, std::string_view where, HfConfig* c) {
   return ok_status();
 }
 
-// gemma3's windows: `layer_types` (transformers 5) or `sliding_window_pattern` (default 6) say
-// which layers are global; the pattern must be regular (layer l global iff (l + 1) % p == 0),
-// as GGUF keeps only p. All-windowed layers give p = num_layers + 1.
-Status read_gemma3_windows(const Reader& r, HfConfig* c) {
+// gemma2's and gemma3's windows: `layer_types` (transformers 5) or `sliding_window_pattern`
+// (default 2 / 6) say which layers are global; the pattern must be regular (layer l global iff
+// (l + 1) % p == 0), as GGUF keeps only p. All-windowed layers give p = num_layers + 1.
+Status read_gemma_windows(const Reader& r, int32_t default_pattern, HfConfig* c) {
   CELLM_ASSIGN_OR_RETURN(c->sliding_window, r.positive("sliding_window", 4096));
-  CELLM_ASSIGN_OR_RETURN(c->sliding_window_pattern, r.positive("sliding_window_pattern", 6));
+  CELLM_ASSIGN_OR_RETURN(c->sliding_window_pattern,
+                         r.positive("sliding_window_pattern", default_pattern));
   if (!r.has("layer_types")) return ok_status();
   const Json& types = r.at("layer_types");
   if (!types.is_array() || types.size() != static_cast<size_t>(c->num_layers)) {
@@ -346,25 +349,28 @@ StatusOr<HfConfig> parse_object(const Json& json, std::string_view where) {
   if (arch == nullptr) {
     return unimplemented(
         fmt::format("{}: architecture '{}' is not supported (cellm exports llama, "
-                    "mistral, qwen2, qwen3, phi3, gemma3_text, and gemma3's text model)",
+                    "mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, and gemma3's text model)",
                     where, text_for_message(found)));
   }
   c.model_type = arch->model_type;
   c.architecture = arch->architecture;
   const bool qwen3 = c.architecture == Architecture::kQwen3;
   const bool phi3 = c.architecture == Architecture::kPhi3;
+  const bool gemma2 = c.architecture == Architecture::kGemma2;
   const bool gemma3 = c.architecture == Architecture::kGemma3;
-  // Gemma3TextConfig's defaults (published Gemma 3 text configs leave most keys out).
-  const auto required = [gemma3](int32_t gemma3_default) {
-    return gemma3 ? std::optional<int32_t>(gemma3_default) : std::nullopt;
+  const bool gemma = gemma2 || gemma3;
+  // Gemma2Config's and Gemma3TextConfig's defaults (published Gemma configs leave most keys out).
+  const auto required = [gemma](int32_t gemma_default) {
+    return gemma ? std::optional<int32_t>(gemma_default) : std::nullopt;
   };
   CELLM_ASSIGN_OR_RETURN(c.hidden_size, r.positive("hidden_size", required(2304)));
   CELLM_ASSIGN_OR_RETURN(c.intermediate_size, r.positive("intermediate_size", required(9216)));
   CELLM_ASSIGN_OR_RETURN(c.num_layers, r.positive("num_hidden_layers", required(26)));
   CELLM_ASSIGN_OR_RETURN(c.num_heads, r.positive("num_attention_heads", required(8)));
-  CELLM_ASSIGN_OR_RETURN(c.vocab_size, r.positive("vocab_size", required(262208)));
+  CELLM_ASSIGN_OR_RETURN(c.vocab_size,
+                         r.positive("vocab_size", required(gemma2 ? 256000 : 262208)));
   CELLM_ASSIGN_OR_RETURN(c.num_kv_heads,
-                         r.positive("num_key_value_heads", gemma3 ? 4 : c.num_heads));
+                         r.positive("num_key_value_heads", gemma ? 4 : c.num_heads));
   if (c.num_heads % c.num_kv_heads != 0) {
     return r.error("num_key_value_heads", fmt::format("({}) does not divide num_attention_heads "
                                                       "({})",
@@ -373,7 +379,7 @@ StatusOr<HfConfig> parse_object(const Json& json, std::string_view where) {
   std::optional<int32_t> default_head_dim;
   if (qwen3) {
     default_head_dim = 128;
-  } else if (gemma3) {
+  } else if (gemma) {
     default_head_dim = 256;
   } else if (c.hidden_size % c.num_heads == 0) {
     default_head_dim = c.hidden_size / c.num_heads;
@@ -392,9 +398,10 @@ StatusOr<HfConfig> parse_object(const Json& json, std::string_view where) {
                          r.positive("max_position_embeddings", qwen3    ? 32768
                                                                : phi3   ? 4096
                                                                : gemma3 ? 131072
+                                                               : gemma2 ? 8192
                                                                         : 2048));
   CELLM_ASSIGN_OR_RETURN(c.rms_norm_eps, r.number("rms_norm_eps", 1e-6f));
-  CELLM_ASSIGN_OR_RETURN(c.tie_word_embeddings, r.boolean("tie_word_embeddings", gemma3));
+  CELLM_ASSIGN_OR_RETURN(c.tie_word_embeddings, r.boolean("tie_word_embeddings", gemma));
   CELLM_ASSIGN_OR_RETURN(c.rope_theta, r.number("rope_theta", gemma3 ? 1e6f : 10000.0f));
   // llama3's original context: rope_scaling's own key (transformers), else the top-level one
   // (what llama.cpp's converter reads), else 8192.
@@ -407,13 +414,10 @@ StatusOr<HfConfig> parse_object(const Json& json, std::string_view where) {
           fmt::format("{}: rope scaling '{}' on a gemma3 model is not supported (linear only)",
                       where, text_for_message(c.rope_scaling.type)));
     }
-    CELLM_RETURN_IF_ERROR(read_gemma3_windows(r, &c));
-    CELLM_ASSIGN_OR_RETURN(c.query_pre_attn_scalar, r.number("query_pre_attn_scalar", 256.0f));
-    c.activation = FfnActivation::kGeluTanh;
     for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"}) {
       if (r.has(key)) {
-        return unimplemented(
-            fmt::format("{}: key '{}' (logit soft-capping) is not supported", where, key));
+        return unimplemented(fmt::format(
+            "{}: key '{}' (logit soft-capping) on a gemma3 model is not supported", where, key));
       }
     }
   } else {
@@ -427,7 +431,29 @@ StatusOr<HfConfig> parse_object(const Json& json, std::string_view where) {
           c.rope_theta,
           Reader(params, where, "rope_parameters.").number("rope_theta", c.rope_theta));
     }
-    CELLM_RETURN_IF_ERROR(read_windows(r, where, &c));
+    if (gemma2 && !c.rope_scaling.type.empty()) {
+      return unimplemented(fmt::format("{}: rope scaling '{}' on a gemma2 model is not supported",
+                                       where, text_for_message(c.rope_scaling.type)));
+    }
+    if (!gemma) CELLM_RETURN_IF_ERROR(read_windows(r, where, &c));
+  }
+  if (gemma) {
+    CELLM_RETURN_IF_ERROR(read_gemma_windows(r, gemma2 ? 2 : 6, &c));
+    CELLM_ASSIGN_OR_RETURN(c.query_pre_attn_scalar, r.number("query_pre_attn_scalar", 256.0f));
+    c.activation = FfnActivation::kGeluTanh;
+  }
+  if (gemma2) {
+    // Gemma2Config's caps (50, 30) where a key is absent; GGUF has no way to say "none".
+    for (auto [key, cap, fallback] :
+         {std::tuple{"attn_logit_softcapping", &c.attn_logit_softcap, 50.0f},
+          std::tuple{"final_logit_softcapping", &c.final_logit_softcap, 30.0f}}) {
+      if (json.contains(key) && json.at(key).is_null()) {
+        return unimplemented(fmt::format(
+            "{}: key '{}' = null (a gemma2 model without soft-capping) is not supported", where,
+            key));
+      }
+      CELLM_ASSIGN_OR_RETURN(*cap, r.number(key, fallback));
+    }
   }
   const bool qwen2 = c.architecture == Architecture::kQwen2;
   CELLM_ASSIGN_OR_RETURN(bool attention_bias, r.boolean("attention_bias", false));
@@ -441,8 +467,8 @@ StatusOr<HfConfig> parse_object(const Json& json, std::string_view where) {
   if (mlp_bias)
     return unimplemented(fmt::format("{}: key 'mlp_bias' = true is not supported", where));
   // gemma3 names its activation hidden_activation (hidden_act is Gemma 1's, which it ignores).
-  const char* activation_key = gemma3 ? "hidden_activation" : "hidden_act";
-  const char* activation = gemma3 ? "gelu_pytorch_tanh" : "silu";
+  const char* activation_key = gemma ? "hidden_activation" : "hidden_act";
+  const char* activation = gemma ? "gelu_pytorch_tanh" : "silu";
   if (r.has(activation_key) && r.at(activation_key) != activation) {
     return unimplemented(fmt::format("{}: key '{}' = {} is not supported ({} only)", where,
                                      activation_key, json_for_message(r.at(activation_key)),
@@ -560,12 +586,21 @@ std::vector<std::pair<std::string, GgufValue>> HfConfig::gguf_metadata() const {
                       u32(rope_scaling.original_context_length));
   }
   if (sliding_window > 0) keys.emplace_back(a + ".attention.sliding_window", u32(sliding_window));
-  if (architecture == Architecture::kGemma3) {
-    // llama.cpp assumes a pattern of 6 and base 10000: the keys say so for any other model.
+  if (architecture == Architecture::kGemma2 || architecture == Architecture::kGemma3) {
+    // llama.cpp assumes a pattern of 2 / 6 (and gemma3's base 10000): the keys say so for any
+    // other model.
     keys.emplace_back(a + ".attention.sliding_window_pattern", u32(sliding_window_pattern));
-    keys.emplace_back(a + ".rope.freq_base_swa", GgufValue::f32(rope_local_base_freq));
     keys.emplace_back(a + ".attention.scale",
                       GgufValue::f32(1.0f / std::sqrt(query_pre_attn_scalar)));
+  }
+  if (architecture == Architecture::kGemma3) {
+    keys.emplace_back(a + ".rope.freq_base_swa", GgufValue::f32(rope_local_base_freq));
+  }
+  if (attn_logit_softcap > 0.0f) {
+    keys.emplace_back(a + ".attn_logit_softcapping", GgufValue::f32(attn_logit_softcap));
+  }
+  if (final_logit_softcap > 0.0f) {
+    keys.emplace_back(a + ".final_logit_softcapping", GgufValue::f32(final_logit_softcap));
   }
   return keys;
 }

@@ -1,5 +1,6 @@
 // HfConfig: a Hugging Face `config.json` for the architectures cellm runs (LlamaForCausalLM,
-// MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, Gemma3ForCausalLM),
+// MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, Gemma2ForCausalLM,
+// Gemma3ForCausalLM),
 // and the GGUF model keys it becomes.
 //
 // Required keys: model_type (or architectures), hidden_size, intermediate_size,
@@ -26,7 +27,11 @@
 // (transformers 5) must follow one pattern (every p-th layer global); transformers 5's
 // `rope_parameters` per layer type ({full_attention: ..., sliding_attention: ...}) are read like
 // rope_theta + rope_scaling and rope_local_base_freq; hidden_activation must be
-// gelu_pytorch_tanh, and logit soft-capping (Gemma 2's) is Unimplemented. A
+// gelu_pytorch_tanh, and logit soft-capping is Unimplemented there. gemma2 takes
+// Gemma2Config's defaults (the same counts, vocab 256000; rope_theta 10000 on every layer,
+// max_position_embeddings 8192, sliding_window_pattern 2 — the even layers windowed —,
+// attn_logit_softcapping 50 and final_logit_softcapping 30; a null cap — no soft-capping, which
+// GGUF cannot say — and rope scaling are Unimplemented). A
 // Gemma3ForConditionalGeneration config (model_type gemma3: Gemma 3 4B, 12B, 27B) gives its
 // `text_config`, with the top level's bos / eos ids and name where the text config lacks them.
 // Sliding windows: mistral's and phi3's `sliding_window` for every layer; qwen2/qwen3 only with
@@ -66,7 +71,7 @@ struct HfRopeScaling {
 };
 
 struct HfConfig {
-  std::string model_type;  // "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma3_text"
+  std::string model_type;  // "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3_text"
   Architecture architecture = Architecture::kLlama;
   int32_t hidden_size = 0;
   int32_t intermediate_size = 0;
@@ -82,11 +87,14 @@ struct HfConfig {
   HfRopeScaling rope_scaling;
   bool tie_word_embeddings = false;
   int32_t sliding_window = 0;  // 0 = full attention on every layer
-  // gemma3: layer l is global when (l + 1) % sliding_window_pattern == 0, windowed otherwise
+  // gemma2/3: layer l is global when (l + 1) % sliding_window_pattern == 0, windowed otherwise
   // (0: the window, if any, is on every layer).
   int32_t sliding_window_pattern = 0;
   float rope_local_base_freq = 10000.0f;  // gemma3: the windowed layers' rope base
-  float query_pre_attn_scalar = 0.0f;     // gemma3: scores scaled by 1 / sqrt(this); 0 = head_dim
+  float query_pre_attn_scalar = 0.0f;     // gemma2/3: scores scaled by 1 / sqrt(this); 0 = head_dim
+  // gemma2: scores and final logits soft-capped, x → cap · tanh(x / cap); 0 = not capped.
+  float attn_logit_softcap = 0.0f;
+  float final_logit_softcap = 0.0f;
   FfnActivation activation = FfnActivation::kSilu;
   // The text model of a Gemma3ForConditionalGeneration checkpoint (its `text_config`; its weights
   // under language_model.model. or model.language_model., the vision tower's left out).
@@ -103,7 +111,7 @@ struct HfConfig {
   // True when llama.cpp's llama arch runs it (llama, mistral): Q/K rows are permuted and
   // `general.architecture` is "llama".
   bool uses_llama_layout() const;
-  std::string_view gguf_architecture() const;  // "llama", "qwen2", "qwen3", "phi3", "gemma3"
+  std::string_view gguf_architecture() const;  // "llama", "qwen2", "qwen3", "phi3", "gemma2", ...
 
   // The model keys a GGUF model of this config carries (general.architecture, <arch>.*), as
   // llama.cpp's converter writes them, plus key/value lengths and rope dimensions always.

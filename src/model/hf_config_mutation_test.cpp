@@ -92,6 +92,8 @@ std::vector<std::string> config_strings() {
           "Qwen3ForCausalLM",
           "MistralForCausalLM",
           "Phi3ForCausalLM",
+          "gemma2",
+          "Gemma2ForCausalLM",
           "gemma3_text",
           "gemma3",
           "Gemma3ForCausalLM",
@@ -191,7 +193,7 @@ TEST(HfConfigMutationTest, EveryMutantParsesSanelyOrFailsWithOneLineNamingTheFil
   }
 
   // tiny-gemma3's (a window pattern, two ropes, query_pre_attn_scalar; tests/support/
-  // tiny_gemma3.h), as published checkpoints and as transformers 5 write it.
+  // tiny_gemma.h), as published checkpoints and as transformers 5 write it.
   const Json gemma3_document = Json::parse(
 #include "tiny_gemma3_reference.inc"
   );
@@ -204,6 +206,21 @@ TEST(HfConfigMutationTest, EveryMutantParsesSanelyOrFailsWithOneLineNamingTheFil
     EXPECT_EQ(config->sliding_window_pattern, 2) << which;
     EXPECT_EQ(config->rope_local_base_freq, 10000.0f) << which;
     EXPECT_EQ(config->rope_scaling.type, "linear") << which;
+    ASSERT_EQ(hf_config_testing::check_parsed_config(*config, config_json), "") << which;
+  }
+  // tiny-gemma2's (soft caps, Gemma 2's window pattern), both ways.
+  const Json gemma2_document = Json::parse(
+#include "tiny_gemma2_reference.inc"
+  );
+  for (const char* which : {"config", "config_v5"}) {
+    const Json& config_json = gemma2_document.at(which);
+    bases.push_back(config_json.dump(1));
+    StatusOr<HfConfig> config = HfConfig::parse(bases.back(), "config.json");
+    ASSERT_TRUE(config.ok()) << which << ": " << config.status().to_string();
+    EXPECT_EQ(config->architecture, Architecture::kGemma2) << which;
+    EXPECT_EQ(config->sliding_window_pattern, 2) << which;
+    EXPECT_EQ(config->attn_logit_softcap, 4.0f) << which;
+    EXPECT_EQ(config->final_logit_softcap, 6.0f) << which;
     ASSERT_EQ(hf_config_testing::check_parsed_config(*config, config_json), "") << which;
   }
   // And as a Gemma3ForConditionalGeneration's text_config (Gemma 3 4B and up).

@@ -53,6 +53,7 @@ inline std::string architecture_of(const std::string& class_name) {
   if (class_name == "Qwen2ForCausalLM") return "qwen2";
   if (class_name == "Qwen3ForCausalLM") return "qwen3";
   if (class_name == "Phi3ForCausalLM") return "phi3";
+  if (class_name == "Gemma2ForCausalLM") return "gemma2";
   if (class_name == "Gemma3ForCausalLM") return "gemma3_text";
   return "";
 }
@@ -96,12 +97,12 @@ inline std::string check_parsed_config(const HfConfig& c, const Json& json) {
   if (c.text_of_multimodal) return "text_of_multimodal without a multimodal document";
 
   // Architecture.
-  const Architecture expected_arch[] = {Architecture::kLlama, Architecture::kMistral,
-                                        Architecture::kQwen2, Architecture::kQwen3,
-                                        Architecture::kPhi3,  Architecture::kGemma3};
-  const char* names[] = {"llama", "mistral", "qwen2", "qwen3", "phi3", "gemma3_text"};
+  const Architecture expected_arch[] = {
+      Architecture::kLlama, Architecture::kMistral, Architecture::kQwen2, Architecture::kQwen3,
+      Architecture::kPhi3,  Architecture::kGemma2,  Architecture::kGemma3};
+  const char* names[] = {"llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2", "gemma3_text"};
   bool known = false;
-  for (int i = 0; i < 6; ++i) {
+  for (int i = 0; i < 7; ++i) {
     if (c.model_type == names[i]) {
       known = true;
       if (c.architecture != expected_arch[i]) return "architecture disagrees with model_type";
@@ -120,7 +121,9 @@ inline std::string check_parsed_config(const HfConfig& c, const Json& json) {
   }
   const bool qwen3 = c.architecture == Architecture::kQwen3;
   const bool phi3 = c.architecture == Architecture::kPhi3;
+  const bool gemma2 = c.architecture == Architecture::kGemma2;
   const bool gemma3 = c.architecture == Architecture::kGemma3;
+  const bool gemma = gemma2 || gemma3;
 
   // Counts: the document's integer in [1, 2^30], or the default.
   const auto count = [&](const char* key, int32_t field,
@@ -132,18 +135,18 @@ inline std::string check_parsed_config(const HfConfig& c, const Json& json) {
     if (field != *expected) return std::string(key) + " differs from the document";
     return "";
   };
-  // Required, but gemma3 takes Gemma3TextConfig's defaults.
-  for (const auto& [key, field, gemma3_default] :
+  // Required, but gemma2 and gemma3 take Gemma2Config's / Gemma3TextConfig's defaults.
+  for (const auto& [key, field, gemma_default] :
        {std::tuple{"hidden_size", c.hidden_size, 2304},
         std::tuple{"intermediate_size", c.intermediate_size, 9216},
         std::tuple{"num_hidden_layers", c.num_layers, 26},
         std::tuple{"num_attention_heads", c.num_heads, 8},
-        std::tuple{"vocab_size", c.vocab_size, 262208}}) {
+        std::tuple{"vocab_size", c.vocab_size, gemma2 ? 256000 : 262208}}) {
     const std::optional<int64_t> fallback =
-        gemma3 ? std::optional<int64_t>(gemma3_default) : std::nullopt;
+        gemma ? std::optional<int64_t>(gemma_default) : std::nullopt;
     if (std::string broken = count(key, field, fallback); !broken.empty()) return broken;
   }
-  if (std::string broken = count("num_key_value_heads", c.num_kv_heads, gemma3 ? 4 : c.num_heads);
+  if (std::string broken = count("num_key_value_heads", c.num_kv_heads, gemma ? 4 : c.num_heads);
       !broken.empty()) {
     return broken;
   }
@@ -151,7 +154,7 @@ inline std::string check_parsed_config(const HfConfig& c, const Json& json) {
   std::optional<int64_t> derived_head_dim;
   if (qwen3) {
     derived_head_dim = 128;
-  } else if (gemma3) {
+  } else if (gemma) {
     derived_head_dim = 256;
   } else if (c.hidden_size % c.num_heads == 0) {
     derived_head_dim = c.hidden_size / c.num_heads;
@@ -160,7 +163,7 @@ inline std::string check_parsed_config(const HfConfig& c, const Json& json) {
     return broken;
   }
   if (c.head_dim % 2 != 0) return "odd head_dim";
-  if (present(json, "head_dim") == nullptr && !qwen3 && !gemma3 &&
+  if (present(json, "head_dim") == nullptr && !qwen3 && !gemma &&
       int64_t{c.head_dim} * c.num_heads != c.hidden_size) {
     return "derived head_dim * heads != hidden_size";
   }
@@ -168,6 +171,7 @@ inline std::string check_parsed_config(const HfConfig& c, const Json& json) {
                                  qwen3    ? 32768
                                  : phi3   ? 4096
                                  : gemma3 ? 131072
+                                 : gemma2 ? 8192
                                           : 2048);
       !broken.empty()) {
     return broken;
@@ -199,7 +203,7 @@ inline std::string check_parsed_config(const HfConfig& c, const Json& json) {
     if (!tie->is_boolean() || tie->get<bool>() != c.tie_word_embeddings) {
       return "tie_word_embeddings differs from the document";
     }
-  } else if (c.tie_word_embeddings != gemma3) {
+  } else if (c.tie_word_embeddings != gemma) {
     return "tie_word_embeddings differs from its default without the key";
   }
 
@@ -210,6 +214,7 @@ inline std::string check_parsed_config(const HfConfig& c, const Json& json) {
       return "rope scaling type '" + s.type + "'";
     }
     if (gemma3 && s.type != "linear") return "gemma3 with rope scaling '" + s.type + "'";
+    if (gemma2) return "gemma2 with rope scaling '" + s.type + "'";
     bool named = false;
     const Json* params = present(json, "rope_parameters");
     const Json* full = params != nullptr ? present(*params, "full_attention") : nullptr;
@@ -270,16 +275,16 @@ inline std::string check_parsed_config(const HfConfig& c, const Json& json) {
   if (c.sliding_window > 0) {
     if (c.architecture == Architecture::kLlama) return "a sliding window on llama";
     const Json* window = present(json, "sliding_window");
-    if (window == nullptr ? !(gemma3 && c.sliding_window == 4096)
+    if (window == nullptr ? !(gemma && c.sliding_window == 4096)
                           : as_int(window) != c.sliding_window) {
       return "sliding_window differs from the document";
     }
   }
-  if (gemma3) {
-    // Every pattern-th layer global: the layer_types list's, else the key's, else 6.
-    if (c.sliding_window < 1) return "gemma3 without a window";
+  if (gemma) {
+    // Every pattern-th layer global: the layer_types list's, else the key's, else 2 / 6.
+    if (c.sliding_window < 1) return "gemma without a window";
     if (c.sliding_window_pattern < 1 || c.sliding_window_pattern > kMaxCount) {
-      return "gemma3 window pattern out of range";
+      return "gemma window pattern out of range";
     }
     if (const Json* types = present(json, "layer_types"); types != nullptr) {
       if (!types->is_array() || types->size() != static_cast<size_t>(c.num_layers)) {
@@ -291,19 +296,33 @@ inline std::string check_parsed_config(const HfConfig& c, const Json& json) {
           return "layer_types disagrees with the pattern";
         }
       }
-    } else if (as_int(present(json, "sliding_window_pattern")).value_or(6) !=
+    } else if (as_int(present(json, "sliding_window_pattern")).value_or(gemma2 ? 2 : 6) !=
                c.sliding_window_pattern) {
       return "sliding_window_pattern differs from the document";
     }
     if (!positive_finite(c.query_pre_attn_scalar)) return "query_pre_attn_scalar not > 0";
     if (!positive_finite(c.rope_local_base_freq)) return "rope_local_base_freq not > 0";
-    if (present(json, "attn_logit_softcapping") != nullptr ||
-        present(json, "final_logit_softcapping") != nullptr) {
+    if (gemma3 && (present(json, "attn_logit_softcapping") != nullptr ||
+                   present(json, "final_logit_softcapping") != nullptr)) {
       return "gemma3 with soft-capping accepted";
     }
-    if (c.activation != FfnActivation::kGeluTanh) return "gemma3 without GELU";
+    if (c.activation != FfnActivation::kGeluTanh) return "gemma without GELU";
   } else if (c.activation != FfnActivation::kSilu || c.sliding_window_pattern != 0) {
-    return "gemma3's parts on another architecture";
+    return "gemma's parts on another architecture";
+  }
+  // gemma2's caps: the document's number, 50 / 30 without the key (a null is refused).
+  for (const auto& [key, cap, fallback] :
+       {std::tuple{"attn_logit_softcapping", c.attn_logit_softcap, 50.0f},
+        std::tuple{"final_logit_softcapping", c.final_logit_softcap, 30.0f}}) {
+    float expected = 0.0f;
+    if (gemma2) {
+      if (json.contains(key) && json.at(key).is_null()) return std::string(key) + " null accepted";
+      const Json* value = present(json, key);
+      if (value != nullptr && !value->is_number()) return std::string(key) + " not a number";
+      expected = value != nullptr ? static_cast<float>(value->get<double>()) : fallback;
+      if (!positive_finite(expected)) return std::string(key) + " not > 0";
+    }
+    if (cap != expected) return std::string(key) + " differs from the document";
   }
 
   // Token ids.

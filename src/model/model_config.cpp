@@ -24,13 +24,20 @@ constexpr ArchitectureInfo kArchitectures[] = {
     {"qwen2", Architecture::kQwen2, RopeStyle::kNeox},
     {"qwen3", Architecture::kQwen3, RopeStyle::kNeox},
     {"phi3", Architecture::kPhi3, RopeStyle::kNeox},
+    {"gemma2", Architecture::kGemma2, RopeStyle::kNeox},
     {"gemma3", Architecture::kGemma3, RopeStyle::kNeox},
 };
 
-// Gemma 3's fixed parts, as llama.cpp sets them: one global layer in every 6 (unless the file
-// says otherwise), the windowed layers' rope base.
+// Gemma 2's and Gemma 3's fixed parts, as llama.cpp sets them: one global layer in every 2 / 6
+// (unless the file says otherwise), Gemma 2's soft caps, Gemma 3's windowed layers' rope base,
+// the layer counts of the
+// 27B models (whose attention scale is 1 / sqrt(hidden / heads), not 1 / sqrt(head size)).
+constexpr int32_t kGemma2WindowPattern = 2;
+constexpr float kGemma2DefaultAttentionSoftcap = 50.0f;
+constexpr float kGemma2DefaultFinalSoftcap = 30.0f;
 constexpr int32_t kGemma3DefaultWindowPattern = 6;
 constexpr float kGemma3SlidingRopeBase = 10000.0f;
+constexpr int32_t kGemma2_27bLayers = 46;
 constexpr int32_t kGemma3_27bLayers = 62;
 
 std::string supported_names() {
@@ -76,34 +83,55 @@ StatusOr<float> read_positive_float(const GgufFile& file, const std::string& key
   return value;
 }
 
-// gemma3's parts beyond the common keys. The window applies to every layer but each
-// `sliding_window_pattern`-th (layers p-1, 2p-1, ... are global); windowed layers rotate with base
-// 10000 unscaled (`rope.freq_base_swa` overrides), global ones with the file's rope. The attention
-// scale is `attention.scale` when present, else llama.cpp's rule: 1 / sqrt(hidden / heads) for
-// the 62-layer 27B, 1 / sqrt(head size) otherwise.
-Status read_gemma3(const GgufFile& file, const std::string& p, ModelConfig* config) {
+// The parts gemma2 and gemma3 share beyond the common keys. The window applies to every layer but
+// each `sliding_window_pattern`-th (layers p-1, 2p-1, ... are global; `default_pattern` when the
+// key is absent). The attention scale is `attention.scale` when present, else llama.cpp's rule:
+// 1 / sqrt(hidden / heads) for a 27B (`layers_27b` layers), 1 / sqrt(head size) otherwise.
+Status read_gemma(const GgufFile& file, const std::string& p, int32_t default_pattern,
+                  int32_t layers_27b, ModelConfig* config) {
   if (!file.has(p + "attention.sliding_window")) {
     return not_found("model metadata key '" + p + "attention.sliding_window' is missing");
   }
-  CELLM_ASSIGN_OR_RETURN(int32_t pattern, read_count(file, p + "attention.sliding_window_pattern",
-                                                     kGemma3DefaultWindowPattern));
+  CELLM_ASSIGN_OR_RETURN(int32_t pattern,
+                         read_count(file, p + "attention.sliding_window_pattern", default_pattern));
   for (int32_t l = 0; l < config->num_layers; ++l) {
     if ((l + 1) % pattern == 0) config->layer_windows[static_cast<size_t>(l)] = 0;
   }
+  config->has_post_norms = true;
+  config->ffn_activation = FfnActivation::kGeluTanh;
+  config->embedding_scale = std::sqrt(static_cast<float>(config->hidden_size));
+  const float default_scale =
+      config->num_layers == layers_27b
+          ? 1.0f / std::sqrt(static_cast<float>(config->hidden_size / config->num_heads))
+          : 1.0f / std::sqrt(static_cast<float>(config->head_dim));
+  CELLM_ASSIGN_OR_RETURN(config->attention_scale,
+                         read_positive_float(file, p + "attention.scale", default_scale));
+  return ok_status();
+}
+
+// gemma2's: one global layer in two, scores and final logits soft-capped
+// (`attn_logit_softcapping`, `final_logit_softcapping`; absent: llama.cpp's 50 and 30).
+Status read_gemma2(const GgufFile& file, const std::string& p, ModelConfig* config) {
+  CELLM_RETURN_IF_ERROR(read_gemma(file, p, kGemma2WindowPattern, kGemma2_27bLayers, config));
+  CELLM_ASSIGN_OR_RETURN(
+      config->attn_logit_softcap,
+      read_positive_float(file, p + "attn_logit_softcapping", kGemma2DefaultAttentionSoftcap));
+  CELLM_ASSIGN_OR_RETURN(
+      config->final_logit_softcap,
+      read_positive_float(file, p + "final_logit_softcapping", kGemma2DefaultFinalSoftcap));
+  return ok_status();
+}
+
+// gemma3's: one global layer in six; windowed layers rotate with base 10000 unscaled
+// (`rope.freq_base_swa` overrides), global ones with the file's rope; q/k norms required.
+Status read_gemma3(const GgufFile& file, const std::string& p, ModelConfig* config) {
+  CELLM_RETURN_IF_ERROR(
+      read_gemma(file, p, kGemma3DefaultWindowPattern, kGemma3_27bLayers, config));
   RopeConfig sliding = config->rope;
   CELLM_ASSIGN_OR_RETURN(sliding.freq_base, read_positive_float(file, p + "rope.freq_base_swa",
                                                                 kGemma3SlidingRopeBase));
   sliding.freq_scale = 1.0f;
   config->sliding_rope = sliding;
-  config->has_post_norms = true;
-  config->ffn_activation = FfnActivation::kGeluTanh;
-  config->embedding_scale = std::sqrt(static_cast<float>(config->hidden_size));
-  const float default_scale =
-      config->num_layers == kGemma3_27bLayers
-          ? 1.0f / std::sqrt(static_cast<float>(config->hidden_size / config->num_heads))
-          : 1.0f / std::sqrt(static_cast<float>(config->head_dim));
-  CELLM_ASSIGN_OR_RETURN(config->attention_scale,
-                         read_positive_float(file, p + "attention.scale", default_scale));
   if (!config->has_qk_norm) {
     return not_found("gemma3 model has no tensor 'blk.0.attn_q_norm.weight'");
   }
@@ -267,6 +295,9 @@ StatusOr<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {
   if (config.architecture == Architecture::kQwen3 && !config.has_qk_norm) {
     return not_found("qwen3 model has no tensor 'blk.0.attn_q_norm.weight'");
   }
+  if (config.architecture == Architecture::kGemma2) {
+    CELLM_RETURN_IF_ERROR(read_gemma2(file, p, &config));
+  }
   if (config.architecture == Architecture::kGemma3) {
     CELLM_RETURN_IF_ERROR(read_gemma3(file, p, &config));
   }
@@ -281,12 +312,15 @@ std::string ModelConfig::summary() const {
   } else if (rope.has_freq_factors) {
     rope_factors = ", llama3 rope factors";
   }
-  std::string gemma;  // gemma3's parts
+  std::string gemma;  // gemma2's and gemma3's parts
   if (has_post_norms) gemma += ", post norms";
   if (ffn_activation == FfnActivation::kGeluTanh) gemma += ", GELU (tanh)";
   if (sliding_rope.has_value()) {
     gemma += fmt::format(", windowed layers' rope base {}", sliding_rope->freq_base);
   }
+  if (attn_logit_softcap > 0.0f) gemma += fmt::format(", scores capped at {}", attn_logit_softcap);
+  if (final_logit_softcap > 0.0f)
+    gemma += fmt::format(", logits capped at {}", final_logit_softcap);
   return fmt::format(
       "{}: {} layers, hidden {}, ffn {}, heads {}/{} (kv), head dim {}, vocab {}, rope {} ({} "
       "dims, base {}){}{}{}{}{}",

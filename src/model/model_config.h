@@ -2,10 +2,12 @@
 //
 // Supports the architectures cellm can run — llama (Llama 1/2/3, including llama3 rope
 // frequencies), mistral, qwen2 (q/k/v biases), qwen3 (per-head q/k RMSNorm), phi3 (Phi-3, Phi-3.5,
-// Phi-4-mini: neox rope, LongRoPE factor pairs and attention factor), gemma3 (Gemma 3 text:
-// embeddings scaled by sqrt(hidden), GELU-gated MLP, norms after the attention and the MLP too,
-// every `sliding_window_pattern`-th layer global and the others windowed with their own rope,
-// llama.cpp's attention scale) — with the defaults
+// Phi-4-mini: neox rope, LongRoPE factor pairs and attention factor), gemma2 and gemma3 (Gemma 2
+// and Gemma 3 text: embeddings scaled by sqrt(hidden), GELU-gated MLP, norms after the attention
+// and the MLP too, every `sliding_window_pattern`-th layer global and the others windowed —
+// gemma2 every other layer, its attention scores and final logits soft-capped; gemma3 every
+// sixth, its windowed layers with their own rope —, llama.cpp's attention scale) — with the
+// defaults
 // the GGUF conventions define when a key is absent (rope base 10000, head size from
 // `attention.key_length` else hidden/heads, rotary dims = head size, kv heads = heads, vocab =
 // token count). Any other architecture is an `unimplemented` error naming it. Counts and their
@@ -26,20 +28,20 @@
 
 namespace cellm {
 
-enum class Architecture { kLlama, kMistral, kQwen2, kQwen3, kPhi3, kGemma3 };
+enum class Architecture { kLlama, kMistral, kQwen2, kQwen3, kPhi3, kGemma2, kGemma3 };
 
 std::string_view architecture_name(Architecture architecture);
 
 // How rotary pairs are laid out within a head.
 enum class RopeStyle {
   kNormal,  // adjacent pairs (2i, 2i + 1): GGUF llama, mistral
-  kNeox,    // halves (i, i + rotary_dims / 2): qwen2, qwen3, phi3, gemma3
+  kNeox,    // halves (i, i + rotary_dims / 2): qwen2, qwen3, phi3, gemma2, gemma3
 };
 
 // The gate's activation in the gated MLP: down(act(gate · x) ⊙ (up · x)).
 enum class FfnActivation {
   kSilu,      // x · sigmoid(x): SwiGLU (llama, mistral, qwen, phi3)
-  kGeluTanh,  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): GeGLU (gemma3)
+  kGeluTanh,  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): GeGLU (gemma2, gemma3)
 };
 
 struct RopeConfig {
@@ -75,12 +77,16 @@ struct ModelConfig {
   bool has_qkv_bias = false;           // qwen2: biases on q, k and v projections
   bool has_qk_norm = false;            // qwen3: RMSNorm over each q and k head before RoPE
   bool tied_embeddings = false;        // no output.weight: the LM head is token_embd
-  // gemma3: the attention's output and the MLP's output are each RMS-normed (post_attention_norm,
-  // post_ffw_norm) before they join the residual stream.
+  // gemma2, gemma3: the attention's output and the MLP's output are each RMS-normed
+  // (post_attention_norm, post_ffw_norm) before they join the residual stream.
   bool has_post_norms = false;
   FfnActivation ffn_activation = FfnActivation::kSilu;
-  float embedding_scale = 1.0f;  // token embeddings multiplied by this (gemma3: sqrt(hidden))
+  float embedding_scale = 1.0f;  // token embeddings multiplied by this (gemma: sqrt(hidden))
   float attention_scale = 0.0f;  // scores are (q · k) · this; 0 = 1 / sqrt(head_dim)
+  // gemma2: scores (after the scale) and the LM head's logits soft-capped, x → cap · tanh(x /
+  // cap) (`attn_logit_softcapping`, `final_logit_softcapping`); 0 = not capped.
+  float attn_logit_softcap = 0.0f;
+  float final_logit_softcap = 0.0f;
   // gemma3: the rope of the sliding-window layers (base 10000, unscaled) where the global layers
   // take `rope`; absent: every layer takes `rope`.
   std::optional<RopeConfig> sliding_rope;

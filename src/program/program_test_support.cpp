@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <optional>
+#include <tuple>
 #include <vector>
 
 #include "gguf/gguf_text.h"
@@ -14,8 +15,8 @@
 namespace cellm::program_testing {
 namespace {
 
-constexpr std::string_view kArchitectureNames[] = {"llama", "mistral", "qwen2",
-                                                   "qwen3", "phi3",    "gemma3"};
+constexpr std::string_view kArchitectureNames[] = {"llama", "mistral", "qwen2", "qwen3",
+                                                   "phi3",  "gemma2",  "gemma3"};
 constexpr std::string_view kArchitectureKeys[] = {
     "block_count",
     "embedding_length",
@@ -260,10 +261,12 @@ std::string check_config(const GgufFile& file, const ModelConfig& c) {
            " accepted for general.architecture " + (arch ? *arch : "(none)");
   }
   const std::string p = *arch + ".";
+  const bool gemma2 = c.architecture == Architecture::kGemma2;
   const bool gemma3 = c.architecture == Architecture::kGemma3;
+  const bool gemma = gemma2 || gemma3;
   const bool neox = c.architecture == Architecture::kQwen2 ||
                     c.architecture == Architecture::kQwen3 ||
-                    c.architecture == Architecture::kPhi3 || gemma3;
+                    c.architecture == Architecture::kPhi3 || gemma;
   if (c.rope.style != (neox ? RopeStyle::kNeox : RopeStyle::kNormal)) return "wrong rope style";
   std::string problem;
   auto expect = [&](const std::string& suffix, int64_t actual, std::optional<int64_t> fallback) {
@@ -327,26 +330,40 @@ std::string check_config(const GgufFile& file, const ModelConfig& c) {
   const UintKey window = uint_key(file, p + "attention.sliding_window");
   if (!window.problem.empty()) return window.problem;
   if (c.layer_windows.size() != static_cast<size_t>(c.num_layers)) return "windows per layer";
-  // gemma3: every `sliding_window_pattern`-th layer (default 6) is global.
+  // gemma2 / gemma3: every `sliding_window_pattern`-th layer (default 2 / 6) is global.
   uint64_t pattern = 0;
-  if (gemma3) {
+  if (gemma) {
     const UintKey key = uint_key(file, p + "attention.sliding_window_pattern");
     if (!key.problem.empty()) return key.problem;
-    pattern = file.has(p + "attention.sliding_window_pattern") ? key.value : 6;
+    pattern = file.has(p + "attention.sliding_window_pattern") ? key.value : gemma2 ? 2 : 6;
     if (pattern == 0) return "sliding_window_pattern 0 accepted";
-    if (!file.has(p + "attention.sliding_window")) return "gemma3 without a window accepted";
+    if (!file.has(p + "attention.sliding_window")) return "gemma without a window accepted";
   }
   for (size_t l = 0; l < c.layer_windows.size(); ++l) {
     const int32_t w = c.layer_windows[l];
-    const uint64_t expected = gemma3 && (l + 1) % pattern == 0 ? 0 : window.value;
+    const uint64_t expected = gemma && (l + 1) % pattern == 0 ? 0 : window.value;
     if (w < 0 || static_cast<uint64_t>(w) != expected) {
       return fmt::format("layer {} window {} accepted for sliding_window {}", l, w, window.value);
     }
   }
-  if (gemma3 != c.sliding_rope.has_value() || gemma3 != c.has_post_norms ||
-      gemma3 != (c.ffn_activation == FfnActivation::kGeluTanh) ||
-      gemma3 != (c.embedding_scale != 1.0f) || gemma3 != (c.attention_scale > 0.0f)) {
-    return "gemma3's parts on another architecture, or missing on gemma3";
+  if (gemma3 != c.sliding_rope.has_value() || gemma != c.has_post_norms ||
+      gemma != (c.ffn_activation == FfnActivation::kGeluTanh) ||
+      gemma != (c.embedding_scale != 1.0f) || gemma != (c.attention_scale > 0.0f)) {
+    return "gemma's parts on another architecture, or missing on gemma";
+  }
+  if (gemma && !std::isfinite(c.attention_scale)) return "gemma attention scale not finite";
+  // gemma2's soft caps: the file's (finite and > 0), llama.cpp's 50 / 30 where a key is absent.
+  for (const auto& [suffix, cap, fallback] :
+       {std::tuple{"attn_logit_softcapping", c.attn_logit_softcap, 50.0f},
+        std::tuple{"final_logit_softcapping", c.final_logit_softcap, 30.0f}}) {
+    if (gemma2) {
+      if (std::string broken = expect_positive_float(file, p + suffix, cap, fallback);
+          !broken.empty()) {
+        return broken;
+      }
+    } else if (cap != 0.0f) {
+      return fmt::format("{} {} on another architecture", suffix, cap);
+    }
   }
   if (gemma3 && (!std::isfinite(c.attention_scale) || !std::isfinite(c.sliding_rope->freq_base) ||
                  !(c.sliding_rope->freq_base > 0.0f))) {

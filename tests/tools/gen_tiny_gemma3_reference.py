@@ -18,7 +18,7 @@ stores w where it scales by 1 + w):
 whose embeddings sqrt(hidden) = 8 scales to an RMS of about 4: with scales of 1 or 4 the stream
 keeps its token and greedy decoding repeats it)
   q_norm, k_norm, model.norm <- tiny-qwen3's - 1
-The C++ tests (tests/support/tiny_gemma3.h) build the same checkpoint the same way.
+The C++ tests (tests/support/tiny_gemma.h) build the same checkpoint the same way.
 
 Over tiny-qwen3's reference prompts 1 and 3 (lengths 1 and 17), 24 greedy tokens each. Float64
 forward (the float32 weights upcast), eager attention, the whole sequence recomputed each step (no

@@ -76,6 +76,7 @@ void cpu_attention(const float* q, std::span<const std::span<const int32_t>> vis
         scores[j] =
             dot_f32(q_head, std::span<const float>(k_head, static_cast<size_t>(params.head_dim))) *
             params.scale;
+        if (params.softcap > 0.0f) scores[j] = soft_cap(scores[j], params.softcap);
         max_score = std::max(max_score, scores[j]);
       }
       double sum = 0.0;

@@ -56,6 +56,7 @@ CpuForward::CpuForward(const ModelConfig& config, const ModelWeights& weights, T
   attention_.head_dim = config.head_dim;
   attention_.value_head_dim = config.value_head_dim;
   attention_.scale = config.query_scale();
+  attention_.softcap = config.attn_logit_softcap;
 }
 
 void CpuForward::gather_rows(std::vector<float>& buffer, int64_t width,
@@ -170,6 +171,11 @@ void CpuForward::run(std::span<const int32_t> tokens, const CellStep& step,
   if (logits == nullptr || num_rows == 0) return;
   cpu_rms_norm(x_.data(), output_norm_.data(), num_rows, hidden, c.rms_norm_eps, xn_.data());
   cpu_matmul(weights_.output, xn_.data(), num_rows, logits, pool_);
+  if (c.final_logit_softcap > 0.0f) {
+    for (int64_t i = 0; i < num_rows * c.vocab_size; ++i) {
+      logits[i] = soft_cap(logits[i], c.final_logit_softcap);
+    }
+  }
 }
 
 }  // namespace cellm

@@ -94,6 +94,8 @@ void cpu_gated_mul(FfnActivation activation, const float* gate, const float* up,
   }
 }
 
+float soft_cap(float x, float cap) { return cap * std::tanh(x / cap); }
+
 void cpu_add(float* x, const float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] += y[i];
 }

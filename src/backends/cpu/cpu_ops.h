@@ -86,14 +86,18 @@ struct AttentionParams {
   int32_t head_dim = 0;        // q and k head size
   int32_t value_head_dim = 0;  // v head size
   float scale = 0.0f;          // usually 1 / sqrt(head_dim)
+  float softcap = 0.0f;  // > 0: scores soft-capped, s → softcap · tanh(s / softcap) (gemma2)
 };
 
+// A score or logit soft-capped as gemma2 caps them: cap · tanh(x / cap), in f32.
+float soft_cap(float x, float cap);
+
 // Causal attention of each query over exactly the cells it may see: for query i and head h,
-// s_j = (q[i, h] · k[cells_j, kvh]) · scale over cells_j = visible_cells[i][j] in order,
-// p = softmax(s) (max subtracted, exp in f32, sum in double), out[i, h] = Σ_j p_j · v[cells_j,
-// kvh] accumulated in j order. q: [num_queries, num_heads, head_dim], f32; visible_cells:
-// [num_queries] lists of rows of k and v (non-empty); out: [num_queries, num_heads,
-// value_head_dim], f32. Parallel over (query, head).
+// s_j = (q[i, h] · k[cells_j, kvh]) · scale (soft-capped when params.softcap > 0) over cells_j =
+// visible_cells[i][j] in order, p = softmax(s) (max subtracted, exp in f32, sum in double), out[i,
+// h] = Σ_j p_j · v[cells_j, kvh] accumulated in j order. q: [num_queries, num_heads, head_dim],
+// f32; visible_cells: [num_queries] lists of rows of k and v (non-empty); out: [num_queries,
+// num_heads, value_head_dim], f32. Parallel over (query, head).
 void cpu_attention(const float* q, std::span<const std::span<const int32_t>> visible_cells,
                    const KvCacheView& k, const KvCacheView& v, const AttentionParams& params,
                    float* out, ThreadPool* pool);

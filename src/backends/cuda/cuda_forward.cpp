@@ -406,14 +406,14 @@ Status CudaForward::enqueue(const DeviceStep& step, ForwardShape shape, cudaStre
     CELLM_RETURN_IF_ERROR(int8_matmul(weights_.output(), x_, hidden, step.kept_rows,
                                       weights_.output_norm(), nullptr, kept, logits_, c.vocab_size,
                                       false, stream));
-    return argmax(kept, stream);
+    return finish_logits(kept, stream);
   }
   CELLM_RETURN_IF_ERROR(gather_kept_rows(step, kept, x_, rows, xn_, stream));
   const WideInput wide = wide_input(weights_.output(), kept);
   CELLM_RETURN_IF_ERROR(rms_norm(weights_.output_norm(), xn_, xn_, kept, stream, wide));
   CELLM_RETURN_IF_ERROR(
       matmul(weights_.output(), xn_, hidden, kept, logits_, c.vocab_size, false, stream, wide));
-  return argmax(kept, stream);
+  return finish_logits(kept, stream);
 }
 
 Status CudaForward::unfused_qkv(const CudaLayerWeights& w, int32_t rows, cudaStream_t stream) {

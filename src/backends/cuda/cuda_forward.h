@@ -264,6 +264,9 @@ class CudaForward {
   // dst [kept, hidden] = the step's kept rows of src [num_src_rows, hidden] (step.kept_rows).
   Status gather_kept_rows(const DeviceStep& step, int32_t kept, const float* src,
                           int32_t num_src_rows, float* dst, cudaStream_t stream);
+  // The LM head's `kept` logits rows soft-capped where the model caps them (gemma2), then
+  // argmax(): what every enqueue path ends with.
+  Status finish_logits(int32_t kept, cudaStream_t stream);
   // The greedy token of each of `kept` logits rows into argmax_tokens_.
   Status argmax(int32_t kept, cudaStream_t stream);
 

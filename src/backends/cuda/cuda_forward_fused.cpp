@@ -329,7 +329,7 @@ Status CudaForward::enqueue_fused(const DeviceStep& step, int32_t rows, int32_t 
   head.y = logits_;
   head.y_stride = c.vocab_size;
   CELLM_RETURN_IF_ERROR(kernels::launch_decode_matmul(head, stream));
-  return argmax(kept, stream);
+  return finish_logits(kept, stream);
 }
 
 }  // namespace cellm

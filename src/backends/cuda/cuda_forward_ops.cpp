@@ -9,6 +9,7 @@
 #include "backends/cuda/kernels/argmax.cuh"
 #include "backends/cuda/kernels/attention.cuh"
 #include "backends/cuda/kernels/embedding.cuh"
+#include "backends/cuda/kernels/logit_softcap.cuh"
 #include "backends/cuda/kernels/rope_kv.cuh"
 #include "backends/cuda/kernels/row_gather.cuh"
 
@@ -49,6 +50,7 @@ Status CudaForward::attention(const DeviceStep& step, int32_t layer, int32_t row
   args.head_dim = c.head_dim;
   args.value_head_dim = c.value_head_dim;
   args.scale = c.query_scale();
+  args.softcap = c.attn_logit_softcap;
   args.window = forward_config_.layer_windows[static_cast<size_t>(layer)];
   args.q = qkv_;
   args.q_stride = c.q_width() + c.kv_width() + c.v_width();
@@ -184,6 +186,19 @@ Status CudaForward::gather_kept_rows(const DeviceStep& step, int32_t kept, const
   gather.dst = dst;
   gather.dst_stride = config_.hidden_size;
   return kernels::launch_row_gather(gather, stream);
+}
+
+Status CudaForward::finish_logits(int32_t kept, cudaStream_t stream) {
+  if (config_.final_logit_softcap > 0.0f && kept > 0) {
+    kernels::LogitSoftcapParams p;
+    p.logits = logits_;
+    p.num_rows = kept;
+    p.num_cols = config_.vocab_size;
+    p.stride = config_.vocab_size;
+    p.cap = config_.final_logit_softcap;
+    CELLM_RETURN_IF_ERROR(kernels::launch_logit_softcap(p, stream));
+  }
+  return argmax(kept, stream);
 }
 
 Status CudaForward::argmax(int32_t kept, cudaStream_t stream) {

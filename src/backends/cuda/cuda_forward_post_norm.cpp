@@ -86,7 +86,7 @@ Status CudaForward::enqueue_post_norm(const DeviceStep& step, int32_t rows, int3
   if (kept == 0) return ok_status();
   CELLM_RETURN_IF_ERROR(gather_kept_rows(step, kept, xn_, rows, x_, stream));  // x_ is spent
   CELLM_RETURN_IF_ERROR(product(weights_.output(), x_, hidden, kept, logits_, c.vocab_size));
-  return argmax(kept, stream);
+  return finish_logits(kept, stream);
 }
 
 Status CudaForward::post_norm_input(kernels::DecodeMatmulParams* p, float** residual, float** spare,
@@ -174,7 +174,7 @@ Status CudaForward::enqueue_post_norm_fused(const DeviceStep& step, int32_t rows
     CELLM_RETURN_IF_ERROR(gather_kept_rows(step, kept, spare, rows, residual, stream));
     CELLM_RETURN_IF_ERROR(
         matmul(output, residual, hidden, kept, logits_, c.vocab_size, false, stream));
-    return argmax(kept, stream);
+    return finish_logits(kept, stream);
   }
   kernels::DecodeMatmulParams head = product(output);
   head.num_tokens = kept;
@@ -183,7 +183,7 @@ Status CudaForward::enqueue_post_norm_fused(const DeviceStep& step, int32_t rows
   head.y = logits_;
   head.y_stride = c.vocab_size;
   CELLM_RETURN_IF_ERROR(kernels::launch_decode_matmul(head, stream));
-  return argmax(kept, stream);
+  return finish_logits(kept, stream);
 }
 
 }  // namespace cellm

@@ -266,23 +266,28 @@ TEST(CudaRandomModelTest, PostNormModelsWithInt8ActivationsStayWithinInt8Roundin
 // sequence (CELLM_CUDA_POST_NORM_FUSED=0: post norm, add and norm as launches of their own, GeGLU
 // apart), both on int8 activations, on "tiny-gemma" of Q8_0, Q4_0 and Q4_K (per-256 input), and
 // of Q4_0 with a Q6_K or a BF16 head (tied embedding: llama.cpp's Q4_0 files, a checkpoint's bf16
-// table — the latter takes the plain path's tail): logits within int8 rounding of each other and
+// table — the latter takes the plain path's tail), and "tiny-gemma2" of Q4_0 (soft caps, no q/k
+// norms): logits within int8 rounding of each other and
 // the same greedy token in nearly every row — one and two sessions stepping, and decode after a
 // 40-token prompt.
 TEST(CudaRandomModelTest, ThePostNormFusedPathGivesThePlainPathsLogitsWithinInt8Rounding) {
   ASSERT_NO_FATAL_FAILURE(testing::require_cuda_device());
-  const StatusOr<ModelConfig> config = named_geometry("tiny-gemma");
-  ASSERT_TRUE(config.ok());
-  ASSERT_TRUE(config->tied_embeddings);
-  const std::pair<TensorType, std::optional<TensorType>> kinds[] = {
-      {TensorType::kQ8_0, std::nullopt},
-      {TensorType::kQ4_0, std::nullopt},
-      {TensorType::kQ4_K, std::nullopt},
-      {TensorType::kQ4_0, TensorType::kQ6_K},
-      {TensorType::kQ4_0, TensorType::kBF16}};
-  for (const auto& [type, head] : kinds) {
-    SCOPED_TRACE(std::string(tensor_type_name(type)) + " head " +
+  const struct {
+    const char* geometry;
+    TensorType type;
+    std::optional<TensorType> head;
+  } kinds[] = {{"tiny-gemma", TensorType::kQ8_0, std::nullopt},
+               {"tiny-gemma", TensorType::kQ4_0, std::nullopt},
+               {"tiny-gemma", TensorType::kQ4_K, std::nullopt},
+               {"tiny-gemma", TensorType::kQ4_0, TensorType::kQ6_K},
+               {"tiny-gemma", TensorType::kQ4_0, TensorType::kBF16},
+               {"tiny-gemma2", TensorType::kQ4_0, std::nullopt}};
+  for (const auto& [geometry, type, head] : kinds) {
+    SCOPED_TRACE(std::string(geometry) + " " + std::string(tensor_type_name(type)) + " head " +
                  std::string(tensor_type_name(head.value_or(type))));
+    const StatusOr<ModelConfig> config = named_geometry(geometry);
+    ASSERT_TRUE(config.ok());
+    ASSERT_TRUE(config->tied_embeddings);
     RandomWeightsSpec random_spec{type, 29};
     random_spec.head_type = head;
     auto weights = CudaWeights::random(*config, random_spec, CudaWeightsOptions{});
@@ -307,9 +312,9 @@ TEST(CudaRandomModelTest, ThePostNormFusedPathGivesThePlainPathsLogitsWithinInt8
           config->vocab_size);
       ASSERT_FALSE(::testing::Test::HasFatalFailure());
       std::printf(
-          "tiny-gemma %s (head %s), %d sessions, fused vs plain post-norm path: worst |logit "
+          "%s %s (head %s), %d sessions, fused vs plain post-norm path: worst |logit "
           "difference| / max |logit| %.3g, %d of %d rows with the same greedy token\n",
-          std::string(tensor_type_name(type)).c_str(),
+          geometry, std::string(tensor_type_name(type)).c_str(),
           std::string(tensor_type_name(head.value_or(type))).c_str(), num_sessions,
           static_cast<double>(agreement.worst_relative), agreement.same_argmax, agreement.rows);
       EXPECT_LT(agreement.worst_relative, 0.05f);

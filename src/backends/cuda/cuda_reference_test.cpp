@@ -2,10 +2,10 @@
 // llama.cpp's greedy run (../shared/models/reference/), the four tiny architectures against
 // HF transformers in float64 (../shared/models/arch/), and tiny-phi3 (made at test time from
 // tiny-mistral's weights: tests/support/tiny_phi3.h) with its short and long LongRoPE factors
-// and tiny-gemma3 (from tiny-qwen3's: tests/support/tiny_gemma3.h) against the same. The reference
-// prompt ids fed as given, greedy decoding one step at a time (prefill for the prompt when it is at
-// least m tokens, then graph-captured decodes of width 1); every token equal and every logits row
-// within 1e-3 (the CPU executor, the oracle, lands within 1e-4).
+// and tiny-gemma3 and tiny-gemma2 (from tiny-qwen3's: tests/support/tiny_gemma.h) against the same.
+// The reference prompt ids fed as given, greedy decoding one step at a time (prefill for the prompt
+// when it is at least m tokens, then graph-captured decodes of width 1); every token equal and
+// every logits row within 1e-3 (the CPU executor, the oracle, lands within 1e-4).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_e2e_support.h"
-#include "tiny_gemma3.h"
+#include "tiny_gemma.h"
 #include "tiny_phi3.h"
 
 namespace cellm {
@@ -180,6 +180,35 @@ TEST_F(CudaReferenceTest, TinyGemma3MatchesTransformers) {
     std::printf("tiny-gemma3 q8_0 case %s, CUDA vs CPU: worst logits diff %.3g\n",
                 c.at("case").dump().c_str(), static_cast<double>(q8_worst));
   }
+  std::filesystem::remove_all(dir);
+}
+
+// gemma2: gemma3's post-norm path with one rope, no q/k norms, the attention scores soft-capped
+// in every attention kernel (prefill for the 17-token prompt, graph-captured decode after) and
+// the final logits soft-capped after the LM head — both caps far below Gemma 2's, so they bite.
+TEST_F(CudaReferenceTest, TinyGemma2MatchesTransformers) {
+  const std::string dir = ::testing::TempDir() + "cellm_cuda_gemma2_" + std::to_string(::getpid());
+  ASSERT_NO_FATAL_FAILURE(testing::write_tiny_gemma2_checkpoint(dir + "/hf"));
+  const std::string output = dir + "/program.gguf";
+  ASSERT_NO_FATAL_FAILURE(testing::export_tiny_gemma3(dir + "/hf", output));
+  StatusOr<Program> program = Program::load(output);
+  ASSERT_TRUE(program.ok()) << program.status().to_string();
+  ASSERT_GT(program->config().attn_logit_softcap, 0.0f);
+  ASSERT_GT(program->config().final_logit_softcap, 0.0f);
+  auto executor = testing::make_cuda(*program, program->spec());
+  ASSERT_NE(executor, nullptr);
+  float worst = 0.0f;
+  for (const nlohmann::json& c : testing::tiny_gemma2_reference().at("cases")) {
+    const auto prompt = c.at("prompt_tokens").get<std::vector<int32_t>>();
+    const testing::GreedyRun run = testing::run_greedy(
+        *executor, prompt, static_cast<int32_t>(c.at("generated_tokens").size()));
+    worst =
+        std::max(worst, testing::expect_reference_case(run, c, program->config().vocab_size,
+                                                       kTolerance, "case " + c.at("case").dump()));
+  }
+  EXPECT_GT(executor->stats().num_graph_launches, 0) << "decode ran without graphs";
+  std::printf("tiny-gemma2 on CUDA: worst logits diff %.3g (tolerance %.3g)\n",
+              static_cast<double>(worst), static_cast<double>(kTolerance));
   std::filesystem::remove_all(dir);
 }
 

@@ -14,8 +14,8 @@ struct Geometry {
   bool qkv_bias;
   bool tied;
   float eps;
-  int32_t window = 0;          // gemma3: the windowed layers' window
-  int32_t window_pattern = 0;  // gemma3: every window_pattern-th layer global
+  int32_t window = 0;          // gemma: the windowed layers' window
+  int32_t window_pattern = 0;  // gemma: every window_pattern-th layer global
 };
 
 constexpr Geometry kGeometries[] = {
@@ -29,11 +29,15 @@ constexpr Geometry kGeometries[] = {
      false, 1e-5f},
     {"gemma-3-4b", Architecture::kGemma3, 34, 2560, 10240, 8, 4, 256, 262208, 1000000.0f, false,
      false, true, 1e-6f, 1024, 6},
+    {"gemma-2-9b", Architecture::kGemma2, 42, 3584, 14336, 16, 8, 256, 256000, 10000.0f, false,
+     false, true, 1e-6f, 4096, 2},
     {"tiny", Architecture::kLlama, 4, 512, 1536, 8, 4, 64, 4096, 10000.0f, false, false, false,
      1e-5f},
     {"tiny-qwen", Architecture::kQwen2, 3, 256, 768, 4, 2, 64, 2048, 1000000.0f, false, true, false,
      1e-6f},
     {"tiny-gemma", Architecture::kGemma3, 4, 512, 1536, 4, 2, 256, 4096, 1000000.0f, false, false,
+     true, 1e-6f, 16, 2},
+    {"tiny-gemma2", Architecture::kGemma2, 4, 512, 1536, 4, 2, 256, 4096, 10000.0f, false, false,
      true, 1e-6f, 16, 2},
 };
 
@@ -73,21 +77,27 @@ StatusOr<ModelConfig> named_geometry(std::string_view name) {
     c.layer_windows.assign(static_cast<size_t>(g.num_layers), 0);
     c.has_qkv_bias = g.qkv_bias;
     c.tied_embeddings = g.tied;
-    if (g.architecture == Architecture::kGemma3) {  // as Gemma 3 4B's HF config has it
+    if (g.architecture == Architecture::kGemma2 || g.architecture == Architecture::kGemma3) {
       c.rope.style = RopeStyle::kNeox;
-      c.rope.freq_scale = 1.0f / 8.0f;  // linear scaling on the global layers
-      RopeConfig sliding = c.rope;
-      sliding.freq_base = 10000.0f;
-      sliding.freq_scale = 1.0f;
-      c.sliding_rope = sliding;
       for (int32_t l = 0; l < g.num_layers; ++l) {
         if ((l + 1) % g.window_pattern != 0) c.layer_windows[static_cast<size_t>(l)] = g.window;
       }
-      c.has_qk_norm = true;
       c.has_post_norms = true;
       c.ffn_activation = FfnActivation::kGeluTanh;
       c.embedding_scale = std::sqrt(static_cast<float>(g.hidden));
       c.attention_scale = 1.0f / std::sqrt(256.0f);  // query_pre_attn_scalar 256
+    }
+    if (g.architecture == Architecture::kGemma2) {  // as Gemma 2 9B's HF config has it
+      c.attn_logit_softcap = 50.0f;
+      c.final_logit_softcap = 30.0f;
+    }
+    if (g.architecture == Architecture::kGemma3) {  // as Gemma 3 4B's HF config has it
+      c.rope.freq_scale = 1.0f / 8.0f;              // linear scaling on the global layers
+      RopeConfig sliding = c.rope;
+      sliding.freq_base = 10000.0f;
+      sliding.freq_scale = 1.0f;
+      c.sliding_rope = sliding;
+      c.has_qk_norm = true;
     }
     return c;
   }

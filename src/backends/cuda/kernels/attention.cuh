@@ -55,6 +55,7 @@ struct AttentionArgs {
   int32_t head_dim = 0;        // multiple of 8, ≤ kAttentionMaxHeadDim
   int32_t value_head_dim = 0;  // multiple of 8, ≤ kAttentionMaxHeadDim
   float scale = 0.0f;          // scores are (q · k) · scale
+  float softcap = 0.0f;        // > 0: scores then soft-capped, s → softcap · tanh(s / softcap)
   int32_t window = 0;          // 0: full attention
   const float* q = nullptr;    // [num_tokens, q_stride] f32; head h at h * head_dim
   int64_t q_stride = 0;

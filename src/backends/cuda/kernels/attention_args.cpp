@@ -1,3 +1,4 @@
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -23,6 +24,9 @@ Status check_attention_args(const AttentionArgs& a, std::string_view op) {
     return fail("head sizes must be multiples of 8 up to " + std::to_string(kAttentionMaxHeadDim));
   }
   if (a.window < 0) return fail("negative window");
+  if (!std::isfinite(a.softcap) || a.softcap < 0.0f) {
+    return fail("softcap " + std::to_string(a.softcap) + " must be finite and ≥ 0");
+  }
   if (a.q_stride < static_cast<int64_t>(a.num_heads) * a.head_dim ||
       a.out_stride < static_cast<int64_t>(a.num_heads) * a.value_head_dim) {
     return fail("q or out stride shorter than a token's heads");

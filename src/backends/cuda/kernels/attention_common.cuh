@@ -1,8 +1,8 @@
 // attention_common: device helpers shared by the decode and prefill attention kernels — the
 // visible range of a token, the split arithmetic and each decode block's share of the work, the
 // merge of a decode block's warps, the runs of one sequence's tokens of a prefill block,
-// asynchronous global → shared copies, K/V element conversion and warp reductions. Device code;
-// include only from .cu files.
+// asynchronous global → shared copies, K/V element conversion and warp reductions (and, through
+// op_math.cuh, soft_capped for the scores). Device code; include only from .cu files.
 #pragma once
 
 #include <climits>
@@ -10,6 +10,7 @@
 #include "backends/cuda/kernels/attention.cuh"
 #include "backends/cuda/kernels/attention_internal.h"
 #include "backends/cuda/kernels/kernel_common.cuh"
+#include "backends/cuda/kernels/op_math.cuh"
 #include "backends/cuda/kernels/wide_act_order.cuh"
 
 namespace cellm::kernels {

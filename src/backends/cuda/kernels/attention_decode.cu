@@ -5,9 +5,10 @@
 // Block (kv head × batch of up to 8 of its query heads, token, split), 4 warps. The block's query
 // heads sit in shared memory; each warp takes 32-cell tiles of the split in turn, copies their K
 // and V rows into shared memory with cp.async (each row read once for all the block's heads),
-// scores them one cell per lane, updates its running max / sum / output (online softmax), and
-// accumulates P·V with a lane per group of output dims. The warps' states are merged at the end;
-// a single split writes the output, several write partials that the combine kernel merges.
+// scores them one cell per lane (soft-capped where AttentionArgs::softcap asks), updates its
+// running max / sum / output (online softmax), and accumulates P·V with a lane per group of output
+// dims. The warps' states are merged at the end; a single split writes the output, several write
+// partials that the combine kernel merges.
 #include <algorithm>
 #include <cstdlib>
 #include <string>
@@ -177,11 +178,21 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(const Decode
       }
     }
 
+    // Scaled, then soft-capped where asked (gemma2): before the mask, as the CPU caps them.
+    CELLM_UNROLL
+    for (int g = 0; g < kMaxGroup; ++g) s[g] *= a.scale;
+    if (a.softcap > 0.0f) {  // kernel-uniform: uncapped, one branch per tile
+      CELLM_UNROLL
+      for (int g = 0; g < kMaxGroup; ++g) {
+        if (g < num_group) s[g] = soft_capped(s[g], a.softcap, args.softcap_inverse);
+      }
+    }
+
     // Online softmax: new running max, rescale what was accumulated, probabilities to smem.
     CELLM_UNROLL
     for (int g = 0; g < kMaxGroup; ++g) {
       if (g < num_group) {
-        const float score = valid ? s[g] * a.scale : -INFINITY;
+        const float score = valid ? s[g] : -INFINITY;
         const float m_new = fmaxf(m[g], warp_max(score));
         const float alpha = exp_diff(m[g], m_new);
         const float p = valid ? expf(score - m_new) : 0.0f;
@@ -396,6 +407,7 @@ Status launch_decode_attention(const DecodeAttentionParams& p, cudaStream_t stre
   args.a = a;
   args.max_splits = p.max_splits;
   args.min_cells = p.min_cells_per_split;
+  args.softcap_inverse = soft_cap_inverse(a.softcap);
   if (cluster > 0) {
     args.max_splits = cluster;
     return pdl_launch_status(launch_decode_attention_tc_cluster(args, stream),

@@ -227,7 +227,7 @@ __global__ void __launch_bounds__(kThreads)
         if (warp_pos < b.end) {  // warp-uniform
           const uint16_t* k_rows = k_tile + 16 * warp * kStride;
           attend_keys<kDim, kF16, 1>(st, k_rows, k_rows + Shape::kTileElems, kStride, warp_pos,
-                                     KeysBefore{b.end}, lane);
+                                     KeysBefore{b.end}, a.softcap, args.softcap_inverse, lane);
         }
       },
       [&] {  // the query's loads fly with the first tile's

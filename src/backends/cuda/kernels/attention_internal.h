@@ -30,6 +30,7 @@ struct DecodeKernelArgs {
   int32_t min_cells = 1;
   float* partial_out = nullptr;  // [num_tokens, num_heads, max_splits, value_head_dim]
   float* partial_ml = nullptr;   // [num_tokens, num_heads, max_splits, 2]: max, sum
+  float softcap_inverse = 0.0f;  // soft_cap_inverse(a.softcap) (op_math.cuh)
 };
 
 // The instantiations of a kernel template <KvDtype, int kDim>: cache types and head sizes. The

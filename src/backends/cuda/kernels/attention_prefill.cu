@@ -6,9 +6,10 @@
 // of two ≤ 8, Qt = 64 / Gs) — and, for each run of tokens of one sequence among them, walks the
 // run's visible positions in 32-key tiles: K and V rows are copied (cp.async) from their cells
 // into shared memory, converted to f32 (K transposed), S = Q·Kᵀ is computed in 4×4 register tiles
-// (128 threads: rows 4·ty .. 4·ty + 3, keys 4·tx .. 4·tx + 3), masked (causal, window, run),
-// folded into the running max / sum, and P·V accumulated in 4-row × (head_dim / 8) register
-// tiles. Rows of other runs of the block are masked out and written by their own pass.
+// (128 threads: rows 4·ty .. 4·ty + 3, keys 4·tx .. 4·tx + 3), scaled, soft-capped where asked,
+// masked (causal, window, run), folded into the running max / sum, and P·V accumulated in 4-row ×
+// (head_dim / 8) register tiles. Rows of other runs of the block are masked out and written by
+// their own pass.
 #include <algorithm>
 #include <climits>
 #include <string>
@@ -45,7 +46,7 @@ struct PrefillShape {
 
 template <KvDtype kDtype, int kHeadDim>
 __global__ void __launch_bounds__(kThreads)
-    prefill_attention_kernel(const AttentionArgs a, int group_slots) {
+    prefill_attention_kernel(const AttentionArgs a, int group_slots, float softcap_inverse) {
   using Shape = PrefillShape<kDtype, kHeadDim>;
   using Kv = KvTraits<kDtype>;
   constexpr int kChunks = Shape::kChunks;
@@ -175,6 +176,20 @@ __global__ void __launch_bounds__(kThreads)
         }
       }
 
+      // Scaled, then soft-capped where asked (gemma2): before the mask, as the CPU caps them.
+      CELLM_UNROLL
+      for (int i = 0; i < 4; ++i) {
+        CELLM_UNROLL
+        for (int j = 0; j < 4; ++j) s[i][j] *= a.scale;
+      }
+      if (a.softcap > 0.0f) {  // kernel-uniform: uncapped, one branch per tile
+        CELLM_UNROLL
+        for (int i = 0; i < 4; ++i) {
+          CELLM_UNROLL
+          for (int j = 0; j < 4; ++j) s[i][j] = soft_capped(s[i][j], a.softcap, softcap_inverse);
+        }
+      }
+
       // Mask, online softmax per row (the 8 threads of a row are 8 consecutive lanes).
       CELLM_UNROLL
       for (int i = 0; i < 4; ++i) {
@@ -184,7 +199,7 @@ __global__ void __launch_bounds__(kThreads)
           const int32_t pos = key0 + 4 * tx + j;
           const bool visible =
               row_valid[i] && 4 * tx + j < count && pos >= row_first[i] && pos <= row_last[i];
-          s[i][j] = visible ? s[i][j] * a.scale : -INFINITY;
+          s[i][j] = visible ? s[i][j] : -INFINITY;
           row_max = fmaxf(row_max, s[i][j]);
         }
         row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, 1));
@@ -290,7 +305,8 @@ Status launch_prefill_attention(const AttentionArgs& a, cudaStream_t stream) {
         constexpr int kHeadDim = decltype(dim_tag)::value;
 
         prefill_attention_kernel<kDtype, kHeadDim>
-            <<<g.grid, kThreads, PrefillShape<kDtype, kHeadDim>::kSmemBytes, stream>>>(a, g.slots);
+            <<<g.grid, kThreads, PrefillShape<kDtype, kHeadDim>::kSmemBytes, stream>>>(
+                a, g.slots, soft_cap_inverse(a.softcap));
       });
   return launch_status("prefill_attention");
 }

@@ -35,7 +35,7 @@ struct PrefillTcShape {
 
 template <KvDtype kDtype, int kDim>
 __global__ void __launch_bounds__(kThreads, 2)
-    prefill_attention_tc_kernel(const AttentionArgs a, int group_slots) {
+    prefill_attention_tc_kernel(const AttentionArgs a, int group_slots, float softcap_inverse) {
   constexpr bool kF16 = kDtype == KvDtype::kF16;
   using Shape = PrefillTcShape<kDim>;
   constexpr int kStride = Shape::kStride;
@@ -75,7 +75,8 @@ __global__ void __launch_bounds__(kThreads, 2)
         stages, src, run.key_begin, run.key_end, [&](const uint16_t* k_rows, int32_t pos0) {
           if (pos0 <= warp_last && pos0 + kTileKeys - 1 >= warp_first) {  // warp-uniform
             attend_keys<kDim, kF16, kTileKeys / 16>(st, k_rows, k_rows + Shape::kTileElems, kStride,
-                                                    pos0, visible, lane);
+                                                    pos0, visible, a.softcap, softcap_inverse,
+                                                    lane);
           }
         });
 
@@ -117,8 +118,8 @@ void launch_prefill_attention_tc(const AttentionArgs& a, cudaStream_t stream) {
                       constexpr int kDim = decltype(dim_tag)::value;
 
                       prefill_attention_tc_kernel<kDtype, kDim>
-                          <<<g.grid, kThreads, PrefillTcShape<kDim>::kSmemBytes, stream>>>(a,
-                                                                                           g.slots);
+                          <<<g.grid, kThreads, PrefillTcShape<kDim>::kSmemBytes, stream>>>(
+                              a, g.slots, soft_cap_inverse(a.softcap));
                     });
 }
 

@@ -113,14 +113,16 @@ struct KeysWithin {  // prefill: [first, last] (causal, window); first > last fo
   }
 };
 
-// Folds 16·kGroups staged keys (rows k_rows / v_rows; row 0 at position pos0) into the state.
+// Folds 16·kGroups staged keys (rows k_rows / v_rows; row 0 at position pos0) into the state. The
+// scores (of the scaled query) are soft_capped by `softcap` (AttentionArgs::softcap, 0: none) with
+// its soft_cap_inverse before the mask.
 template <int kDim, bool kF16, int kGroups, class Visible>
 __device__ __forceinline__ void attend_keys(WarpRowsState<kDim, kF16>& st, const uint16_t* k_rows,
                                             const uint16_t* v_rows, int stride, int32_t pos0,
-                                            const Visible& visible, int lane) {
+                                            const Visible& visible, float softcap,
+                                            float softcap_inverse, int lane) {
   const int t = lane & 3;
-  float x[kGroups][2][2];  // scores of keys 16gi + 8nt + 2t + j, −inf when masked
-  float tile_max = -INFINITY;
+  float x[kGroups][2][2];  // scores of keys 16gi + 8nt + 2t + j, then −inf where masked
   CELLM_UNROLL
   for (int gi = 0; gi < kGroups; ++gi) {
     float s[2][4];
@@ -129,9 +131,31 @@ __device__ __forceinline__ void attend_keys(WarpRowsState<kDim, kF16>& st, const
     for (int nt = 0; nt < 2; ++nt) {
       CELLM_UNROLL
       for (int j = 0; j < 2; ++j) {
-        const int32_t pos = pos0 + 16 * gi + 8 * nt + 2 * t + j;
-        x[gi][nt][j] =
-            visible(pos) ? fmaf(s[nt][j + 2], kSplitLowInverse<kF16>, s[nt][j]) : -INFINITY;
+        x[gi][nt][j] = fmaf(s[nt][j + 2], kSplitLowInverse<kF16>, s[nt][j]);
+      }
+    }
+  }
+  // Soft-capped where asked (gemma2): before the mask, as the CPU caps them.
+  if (softcap > 0.0f) {  // kernel-uniform: uncapped, one branch per tile
+    CELLM_UNROLL
+    for (int gi = 0; gi < kGroups; ++gi) {
+      CELLM_UNROLL
+      for (int nt = 0; nt < 2; ++nt) {
+        CELLM_UNROLL
+        for (int j = 0; j < 2; ++j) {
+          x[gi][nt][j] = soft_capped(x[gi][nt][j], softcap, softcap_inverse);
+        }
+      }
+    }
+  }
+  float tile_max = -INFINITY;
+  CELLM_UNROLL
+  for (int gi = 0; gi < kGroups; ++gi) {
+    CELLM_UNROLL
+    for (int nt = 0; nt < 2; ++nt) {
+      CELLM_UNROLL
+      for (int j = 0; j < 2; ++j) {
+        if (!visible(pos0 + 16 * gi + 8 * nt + 2 * t + j)) x[gi][nt][j] = -INFINITY;
         tile_max = fmaxf(tile_max, x[gi][nt][j]);
       }
     }

@@ -3,7 +3,8 @@
 // prefix and are not ascending, tokens grouped or interleaved, windows, GQA ratios 1..16, head
 // sizes 8..256, K/V in f32, f16 and bf16, and contexts long enough to split. f16 / bf16 caches
 // with 64- and 128-dim heads run the tensor-core kernels (split high/low 16-bit operands: within
-// 1e-4 of the CPU); the others the f32 CUDA-core kernels (1e-5).
+// 1e-4 of the CPU); the others the f32 CUDA-core kernels (1e-5). Soft-capped scores (gemma2) on
+// every kernel, with queries large enough that scores reach three times the cap.
 #include "backends/cuda/kernels/attention.cuh"
 
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <span>
@@ -89,6 +91,7 @@ struct Case {
   int32_t value_head_dim = 64;
   KvDtype dtype = KvDtype::kBF16;
   int32_t window = 0;
+  float softcap = 0.0f;  // > 0: scores soft-capped (AttentionArgs::softcap)
 };
 
 std::vector<uint16_t> to_bits(const std::vector<float>& values, KvDtype dtype) {
@@ -106,7 +109,11 @@ void expect_attention_parity(const Case& c, const Step& step, int32_t max_splits
   const auto num_tokens = static_cast<int32_t>(step.token_seq.size());
   const int64_t q_stride = static_cast<int64_t>(c.num_heads) * c.head_dim + 8;
   const int64_t out_stride = static_cast<int64_t>(c.num_heads) * c.value_head_dim + 4;
-  const std::vector<float> q = random_floats(static_cast<size_t>(num_tokens * q_stride), 1);
+  // Capped: q in ±3·cap, so that scores (q · k / sqrt(head_dim), k in ±1) spread about ±cap and
+  // reach 3·cap — far past the cap's linear range.
+  const float q_range = c.softcap > 0.0f ? 3.0f * c.softcap : 1.0f;
+  const std::vector<float> q =
+      random_floats(static_cast<size_t>(num_tokens * q_stride), 1, q_range);
   const size_t k_count = static_cast<size_t>(step.num_cells) * c.num_kv_heads * c.head_dim;
   const size_t v_count = static_cast<size_t>(step.num_cells) * c.num_kv_heads * c.value_head_dim;
   const std::vector<float> k_values = random_floats(k_count, 2);
@@ -141,6 +148,7 @@ void expect_attention_parity(const Case& c, const Step& step, int32_t max_splits
   cpu_params.head_dim = c.head_dim;
   cpu_params.value_head_dim = c.value_head_dim;
   cpu_params.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  cpu_params.softcap = c.softcap;
   std::vector<float> ref_compact(static_cast<size_t>(num_tokens) * c.num_heads * c.value_head_dim);
   cpu_attention(q_compact.data(), visible, k_view, v_view, cpu_params, ref_compact.data(), nullptr);
   const std::vector<float>& ref_values = ref_compact;
@@ -188,6 +196,7 @@ void expect_attention_parity(const Case& c, const Step& step, int32_t max_splits
   args.head_dim = c.head_dim;
   args.value_head_dim = c.value_head_dim;
   args.scale = cpu_params.scale;
+  args.softcap = cpu_params.softcap;
   args.window = c.window;
   args.q = q_dev.get();
   args.q_stride = q_stride;
@@ -360,6 +369,52 @@ TEST(AttentionKernelTest, PrefillHandlesInterleavedTokensOfManySequences) {
                           16, true);
 }
 
+TEST(AttentionKernelTest, SoftCappedDecodeScoresMatchTheCpu) {
+  CELLM_REQUIRE_DEVICE();
+  // Contexts of 1 to 1100 cells, up to 8 splits: one block, the combine and the cluster merge.
+  const Step step = make_step({1, 7, 33, 300, 1100}, {1, 1, 1, 1, 1}, 20, false, 29);
+  const Case cases[] = {
+      {"softcap tc gqa4 bf16 hd128", 32, 8, 128, 128, KvDtype::kBF16, 0, 50.0f},
+      {"softcap tc gqa4 f16 hd128 window", 16, 4, 128, 128, KvDtype::kF16, 100, 50.0f},
+      {"softcap tc gqa2 bf16 hd256 (gemma-2)", 8, 4, 256, 256, KvDtype::kBF16, 0, 50.0f},
+      {"softcap tc gqa2 f16 hd256 window", 8, 4, 256, 256, KvDtype::kF16, 64, 50.0f},
+      {"softcap cuda cores gqa4 bf16 hd128 v64", 8, 2, 128, 64, KvDtype::kBF16, 0, 50.0f},
+      {"softcap cuda cores gqa2 f16 hd256 v128 window", 8, 4, 256, 128, KvDtype::kF16, 70, 50.0f},
+  };
+  for (const Case& c : cases) expect_attention_parity(c, step, 8, 64, true);
+}
+
+TEST(AttentionKernelTest, SoftCappedScoresOfLongContextsSplitAndCombineToTheCpuResult) {
+  CELLM_REQUIRE_DEVICE();
+  const Step step = make_step({5000, 2100, 3}, {1, 2, 1}, 1000, true, 31);
+  expect_attention_parity(
+      {"softcap split bf16 gqa4 hd128", 32, 8, 128, 128, KvDtype::kBF16, 0, 50.0f}, step, 16, 128,
+      false);
+  expect_attention_parity(
+      {"softcap split f16 gqa2 hd256 window", 8, 4, 256, 256, KvDtype::kF16, 1024, 50.0f}, step, 16,
+      128, false);
+  expect_attention_parity(
+      {"softcap split cuda cores bf16 gqa2 hd256 v128", 8, 4, 256, 128, KvDtype::kBF16, 0, 50.0f},
+      step, 16, 128, false);
+}
+
+TEST(AttentionKernelTest, SoftCappedPrefillWithAWindowMatchesTheCpu) {
+  CELLM_REQUIRE_DEVICE();
+  // 277-, 45- and 11-position sequences whose last 77, 45 and 1 positions are in the step.
+  const Step grouped = make_step({277, 45, 11}, {77, 45, 1}, 8, false, 37);
+  const Case cases[] = {
+      {"softcap prefill tc gqa2 bf16 hd256 window (gemma-2)", 8, 4, 256, 256, KvDtype::kBF16, 37,
+       50.0f},
+      {"softcap prefill tc gqa2 f16 hd256", 8, 4, 256, 256, KvDtype::kF16, 0, 50.0f},
+      {"softcap prefill tc gqa4 bf16 hd128 window", 16, 4, 128, 128, KvDtype::kBF16, 50, 50.0f},
+      {"softcap prefill tc mha f16 hd128", 4, 4, 128, 128, KvDtype::kF16, 0, 50.0f},
+      {"softcap prefill cuda cores gqa2 bf16 hd256 v128 window", 8, 4, 256, 128, KvDtype::kBF16, 40,
+       50.0f},
+      {"softcap prefill cuda cores gqa4 f16 hd128 v64", 8, 2, 128, 64, KvDtype::kF16, 0, 50.0f},
+  };
+  for (const Case& c : cases) expect_attention_parity(c, grouped, 4, 64, true);
+}
+
 TEST(AttentionKernelTest, RefusesBadArguments) {
   AttentionArgs args;
   args.num_tokens = 1;
@@ -410,6 +465,23 @@ TEST(AttentionKernelTest, RefusesBadArguments) {
   decode.args.out_stride = 24;
   EXPECT_EQ(launch_decode_attention(decode, nullptr).code(), StatusCode::kInvalidArgument);
   decode.args.out_wide_order = WideOrder::kNatural;
+  EXPECT_TRUE(launch_decode_attention(decode, nullptr).ok());
+
+  // A soft cap: finite and ≥ 0 (0: none).
+  args.out_wide = nullptr;
+  for (const float softcap :
+       {-1.0f, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    SCOPED_TRACE("softcap " + std::to_string(softcap));
+    args.softcap = softcap;
+    const Status prefill = launch_prefill_attention(args, nullptr);
+    EXPECT_EQ(prefill.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(prefill.to_string().find("softcap"), std::string::npos) << prefill.to_string();
+    decode.args = args;
+    EXPECT_EQ(launch_decode_attention(decode, nullptr).code(), StatusCode::kInvalidArgument);
+  }
+  args.softcap = 30.0f;
+  EXPECT_TRUE(launch_prefill_attention(args, nullptr).ok());
+  decode.args = args;
   EXPECT_TRUE(launch_decode_attention(decode, nullptr).ok());
 }
 

@@ -1,12 +1,14 @@
 // Parity of the row-wise kernels with the CPU oracle: RMSNorm (plain, fused residual add, in
 // place, per head, and written as bf16 in the order the next product reads), SwiGLU (separate
-// and fused gate|up, and in those orders), row gather, argmax (one block per row,
-// and split over blocks as a decode step ends), the embedding gather for every weight type and
-// layout (bit for bit), and the random weight initializer.
+// and fused gate|up, and in those orders), row gather, the logit soft cap (gemma2; in place,
+// nothing past a row's columns), argmax (one block per row, and split over blocks as a decode step
+// ends), the embedding gather for every weight type and layout (bit for bit), and the random weight
+// initializer.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <string>
 #include <utility>
@@ -16,6 +18,7 @@
 #include "backends/cuda/kernels/argmax.cuh"
 #include "backends/cuda/kernels/embedding.cuh"
 #include "backends/cuda/kernels/kernel_test_support.h"
+#include "backends/cuda/kernels/logit_softcap.cuh"
 #include "backends/cuda/kernels/random_fill.cuh"
 #include "backends/cuda/kernels/rms_norm.cuh"
 #include "backends/cuda/kernels/row_gather.cuh"
@@ -325,6 +328,87 @@ TEST(RowGatherKernelTest, CopiesTheKeptRowsInOrder) {
   p.dst_stride = dim;
   expect_parity(
       "row gather", out, [&] { EXPECT_OK(launch_row_gather(p, nullptr)); }, ref, 0.0);
+}
+
+TEST(LogitSoftcapKernelTest, CapsEveryLogitAsTheCpuDoesAndNothingPastTheColumns) {
+  CELLM_REQUIRE_DEVICE();
+  const float cap = 30.0f;
+  const float pad = 1234.5f;  // the columns past num_cols: capped, it would be about 30
+  struct Shape {
+    int32_t rows;
+    int64_t cols;
+    int64_t stride;
+  };
+  // A row shorter than a warp, rows wider than a block, and gemma2's vocabulary (several columns
+  // per thread).
+  for (const Shape s : {Shape{1, 7, 8}, Shape{5, 1000, 1013}, Shape{3, 256000, 256004}}) {
+    SCOPED_TRACE(std::to_string(s.rows) + " rows of " + std::to_string(s.cols));
+    // Logits up to ±100 (past the cap's linear range), a few small and one far past the cap.
+    std::vector<float> logits = random_floats(static_cast<size_t>(s.rows * s.stride), 53, 100.0f);
+    const float planted[] = {0.0f, 1e-3f, -0.25f, -1e4f};
+    for (size_t i = 0; i < std::size(planted) && static_cast<int64_t>(i) < s.cols; ++i) {
+      logits[i] = planted[i];
+    }
+    std::vector<float> ref;
+    for (int64_t r = 0; r < s.rows; ++r) {
+      for (int64_t c = 0; c < s.stride; ++c) {
+        float& logit = logits[static_cast<size_t>(r * s.stride + c)];
+        if (c < s.cols) {
+          ref.push_back(soft_cap(logit, cap));
+        } else {
+          logit = pad;
+        }
+      }
+    }
+    DeviceArray<float> logits_dev(logits);
+    LogitSoftcapParams p;
+    p.logits = logits_dev.get();
+    p.num_rows = s.rows;
+    p.num_cols = s.cols;
+    p.stride = s.stride;
+    p.cap = cap;
+    EXPECT_OK(launch_logit_softcap(p, nullptr));
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<float> out = logits_dev.download();
+    const std::vector<float> capped = testing::compact_rows(out, s.rows, s.stride, s.cols);
+    EXPECT_TRUE(testing::near_relative("logit soft cap", capped, ref, 1e-6));
+    float largest = 0.0f;
+    for (const float v : capped) largest = std::max(largest, std::fabs(v));
+    EXPECT_LE(largest, cap);
+    EXPECT_GT(largest, 0.99f * cap) << "the logits never reached the cap's saturation";
+    size_t touched = 0;
+    for (int64_t r = 0; r < s.rows; ++r) {
+      for (int64_t c = s.cols; c < s.stride; ++c) touched += out[r * s.stride + c] != pad;
+    }
+    EXPECT_EQ(touched, 0u) << "columns past num_cols were written";
+  }
+}
+
+TEST(LogitSoftcapKernelTest, RefusesBadArguments) {
+  float logit = 2.0f;  // never written: every launch below is refused or has nothing to do
+  LogitSoftcapParams p;
+  p.logits = &logit;
+  p.num_rows = 1;
+  p.num_cols = 1;
+  p.stride = 1;
+  for (const float cap : {0.0f, -30.0f, std::numeric_limits<float>::quiet_NaN(),
+                          std::numeric_limits<float>::infinity()}) {
+    SCOPED_TRACE("cap " + std::to_string(cap));
+    p.cap = cap;
+    EXPECT_EQ(launch_logit_softcap(p, nullptr).code(), StatusCode::kInvalidArgument);
+  }
+  p.cap = 30.0f;
+  p.stride = 0;  // shorter than a row
+  EXPECT_EQ(launch_logit_softcap(p, nullptr).code(), StatusCode::kInvalidArgument);
+  p.stride = 1;
+  p.num_rows = -1;
+  EXPECT_EQ(launch_logit_softcap(p, nullptr).code(), StatusCode::kInvalidArgument);
+  p.num_rows = 1;
+  p.logits = nullptr;
+  EXPECT_EQ(launch_logit_softcap(p, nullptr).code(), StatusCode::kInvalidArgument);
+  p.num_rows = 0;  // no rows: nothing to cap, null or not
+  EXPECT_TRUE(launch_logit_softcap(p, nullptr).ok());
+  EXPECT_EQ(logit, 2.0f);
 }
 
 // Argmax of `rows` rows of `vocab` logits into `out` (no scratch: one block per row).

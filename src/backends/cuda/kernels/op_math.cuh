@@ -1,7 +1,8 @@
-// op_math: the per-element arithmetic that the separate kernels (rope_kv, swiglu, rms_norm) and the
-// fused decode product (decode_matmul.cuh) share, so a fused op rounds every value exactly as the
-// separate kernel does — the CPU oracle's arithmetic (cpu_ops.h): rotary angles in double,
-// rotations and SwiGLU in f32 without FMAs, RMS scale from a double sum of squares.
+// op_math: the per-element arithmetic that the separate kernels (rope_kv, swiglu, rms_norm,
+// logit_softcap) and the fused ones (decode_matmul.cuh, the attention kernels) share, so a fused op
+// rounds every value exactly as the separate kernel does — the CPU oracle's arithmetic (cpu_ops.h):
+// rotary angles in double, rotations, SwiGLU and soft caps in f32 without FMAs, RMS scale from a
+// double sum of squares.
 // Device code; include only from .cu files. Thread-safety: pure functions.
 #pragma once
 
@@ -59,6 +60,21 @@ __device__ __forceinline__ float gelu_tanh_mul(float g, float u) {
   const float inner = __fmul_rn(0.7978845608028654f, __fadd_rn(g, cube));
   const float gelu = __fmul_rn(__fmul_rn(0.5f, g), __fadd_rn(1.0f, tanhf(inner)));
   return __fmul_rn(gelu, u);
+}
+
+// 1 / cap rounded, what soft_capped multiplies by (0 without a cap). Host and device.
+__host__ __device__ __forceinline__ float soft_cap_inverse(float cap) {
+  return cap > 0.0f ? 1.0f / cap : 0.0f;
+}
+
+// s soft-capped as the CPU's soft_cap caps it, cap · tanh(s / cap), where cap > 0 (gemma2's
+// attention scores and final logits); s itself where cap is 0. s / cap is taken as s · inverse
+// (inverse = soft_cap_inverse(cap)), within 2 ulp of the CPU's quotient: the slow-path call of an
+// IEEE division made the 256-dim tensor-core prefill kernel, at 255 registers, spill in its key
+// loop even uncapped. tanhf is within 2 ulp of std::tanh. The attention kernels test their
+// (kernel-uniform) cap once per key tile and call this only when it is set.
+__device__ __forceinline__ float soft_capped(float s, float cap, float inverse) {
+  return cap > 0.0f ? __fmul_rn(cap, tanhf(__fmul_rn(s, inverse))) : s;
 }
 
 // This thread's share of the sum of squares of a row of num_cols floats (x 16-byte aligned,

@@ -1,13 +1,16 @@
-// tiny-gemma3: a Gemma3ForCausalLM checkpoint made at test time from ../shared/models/arch/
-// tiny-qwen3-hf (its attention, q/k norms, MLP and tied embeddings) under a Gemma 3 config —
-// embeddings scaled by sqrt(hidden), GELU (tanh) gating, norms after the attention and the MLP,
-// norms scaling by 1 + w, a 5-position window on layer 0 with rope base 10000 and full attention
-// on layer 1 with base 1e6 scaled linearly by 8, query_pre_attn_scalar 24 — and HF transformers'
-// float64 references for it (tiny_gemma3_reference.inc, written by tests/tools/
-// gen_tiny_gemma3_reference.py, which derives the four norms of each layer from tiny-qwen3's two
-// the same way, in f32). No model is committed: only the config and the reference tokens and
-// logits. Used by the CPU export suite (tests/export_gemma3_test.cpp) and the CUDA reference
-// suite. Header-only: each suite is its own binary. Thread-safety: test code, one thread.
+// tiny-gemma3 and tiny-gemma2: a Gemma3ForCausalLM and a Gemma2ForCausalLM checkpoint made at
+// test time from ../shared/models/arch/tiny-qwen3-hf (its attention, MLP and tied embeddings;
+// tiny-gemma3 keeps its q/k norms, Gemma 2 has none) under a Gemma config — embeddings scaled by
+// sqrt(hidden), GELU (tanh) gating, norms after the attention and the MLP, norms scaling by 1 + w,
+// a 5-position window on layer 0 and full attention on layer 1, query_pre_attn_scalar 24;
+// tiny-gemma3 with rope base 10000 on the windowed layer and 1e6 scaled linearly by 8 on the
+// global one, tiny-gemma2 with base 10000 on both and its scores and logits soft-capped at 4 and
+// 6 — and HF transformers' float64 references for them (tiny_gemma3_reference.inc,
+// tiny_gemma2_reference.inc, written by tests/tools/gen_tiny_gemma{3,2}_reference.py, which
+// derive the four norms of each layer from tiny-qwen3's two the same way, in f32). No model is
+// committed: only the configs and the reference tokens and logits. Used by the CPU export suites
+// (tests/export_gemma{3,2}_test.cpp) and the CUDA reference suite. Header-only: each suite is its
+// own binary. Thread-safety: test code, one thread.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -27,7 +30,7 @@
 
 namespace cellm::testing {
 
-// The generator's document: config (as published checkpoints write it), config_v5 (as
+// The generators' documents: config (as published checkpoints write it), config_v5 (as
 // transformers 5 writes it back), cases.
 inline const nlohmann::json& tiny_gemma3_reference() {
   static const nlohmann::json reference = nlohmann::json::parse(
@@ -35,15 +38,22 @@ inline const nlohmann::json& tiny_gemma3_reference() {
   );
   return reference;
 }
+inline const nlohmann::json& tiny_gemma2_reference() {
+  static const nlohmann::json reference = nlohmann::json::parse(
+#include "tiny_gemma2_reference.inc"
+  );
+  return reference;
+}
 
 // Writes config.json (`config` of the reference, or `config_override`) and model.safetensors of
 // tiny-gemma3 into `dir` (created). `text_prefix` replaces the weights' "model." (a multimodal
 // checkpoint's "language_model.model." or "model.language_model."); `vision_tensors` adds two
-// tensors of a vision tower and its projector, as such a checkpoint has.
+// tensors of a vision tower and its projector, as such a checkpoint has; without `qk_norms` the
+// q/k norms are left out (tiny-gemma2's weights).
 inline void write_tiny_gemma3_checkpoint(const std::string& dir,
                                          const nlohmann::json* config_override = nullptr,
                                          const std::string& text_prefix = "model.",
-                                         bool vision_tensors = false) {
+                                         bool vision_tensors = false, bool qk_norms = true) {
   namespace st = safetensors_testing;
   std::filesystem::create_directories(dir);
   std::ofstream(dir + "/config.json")
@@ -82,6 +92,7 @@ inline void write_tiny_gemma3_checkpoint(const std::string& dir,
   for (const SafetensorsTensor& t : qwen3->tensors()) {
     const std::string& name = t.name;
     if (name.ends_with("layernorm.weight")) continue;  // the four layer norms are made below
+    if (!qk_norms && (name.ends_with("q_norm.weight") || name.ends_with("k_norm.weight"))) continue;
     const bool norm = name.ends_with("_norm.weight") || name == "model.norm.weight";
     tensors.push_back({name, "F32", t.shape, norm ? bytes(shifted(name)) : bytes(values_of(name))});
   }
@@ -110,6 +121,14 @@ inline void write_tiny_gemma3_checkpoint(const std::string& dir,
         {"multi_modal_projector.mm_input_projection_weight", "F32", {16, 8}, bytes(values)});
   }
   ASSERT_TRUE(st::write_file(dir + "/model.safetensors", st::build(tensors, {{"format", "pt"}})));
+}
+
+// tiny-gemma2 (`config` of its reference, or `config_override`) into `dir` (created).
+inline void write_tiny_gemma2_checkpoint(const std::string& dir,
+                                         const nlohmann::json* config_override = nullptr) {
+  write_tiny_gemma3_checkpoint(
+      dir, config_override != nullptr ? config_override : &tiny_gemma2_reference().at("config"),
+      "model.", false, /*qk_norms=*/false);
 }
 
 // Exports the checkpoint in `hf_dir` with stories260K's tokenizer to `output` (W 32).

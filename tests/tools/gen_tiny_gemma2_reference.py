@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""Writes tests/support/tiny_gemma2_reference.inc: HF transformers' greedy tokens and logits for
+tiny-gemma2, a Gemma2ForCausalLM made from ../shared/models/arch/tiny-qwen3-hf's weights.
+
+tiny-gemma2 is tiny-gemma3's checkpoint (gen_tiny_gemma3_reference.py: tiny-qwen3's attention,
+MLP and tied embeddings, Gemma's four norms per layer derived from tiny-qwen3's two) without the
+q/k norms Gemma 2 does not have, under a Gemma 2 config: embeddings scaled by sqrt(hidden), GELU
+(tanh) gating, norms after the attention and after the MLP, a sliding window of 5 positions on
+layer 0 and full attention on layer 1 (Gemma 2's pattern: every other layer global), one rope
+(base 10000) for both, query_pre_attn_scalar 24, and the soft caps Gemma 2 adds — attention scores
+capped at 4 and the final logits at 6, far below Gemma 2's 50 and 30 so that both bite on this
+small model (on prompt 3 its logits reach 15.7 uncapped; capping the scores alone moves them by up
+to 4.9).
+The C++ tests (tests/support/tiny_gemma.h) build the same checkpoint the same way.
+
+Over tiny-qwen3's reference prompts 1 and 3 (lengths 1 and 17), 24 greedy tokens each. Float64
+forward, eager attention, the whole sequence recomputed each step; a logits row is kept as its 8
+largest entries and 8 fixed ones. The document also keeps the config as transformers 5 writes it
+back (`config_v5`), which the export must read the same way.
+
+Needs torch, transformers and safetensors (any CPU install). Run from the repository root:
+  python3 tests/tools/gen_tiny_gemma2_reference.py [--models ../shared/models]
+"""
+import argparse
+import json
+import os
+import tempfile
+
+import torch
+from safetensors.torch import save_file
+from transformers import Gemma2ForCausalLM
+
+from gen_tiny_gemma3_reference import gemma3_state
+from hf_reference_common import greedy, write_reference_inc
+
+NUM_NEW_TOKENS = 24
+
+CONFIG = {
+    "architectures": ["Gemma2ForCausalLM"],
+    "model_type": "gemma2",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 32,
+    "vocab_size": 512,
+    "rms_norm_eps": 1e-06,
+    "rope_theta": 10000.0,
+    "sliding_window": 5,
+    "query_pre_attn_scalar": 24,
+    "hidden_activation": "gelu_pytorch_tanh",
+    "max_position_embeddings": 512,
+    "tie_word_embeddings": True,
+    "attn_logit_softcapping": 4.0,
+    "final_logit_softcapping": 6.0,
+    "attention_bias": False,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "pad_token_id": 0,
+}
+
+
+def gemma2_state(qwen3_dir):
+    return {k: v for k, v in gemma3_state(qwen3_dir).items()
+            if not (k.endswith("q_norm.weight") or k.endswith("k_norm.weight"))}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--models", default="../shared/models")
+    parser.add_argument("--output", default="tests/support/tiny_gemma2_reference.inc")
+    args = parser.parse_args()
+    arch = os.path.join(args.models, "arch")
+    with open(os.path.join(arch, "tiny-qwen3-reference.json")) as f:
+        qwen3_reference = json.load(f)
+    prompts = {c["case"]: c["prompt_tokens"] for c in qwen3_reference["cases"]}
+
+    with tempfile.TemporaryDirectory() as hf_dir:
+        with open(os.path.join(hf_dir, "config.json"), "w") as f:
+            json.dump(CONFIG, f)
+        save_file(gemma2_state(os.path.join(arch, "tiny-qwen3-hf")),
+                  os.path.join(hf_dir, "model.safetensors"), metadata={"format": "pt"})
+        model = Gemma2ForCausalLM.from_pretrained(hf_dir, dtype=torch.float64,
+                                                  attn_implementation="eager")
+        model.save_pretrained(os.path.join(hf_dir, "v5"))
+        with open(os.path.join(hf_dir, "v5", "config.json")) as f:
+            config_v5 = json.load(f)
+    model.eval()
+    assert model.config.layer_types == ["sliding_attention", "full_attention"], \
+        model.config.layer_types
+    assert abs(model.model.layers[0].self_attn.scaling - 24 ** -0.5) < 1e-15
+
+    # The caps must bite: the uncapped model's logits and scores go well past them.
+    with torch.no_grad():
+        ids = torch.tensor([prompts[3]])
+        capped = model(ids, use_cache=False).logits
+        model.config.final_logit_softcapping = None
+        uncapped = model(ids, use_cache=False).logits
+        model.config.final_logit_softcapping = CONFIG["final_logit_softcapping"]
+    print("largest logit uncapped / capped:", float(uncapped.abs().max()), float(capped.abs().max()))
+    assert float(uncapped.abs().max()) > 1.5 * CONFIG["final_logit_softcapping"]
+
+    cases = []
+    for number in (1, 3):
+        tokens, rows = greedy(model, prompts[number], NUM_NEW_TOKENS)
+        cases.append({"case": number, "prompt_tokens": prompts[number],
+                      "generated_tokens": tokens, "logit_rows": rows})
+
+    import transformers
+    for key in ("dtype", "torch_dtype", "transformers_version"):
+        config_v5.pop(key, None)
+    document = {
+        "generator": "tests/tools/gen_tiny_gemma2_reference.py",
+        "implementation": f"HF transformers {transformers.__version__} (torch {torch.__version__}), "
+                          "Gemma2ForCausalLM, float64, eager attention, CPU",
+        "config": CONFIG,
+        "config_v5": config_v5,
+        "cases": cases,
+    }
+    size = write_reference_inc(document, cases, "tests/tools/gen_tiny_gemma2_reference.py",
+                               args.output)
+    print(f"wrote {args.output}: {size} bytes")
+    for c in cases:
+        print(c["case"], c["generated_tokens"])
+
+
+if __name__ == "__main__":
+    main()
