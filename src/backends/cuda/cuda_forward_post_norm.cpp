@@ -51,6 +51,8 @@ Status CudaForward::enqueue_post_norm(const DeviceStep& step, int32_t rows, int3
     return matmul(weight, x, x_stride, num_rows, y, y_stride, false, stream);
   };
   CELLM_RETURN_IF_ERROR(embed(step, rows, stream));
+  // The angles of the step's positions, once for every layer (one rope for all: gemma2).
+  if (rope_table_used_) CELLM_RETURN_IF_ERROR(rope_table(step, rows, stream));
   for (int32_t l = 0; l < c.num_layers; ++l) {
     const CudaLayerWeights& w = weights_.layer(l);
     // The previous block's output joins the residual, then the attention norm.
@@ -128,6 +130,8 @@ Status CudaForward::enqueue_post_norm_fused(const DeviceStep& step, int32_t rows
     return fused_product(w, rows);
   };
   CELLM_RETURN_IF_ERROR(embed(step, rows, stream));
+  // The angles of the step's positions, once for every layer (one rope for all: gemma2).
+  if (rope_table_used_) CELLM_RETURN_IF_ERROR(rope_table(step, rows, stream));
   for (int32_t l = 0; l < c.num_layers; ++l) {
     const CudaLayerWeights& w = weights_.layer(l);
     // q | k | v of the normed residual, the previous block's output joined to it first.
