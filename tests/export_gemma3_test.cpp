@@ -154,15 +154,7 @@ TEST_F(ExportGemma3Test, AMultimodalCheckpointExportsItsTextModel) {
 TEST_F(ExportGemma3Test, AProgramExportedAgainFromItsGgufMatchesTransformers) {
   const std::string first = et::fresh_dir("gemma3_first") + "/program.gguf";
   ASSERT_NO_FATAL_FAILURE(testing::export_tiny_gemma3(*hf_dir_, first));
-  const std::string again = et::fresh_dir("gemma3_again") + "/program.gguf";
-  ExportOptions options;
-  options.source = ExportSource::kGguf;
-  options.input = first;
-  options.output = again;
-  options.max_seq_len = 64;
-  options.max_step_tokens = 16;
-  et::export_ok(options);
-  expect_reference(et::load_ok(again), "re-exported");
+  expect_reference(et::load_ok(et::export_again_from_gguf(first, "gemma3_again")), "re-exported");
 }
 
 TEST_F(ExportGemma3Test, TheProgramHoldsLlamaCppsGemma3TensorsAndKeys) {
@@ -220,20 +212,15 @@ TEST_F(ExportGemma3Test, AFileWithoutTheExtraKeysReadsWithLlamaCppsDefaults) {
   ASSERT_NO_FATAL_FAILURE(testing::export_tiny_gemma3(*hf_dir_, output));
   StatusOr<GgufFile> source = GgufFile::open(output);
   ASSERT_TRUE(source.ok());
-  GgufWriter writer;
-  for (const auto& [key, value] : source->metadata()) {
-    if (key == "gemma3.attention.sliding_window_pattern" || key == "gemma3.attention.scale" ||
-        key == "gemma3.rope.freq_base_swa") {
-      continue;
-    }
-    ASSERT_TRUE(writer.add_metadata(key, value).ok());
-  }
-  for (const GgufTensorInfo& info : source->tensors()) {
-    ASSERT_TRUE(writer.add_tensor(info.name, info.type, info.dims, source->tensor_data(info)).ok());
-  }
-  StatusOr<std::vector<uint8_t>> bytes = writer.write_bytes();
-  ASSERT_TRUE(bytes.ok());
-  StatusOr<GgufFile> file = GgufFile::parse(*bytes);
+  std::vector<uint8_t> bytes;
+  ASSERT_NO_FATAL_FAILURE(et::rewrite_gguf(
+      *source,
+      [](const std::string& key) {
+        return key == "gemma3.attention.sliding_window_pattern" ||
+               key == "gemma3.attention.scale" || key == "gemma3.rope.freq_base_swa";
+      },
+      {}, &bytes));
+  StatusOr<GgufFile> file = GgufFile::parse(bytes);
   ASSERT_TRUE(file.ok()) << file.status().to_string();
   StatusOr<ModelConfig> config = ModelConfig::from_gguf(*file);
   ASSERT_TRUE(config.ok()) << config.status().to_string();
@@ -242,14 +229,11 @@ TEST_F(ExportGemma3Test, AFileWithoutTheExtraKeysReadsWithLlamaCppsDefaults) {
   EXPECT_FLOAT_EQ(config->query_scale(), 1.0f / std::sqrt(32.0f));
 
   // Without its window the file is refused by name (llama.cpp requires it too).
-  GgufWriter no_window;
-  for (const auto& [key, value] : file->metadata()) {
-    if (key == "gemma3.attention.sliding_window") continue;
-    ASSERT_TRUE(no_window.add_metadata(key, value).ok());
-  }
-  StatusOr<std::vector<uint8_t>> no_window_bytes = no_window.write_bytes();
-  ASSERT_TRUE(no_window_bytes.ok());
-  StatusOr<GgufFile> no_window_file = GgufFile::parse(*no_window_bytes);
+  std::vector<uint8_t> no_window_bytes;
+  ASSERT_NO_FATAL_FAILURE(et::rewrite_gguf(
+      *file, [](const std::string& key) { return key == "gemma3.attention.sliding_window"; }, {},
+      &no_window_bytes));
+  StatusOr<GgufFile> no_window_file = GgufFile::parse(no_window_bytes);
   ASSERT_TRUE(no_window_file.ok());
   const StatusOr<ModelConfig> refused = ModelConfig::from_gguf(*no_window_file);
   ASSERT_FALSE(refused.ok());
@@ -262,12 +246,7 @@ TEST_F(ExportGemma3Test, AFileWithoutTheExtraKeysReadsWithLlamaCppsDefaults) {
 TEST_F(ExportGemma3Test, Gemma3ProgramsKeepTheLoadersInvariants) {
   const std::string output = et::fresh_dir("gemma3_invariants") + "/program.gguf";
   ASSERT_NO_FATAL_FAILURE(testing::export_tiny_gemma3(*hf_dir_, output));
-  StatusOr<GgufFile> file = GgufFile::open(output);
-  ASSERT_TRUE(file.ok()) << file.status().to_string();
-  const program_testing::LoadOutcome outcome =
-      program_testing::load_and_check(std::move(file).value());
-  EXPECT_TRUE(outcome.loaded) << outcome.refusal;
-  EXPECT_EQ(outcome.problem, "");
+  et::expect_loader_invariants(output);
 }
 
 TEST_F(ExportGemma3Test, AQuantizedProgramStaysCloseToTheReference) {

@@ -1,5 +1,7 @@
 // Shared helpers of the export suites that run programs (tests/export_*_test.cpp): greedy
-// generation on the CPU executor, plus everything in export_hf_writer.h. Header-only because each
+// generation on the CPU executor and reference checks, refused configs, a program exported again
+// from its GGUF, the loader's invariants, GGUF files rewritten as other converters write them,
+// plus everything in export_hf_writer.h. Header-only because each
 // suite is its own binary. Thread-safety: test code, one thread.
 #pragma once
 
@@ -9,16 +11,20 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/cpu_executor.h"
 #include "cpu_executor_testing.h"
 #include "export_hf_writer.h"
+#include "gguf/gguf_writer.h"
 #include "program/exporter.h"
 #include "program/program.h"
+#include "program/program_test_support.h"
 #include "reference_case.h"
 
 namespace cellm::export_testing {
@@ -73,6 +79,51 @@ inline float expect_reference_cases(const Program& program, const nlohmann::json
   }
   std::printf("%s: worst logits diff vs HF %.3g\n", what.c_str(), static_cast<double>(worst));
   return worst;
+}
+
+// `first` (a program) exported again from its own GGUF into a fresh directory named after
+// `name` (max_seq_len 64, W 16); returns the new program's path.
+inline std::string export_again_from_gguf(const std::string& first, const std::string& name) {
+  const std::string again = fresh_dir(name) + "/program.gguf";
+  ExportOptions options;
+  options.source = ExportSource::kGguf;
+  options.input = first;
+  options.output = again;
+  options.max_seq_len = 64;
+  options.max_step_tokens = 16;
+  export_ok(options);
+  return again;
+}
+
+// The invariants the mutation and fuzz suites hold every loaded program to
+// (program_test_support.h) hold for the program at `path`.
+inline void expect_loader_invariants(const std::string& path) {
+  StatusOr<GgufFile> file = GgufFile::open(path);
+  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  const program_testing::LoadOutcome outcome =
+      program_testing::load_and_check(std::move(file).value());
+  EXPECT_TRUE(outcome.loaded) << outcome.refusal;
+  EXPECT_EQ(outcome.problem, "");
+}
+
+// `source`'s metadata without the keys `drop` names (plus `extra` keys), and all its tensors, as
+// a GGUF file in memory: how a file another converter wrote looks.
+inline void rewrite_gguf(const GgufFile& source,
+                         const std::function<bool(const std::string&)>& drop,
+                         const std::vector<std::pair<std::string, GgufValue>>& extra,
+                         std::vector<uint8_t>* bytes) {
+  GgufWriter writer;
+  for (const auto& [key, value] : source.metadata()) {
+    if (drop(key)) continue;
+    ASSERT_TRUE(writer.add_metadata(key, value).ok()) << key;
+  }
+  for (const auto& [key, value] : extra) ASSERT_TRUE(writer.add_metadata(key, value).ok()) << key;
+  for (const GgufTensorInfo& info : source.tensors()) {
+    ASSERT_TRUE(writer.add_tensor(info.name, info.type, info.dims, source.tensor_data(info)).ok());
+  }
+  StatusOr<std::vector<uint8_t>> written = writer.write_bytes();
+  ASSERT_TRUE(written.ok()) << written.status().to_string();
+  *bytes = std::move(written).value();
 }
 
 }  // namespace cellm::export_testing

@@ -21,19 +21,11 @@ back (`config_v5`), which the export must read the same way.
 Needs torch, transformers and safetensors (any CPU install). Run from the repository root:
   python3 tests/tools/gen_tiny_gemma2_reference.py [--models ../shared/models]
 """
-import argparse
-import json
-import os
-import tempfile
-
 import torch
-from safetensors.torch import save_file
 from transformers import Gemma2ForCausalLM
 
 from gen_tiny_gemma3_reference import gemma3_state
-from hf_reference_common import greedy, write_reference_inc
-
-NUM_NEW_TOKENS = 24
+from hf_reference_common import generate_tiny_reference
 
 CONFIG = {
     "architectures": ["Gemma2ForCausalLM"],
@@ -66,64 +58,22 @@ def gemma2_state(qwen3_dir):
             if not (k.endswith("q_norm.weight") or k.endswith("k_norm.weight"))}
 
 
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--models", default="../shared/models")
-    parser.add_argument("--output", default="tests/support/tiny_gemma2_reference.inc")
-    args = parser.parse_args()
-    arch = os.path.join(args.models, "arch")
-    with open(os.path.join(arch, "tiny-qwen3-reference.json")) as f:
-        qwen3_reference = json.load(f)
-    prompts = {c["case"]: c["prompt_tokens"] for c in qwen3_reference["cases"]}
-
-    with tempfile.TemporaryDirectory() as hf_dir:
-        with open(os.path.join(hf_dir, "config.json"), "w") as f:
-            json.dump(CONFIG, f)
-        save_file(gemma2_state(os.path.join(arch, "tiny-qwen3-hf")),
-                  os.path.join(hf_dir, "model.safetensors"), metadata={"format": "pt"})
-        model = Gemma2ForCausalLM.from_pretrained(hf_dir, dtype=torch.float64,
-                                                  attn_implementation="eager")
-        model.save_pretrained(os.path.join(hf_dir, "v5"))
-        with open(os.path.join(hf_dir, "v5", "config.json")) as f:
-            config_v5 = json.load(f)
-    model.eval()
+def check(model, prompts):
     assert model.config.layer_types == ["sliding_attention", "full_attention"], \
         model.config.layer_types
     assert abs(model.model.layers[0].self_attn.scaling - 24 ** -0.5) < 1e-15
-
-    # The caps must bite: the uncapped model's logits and scores go well past them.
+    # The caps must bite: the uncapped model's logits go well past the final cap.
     with torch.no_grad():
         ids = torch.tensor([prompts[3]])
         capped = model(ids, use_cache=False).logits
         model.config.final_logit_softcapping = None
         uncapped = model(ids, use_cache=False).logits
         model.config.final_logit_softcapping = CONFIG["final_logit_softcapping"]
-    print("largest logit uncapped / capped:", float(uncapped.abs().max()), float(capped.abs().max()))
+    print("largest logit uncapped / capped:", float(uncapped.abs().max()),
+          float(capped.abs().max()))
     assert float(uncapped.abs().max()) > 1.5 * CONFIG["final_logit_softcapping"]
-
-    cases = []
-    for number in (1, 3):
-        tokens, rows = greedy(model, prompts[number], NUM_NEW_TOKENS)
-        cases.append({"case": number, "prompt_tokens": prompts[number],
-                      "generated_tokens": tokens, "logit_rows": rows})
-
-    import transformers
-    for key in ("dtype", "torch_dtype", "transformers_version"):
-        config_v5.pop(key, None)
-    document = {
-        "generator": "tests/tools/gen_tiny_gemma2_reference.py",
-        "implementation": f"HF transformers {transformers.__version__} (torch {torch.__version__}), "
-                          "Gemma2ForCausalLM, float64, eager attention, CPU",
-        "config": CONFIG,
-        "config_v5": config_v5,
-        "cases": cases,
-    }
-    size = write_reference_inc(document, cases, "tests/tools/gen_tiny_gemma2_reference.py",
-                               args.output)
-    print(f"wrote {args.output}: {size} bytes")
-    for c in cases:
-        print(c["case"], c["generated_tokens"])
 
 
 if __name__ == "__main__":
-    main()
+    generate_tiny_reference("tests/tools/gen_tiny_gemma2_reference.py", Gemma2ForCausalLM, CONFIG,
+                            gemma2_state, "tests/support/tiny_gemma2_reference.inc", check)

@@ -125,19 +125,22 @@ TEST_F(CudaReferenceTest, TinyPhi3MatchesTransformersWithShortAndLongFactors) {
   std::filesystem::remove_all(dir);
 }
 
-// gemma3: scaled embeddings, GeGLU, post norms, a windowed layer and a global one with their own
-// ropes, query_pre_attn_scalar — the post-norm path (cuda_forward_post_norm.cpp), f32 and q8_0.
-TEST_F(CudaReferenceTest, TinyGemma3MatchesTransformers) {
-  const std::string dir = ::testing::TempDir() + "cellm_cuda_gemma3_" + std::to_string(::getpid());
-  ASSERT_NO_FATAL_FAILURE(testing::write_tiny_gemma3_checkpoint(dir + "/hf"));
+// The checkpoint in `dir`/hf exported to `dir`/program.gguf and run greedily on a CUDA executor
+// over every case of `reference` (an HF transformers document: tiny_gemma.h): every token equal,
+// every kept logit within kTolerance, decode graph-captured; prints the worst as "<name> on
+// CUDA". With `soft_capped`, the program must cap its scores and logits (gemma2).
+void expect_exported_checkpoint(const std::string& dir, const nlohmann::json& reference,
+                                const std::string& name, bool soft_capped = false) {
   const std::string output = dir + "/program.gguf";
   ASSERT_NO_FATAL_FAILURE(testing::export_tiny_gemma3(dir + "/hf", output));
   StatusOr<Program> program = Program::load(output);
   ASSERT_TRUE(program.ok()) << program.status().to_string();
+  EXPECT_EQ(program->config().attn_logit_softcap > 0.0f, soft_capped);
+  EXPECT_EQ(program->config().final_logit_softcap > 0.0f, soft_capped);
   auto executor = testing::make_cuda(*program, program->spec());
   ASSERT_NE(executor, nullptr);
   float worst = 0.0f;
-  for (const nlohmann::json& c : testing::tiny_gemma3_reference().at("cases")) {
+  for (const nlohmann::json& c : reference.at("cases")) {
     const auto prompt = c.at("prompt_tokens").get<std::vector<int32_t>>();
     const testing::GreedyRun run = testing::run_greedy(
         *executor, prompt, static_cast<int32_t>(c.at("generated_tokens").size()));
@@ -146,8 +149,17 @@ TEST_F(CudaReferenceTest, TinyGemma3MatchesTransformers) {
                                                        kTolerance, "case " + c.at("case").dump()));
   }
   EXPECT_GT(executor->stats().num_graph_launches, 0) << "decode ran without graphs";
-  std::printf("tiny-gemma3 on CUDA: worst logits diff %.3g (tolerance %.3g)\n",
+  std::printf("%s on CUDA: worst logits diff %.3g (tolerance %.3g)\n", name.c_str(),
               static_cast<double>(worst), static_cast<double>(kTolerance));
+}
+
+// gemma3: scaled embeddings, GeGLU, post norms, a windowed layer and a global one with their own
+// ropes, query_pre_attn_scalar — the post-norm path (cuda_forward_post_norm.cpp), f32 and q8_0.
+TEST_F(CudaReferenceTest, TinyGemma3MatchesTransformers) {
+  const std::string dir = ::testing::TempDir() + "cellm_cuda_gemma3_" + std::to_string(::getpid());
+  ASSERT_NO_FATAL_FAILURE(testing::write_tiny_gemma3_checkpoint(dir + "/hf"));
+  ASSERT_NO_FATAL_FAILURE(
+      expect_exported_checkpoint(dir, testing::tiny_gemma3_reference(), "tiny-gemma3"));
 
   // q8_0 weights, exact activations (CELLM_CUDA_INT8=0: the oracle does not quantize them). A
   // one-token prompt runs one-row products all the way: tokens and logits equal the CPU oracle's
@@ -189,26 +201,8 @@ TEST_F(CudaReferenceTest, TinyGemma3MatchesTransformers) {
 TEST_F(CudaReferenceTest, TinyGemma2MatchesTransformers) {
   const std::string dir = ::testing::TempDir() + "cellm_cuda_gemma2_" + std::to_string(::getpid());
   ASSERT_NO_FATAL_FAILURE(testing::write_tiny_gemma2_checkpoint(dir + "/hf"));
-  const std::string output = dir + "/program.gguf";
-  ASSERT_NO_FATAL_FAILURE(testing::export_tiny_gemma3(dir + "/hf", output));
-  StatusOr<Program> program = Program::load(output);
-  ASSERT_TRUE(program.ok()) << program.status().to_string();
-  ASSERT_GT(program->config().attn_logit_softcap, 0.0f);
-  ASSERT_GT(program->config().final_logit_softcap, 0.0f);
-  auto executor = testing::make_cuda(*program, program->spec());
-  ASSERT_NE(executor, nullptr);
-  float worst = 0.0f;
-  for (const nlohmann::json& c : testing::tiny_gemma2_reference().at("cases")) {
-    const auto prompt = c.at("prompt_tokens").get<std::vector<int32_t>>();
-    const testing::GreedyRun run = testing::run_greedy(
-        *executor, prompt, static_cast<int32_t>(c.at("generated_tokens").size()));
-    worst =
-        std::max(worst, testing::expect_reference_case(run, c, program->config().vocab_size,
-                                                       kTolerance, "case " + c.at("case").dump()));
-  }
-  EXPECT_GT(executor->stats().num_graph_launches, 0) << "decode ran without graphs";
-  std::printf("tiny-gemma2 on CUDA: worst logits diff %.3g (tolerance %.3g)\n",
-              static_cast<double>(worst), static_cast<double>(kTolerance));
+  ASSERT_NO_FATAL_FAILURE(
+      expect_exported_checkpoint(dir, testing::tiny_gemma2_reference(), "tiny-gemma2", true));
   std::filesystem::remove_all(dir);
 }
 
