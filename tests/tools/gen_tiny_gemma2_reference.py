@@ -24,33 +24,20 @@ Needs torch, transformers and safetensors (any CPU install). Run from the reposi
 import torch
 from transformers import Gemma2ForCausalLM
 
+from gen_tiny_gemma3_reference import CONFIG as GEMMA3_CONFIG
 from gen_tiny_gemma3_reference import gemma3_state
 from hf_reference_common import generate_tiny_reference
 
-CONFIG = {
+# tiny-gemma3's config less its second rope, window pattern key and linear scaling, plus the caps.
+CONFIG = {k: v for k, v in GEMMA3_CONFIG.items()
+          if k not in ("rope_local_base_freq", "rope_scaling", "sliding_window_pattern")}
+CONFIG.update({
     "architectures": ["Gemma2ForCausalLM"],
     "model_type": "gemma2",
-    "hidden_size": 64,
-    "intermediate_size": 128,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "head_dim": 32,
-    "vocab_size": 512,
-    "rms_norm_eps": 1e-06,
     "rope_theta": 10000.0,
-    "sliding_window": 5,
-    "query_pre_attn_scalar": 24,
-    "hidden_activation": "gelu_pytorch_tanh",
-    "max_position_embeddings": 512,
-    "tie_word_embeddings": True,
     "attn_logit_softcapping": 4.0,
     "final_logit_softcapping": 6.0,
-    "attention_bias": False,
-    "bos_token_id": 1,
-    "eos_token_id": 2,
-    "pad_token_id": 0,
-}
+})
 
 
 def gemma2_state(qwen3_dir):
