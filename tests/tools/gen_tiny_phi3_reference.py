@@ -22,16 +22,13 @@ each step (no cache); a logits row is kept as its 8 largest entries and 8 fixed 
 Needs torch, transformers and safetensors (any CPU install). Run from the repository root:
   python3 tests/tools/gen_tiny_phi3_reference.py [--models ../shared/models]
 """
-import argparse
-import json
 import os
-import tempfile
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 from transformers import Phi3ForCausalLM
 
-from hf_reference_common import greedy, write_reference_inc
+from hf_reference_common import greedy, load_tiny_model, write_reference_inc
 
 SHORT_FACTORS = [1.0, 1.25, 1.75, 2.5, 3.5, 5.0]
 LONG_FACTORS = [1.5, 3.0, 6.0, 11.0, 20.0, 36.0]
@@ -86,23 +83,8 @@ def phi3_state(mistral_dir):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--models", default="../shared/models")
-    parser.add_argument("--output", default="tests/support/tiny_phi3_reference.inc")
-    args = parser.parse_args()
-    arch = os.path.join(args.models, "arch")
-    with open(os.path.join(arch, "tiny-mistral-reference.json")) as f:
-        mistral_reference = json.load(f)
-    prompts = {c["case"]: c["prompt_tokens"] for c in mistral_reference["cases"]}
-
-    with tempfile.TemporaryDirectory() as hf_dir:
-        with open(os.path.join(hf_dir, "config.json"), "w") as f:
-            json.dump(CONFIG, f)
-        save_file(phi3_state(os.path.join(arch, "tiny-mistral-hf")),
-                  os.path.join(hf_dir, "model.safetensors"), metadata={"format": "pt"})
-        model = Phi3ForCausalLM.from_pretrained(hf_dir, dtype=torch.float64,
-                                                attn_implementation="eager")
-    model.eval()
+    args, prompts, model, _ = load_tiny_model("tiny-mistral", Phi3ForCausalLM, CONFIG, phi3_state,
+                                              "tests/support/tiny_phi3_reference.inc")
     rotary = model.model.rotary_emb
     assert abs(rotary.attention_scaling - (1 + torch.log(torch.tensor(8.0)).item() /
                                            torch.log(torch.tensor(64.0)).item()) ** 0.5) < 1e-12

@@ -47,35 +47,46 @@ def write_reference_inc(document, cases, generator, output):
     return len(text)
 
 
-def generate_tiny_reference(generator, model_class, config, state, default_output,
-                            check=None, num_new_tokens=24):
-    """A generator's main: writes `config` and the tensors `state(tiny-qwen3-hf dir)` gives into a
-    checkpoint, loads it with `model_class` (float64, eager attention), runs `check(model,
-    prompts)` when given, and writes the greedy references over tiny-qwen3's prompts 1 and 3 plus
-    the config as transformers 5 writes it back (`config_v5`) to --output (`default_output`)."""
+def load_tiny_model(base, model_class, config, state, default_output):
+    """Parses --models / --output (`default_output`), reads the prompts of ../shared/models/arch/
+    `base`'s reference (e.g. "tiny-qwen3"), writes `config` and the tensors `state(<base>-hf dir)`
+    gives into a checkpoint and loads it with `model_class` (float64, eager attention, eval mode).
+    Returns (args, prompts by case number, model, the config as transformers writes it back)."""
     from safetensors.torch import save_file
-    import transformers
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--models", default="../shared/models")
     parser.add_argument("--output", default=default_output)
     args = parser.parse_args()
     arch = os.path.join(args.models, "arch")
-    with open(os.path.join(arch, "tiny-qwen3-reference.json")) as f:
-        qwen3_reference = json.load(f)
-    prompts = {c["case"]: c["prompt_tokens"] for c in qwen3_reference["cases"]}
+    with open(os.path.join(arch, f"{base}-reference.json")) as f:
+        base_reference = json.load(f)
+    prompts = {c["case"]: c["prompt_tokens"] for c in base_reference["cases"]}
 
     with tempfile.TemporaryDirectory() as hf_dir:
         with open(os.path.join(hf_dir, "config.json"), "w") as f:
             json.dump(config, f)
-        save_file(state(os.path.join(arch, "tiny-qwen3-hf")),
+        save_file(state(os.path.join(arch, f"{base}-hf")),
                   os.path.join(hf_dir, "model.safetensors"), metadata={"format": "pt"})
         model = model_class.from_pretrained(hf_dir, dtype=torch.float64,
                                             attn_implementation="eager")
         model.save_pretrained(os.path.join(hf_dir, "v5"))
         with open(os.path.join(hf_dir, "v5", "config.json")) as f:
-            config_v5 = json.load(f)
+            written_back = json.load(f)
     model.eval()
+    return args, prompts, model, written_back
+
+
+def generate_tiny_reference(generator, model_class, config, state, default_output,
+                            check=None, num_new_tokens=24):
+    """A generator's main: loads the checkpoint of `config` and the tensors `state(tiny-qwen3-hf
+    dir)` gives (load_tiny_model), runs `check(model, prompts)` when given, and writes the greedy
+    references over tiny-qwen3's prompts 1 and 3 plus the config as transformers 5 writes it back
+    (`config_v5`) to --output (`default_output`)."""
+    import transformers
+
+    args, prompts, model, config_v5 = load_tiny_model("tiny-qwen3", model_class, config, state,
+                                                      default_output)
     if check is not None:
         check(model, prompts)
 
