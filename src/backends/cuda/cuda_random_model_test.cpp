@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -164,6 +165,48 @@ void expect_int8_rounding(const RowAgreement& agreement) {
   EXPECT_GE(agreement.same_argmax, agreement.rows * 9 / 10);
 }
 
+// Random weights of `spec` for `config`, shared by the executors a test compares.
+void make_random_weights(const ModelConfig& config, const RandomWeightsSpec& spec,
+                         const CudaWeightsOptions& options,
+                         std::shared_ptr<const CudaWeights>* shared) {
+  auto weights = CudaWeights::random(config, spec, options);
+  ASSERT_TRUE(weights.ok()) << weights.status().to_string();
+  *shared = std::move(weights).value();
+}
+
+// Two initialized executors over one set of weights and one program: `a` with `a_options`, `b`
+// with `b_options` and, where `b_switch` names one, that environment switch set to 0 while `b` is
+// made (the forward reads its switches then), so `b` takes the path the switch turns off to.
+struct ExecutorPair {
+  std::unique_ptr<CudaExecutor> a;
+  std::unique_ptr<CudaExecutor> b;
+};
+
+void make_executor_pair(const ModelConfig& config, const std::shared_ptr<const CudaWeights>& shared,
+                        const ProgramSpec& spec, const CudaExecutorOptions& a_options,
+                        const CudaExecutorOptions& b_options, const char* b_switch,
+                        ExecutorPair* pair) {
+  pair->a = std::make_unique<CudaExecutor>(config, shared, spec, a_options);
+  const Status a_initialized = pair->a->initialize();
+  ASSERT_TRUE(a_initialized.ok()) << a_initialized.to_string();
+  if (b_switch != nullptr) {
+    ASSERT_EQ(setenv(b_switch, "0", 1), 0);
+  }
+  pair->b = std::make_unique<CudaExecutor>(config, shared, spec, b_options);
+  const Status b_initialized = pair->b->initialize();
+  if (b_switch != nullptr) {
+    ASSERT_EQ(unsetenv(b_switch), 0);
+  }
+  ASSERT_TRUE(b_initialized.ok()) << b_initialized.to_string();
+}
+
+// Executor options with exact (f32) activations.
+CudaExecutorOptions exact_activations() {
+  CudaExecutorOptions options;
+  options.int8_activations = false;
+  return options;
+}
+
 // Small batches with int8 activations — Q8_0 / Q4_K / Q6_K / Q4_0 on the int8 tensor cores from
 // 2 / 2 / 2 / 3 rows to 16 (kernels::launch_int8_matmul; RMSNorm and the kept-row gather folded
 // into the quantize launch), one row in the fused decode products (dp4a; Q8_0 / Q4_0 with the
@@ -186,21 +229,18 @@ TEST(CudaRandomModelTest, SmallBatchesWithInt8ActivationsStayWithinInt8Rounding)
                {TensorType::kQ4_K, {1, 3, 8}, true}};
   for (const auto& [type, sessions, q4_k_m] : cases) {
     SCOPED_TRACE(std::string(tensor_type_name(type)) + (q4_k_m ? " (Q4_K_M mix)" : ""));
-    auto weights = CudaWeights::random(*config, {type, 17, q4_k_m}, CudaWeightsOptions{});
-    ASSERT_TRUE(weights.ok()) << weights.status().to_string();
-    std::shared_ptr<const CudaWeights> shared = std::move(weights).value();
+    std::shared_ptr<const CudaWeights> shared;
+    ASSERT_NO_FATAL_FAILURE(
+        make_random_weights(*config, {type, 17, q4_k_m}, CudaWeightsOptions{}, &shared));
     const ProgramSpec spec =
         random_program(*config, 256, 64, 33, {1, 2, 4, 8, 16}, KvDtype::kBF16, 4096);
-    CudaExecutorOptions exact_options;
-    exact_options.int8_activations = false;
-    CudaExecutor int8(*config, shared, spec);
-    CudaExecutor exact(*config, shared, spec, exact_options);
-    ASSERT_TRUE(int8.initialize().ok());
-    ASSERT_TRUE(exact.initialize().ok());
+    ExecutorPair int8_exact;
+    ASSERT_NO_FATAL_FAILURE(
+        make_executor_pair(*config, shared, spec, {}, exact_activations(), nullptr, &int8_exact));
     for (const int32_t num_sessions : sessions) {
       const std::vector<int32_t> lengths(6, 1);  // one token per session and step
       const RowAgreement agreement = compare_side_by_side(
-          int8, exact, num_sessions, lengths,
+          *int8_exact.a, *int8_exact.b, num_sessions, lengths,
           [&](int32_t step, int32_t i, int32_t) {
             return (step * 977 + i * 131 + 5) % config->vocab_size;
           },
@@ -230,22 +270,19 @@ TEST(CudaRandomModelTest, PostNormModelsWithInt8ActivationsStayWithinInt8Roundin
   ASSERT_TRUE(config->has_post_norms);
   for (const TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0}) {
     SCOPED_TRACE(tensor_type_name(type));
-    auto weights = CudaWeights::random(*config, {type, 23}, CudaWeightsOptions{});
-    ASSERT_TRUE(weights.ok()) << weights.status().to_string();
-    std::shared_ptr<const CudaWeights> shared = std::move(weights).value();
+    std::shared_ptr<const CudaWeights> shared;
+    ASSERT_NO_FATAL_FAILURE(
+        make_random_weights(*config, {type, 23}, CudaWeightsOptions{}, &shared));
     const ProgramSpec spec =
         random_program(*config, 256, 64, 33, {1, 2, 4, 8, 16}, KvDtype::kBF16, 4096);
-    CudaExecutorOptions exact_options;
-    exact_options.int8_activations = false;
-    CudaExecutor int8(*config, shared, spec);
-    CudaExecutor exact(*config, shared, spec, exact_options);
-    ASSERT_TRUE(int8.initialize().ok());
-    ASSERT_TRUE(exact.initialize().ok());
+    ExecutorPair int8_exact;
+    ASSERT_NO_FATAL_FAILURE(
+        make_executor_pair(*config, shared, spec, {}, exact_activations(), nullptr, &int8_exact));
     for (const auto& [num_sessions, lengths] :
          {std::pair{1, std::vector<int32_t>(20, 1)}, std::pair{3, std::vector<int32_t>(6, 1)},
           std::pair{8, std::vector<int32_t>(4, 1)}, std::pair{1, std::vector<int32_t>{40, 1, 1}}}) {
       const RowAgreement agreement = compare_side_by_side(
-          int8, exact, num_sessions, lengths,
+          *int8_exact.a, *int8_exact.b, num_sessions, lengths,
           [&](int32_t step, int32_t i, int32_t t) {
             return (step * 977 + i * 131 + t * 31 + 5) % config->vocab_size;
           },
@@ -290,22 +327,18 @@ TEST(CudaRandomModelTest, ThePostNormFusedPathGivesThePlainPathsLogitsWithinInt8
     ASSERT_TRUE(config->tied_embeddings);
     RandomWeightsSpec random_spec{type, 29};
     random_spec.head_type = head;
-    auto weights = CudaWeights::random(*config, random_spec, CudaWeightsOptions{});
-    ASSERT_TRUE(weights.ok()) << weights.status().to_string();
-    std::shared_ptr<const CudaWeights> shared = std::move(weights).value();
+    std::shared_ptr<const CudaWeights> shared;
+    ASSERT_NO_FATAL_FAILURE(
+        make_random_weights(*config, random_spec, CudaWeightsOptions{}, &shared));
     const ProgramSpec spec = random_program(*config, 256, 64, 41, {1, 2, 4}, KvDtype::kBF16, 2048);
-    CudaExecutor fused(*config, shared, spec);
-    ASSERT_TRUE(fused.initialize().ok());
-    ASSERT_EQ(setenv("CELLM_CUDA_POST_NORM_FUSED", "0", 1), 0);  // read when the forward is made
-    CudaExecutor plain(*config, shared, spec);
-    const Status initialized = plain.initialize();
-    ASSERT_EQ(unsetenv("CELLM_CUDA_POST_NORM_FUSED"), 0);
-    ASSERT_TRUE(initialized.ok()) << initialized.to_string();
+    ExecutorPair fused_plain;
+    ASSERT_NO_FATAL_FAILURE(make_executor_pair(*config, shared, spec, {}, {},
+                                               "CELLM_CUDA_POST_NORM_FUSED", &fused_plain));
     for (const auto& [num_sessions, lengths] :
          {std::pair{1, std::vector<int32_t>(12, 1)}, std::pair{2, std::vector<int32_t>(6, 1)},
           std::pair{1, std::vector<int32_t>{40, 1, 1, 1}}}) {
       const RowAgreement agreement = compare_side_by_side(
-          fused, plain, num_sessions, lengths,
+          *fused_plain.a, *fused_plain.b, num_sessions, lengths,
           [&](int32_t step, int32_t i, int32_t t) {
             return (step * 613 + i * 97 + t * 41 + 3) % config->vocab_size;
           },
@@ -339,26 +372,21 @@ TEST(CudaRandomModelTest, TheFusedLayerWithQKAndVApartGivesTheUnfusedSequencesLo
   ASSERT_NO_FATAL_FAILURE(testing::require_cuda_device());
   const StatusOr<ModelConfig> config = named_geometry("tiny-qwen");
   ASSERT_TRUE(config.ok());
-  auto weights = CudaWeights::random(*config, {TensorType::kQ4_K, 23, true}, CudaWeightsOptions{});
-  ASSERT_TRUE(weights.ok()) << weights.status().to_string();
-  std::shared_ptr<const CudaWeights> shared = std::move(weights).value();
+  std::shared_ptr<const CudaWeights> shared;
+  ASSERT_NO_FATAL_FAILURE(
+      make_random_weights(*config, {TensorType::kQ4_K, 23, true}, CudaWeightsOptions{}, &shared));
   int32_t apart = 0;
   for (int32_t l = 0; l < config->num_layers; ++l) apart += shared->layer(l).qkv_fused() ? 0 : 1;
   ASSERT_GT(apart, 0) << "no layer with q, k and v apart";
   ASSERT_LT(apart, config->num_layers) << "no layer with q|k|v fused";
   const ProgramSpec spec = random_program(*config, 256, 64, 37, {1, 2, 4}, KvDtype::kBF16, 2048);
-  CudaExecutorOptions exact;
-  exact.int8_activations = false;
-  CudaExecutor fused(*config, shared, spec, exact);
-  ASSERT_TRUE(fused.initialize().ok());
-  ASSERT_EQ(setenv("CELLM_CUDA_FUSED", "0", 1), 0);  // read when the forward is made
-  CudaExecutor unfused(*config, shared, spec, exact);
-  const Status initialized = unfused.initialize();
-  ASSERT_EQ(unsetenv("CELLM_CUDA_FUSED"), 0);
-  ASSERT_TRUE(initialized.ok()) << initialized.to_string();
+  ExecutorPair fused_unfused;
+  ASSERT_NO_FATAL_FAILURE(make_executor_pair(*config, shared, spec, exact_activations(),
+                                             exact_activations(), "CELLM_CUDA_FUSED",
+                                             &fused_unfused));
   float worst_relative = 0.0f;
   feed_side_by_side(
-      fused, unfused, 1, {3, 1, 1, 1, 1, 1},
+      *fused_unfused.a, *fused_unfused.b, 1, {3, 1, 1, 1, 1, 1},
       [&](int32_t step, int32_t, int32_t t) {
         return (step * 577 + t * 89 + 11) % config->vocab_size;
       },
@@ -383,9 +411,9 @@ TEST(CudaRandomModelTest, QKAndVApartOnTheInt8TensorCoresShareOneQuantizedInput)
   ASSERT_NO_FATAL_FAILURE(testing::require_cuda_device());
   const StatusOr<ModelConfig> config = named_geometry("tiny-qwen");
   ASSERT_TRUE(config.ok());
-  auto weights = CudaWeights::random(*config, {TensorType::kQ4_K, 29, true}, CudaWeightsOptions{});
-  ASSERT_TRUE(weights.ok()) << weights.status().to_string();
-  std::shared_ptr<const CudaWeights> shared = std::move(weights).value();
+  std::shared_ptr<const CudaWeights> shared;
+  ASSERT_NO_FATAL_FAILURE(
+      make_random_weights(*config, {TensorType::kQ4_K, 29, true}, CudaWeightsOptions{}, &shared));
   int32_t apart = 0;
   for (int32_t l = 0; l < config->num_layers; ++l) {
     const CudaLayerWeights& layer = shared->layer(l);
@@ -399,16 +427,12 @@ TEST(CudaRandomModelTest, QKAndVApartOnTheInt8TensorCoresShareOneQuantizedInput)
   ASSERT_GT(apart, 0) << "no layer with q, k and v apart";
   ASSERT_NE(shared->layer(0).qkv_bias, nullptr);
   const ProgramSpec spec = random_program(*config, 256, 64, 37, {1, 2, 4, 8}, KvDtype::kBF16, 2048);
-  CudaExecutor shared_input(*config, shared, spec);
-  ASSERT_TRUE(shared_input.initialize().ok());
-  ASSERT_EQ(setenv("CELLM_CUDA_INT8_QKV_APART", "0", 1), 0);  // read when the forward is made
-  CudaExecutor per_product(*config, shared, spec);
-  const Status initialized = per_product.initialize();
-  ASSERT_EQ(unsetenv("CELLM_CUDA_INT8_QKV_APART"), 0);
-  ASSERT_TRUE(initialized.ok()) << initialized.to_string();
+  ExecutorPair shared_input_per_product;
+  ASSERT_NO_FATAL_FAILURE(make_executor_pair(
+      *config, shared, spec, {}, {}, "CELLM_CUDA_INT8_QKV_APART", &shared_input_per_product));
   for (const int32_t num_sessions : {3, 8}) {
     feed_side_by_side(
-        shared_input, per_product, num_sessions, {2, 1, 1, 1},
+        *shared_input_per_product.a, *shared_input_per_product.b, num_sessions, {2, 1, 1, 1},
         [&](int32_t step, int32_t i, int32_t t) {
           return (step * 577 + i * 131 + t * 89 + 11) % config->vocab_size;
         },
@@ -436,9 +460,8 @@ TEST(CudaRandomModelTest, WideStepsGetTheirProductsInputFromTheKernelBeforeToThe
     SCOPED_TRACE(std::string(tensor_type_name(type)) + (copies ? " with bf16 copies" : ""));
     CudaWeightsOptions weight_options;
     weight_options.resident_bf16 = copies;
-    auto weights = CudaWeights::random(*config, {type, 19}, weight_options);
-    ASSERT_TRUE(weights.ok()) << weights.status().to_string();
-    std::shared_ptr<const CudaWeights> shared = std::move(weights).value();
+    std::shared_ptr<const CudaWeights> shared;
+    ASSERT_NO_FATAL_FAILURE(make_random_weights(*config, {type, 19}, weight_options, &shared));
     const ProgramSpec spec = random_program(
         *config, 1024, 512, 257, {1, 2, 4, 8, 16, 32, 64, 128, 256}, KvDtype::kBF16, 4096);
     // The steps below do take both orders (20 / 40 / 150 sessions: widths 32 / 64 / 256).
@@ -451,17 +474,13 @@ TEST(CudaRandomModelTest, WideStepsGetTheirProductsInputFromTheKernelBeforeToThe
     ASSERT_EQ(kernels::matmul_wide_input_order(shared->layer(0).w_down, 256, copies),
               kernels::WideOrder::kNatural);
     ASSERT_EQ(shared->bf16_copy(shared->layer(0).w_down) != nullptr, copies);
-    CudaExecutor wide(*config, shared, spec);
-    ASSERT_TRUE(wide.initialize().ok());
-    ASSERT_EQ(setenv("CELLM_CUDA_WIDE_INPUT", "0", 1), 0);
-    CudaExecutor permuting(*config, shared, spec);
-    const Status initialized = permuting.initialize();
-    ASSERT_EQ(unsetenv("CELLM_CUDA_WIDE_INPUT"), 0);
-    ASSERT_TRUE(initialized.ok()) << initialized.to_string();
+    ExecutorPair wide_permuting;
+    ASSERT_NO_FATAL_FAILURE(make_executor_pair(*config, shared, spec, {}, {},
+                                               "CELLM_CUDA_WIDE_INPUT", &wide_permuting));
     for (const int32_t num_sessions : {20, 40, 150}) {
       const std::vector<int32_t> lengths = {3, 1, 1, 1};  // a prompt, then one token per step
       feed_side_by_side(
-          wide, permuting, num_sessions, lengths,
+          *wide_permuting.a, *wide_permuting.b, num_sessions, lengths,
           [&](int32_t step, int32_t i, int32_t t) {
             return (step * 977 + i * 131 + t * 17 + 5) % config->vocab_size;
           },
