@@ -253,17 +253,9 @@ Status launch_row_candidates(const RowCandidatesParams& p, cudaStream_t stream) 
                             ", a null pointer, or scratch too small or unaligned");
   }
   if (p.num_rows == 0) return ok_status();
-  // Split: parts of kHeldPart values (read once each), as long as a row takes at most kMaxSplits.
-  const int64_t splits = row_select::held_splits(p.vocab, kMaxSplits);
-  if (p.scratch != nullptr && splits > 1) {
-    const dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(p.num_rows));
-    row_candidates_split_kernel<<<grid, kThreads, 0, stream>>>(p, row_select::kHeldPart);
-  } else if (p.vocab <= row_select::kHeldPart) {
-    row_candidates_kernel<HeldPart><<<static_cast<unsigned>(p.num_rows), kThreads, 0, stream>>>(p);
-  } else {
-    row_candidates_kernel<StreamedPart>
-        <<<static_cast<unsigned>(p.num_rows), kThreads, 0, stream>>>(p);
-  }
+  row_select::launch_by_row_length(p, kMaxSplits, row_candidates_split_kernel,
+                                   row_candidates_kernel<HeldPart>,
+                                   row_candidates_kernel<StreamedPart>, stream);
   return launch_status("row candidates");
 }
 

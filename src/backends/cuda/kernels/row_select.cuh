@@ -6,8 +6,9 @@
 // finite values and its largest (floor_under_best); the values at or above the floor — about a
 // hundred on a random 8,192-value part for K = 32, ≈ 270 for K = 64 — are gathered in shared memory
 // and each is placed by the number of gathered values that beat it (select_best). Knows nothing of
-// what the kernels do with the pairs (temperatures, normalizers, draws). Device code only; every
-// function is called by the whole block. Thread-safety: per block (shared memory, barriers).
+// what the kernels do with the pairs (temperatures, normalizers, draws). Device code (every
+// function called by the whole block) but for launch_by_row_length, which picks the kernel a row's
+// length takes. Thread-safety: per block (shared memory, barriers).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -251,6 +252,25 @@ __device__ int32_t select_best(const Part& part, float floor, int32_t num_top, f
 inline int64_t held_splits(int64_t vocab, int64_t max_splits) {
   const int64_t splits = (vocab + kHeldPart - 1) / kHeldPart;
   return splits <= max_splits ? splits : 0;
+}
+
+// Launches a kernel family of this selection over p.num_rows rows of p.vocab logits: `split` on a
+// grid (parts, rows) of kHeldPart-value parts where there is scratch and a row takes several (at
+// most max_splits), else one block per row — `held` for a row of at most kHeldPart values,
+// `streamed` for a longer one. Host code; the caller checks the launch.
+template <class Params>
+void launch_by_row_length(const Params& p, int64_t max_splits,
+                          void (*split)(Params, int64_t per_split), void (*held)(Params),
+                          void (*streamed)(Params), cudaStream_t stream) {
+  const int64_t splits = held_splits(p.vocab, max_splits);
+  const auto rows = static_cast<unsigned>(p.num_rows);
+  if (p.scratch != nullptr && splits > 1) {
+    split<<<dim3(static_cast<unsigned>(splits), rows), kThreads, 0, stream>>>(p, kHeldPart);
+  } else if (p.vocab <= kHeldPart) {
+    held<<<rows, kThreads, 0, stream>>>(p);
+  } else {
+    streamed<<<rows, kThreads, 0, stream>>>(p);
+  }
 }
 
 }  // namespace cellm::kernels::row_select
