@@ -350,7 +350,7 @@ Status CudaForward::enqueue(const DeviceStep& step, ForwardShape shape, cudaStre
     const WideInput o_wide = wide_input(w.wo, rows);
     bool attention_wrote_q8 = false;
     bool attention_wrote_wide = false;
-    CELLM_RETURN_IF_ERROR(attention(step, l, rows, is_static, stream,
+    CELLM_RETURN_IF_ERROR(attention(step, l, rows, is_static, !rope_in_product, stream,
                                     o_int8 ? &attention_wrote_q8 : nullptr, o_wide,
                                     &attention_wrote_wide));
     if (attention_wrote_q8) {

@@ -191,10 +191,11 @@ class CudaForward {
   // With `q8` (may be null), where the decode kernel can (kernels::decode_attention_writes_q8),
   // the output is also quantized into x_q8_ / x_q8_scales_ and *q8 set true (else false). With
   // `wide`, where the decode kernel runs, it also writes x_wide_ (the output as bf16 in that
-  // order) and sets *wrote_wide true.
+  // order) and sets *wrote_wide true. `after_rope_kv`: the launch before is rope_kv's, few
+  // blocks, so the decode kernel may launch early (kernels::DecodeAttentionParams::early_launch).
   Status attention(const DeviceStep& step, int32_t layer, int32_t rows, bool is_static,
-                   cudaStream_t stream, bool* q8 = nullptr, WideInput wide = std::nullopt,
-                   bool* wrote_wide = nullptr);
+                   bool after_rope_kv, cudaStream_t stream, bool* q8 = nullptr,
+                   WideInput wide = std::nullopt, bool* wrote_wide = nullptr);
   // Context splits of the decode kernel for `tokens` rows reaching `max_context` cells, no more
   // than the scratch holds.
   int32_t decode_splits(int32_t tokens, int32_t max_context) const;
@@ -227,8 +228,8 @@ class CudaForward {
   // The attention of layer `layer` (attention()), then fused output product *o's input: the
   // attention's int8 output where both can, else attn_ through fused_input.
   Status attention_then_output_input(const DeviceStep& step, int32_t layer, int32_t rows,
-                                     bool is_static, kernels::DecodeMatmulParams* o,
-                                     cudaStream_t stream);
+                                     bool is_static, bool after_rope_kv,
+                                     kernels::DecodeMatmulParams* o, cudaStream_t stream);
   // Points a fused product's input at x rows [rows, K] (gathered by x_rows, normed by norm when
   // given): f32, or int8 through one quantize launch when the weight takes int8 activations.
   Status fused_input(kernels::DecodeMatmulParams* p, const float* x, int64_t x_stride,

@@ -176,14 +176,15 @@ Status CudaForward::fused_qkv(const CudaLayerWeights& w, const kernels::DecodeMa
 }
 
 Status CudaForward::attention_then_output_input(const DeviceStep& step, int32_t layer, int32_t rows,
-                                                bool is_static, kernels::DecodeMatmulParams* o,
+                                                bool is_static, bool after_rope_kv,
+                                                kernels::DecodeMatmulParams* o,
                                                 cudaStream_t stream) {
   // The output product's int8 input straight from the attention where both can.
   const bool o_takes_q8 = int8_activations_ && !int8_fold_ &&
                           kernels::decode_matmul_takes_int8(o->w) && o_takes_attention_q8(o->w);
   bool attention_wrote_q8 = false;
-  CELLM_RETURN_IF_ERROR(
-      attention(step, layer, rows, is_static, stream, o_takes_q8 ? &attention_wrote_q8 : nullptr));
+  CELLM_RETURN_IF_ERROR(attention(step, layer, rows, is_static, after_rope_kv, stream,
+                                  o_takes_q8 ? &attention_wrote_q8 : nullptr));
   if (!attention_wrote_q8) {
     return fused_input(o, attn_, widths().attn, nullptr, nullptr, rows, stream);
   }
@@ -285,7 +286,8 @@ Status CudaForward::enqueue_fused(const DeviceStep& step, int32_t rows, int32_t 
 
     // The attention, then the output product added into the residual.
     kernels::DecodeMatmulParams o = product(w.wo);
-    CELLM_RETURN_IF_ERROR(attention_then_output_input(step, l, rows, is_static, &o, stream));
+    CELLM_RETURN_IF_ERROR(
+        attention_then_output_input(step, l, rows, is_static, !rope_in_product, &o, stream));
     o.y = x_;
     o.y_stride = hidden;
     o.accumulate = true;

@@ -39,7 +39,8 @@ int32_t CudaForward::decode_splits(int32_t tokens, int32_t max_context) const {
 }
 
 Status CudaForward::attention(const DeviceStep& step, int32_t layer, int32_t rows, bool is_static,
-                              cudaStream_t stream, bool* q8, WideInput wide, bool* wrote_wide) {
+                              bool after_rope_kv, cudaStream_t stream, bool* q8, WideInput wide,
+                              bool* wrote_wide) {
   if (q8 != nullptr) *q8 = false;
   if (wrote_wide != nullptr) *wrote_wide = false;
   const ModelConfig& c = config_;
@@ -72,6 +73,7 @@ Status CudaForward::attention(const DeviceStep& step, int32_t layer, int32_t row
   const int32_t context = is_static ? static_context_bound(step.max_seq_len) : step.max_seq_len;
   decode.max_splits = decode_splits(rows, context);
   decode.cluster_merge = context <= kernels::kDecodeClusterMaxContext;
+  decode.early_launch = after_rope_kv;
   // Few (token, kv head) pairs: split contexts finer so enough blocks share the reads.
   decode.min_cells_per_split = rows * c.num_kv_heads < num_sms_ ? 64 : 256;
   decode.scratch = static_cast<float*>(attention_scratch_);

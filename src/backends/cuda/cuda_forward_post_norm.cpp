@@ -66,7 +66,7 @@ Status CudaForward::enqueue_post_norm(const DeviceStep& step, int32_t rows, int3
       CELLM_RETURN_IF_ERROR(product(w.wv, xn_, hidden, rows, qkv_ + q_width + kv_width, qkv_width));
     }
     CELLM_RETURN_IF_ERROR(rope_kv(step, l, rows, stream));
-    CELLM_RETURN_IF_ERROR(attention(step, l, rows, is_static, stream));
+    CELLM_RETURN_IF_ERROR(attention(step, l, rows, is_static, /*after_rope_kv=*/true, stream));
     CELLM_RETURN_IF_ERROR(product(w.wo, attn_, attn_width, rows, attn_out, hidden));
     CELLM_RETURN_IF_ERROR(rms_norm(w.post_attn_norm, attn_out, attn_out, rows, stream));
     CELLM_RETURN_IF_ERROR(rms_norm(w.ffn_norm, x_, xn_, rows, stream, std::nullopt, attn_out));
@@ -143,7 +143,8 @@ Status CudaForward::enqueue_post_norm_fused(const DeviceStep& step, int32_t rows
     CELLM_RETURN_IF_ERROR(rope_kv(step, l, rows, stream));
 
     kernels::DecodeMatmulParams o = product(w.wo);
-    CELLM_RETURN_IF_ERROR(attention_then_output_input(step, l, rows, is_static, &o, stream));
+    CELLM_RETURN_IF_ERROR(attention_then_output_input(step, l, rows, is_static,
+                                                      /*after_rope_kv=*/true, &o, stream));
     o.y = attn_out;
     o.y_stride = hidden;
     CELLM_RETURN_IF_ERROR(kernels::launch_decode_matmul(o, stream));

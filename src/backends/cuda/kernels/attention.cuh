@@ -94,6 +94,12 @@ struct DecodeAttentionParams {
   // correct but read slower (8 blocks per head: 1.5× the split kernel's time at 32K positions).
   // CELLM_CUDA_ATTENTION_CLUSTER=0 in the environment turns clusters off process-wide.
   bool cluster_merge = false;
+  // The kernel before this launch has few blocks (rope_kv): the cluster-merged kernel then
+  // launches early (programmatic dependent launch), its blocks taking the SMs the kernel before
+  // leaves free and waiting for it in pdl_wait(). After a product it is launched plainly: its
+  // blocks would crowd the product's (docs/perf/decode.md, versions 8 and 34: Gemma 3 4B batch 1
+  // −2% step time after rope_kv, Llama-3.1-8B +2.8% after the q|k|v product).
+  bool early_launch = false;
 };
 
 size_t decode_attention_scratch_bytes(int32_t num_tokens, int32_t num_heads, int32_t value_head_dim,

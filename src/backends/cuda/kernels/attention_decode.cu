@@ -410,7 +410,7 @@ Status launch_decode_attention(const DecodeAttentionParams& p, cudaStream_t stre
   args.softcap_inverse = soft_cap_inverse(a.softcap);
   if (cluster > 0) {
     args.max_splits = cluster;
-    return pdl_launch_status(launch_decode_attention_tc_cluster(args, stream),
+    return pdl_launch_status(launch_decode_attention_tc_cluster(args, p.early_launch, stream),
                              "decode_attention (cluster)");
   }
   if (p.max_splits > 1) {

@@ -140,10 +140,12 @@ bool tensor_core_attention_applies(const AttentionArgs& args);
 cudaError_t launch_decode_attention_tc(const DecodeKernelArgs& args, cudaStream_t stream);
 // The same splits (args.max_splits of them, ≤ 8) as one thread-block cluster per (head batch,
 // token), merged inside the cluster into the output (and args.a.out_q8 when set): no partials,
-// no combine launch. Launched without programmatic dependent launch, and its blocks let the next
-// kernel launch only as they leave: either earlier start lets the products crowd the SMs around
-// it (docs/perf/decode.md, version 7).
-cudaError_t launch_decode_attention_tc_cluster(const DecodeKernelArgs& args, cudaStream_t stream);
+// no combine launch. Launched with programmatic dependent launch only when `early` (the kernel
+// before is small: DecodeAttentionParams::early_launch), and its blocks let the next kernel
+// launch only as they leave: either earlier start lets the products crowd the SMs around it
+// (docs/perf/decode.md, version 7).
+cudaError_t launch_decode_attention_tc_cluster(const DecodeKernelArgs& args, bool early,
+                                               cudaStream_t stream);
 // The largest cluster (8, 4 or 2 blocks) of that kernel the device can run, 0 for none (asked
 // once, after prepare_decode_attention_tc_kernels()).
 int32_t decode_attention_tc_max_cluster();

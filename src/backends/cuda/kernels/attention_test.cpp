@@ -237,6 +237,17 @@ void expect_attention_parity(const Case& c, const Step& step, int32_t max_splits
                 const Status status = launch_decode_attention(decode, nullptr);
                 ASSERT_TRUE(status.ok()) << status.to_string();
               });
+        if (cluster) {
+          // Launched early (after a kernel of few blocks, as after rope_kv): the same bits.
+          const std::vector<float> plain = strip(out.download());
+          out.poison();
+          decode.early_launch = true;
+          const Status status = launch_decode_attention(decode, nullptr);
+          decode.early_launch = false;
+          ASSERT_TRUE(status.ok()) << status.to_string();
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          EXPECT_EQ(strip(out.download()), plain) << c.name << ": launched early";
+        }
         const int64_t width = static_cast<int64_t>(c.num_heads) * c.value_head_dim;
         for (const WideOrder order : {WideOrder::kFused, WideOrder::kNatural}) {
           if (order == WideOrder::kFused && width % 32 != 0) continue;
