@@ -28,10 +28,11 @@
 // docs/perf/decode.md). Quantized weights use this path up to 4 rows, F32 up to 8, F16 / BF16 at
 // one row (kernels::small_m_max_tokens and plan_fused_path say why); wider slices run the unfused
 // sequence.
-// Models with post norms (gemma3) run their own sequences (cuda_forward_post_norm.cpp): fused as
-// far as the main path's would on int8 activations — the quantize launch before q|k|v and before
-// gate|up also joins the post-normed block output to the residual, GeGLU in the gate|up epilogue,
-// the q/k norms, RoPE and K/V write in rope_kv — else plain launches.
+// Models with post norms (gemma2, gemma3) run their own sequences (cuda_forward_post_norm.cpp):
+// fused as far as the main path's would on int8 activations — the quantize launch before q|k|v
+// and before gate|up also joins the post-normed block output to the residual, GeGLU in the gate|up
+// epilogue, RoPE and the K/V write in the q|k|v epilogue (gemma2) or, with the q/k norms, in
+// rope_kv (gemma3) — else plain launches.
 // CELLM_CUDA_FUSED=0 / CELLM_CUDA_INT8=0 / CELLM_CUDA_ROPE_TABLE=0 in the environment turn the
 // fused path / int8 activations / the angle table off (to measure what they bring).
 // It owns its activation scratch (sized for max_width rows), not the weights, pool or step.
@@ -202,13 +203,13 @@ class CudaForward {
   // The forward with the fused small-M kernels (cuda_forward_fused.cpp); rows ≤ fused_max_rows_.
   Status enqueue_fused(const DeviceStep& step, int32_t rows, int32_t kept, bool is_static,
                        cudaStream_t stream);
-  // The forward of a model with post norms (gemma3: cuda_forward_post_norm.cpp): the plain
+  // The forward of a model with post norms (gemma2, gemma3: cuda_forward_post_norm.cpp): the plain
   // sequence of launches, every slice wider than post_norm_fused_rows_ ...
   Status enqueue_post_norm(const DeviceStep& step, int32_t rows, int32_t kept, bool is_static,
                            cudaStream_t stream);
   // ... and the fused one up to it: the decode products on int8 inputs, each quantize launch
   // also joining the post-normed block output before it to the residual, GeGLU in the gate|up
-  // epilogue.
+  // epilogue, RoPE in the q|k|v epilogue where rope_fused_.
   Status enqueue_post_norm_fused(const DeviceStep& step, int32_t rows, int32_t kept, bool is_static,
                                  cudaStream_t stream);
   // Points fused product *p's input at the residual *residual normed by `norm` (rows gathered by
@@ -234,7 +235,8 @@ class CudaForward {
   // given): f32, or int8 through one quantize launch when the weight takes int8 activations.
   Status fused_input(kernels::DecodeMatmulParams* p, const float* x, int64_t x_stride,
                      const int32_t* x_rows, const float* norm, int32_t rows, cudaStream_t stream);
-  // Decides fused_max_rows_ and rope_fused_ from the weights and the config.
+  // Decides fused_max_rows_, post_norm_fused_rows_ and rope_fused_ from the weights and the
+  // config.
   void plan_fused_path();
   // Whether the fused path gives products of a and b one input the same way (f32, or int8 per 32
   // or per 256 columns, quantized by a launch or in the product): q, k and v apart take one.

@@ -104,6 +104,11 @@ void CudaForward::plan_fused_path() {
     norms_free = norms_free && w.q_norm == nullptr && w.k_norm == nullptr;
   }
   if (!ok) return;
+  // RoPE and the K/V write in the q|k|v product's epilogue: layers without q/k norms (which need
+  // a head's whole row) whose pairs are adjacent (normal style, or neox reordered at upload).
+  rope_fused_ = norms_free && weights_.rope_style() == RopeStyle::kNormal && c.head_dim % 2 == 0 &&
+                c.rope.num_rotary_dims % 2 == 0 && c.rope.num_rotary_dims <= c.head_dim &&
+                c.v_width() % 2 == 0;
   if (post_norm) {
     post_norm_fused_rows_ = max_rows;
     return;
@@ -131,9 +136,6 @@ void CudaForward::plan_fused_path() {
   const std::string chosen = choice != nullptr ? choice : "1";
   handover_o_ = handover && (chosen == "o" || chosen == "o,down" || (chosen == "1" && all_q8));
   handover_down_ = handover && (chosen == "down" || chosen == "o,down" || chosen == "1");
-  rope_fused_ = norms_free && weights_.rope_style() == RopeStyle::kNormal && c.head_dim % 2 == 0 &&
-                c.rope.num_rotary_dims % 2 == 0 && c.rope.num_rotary_dims <= c.head_dim &&
-                c.v_width() % 2 == 0;
 }
 
 kernels::DecodeMatmulParams CudaForward::fused_product(const kernels::DeviceWeight& w,
