@@ -338,28 +338,28 @@ int32_t decode_attention_tc_cluster_blocks_per_sm() {
 
 cudaError_t launch_decode_attention_tc_cluster(const DecodeKernelArgs& args, bool early,
                                                cudaStream_t stream) {
-  return with_kernel_shape(k16BitCacheTypes, HeadDims<64, 96, 128, 256>{}, args.a.cache_dtype,
-                           args.a.head_dim, [&](auto type_tag, auto dim_tag) {
-                             constexpr KvDtype kDtype = decltype(type_tag)::value;
-                             constexpr int kDim = decltype(dim_tag)::value;
+  return with_kernel_shape(
+      k16BitCacheTypes, HeadDims<64, 96, 128, 256>{}, args.a.cache_dtype, args.a.head_dim,
+      [&](auto type_tag, auto dim_tag) {
+        constexpr KvDtype kDtype = decltype(type_tag)::value;
+        constexpr int kDim = decltype(dim_tag)::value;
 
-                             cudaLaunchAttribute attrs[2];
-                             attrs[0].id = cudaLaunchAttributeClusterDimension;
-                             attrs[0].val.clusterDim.x = 1;
-                             attrs[0].val.clusterDim.y = 1;
-                             attrs[0].val.clusterDim.z = static_cast<unsigned>(args.max_splits);
-                             attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-                             attrs[1].val.programmaticStreamSerializationAllowed = 1;
-                             cudaLaunchConfig_t config = {};
-                             config.gridDim = decode_attention_grid(args, kGroupRows);
-                             config.blockDim = dim3(kThreads);
-                             config.dynamicSmemBytes = DecodeTcShape<kDim>::kSmemBytes;
-                             config.stream = stream;
-                             config.attrs = attrs;
-                             config.numAttrs = early ? 2 : 1;
-                             return cudaLaunchKernelEx(
-                                 &config, decode_attention_tc_kernel<kDtype, kDim, true>, args);
-                           });
+        cudaLaunchAttribute attrs[2];
+        attrs[0].id = cudaLaunchAttributeClusterDimension;
+        attrs[0].val.clusterDim.x = 1;
+        attrs[0].val.clusterDim.y = 1;
+        attrs[0].val.clusterDim.z = static_cast<unsigned>(args.max_splits);
+        attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attrs[1].val.programmaticStreamSerializationAllowed = 1;
+        cudaLaunchConfig_t config = {};
+        config.gridDim = decode_attention_grid(args, kGroupRows);
+        config.blockDim = dim3(kThreads);
+        config.dynamicSmemBytes = DecodeTcShape<kDim>::kSmemBytes;
+        config.stream = stream;
+        config.attrs = attrs;
+        config.numAttrs = early && pdl_enabled() ? 2 : 1;  // CELLM_CUDA_PDL=0: never
+        return cudaLaunchKernelEx(&config, decode_attention_tc_kernel<kDtype, kDim, true>, args);
+      });
 }
 
 }  // namespace cellm::kernels
