@@ -226,6 +226,11 @@ class CudaForward {
   // or q, k and v apart into qkv_'s columns (rope must be null).
   Status fused_qkv(const CudaLayerWeights& w, const kernels::DecodeMatmulParams& input,
                    const kernels::RopeKvOutput* rope, cudaStream_t stream);
+  // Layer `layer`'s q|k|v products on `input` (fused_qkv) with RoPE and the K/V write in the
+  // epilogue where rope_fused_ and the weight is fused, else followed by rope_kv; returns whether
+  // rope_kv ran (the attention after it may launch early).
+  StatusOr<bool> qkv_then_rope(const DeviceStep& step, int32_t layer, int32_t rows,
+                               const kernels::DecodeMatmulParams& input, cudaStream_t stream);
   // The attention of layer `layer` (attention()), then fused output product *o's input: the
   // attention's int8 output where both can, else attn_ through fused_input.
   Status attention_then_output_input(const DeviceStep& step, int32_t layer, int32_t rows,

@@ -177,6 +177,19 @@ Status CudaForward::fused_qkv(const CudaLayerWeights& w, const kernels::DecodeMa
   return ok_status();
 }
 
+StatusOr<bool> CudaForward::qkv_then_rope(const DeviceStep& step, int32_t layer, int32_t rows,
+                                          const kernels::DecodeMatmulParams& input,
+                                          cudaStream_t stream) {
+  const CudaLayerWeights& w = weights_.layer(layer);
+  const bool rope_in_product = rope_fused_ && w.qkv_fused();
+  kernels::RopeKvOutput rope;
+  if (rope_in_product) rope = rope_output(step, layer, rope_table_used_);
+  CELLM_RETURN_IF_ERROR(fused_qkv(w, input, rope_in_product ? &rope : nullptr, stream));
+  if (rope_in_product) return false;
+  CELLM_RETURN_IF_ERROR(rope_kv(step, layer, rows, stream));
+  return true;
+}
+
 Status CudaForward::attention_then_output_input(const DeviceStep& step, int32_t layer, int32_t rows,
                                                 bool is_static, bool after_rope_kv,
                                                 kernels::DecodeMatmulParams* o,
@@ -280,16 +293,12 @@ Status CudaForward::enqueue_fused(const DeviceStep& step, int32_t rows, int32_t 
     } else {
       CELLM_RETURN_IF_ERROR(fused_input(&qkv, x_, hidden, nullptr, w.attn_norm, rows, stream));
     }
-    const bool rope_in_product = rope_fused_ && w.qkv_fused();
-    kernels::RopeKvOutput rope;
-    if (rope_in_product) rope = rope_output(step, l, rope_table_used_);
-    CELLM_RETURN_IF_ERROR(fused_qkv(w, qkv, rope_in_product ? &rope : nullptr, stream));
-    if (!rope_in_product) CELLM_RETURN_IF_ERROR(rope_kv(step, l, rows, stream));
+    CELLM_ASSIGN_OR_RETURN(const bool after_rope_kv, qkv_then_rope(step, l, rows, qkv, stream));
 
     // The attention, then the output product added into the residual.
     kernels::DecodeMatmulParams o = product(w.wo);
     CELLM_RETURN_IF_ERROR(
-        attention_then_output_input(step, l, rows, is_static, !rope_in_product, &o, stream));
+        attention_then_output_input(step, l, rows, is_static, after_rope_kv, &o, stream));
     o.y = x_;
     o.y_stride = hidden;
     o.accumulate = true;

@@ -141,15 +141,11 @@ Status CudaForward::enqueue_post_norm_fused(const DeviceStep& step, int32_t rows
                                           before_norm, w.attn_norm, nullptr, rows, stream));
     // RoPE and the K/V write in the product's epilogue where the layer has no q/k norms (gemma2),
     // else rope_kv (gemma3).
-    const bool rope_in_product = rope_fused_ && w.qkv_fused();
-    kernels::RopeKvOutput rope;
-    if (rope_in_product) rope = rope_output(step, l, rope_table_used_);
-    CELLM_RETURN_IF_ERROR(fused_qkv(w, qkv, rope_in_product ? &rope : nullptr, stream));
-    if (!rope_in_product) CELLM_RETURN_IF_ERROR(rope_kv(step, l, rows, stream));
+    CELLM_ASSIGN_OR_RETURN(const bool after_rope_kv, qkv_then_rope(step, l, rows, qkv, stream));
 
     kernels::DecodeMatmulParams o = product(w.wo);
     CELLM_RETURN_IF_ERROR(
-        attention_then_output_input(step, l, rows, is_static, !rope_in_product, &o, stream));
+        attention_then_output_input(step, l, rows, is_static, after_rope_kv, &o, stream));
     o.y = attn_out;
     o.y_stride = hidden;
     CELLM_RETURN_IF_ERROR(kernels::launch_decode_matmul(o, stream));
