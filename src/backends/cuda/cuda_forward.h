@@ -354,6 +354,9 @@ class CudaForward {
   // decode product on int8 activations (cuda_forward_fused.cpp: 4 with resident copies, else 8).
   int32_t kquant_fused_rows_ = 0;
   int32_t num_sms_ = 0;
+  // The device's peak memory bandwidth from its memory clock and bus width (0 where unreadable):
+  // which handovers pay depends on it (plan_fused_path).
+  double peak_bandwidth_bytes_per_s_ = 0.0;
 };
 
 }  // namespace cellm

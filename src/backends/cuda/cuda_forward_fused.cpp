@@ -128,13 +128,22 @@ void CudaForward::plan_fused_path() {
                kernels::decode_matmul_hands_over(w.w_down);
     all_q8 = all_q8 && w.wo.type == TensorType::kQ8_0 && w.w_down.type == TensorType::kQ8_0;
   }
-  // By default where it measured faster (H200, Llama-3.1-8B geometry, batch-1 step ms; none:
+  // By default where it measured faster (Llama-3.1-8B geometry, batch-1 step ms). H200 (none:
   // q8_0 2.508–2.524, q4_0 1.774–1.787): Q8_0 the output and down products (2.411–2.417), Q4_0
-  // the down product alone (1.763–1.776; with the output product 1.789–1.796).
-  // CELLM_CUDA_HANDOVER: 0 none, 1 (or unset) the default, o, down or o,down (for measurements).
+  // the down product alone (1.763–1.776; with the output product 1.789–1.796). H100 (q4_0 down
+  // alone 2.056–2.065, none 2.106): Q4_0 the output product too (1.993) — on a slower bus the
+  // quantize launch it saves weighs more than its coarser blocks, so Q4_0 hands the output
+  // product over below kQ4OutputHandoverBelowBytesPerS of peak bandwidth (H100 SXM 3.35 TB/s,
+  // H200 4.8). CELLM_CUDA_HANDOVER: 0 none, 1 (or unset) the default, o, down or o,down (for
+  // measurements).
+  constexpr double kQ4OutputHandoverBelowBytesPerS = 4.0e12;
+  const bool o_by_default =
+      all_q8 || (peak_bandwidth_bytes_per_s_ > 0.0 &&
+                 peak_bandwidth_bytes_per_s_ < kQ4OutputHandoverBelowBytesPerS);
   const char* choice = std::getenv("CELLM_CUDA_HANDOVER");
   const std::string chosen = choice != nullptr ? choice : "1";
-  handover_o_ = handover && (chosen == "o" || chosen == "o,down" || (chosen == "1" && all_q8));
+  handover_o_ =
+      handover && (chosen == "o" || chosen == "o,down" || (chosen == "1" && o_by_default));
   handover_down_ = handover && (chosen == "down" || chosen == "o,down" || chosen == "1");
 }
 
