@@ -130,12 +130,13 @@ void CudaForward::plan_fused_path() {
   }
   // By default where it measured faster (Llama-3.1-8B geometry, batch-1 step ms). H200 (none:
   // q8_0 2.508–2.524, q4_0 1.774–1.787): Q8_0 the output and down products (2.411–2.417), Q4_0
-  // the down product alone (1.763–1.776; with the output product 1.789–1.796). H100 (q4_0 down
-  // alone 2.056–2.065, none 2.106): Q4_0 the output product too (1.993) — on a slower bus the
-  // quantize launch it saves weighs more than its coarser blocks, so Q4_0 hands the output
-  // product over below kQ4OutputHandoverBelowBytesPerS of peak bandwidth (H100 SXM 3.35 TB/s,
-  // H200 4.8). CELLM_CUDA_HANDOVER: 0 none, 1 (or unset) the default, o, down or o,down (for
-  // measurements).
+  // the down product alone (1.763–1.776; with the output product 1.789–1.796). H100 (three
+  // alternating rounds, docs/perf/decode.md version 35): Q4_0 with the output product too,
+  // 2.027–2.037 against down alone 2.078–2.092 (none 2.106; Phi-3.5-mini 1.424–1.430 against
+  // 1.455–1.458, Qwen2.5-7B the same) — on the slower bus the quantize launch it saves weighs more
+  // than its coarser blocks. So Q4_0 hands the output product's input over below
+  // kQ4OutputHandoverBelowBytesPerS of peak bandwidth (H100 SXM 3.35 TB/s, H200 4.8).
+  // CELLM_CUDA_HANDOVER: 0 none, 1 (or unset) the default, o, down or o,down (for measurements).
   constexpr double kQ4OutputHandoverBelowBytesPerS = 4.0e12;
   const bool o_by_default =
       all_q8 || (peak_bandwidth_bytes_per_s_ > 0.0 &&

@@ -110,7 +110,11 @@ TEST_F(CudaReferenceTest, TinyPhi3MatchesTransformersWithShortAndLongFactors) {
     auto executor = testing::make_cuda(*program, program->spec());
     ASSERT_NE(executor, nullptr);
     float worst = 0.0f;
-    for (const nlohmann::json& c : testing::tiny_phi3_variant(variant).at("cases")) {
+    // The variant's reference (a static's member) bound first: g++ 13 takes a reference returned
+    // for a temporary argument as possibly dangling.
+    const std::string name = variant;
+    const nlohmann::json& cases = testing::tiny_phi3_variant(name).at("cases");
+    for (const nlohmann::json& c : cases) {
       const auto prompt = c.at("prompt_tokens").get<std::vector<int32_t>>();
       const testing::GreedyRun run = testing::run_greedy(
           *executor, prompt, static_cast<int32_t>(c.at("generated_tokens").size()));
