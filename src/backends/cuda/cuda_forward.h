@@ -348,7 +348,9 @@ class CudaForward {
   bool handover_o_ = false;
   bool handover_down_ = false;
   // The fused layer's products and quantize launches let the next kernel launch once they have
-  // passed their wait (kernels/pdl.cuh says why; CELLM_CUDA_TRIGGER_AFTER_WAIT=0: at their start).
+  // passed their wait (kernels/pdl.cuh says why), or at their start on a device of a slower bus
+  // (the H100; cuda_forward_fused.cpp's kSlowBusBelowBytesPerS). CELLM_CUDA_TRIGGER_AFTER_WAIT
+  // 0 / 1 forces either.
   kernels::PdlTrigger fused_trigger_ = kernels::PdlTrigger::kAfterWait;
   // The widest step whose K-quant products without an int8 tensor-core product run the fused
   // decode product on int8 activations (cuda_forward_fused.cpp: 4 with resident copies, else 8).

@@ -28,6 +28,12 @@ bool env_allows(const char* name) {
 // dequantized per step (q6_k: 3.70 / 5.13 / 8.22; 5.12 / 10.86).
 constexpr int32_t kKQuantFusedRowsWithCopies = 4;
 
+// Below this peak memory bandwidth (the H100 SXM's 3.35 TB/s; the H200 has 4.8) a device takes the
+// one-token defaults measured on the H100 where they differ from the H200's (docs/perf/decode.md
+// version 35): Q4_0's output product hands over too, the fused layer's kernels let the next one
+// launch at their start. On a slower bus a step's fixed costs weigh less against its bytes.
+constexpr double kSlowBusBelowBytesPerS = 4.0e12;
+
 }  // namespace
 
 void CudaForward::plan_fused_path() {
@@ -41,8 +47,12 @@ void CudaForward::plan_fused_path() {
   kquant_per_256_ = env_allows("CELLM_CUDA_KQUANT_PER256");
   kquant_o_from_attention_ = env_allows("CELLM_CUDA_KQUANT_O_FROM_ATTENTION");
   int8_qkv_apart_ = env_allows("CELLM_CUDA_INT8_QKV_APART");
-  fused_trigger_ = env_allows("CELLM_CUDA_TRIGGER_AFTER_WAIT") ? kernels::PdlTrigger::kAfterWait
-                                                               : kernels::PdlTrigger::kAtStart;
+  const bool slow_bus =
+      peak_bandwidth_bytes_per_s_ > 0.0 && peak_bandwidth_bytes_per_s_ < kSlowBusBelowBytesPerS;
+  // CELLM_CUDA_TRIGGER_AFTER_WAIT: 0 at their start, 1 after their wait (for measurements).
+  const char* trigger = std::getenv("CELLM_CUDA_TRIGGER_AFTER_WAIT");
+  const bool after_wait = trigger != nullptr ? std::strcmp(trigger, "0") != 0 : !slow_bus;
+  fused_trigger_ = after_wait ? kernels::PdlTrigger::kAfterWait : kernels::PdlTrigger::kAtStart;
   wide_input_ = env_allows("CELLM_CUDA_WIDE_INPUT");
   // One table of angles serves every layer only when every layer rotates alike.
   rope_table_used_ = c.rope.num_rotary_dims > 0 && !c.sliding_rope.has_value() &&
@@ -134,13 +144,9 @@ void CudaForward::plan_fused_path() {
   // alternating rounds, docs/perf/decode.md version 35): Q4_0 with the output product too,
   // 2.027–2.037 against down alone 2.078–2.092 (none 2.106; Phi-3.5-mini 1.424–1.430 against
   // 1.455–1.458, Qwen2.5-7B the same) — on the slower bus the quantize launch it saves weighs more
-  // than its coarser blocks. So Q4_0 hands the output product's input over below
-  // kQ4OutputHandoverBelowBytesPerS of peak bandwidth (H100 SXM 3.35 TB/s, H200 4.8).
+  // than its coarser blocks; so on a slow bus (kSlowBusBelowBytesPerS) Q4_0 hands it over too.
   // CELLM_CUDA_HANDOVER: 0 none, 1 (or unset) the default, o, down or o,down (for measurements).
-  constexpr double kQ4OutputHandoverBelowBytesPerS = 4.0e12;
-  const bool o_by_default =
-      all_q8 || (peak_bandwidth_bytes_per_s_ > 0.0 &&
-                 peak_bandwidth_bytes_per_s_ < kQ4OutputHandoverBelowBytesPerS);
+  const bool o_by_default = all_q8 || slow_bus;
   const char* choice = std::getenv("CELLM_CUDA_HANDOVER");
   const std::string chosen = choice != nullptr ? choice : "1";
   handover_o_ =

@@ -52,7 +52,8 @@ __device__ __forceinline__ void pdl_wait() {
 // ahead at most. On the H200, batch-1 decode (Llama-3.1-8B geometry, the fused layer's products
 // and quantize launches after their wait) q8_0 2.540–2.543 → 2.511–2.513 ms, q4_0 1.791–1.792 →
 // 1.774–1.779; at 2–16 sessions the quantize launches before the int8 tensor-core products lose
-// 1–6% with it and the products themselves gain nothing (docs/perf/decode.md, version 15).
+// 1–6% with it and the products themselves gain nothing (docs/perf/decode.md, version 15). On the
+// H100 kAtStart is the faster at batch 1 (version 35), so the forward picks by the device.
 enum class PdlTrigger : unsigned char { kAtStart, kAfterWait };
 
 __device__ __forceinline__ void pdl_trigger_at_start(PdlTrigger trigger) {
