@@ -57,17 +57,18 @@ StatusOr<std::unique_ptr<CudaForward>> CudaForward::create(const ModelConfig& co
   CELLM_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
   CELLM_CUDA_RETURN_IF_ERROR(
       cudaDeviceGetAttribute(&forward->num_sms_, cudaDevAttrMultiProcessorCount, device));
+  // The peak memory bandwidth: two transfers per memory clock over the bus.
   int memory_clock_khz = 0;
   int bus_width_bits = 0;
   if (cudaDeviceGetAttribute(&memory_clock_khz, cudaDevAttrMemoryClockRate, device) ==
           cudaSuccess &&
       cudaDeviceGetAttribute(&bus_width_bits, cudaDevAttrGlobalMemoryBusWidth, device) ==
           cudaSuccess) {
-    // Two transfers per clock (double data rate).
     forward->peak_bandwidth_bytes_per_s_ =
         2.0 * memory_clock_khz * 1e3 * static_cast<double>(bus_width_bits) / 8.0;
+  } else {
+    (void)cudaGetLastError();  // not an error here: left 0, the fast bus's defaults apply
   }
-  (void)cudaGetLastError();  // an attribute the driver does not report is not an error here
   // Split-context partials of the decode attention: the most any width up to W asks for at the
   // longest context (enqueue never asks for more than this holds).
   size_t attention_scratch = 0;

@@ -357,7 +357,7 @@ class CudaForward {
   int32_t kquant_fused_rows_ = 0;
   int32_t num_sms_ = 0;
   // The device's peak memory bandwidth from its memory clock and bus width (0 where unreadable):
-  // which handovers pay depends on it (plan_fused_path).
+  // which one-token defaults pay depends on it (plan_fused_path: the handovers, the trigger).
   double peak_bandwidth_bytes_per_s_ = 0.0;
 };
 
