@@ -23,6 +23,8 @@ constexpr Geometry kGeometries[] = {
      false, false, 1e-5f},
     {"qwen2.5-7b", Architecture::kQwen2, 28, 3584, 18944, 28, 4, 128, 152064, 1000000.0f, false,
      true, false, 1e-6f},
+    {"qwen3-8b", Architecture::kQwen3, 36, 4096, 12288, 32, 8, 128, 151936, 1000000.0f, false,
+     false, false, 1e-6f},
     {"llama-3.2-1b", Architecture::kLlama, 16, 2048, 8192, 32, 8, 64, 128256, 500000.0f, true,
      false, true, 1e-5f},
     {"phi-3.5-mini", Architecture::kPhi3, 32, 3072, 8192, 32, 32, 96, 32064, 10000.0f, true, false,
@@ -65,8 +67,9 @@ StatusOr<ModelConfig> named_geometry(std::string_view name) {
     c.context_length = 131072;
     c.rms_norm_eps = g.eps;
     const bool phi3 = g.architecture == Architecture::kPhi3;
-    c.rope.style =
-        g.architecture == Architecture::kQwen2 || phi3 ? RopeStyle::kNeox : RopeStyle::kNormal;
+    const bool qwen =
+        g.architecture == Architecture::kQwen2 || g.architecture == Architecture::kQwen3;
+    c.rope.style = qwen || phi3 ? RopeStyle::kNeox : RopeStyle::kNormal;
     c.rope.num_rotary_dims = g.head_dim;
     c.rope.freq_base = g.rope_base;
     c.rope.has_freq_factors = g.rope_factors;
@@ -76,6 +79,7 @@ StatusOr<ModelConfig> named_geometry(std::string_view name) {
     }
     c.layer_windows.assign(static_cast<size_t>(g.num_layers), 0);
     c.has_qkv_bias = g.qkv_bias;
+    c.has_qk_norm = g.architecture == Architecture::kQwen3;  // per-head q/k RMSNorm before RoPE
     c.tied_embeddings = g.tied;
     if (g.architecture == Architecture::kGemma2 || g.architecture == Architecture::kGemma3) {
       c.rope.style = RopeStyle::kNeox;

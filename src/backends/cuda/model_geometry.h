@@ -13,12 +13,12 @@
 
 namespace cellm {
 
-// "llama-3.1-8b", "qwen2.5-7b", "llama-3.2-1b", "phi-3.5-mini" (phi3: head size 96, LongRoPE),
-// "gemma-3-4b" (gemma3: heads of 256, post norms, GeGLU, five windowed layers in six),
-// "gemma-2-9b" (gemma2: the same parts, every other layer windowed, scores and logits
-// soft-capped at 50 and 30), and small ones for tests: "tiny" (llama, 4 layers, hidden 512, vocab
-// 4096), "tiny-qwen" (qwen2 with q/k/v biases), "tiny-gemma" (gemma3, heads of 256, a window of
-// 16 on every other layer) and "tiny-gemma2" (its gemma2 twin). NotFound lists the names.
+// "llama-3.1-8b", "qwen2.5-7b", "qwen3-8b" (per-head q/k norms), "llama-3.2-1b", "phi-3.5-mini"
+// (phi3: head size 96, LongRoPE), "gemma-3-4b" (gemma3: heads of 256, post norms, GeGLU, five
+// windowed layers in six), "gemma-2-9b" (gemma2: the same parts, every other layer windowed, scores
+// and logits soft-capped at 50 and 30), and small ones for tests: "tiny" (llama, 4 layers, hidden
+// 512, vocab 4096), "tiny-qwen" (qwen2 with q/k/v biases), "tiny-gemma" (gemma3, heads of 256, a
+// window of 16 on every other layer) and "tiny-gemma2" (its gemma2 twin). NotFound lists the names.
 StatusOr<ModelConfig> named_geometry(std::string_view name);
 std::vector<std::string> geometry_names();
 
