@@ -82,11 +82,13 @@ void add_bench_command(CLI::App& app, CommandResult& result) {
   };
   auto flags = std::make_shared<Flags>();
   command->add_option("--model", flags->model, "A GGUF model or cellm program (default: random)");
-  command->add_option(
-      "--geometry", flags->geometry,
-      "Random weights of this geometry: llama-3.1-8b, qwen2.5-7b, qwen3-8b, llama-3.2-1b, "
-      "phi-3.5-mini, gemma-3-4b, gemma-2-9b, tiny, tiny-qwen, tiny-gemma, "
-      "tiny-gemma2");
+#ifdef CELLM_HAVE_CUDA
+  const std::string geometries = fmt::format("{}", fmt::join(geometry_names(), ", "));
+#else
+  const std::string geometries = "none: this cellm has no CUDA backend";
+#endif
+  command->add_option("--geometry", flags->geometry,
+                      "Random weights of this geometry: " + geometries);
   command->add_option(
       "--weights", flags->weights,
       "Random weight type: bf16, f16, q8_0, q4_0, q4_k, q6_k, or q4_k_m (llama.cpp's mix of "
