@@ -5,6 +5,7 @@
 #include <cmath>
 #include <optional>
 
+#include "core/check.h"
 #include "gguf/gguf_text.h"
 
 namespace cellm {
@@ -145,6 +146,14 @@ std::string_view architecture_name(Architecture architecture) {
     if (info.architecture == architecture) return info.gguf_name;
   }
   return "unknown";
+}
+
+RopeStyle rope_style_of(Architecture architecture) {
+  for (const ArchitectureInfo& info : kArchitectures) {
+    if (info.architecture == architecture) return info.rope_style;
+  }
+  CELLM_CHECK(false) << "every Architecture has a row in kArchitectures";
+  return RopeStyle::kNormal;
 }
 
 StatusOr<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {

@@ -38,6 +38,9 @@ enum class RopeStyle {
   kNeox,    // halves (i, i + rotary_dims / 2): qwen2, qwen3, phi3, gemma2, gemma3
 };
 
+// The rotary layout an architecture's GGUF files use (the table from_gguf reads).
+RopeStyle rope_style_of(Architecture architecture);
+
 // The gate's activation in the gated MLP: down(act(gate · x) ⊙ (up · x)).
 enum class FfnActivation {
   kSilu,      // x · sigmoid(x): SwiGLU (llama, mistral, qwen, phi3)

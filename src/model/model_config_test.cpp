@@ -21,6 +21,17 @@ ModelConfig load_config(const std::string& relative) {
 }
 
 // Expected values below come from ../shared/models/PROVENANCE.md and arch/README.md.
+TEST(ModelConfigTest, RopeStyleFollowsEachArchitecturesGgufConvention) {
+  // llama.cpp's LLM_ARCH table: LLAMA-style adjacent pairs for llama and mistral, NEOX halves for
+  // the rest.
+  EXPECT_EQ(rope_style_of(Architecture::kLlama), RopeStyle::kNormal);
+  EXPECT_EQ(rope_style_of(Architecture::kMistral), RopeStyle::kNormal);
+  for (Architecture a : {Architecture::kQwen2, Architecture::kQwen3, Architecture::kPhi3,
+                         Architecture::kGemma2, Architecture::kGemma3}) {
+    EXPECT_EQ(rope_style_of(a), RopeStyle::kNeox) << architecture_name(a);
+  }
+}
+
 TEST(ModelConfigTest, Stories260KUsesTheDefaultRopeBaseAndGroupedHeads) {
   ModelConfig c = load_config("stories260K.gguf");
   EXPECT_EQ(c.architecture, Architecture::kLlama);

@@ -67,9 +67,7 @@ StatusOr<ModelConfig> named_geometry(std::string_view name) {
     c.context_length = 131072;
     c.rms_norm_eps = g.eps;
     const bool phi3 = g.architecture == Architecture::kPhi3;
-    const bool qwen =
-        g.architecture == Architecture::kQwen2 || g.architecture == Architecture::kQwen3;
-    c.rope.style = qwen || phi3 ? RopeStyle::kNeox : RopeStyle::kNormal;
+    c.rope.style = rope_style_of(g.architecture);
     c.rope.num_rotary_dims = g.head_dim;
     c.rope.freq_base = g.rope_base;
     c.rope.has_freq_factors = g.rope_factors;
@@ -82,7 +80,6 @@ StatusOr<ModelConfig> named_geometry(std::string_view name) {
     c.has_qk_norm = g.architecture == Architecture::kQwen3;  // per-head q/k RMSNorm before RoPE
     c.tied_embeddings = g.tied;
     if (g.architecture == Architecture::kGemma2 || g.architecture == Architecture::kGemma3) {
-      c.rope.style = RopeStyle::kNeox;
       for (int32_t l = 0; l < g.num_layers; ++l) {
         if ((l + 1) % g.window_pattern != 0) c.layer_windows[static_cast<size_t>(l)] = g.window;
       }
