@@ -139,21 +139,25 @@ Status read_gemma3(const GgufFile& file, const std::string& p, ModelConfig* conf
   return ok_status();
 }
 
+// The table's row of `architecture`, or null (a value outside the enum).
+const ArchitectureInfo* info_of(Architecture architecture) {
+  for (const ArchitectureInfo& info : kArchitectures) {
+    if (info.architecture == architecture) return &info;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 std::string_view architecture_name(Architecture architecture) {
-  for (const ArchitectureInfo& info : kArchitectures) {
-    if (info.architecture == architecture) return info.gguf_name;
-  }
-  return "unknown";
+  const ArchitectureInfo* info = info_of(architecture);
+  return info != nullptr ? info->gguf_name : "unknown";
 }
 
 RopeStyle rope_style_of(Architecture architecture) {
-  for (const ArchitectureInfo& info : kArchitectures) {
-    if (info.architecture == architecture) return info.rope_style;
-  }
-  CELLM_CHECK(false) << "every Architecture has a row in kArchitectures";
-  return RopeStyle::kNormal;
+  const ArchitectureInfo* info = info_of(architecture);
+  CELLM_CHECK(info != nullptr) << "every Architecture has a row in kArchitectures";
+  return info->rope_style;
 }
 
 StatusOr<ModelConfig> ModelConfig::from_gguf(const GgufFile& file) {

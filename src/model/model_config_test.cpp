@@ -20,7 +20,6 @@ ModelConfig load_config(const std::string& relative) {
   return config.ok() ? *config : ModelConfig{};
 }
 
-// Expected values below come from ../shared/models/PROVENANCE.md and arch/README.md.
 TEST(ModelConfigTest, RopeStyleFollowsEachArchitecturesGgufConvention) {
   // llama.cpp's LLM_ARCH table: LLAMA-style adjacent pairs for llama and mistral, NEOX halves for
   // the rest.
@@ -32,6 +31,7 @@ TEST(ModelConfigTest, RopeStyleFollowsEachArchitecturesGgufConvention) {
   }
 }
 
+// Expected values below come from ../shared/models/PROVENANCE.md and arch/README.md.
 TEST(ModelConfigTest, Stories260KUsesTheDefaultRopeBaseAndGroupedHeads) {
   ModelConfig c = load_config("stories260K.gguf");
   EXPECT_EQ(c.architecture, Architecture::kLlama);
