@@ -2,7 +2,9 @@
 // normed by its post norm joins the residual, then the joined row is normed and quantized) with the
 // CPU ops it replaces: cpu_rms_norm of the block output, the add, cpu_rms_norm of the sum and the
 // host's int8 quantization — the joined rows bit for bit, the int8 values, scales and block sums
-// equal; with and without a gather, a norm, per-256 scales; and refused arguments. (Plain, normed
+// equal; with and without a gather, a norm, per-256 scales; rows whose shares the kernel holds in
+// registers (up to 4,096 and 8,192 floats, 16-byte aligned) and rows it reads twice (longer, or
+// strides that are not a multiple of four floats); and refused arguments. (Plain, normed
 // and SwiGLU quantizations are tested with the products that take them, decode_matmul_test.cpp.)
 #include "backends/cuda/kernels/quantize_activations.cuh"
 
@@ -30,6 +32,7 @@ struct JoinCase {
   bool gathered = false;
   bool normed = false;
   bool per_256 = false;
+  bool unaligned = false;
   int64_t x_stride = 0;
   int64_t add_stride = 0;
   std::vector<float> x;         // [num_src, x_stride]
@@ -40,15 +43,16 @@ struct JoinCase {
 };
 
 JoinCase make_case(int64_t cols, int32_t num_tokens, bool gathered, bool normed, bool per_256,
-                   uint32_t seed) {
+                   bool unaligned, uint32_t seed) {
   JoinCase c;
   c.cols = cols;
   c.num_tokens = num_tokens;
   c.gathered = gathered;
   c.normed = normed;
   c.per_256 = per_256;
-  c.x_stride = cols + 4;
-  c.add_stride = cols + 12;
+  c.unaligned = unaligned;
+  c.x_stride = cols + (unaligned ? 5 : 4);
+  c.add_stride = cols + (unaligned ? 13 : 12);
   const int32_t num_src = num_tokens + 3;
   c.x = random_floats(static_cast<size_t>(num_src * c.x_stride), seed, 3.0f);
   // Block outputs far larger than the residual, as a product's rows are before their norm.
@@ -79,18 +83,20 @@ TEST(QuantizeActivationsTest, ABlockOutputJoinsTheResidualNormedAndTheSumIsQuant
   const struct {
     int64_t cols;
     int32_t num_tokens;
-    bool gathered, normed, per_256;
-  } shapes[] = {{2560, 1, false, true, false},
-                {2560, 3, true, true, false},
-                {1280, 4, false, false, false},
-                {1280, 2, true, true, true},
-                {256, 1, true, false, true}};
+    bool gathered, normed, per_256, unaligned;
+  } shapes[] = {{2560, 1, false, true, false, false},  {2560, 3, true, true, false, false},
+                {1280, 4, false, false, false, false}, {1280, 2, true, true, true, false},
+                {256, 1, true, false, true, false},    {5376, 2, true, true, false, false},
+                {4096, 1, false, true, false, false},  {8192, 1, false, true, true, false},
+                {8448, 2, true, true, false, false},   {2560, 2, true, true, false, true},
+                {3840, 1, false, false, false, true}};
   uint32_t seed = 300;
   for (const auto& s : shapes) {
     SCOPED_TRACE(std::to_string(s.num_tokens) + " x " + std::to_string(s.cols) +
                  (s.gathered ? " gathered" : "") + (s.normed ? " normed" : "") +
-                 (s.per_256 ? " per 256" : ""));
-    const JoinCase c = make_case(s.cols, s.num_tokens, s.gathered, s.normed, s.per_256, seed);
+                 (s.per_256 ? " per 256" : "") + (s.unaligned ? " unaligned" : ""));
+    const JoinCase c =
+        make_case(s.cols, s.num_tokens, s.gathered, s.normed, s.per_256, s.unaligned, seed);
     seed += 10;
     const std::vector<float> joined = host_joined(c);
     std::vector<float> quantized = joined;
