@@ -1,31 +1,25 @@
 // Parity of the row-wise kernels with the CPU oracle: RMSNorm (plain, fused residual add, in
 // place, per head, and written as bf16 in the order the next product reads), SwiGLU (separate
 // and fused gate|up, and in those orders), row gather, the logit soft cap (gemma2; in place,
-// nothing past a row's columns), argmax (one block per row, and split over blocks as a decode step
-// ends), the embedding gather for every weight type and layout (bit for bit), and the random weight
-// initializer.
+// nothing past a row's columns), and argmax (one block per row, and split over blocks as a decode
+// step ends). The embedding gather and the random weight initializer: embedding_test.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
-#include <iterator>
 #include <limits>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "backends/cpu/cpu_ops.h"
 #include "backends/cuda/kernels/argmax.cuh"
-#include "backends/cuda/kernels/embedding.cuh"
 #include "backends/cuda/kernels/kernel_test_support.h"
 #include "backends/cuda/kernels/logit_softcap.cuh"
-#include "backends/cuda/kernels/random_fill.cuh"
 #include "backends/cuda/kernels/rms_norm.cuh"
 #include "backends/cuda/kernels/row_gather.cuh"
 #include "backends/cuda/kernels/swiglu.cuh"
 #include "backends/cuda/kernels/weight_layout.h"
 #include "core/float16.h"
-#include "gguf/dequantize.h"
 
 namespace cellm::kernels {
 namespace {
@@ -33,7 +27,6 @@ namespace {
 using testing::DeviceArray;
 using testing::expect_parity;
 using testing::random_floats;
-using testing::random_ints;
 
 #define EXPECT_OK(expr)                                           \
   do {                                                            \
@@ -491,143 +484,6 @@ TEST(ArgmaxKernelTest, SplitArgmaxFindsTheLowestIndexOfTheLargestFiniteLogitTwic
   }
   p.scratch_bytes = 16;
   EXPECT_EQ(launch_argmax(p, nullptr).code(), StatusCode::kInvalidArgument);
-}
-
-TEST(EmbeddingKernelTest, GathersRowsOfEveryTypeBitForBit) {
-  CELLM_REQUIRE_DEVICE();
-  struct Shape {
-    TensorType type;
-    int64_t cols;
-  };
-  const Shape shapes[] = {
-      {TensorType::kF32, 100},   {TensorType::kF16, 96},    {TensorType::kBF16, 4096},
-      {TensorType::kQ8_0, 96},   {TensorType::kQ8_0, 4096}, {TensorType::kQ4_0, 160},
-      {TensorType::kQ4_0, 4096}, {TensorType::kQ4_K, 768},  {TensorType::kQ6_K, 4096},
-  };
-  const int64_t vocab = 50;
-  const std::vector<int32_t> tokens = {3, 49, 0, 3, 17, 25};
-  for (const Shape& s : shapes) {
-    SCOPED_TRACE(std::string(tensor_type_name(s.type)) + " x" + std::to_string(s.cols));
-    const std::vector<uint8_t> gguf = testing::random_gguf_rows(s.type, vocab, s.cols, 49);
-    const int64_t stride = s.cols + 4;
-    std::vector<float> ref(tokens.size() * static_cast<size_t>(s.cols));
-    cpu_embed(testing::weight_view(s.type, vocab, s.cols, gguf), tokens.data(),
-              static_cast<int64_t>(tokens.size()), ref.data());
-    const testing::UploadedWeight table = testing::upload_weight(s.type, vocab, s.cols, gguf);
-    DeviceArray<int32_t> tokens_dev(tokens);
-    DeviceArray<float> out(tokens.size() * static_cast<size_t>(stride));
-    EmbeddingParams p;
-    p.table = table.weight;
-    p.num_tokens = static_cast<int32_t>(tokens.size());
-    p.tokens = tokens_dev.get();
-    p.out = out.get();
-    p.out_stride = stride;
-    out.poison();
-    EXPECT_OK(launch_embedding(p, nullptr));
-    const std::vector<float> got =
-        testing::compact_rows(out.download(), std::ssize(tokens), stride, s.cols);
-    EXPECT_TRUE(testing::near_relative("embedding", got, ref, 0.0));
-  }
-}
-
-TEST(EmbeddingKernelTest, AScaledGatherIsTheRowTimesTheScaleBitForBit) {
-  CELLM_REQUIRE_DEVICE();
-  const float scale = std::sqrt(1152.0f);  // Gemma 3 1B's
-  const int64_t vocab = 40;
-  const std::vector<int32_t> tokens = {7, 0, 39, 7};
-  for (const auto& [type, cols] :
-       {std::pair{TensorType::kBF16, int64_t{96}}, std::pair{TensorType::kQ8_0, int64_t{4096}}}) {
-    SCOPED_TRACE(tensor_type_name(type));
-    const std::vector<uint8_t> gguf = testing::random_gguf_rows(type, vocab, cols, 50);
-    std::vector<float> ref(tokens.size() * static_cast<size_t>(cols));
-    cpu_embed(testing::weight_view(type, vocab, cols, gguf), tokens.data(),
-              static_cast<int64_t>(tokens.size()), ref.data());
-    for (float& x : ref) x *= scale;  // as CpuForward scales
-    const testing::UploadedWeight table = testing::upload_weight(type, vocab, cols, gguf);
-    DeviceArray<int32_t> tokens_dev(tokens);
-    DeviceArray<float> out(tokens.size() * static_cast<size_t>(cols));
-    EmbeddingParams p;
-    p.table = table.weight;
-    p.num_tokens = static_cast<int32_t>(tokens.size());
-    p.tokens = tokens_dev.get();
-    p.out = out.get();
-    p.out_stride = cols;
-    p.scale = scale;
-    out.poison();
-    EXPECT_OK(launch_embedding(p, nullptr));
-    EXPECT_TRUE(testing::near_relative("scaled embedding", out.download(), ref, 0.0));
-  }
-}
-
-TEST(EmbeddingKernelTest, AnOutOfRangeTokenGivesANanRow) {
-  CELLM_REQUIRE_DEVICE();
-  const std::vector<uint8_t> gguf = testing::random_gguf_rows(TensorType::kQ4_0, 4, 256, 50);
-  const testing::UploadedWeight table = testing::upload_weight(TensorType::kQ4_0, 4, 256, gguf);
-  DeviceArray<int32_t> tokens_dev(std::vector<int32_t>{4});
-  DeviceArray<float> out(256);
-  EmbeddingParams p;
-  p.table = table.weight;
-  p.num_tokens = 1;
-  p.tokens = tokens_dev.get();
-  p.out = out.get();
-  p.out_stride = 256;
-  EXPECT_OK(launch_embedding(p, nullptr));
-  for (const float v : out.download()) ASSERT_TRUE(std::isnan(v));
-}
-
-TEST(RandomFillKernelTest, FillsEveryTypeWithBoundedNonZeroDeterministicValues) {
-  CELLM_REQUIRE_DEVICE();
-  struct Shape {
-    TensorType type;
-    int64_t cols;
-    double bound;  // |value| ≤ bound · scale
-  };
-  const Shape shapes[] = {
-      {TensorType::kF32, 4096, 1.0},    {TensorType::kF16, 4096, 1.001},
-      {TensorType::kBF16, 4096, 1.004}, {TensorType::kQ8_0, 4096, 1.01},
-      {TensorType::kQ8_0, 96, 1.01},    {TensorType::kQ4_0, 4096, 1.001},
-      {TensorType::kQ4_0, 160, 1.001},  {TensorType::kQ4_K, 4096, 1.1},
-      {TensorType::kQ6_K, 3584, 1.001},
-  };
-  const int64_t rows = 64;
-  const float scale = 0.02f;
-  for (const Shape& s : shapes) {
-    SCOPED_TRACE(std::string(tensor_type_name(s.type)) + " x" + std::to_string(s.cols));
-    const size_t bytes = device_row_bytes(s.type, s.cols) * static_cast<size_t>(rows);
-    DeviceArray<uint8_t> a(bytes);
-    DeviceArray<uint8_t> b(bytes);
-    RandomFillParams p;
-    p.data = a.get();
-    p.type = s.type;
-    p.num_rows = rows;
-    p.num_cols = s.cols;
-    p.seed = 1234;
-    p.scale = scale;
-    EXPECT_OK(launch_random_fill(p, nullptr));
-    p.data = b.get();
-    EXPECT_OK(launch_random_fill(p, nullptr));
-    const std::vector<uint8_t> first = a.download();
-    EXPECT_EQ(first, b.download()) << "same seed, different bytes";
-    p.seed = 1235;
-    EXPECT_OK(launch_random_fill(p, nullptr));
-    EXPECT_NE(first, b.download()) << "another seed, same bytes";
-
-    const TensorTypeTraits& traits = tensor_type_traits(s.type);
-    std::vector<uint8_t> gguf(static_cast<size_t>(s.cols) / traits.block_size * traits.block_bytes *
-                              static_cast<size_t>(rows));
-    ASSERT_TRUE(unpack_rows_from_device(s.type, s.cols, rows, first, gguf).ok());
-    const std::vector<float> values = testing::dequantize_rows(s.type, rows, s.cols, gguf);
-    size_t zeros = 0;
-    double sum_abs = 0.0;
-    for (const float v : values) {
-      ASSERT_TRUE(std::isfinite(v));
-      ASSERT_LE(std::fabs(v), s.bound * scale) << "value out of range";
-      zeros += v == 0.0f;
-      sum_abs += std::fabs(v);
-    }
-    EXPECT_LT(zeros, values.size() / 10) << "too many zeros";
-    EXPECT_GT(sum_abs / static_cast<double>(values.size()), 0.05 * scale) << "values too small";
-  }
 }
 
 }  // namespace

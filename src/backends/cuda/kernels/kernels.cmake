@@ -63,8 +63,8 @@ cellm_add_test(cuda_ring_timeline_test
   LIBS cellm_core CUDA::cudart LABELS unit)
 
 # Parity tests against the CPU oracle: they need a GPU (label cuda) and fail without one.
-foreach(_cellm_test attention decode_handover decode_int8 decode_matmul elementwise matmul
-    matmul_int8 quantize_activations rope_kv row_candidates row_draw row_logprobs row_rewrite)
+foreach(_cellm_test attention decode_handover decode_int8 decode_matmul elementwise embedding
+    matmul matmul_int8 quantize_activations rope_kv row_candidates row_draw row_logprobs row_rewrite)
   cellm_add_test(cuda_kernel_${_cellm_test}_test
     SOURCES ${_cellm_kernels_dir}/${_cellm_test}_test.cpp
     LIBS ${_cellm_kernels_lib} cellm_cuda_kernel_test_support cellm_backend_cpu

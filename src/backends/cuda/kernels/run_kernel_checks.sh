@@ -14,8 +14,8 @@ build=${1:-build/dev-cuda}
 jobs=${JOBS:-16}
 mkdir -p "$out"
 work=$(mktemp -d)
-tests="cuda_kernel_layout_test cuda_kernel_elementwise_test cuda_kernel_rope_kv_test
-       cuda_kernel_attention_test cuda_kernel_matmul_test"
+tests="cuda_kernel_layout_test cuda_kernel_elementwise_test cuda_kernel_embedding_test
+       cuda_kernel_rope_kv_test cuda_kernel_attention_test cuda_kernel_matmul_test"
 summary="$out/summary.txt"
 : >"$summary"
 note() { printf '%-46s %s\n' "$1" "$2" | tee -a "$summary" >/dev/null; }
