@@ -29,12 +29,6 @@ namespace {
 using testing::DeviceArray;
 using testing::random_floats;
 
-#define EXPECT_OK(expr)                                                   \
-  do {                                                                    \
-    const ::cellm::Status expect_ok_status_ = (expr);                     \
-    EXPECT_TRUE(expect_ok_status_.ok()) << expect_ok_status_.to_string(); \
-  } while (false)
-
 constexpr float kEps = 1e-5f;
 
 // A random weight: GGUF bytes for the CPU, the device layout uploaded for the GPU.
@@ -137,7 +131,7 @@ TEST(DecodeMatmulTest, NormAndRowGatherMatchRmsNormThenTheProductForEveryType) {
       const int64_t y_stride = s.rows + 3;
       DeviceArray<float> y(static_cast<size_t>(m * y_stride));
       const DecodeMatmulParams p = gathered_product(w, in, dev, m, true, y, y_stride);
-      EXPECT_OK(launch_decode_matmul(p, nullptr));
+      CELLM_ASSERT_OK(launch_decode_matmul(p, nullptr));
       EXPECT_TRUE(testing::near_relative(
           "normed product", testing::compact_rows(y.download(), m, y_stride, s.rows), ref, 1e-5));
     }
@@ -169,7 +163,7 @@ TEST(DecodeMatmulTest, StoreAddsTheBiasAndAccumulatesIntoTheResidual) {
   p.y = y.get();
   p.y_stride = w.rows;
   p.accumulate = true;
-  EXPECT_OK(launch_decode_matmul(p, nullptr));
+  CELLM_ASSERT_OK(launch_decode_matmul(p, nullptr));
   EXPECT_TRUE(testing::near_relative("bias + residual", y.download(), ref, 1e-5));
 }
 
@@ -201,7 +195,7 @@ TEST(DecodeMatmulTest, SwigluOutputIsSiluOrGeluOfTheGateRowsTimesTheUpRows) {
       DecodeMatmulParams p = gathered_product(w, in, dev, m, c.normed, y, y_stride);
       p.output = DecodeOutput::kSwiglu;
       p.gelu_tanh = gelu;
-      EXPECT_OK(launch_decode_matmul(p, nullptr));
+      CELLM_ASSERT_OK(launch_decode_matmul(p, nullptr));
       EXPECT_TRUE(testing::near_relative(
           "swiglu", testing::compact_rows(y.download(), m, y_stride, c.ffn), ref, 1e-5));
     }
@@ -243,7 +237,7 @@ TEST(DecodeMatmulTest, RopeKvOutputRotatesQAndWritesKAndVIntoTheTokensCells) {
       p.y = y.get();
       p.y_stride = y_stride;
       p.rope = c.output(k_cache.get(), v_cache.get(), dtype);
-      EXPECT_OK(launch_decode_matmul(p, nullptr));
+      CELLM_ASSERT_OK(launch_decode_matmul(p, nullptr));
       EXPECT_TRUE(testing::near_relative(
           "q", testing::compact_rows(y.download(), m, y_stride, Case::kQWidth), ref.q, 1e-5));
       const std::vector<uint8_t> k_bytes = k_cache.download();
@@ -252,13 +246,13 @@ TEST(DecodeMatmulTest, RopeKvOutputRotatesQAndWritesKAndVIntoTheTokensCells) {
                                     ref.k, ref.v);
       // The angles from a per-step table (launch_rope_table): the same bits everywhere.
       DeviceArray<float2> table(static_cast<size_t>(m) * Case::kRotaryDims / 2);
-      EXPECT_OK(launch_rope_table(c.table_params(table.get()), nullptr));
+      CELLM_ASSERT_OK(launch_rope_table(c.table_params(table.get()), nullptr));
       const std::vector<float> y_computed = y.download();
       p.rope.cos_sin = table.get();
       y.poison();
       k_cache.poison();
       v_cache.poison();
-      EXPECT_OK(launch_decode_matmul(p, nullptr));
+      CELLM_ASSERT_OK(launch_decode_matmul(p, nullptr));
       EXPECT_TRUE(testing::compact_rows(y.download(), m, y_stride, Case::kQWidth) ==
                   testing::compact_rows(y_computed, m, y_stride, Case::kQWidth))
           << "q differs with the table";
@@ -311,7 +305,7 @@ TEST(DecodeMatmulTest, Int8InputQuantizedFromNormedGatheredRowsGivesTheQuantized
       q.scales = xs_dev.get();
       q.per_256 = per_256;
       q.sums = sums_dev.get();
-      EXPECT_OK(launch_quantize_activations(q, nullptr));
+      CELLM_ASSERT_OK(launch_quantize_activations(q, nullptr));
       EXPECT_EQ(xq_dev.download(), xq.q) << "int8 activations differ from the host's";
       EXPECT_EQ(xs_dev.download(), xq.scales) << "activation scales differ from the host's";
       EXPECT_EQ(sums_dev.download(), xq.sums) << "block sums differ from the host's";
@@ -330,7 +324,7 @@ TEST(DecodeMatmulTest, Int8InputQuantizedFromNormedGatheredRowsGivesTheQuantized
         EXPECT_FALSE(launch_decode_matmul(p, nullptr).ok()) << "Q4_K per 256 without block sums";
       }
       p.x_q8_sums = sums_dev.get();
-      EXPECT_OK(launch_decode_matmul(p, nullptr));
+      CELLM_ASSERT_OK(launch_decode_matmul(p, nullptr));
       const std::vector<float> got = y.download();
       EXPECT_TRUE(testing::near_relative("vs quantized activations", got, exact, 1e-5));
       EXPECT_TRUE(testing::near_relative("vs f32 activations", got, f32, 2e-2));
@@ -364,7 +358,7 @@ TEST(DecodeMatmulTest, QuantizeWithANormAlsoReadsRowsThatAreNotSixteenByteAligne
   p.norm_eps = kEps;
   p.q = q.get();
   p.scales = scales.get();
-  EXPECT_OK(launch_quantize_activations(p, nullptr));
+  CELLM_ASSERT_OK(launch_quantize_activations(p, nullptr));
   EXPECT_EQ(q.download(), want.q);
   EXPECT_EQ(scales.download(), want.scales);
 }
@@ -377,7 +371,7 @@ TEST(DecodeMatmulTest, QuantizeOfSwigluHalvesQuantizesWhatTheSwigluKernelWrites)
   const int32_t m = 5;
   DeviceArray<float> gate_up(random_floats(static_cast<size_t>(m * 2 * ffn), 93, 4.0f));
   DeviceArray<float> act(static_cast<size_t>(m * ffn));
-  EXPECT_OK(launch_swiglu(swiglu_fused_params(gate_up.get(), m, ffn, act.get()), nullptr));
+  CELLM_ASSERT_OK(launch_swiglu(swiglu_fused_params(gate_up.get(), m, ffn, act.get()), nullptr));
   const testing::HostQ8Rows want = testing::quantize_rows_q8(act.download(), m, ffn, ffn);
   DeviceArray<int8_t> q(want.q.size());
   DeviceArray<float> scales(want.scales.size());
@@ -391,7 +385,7 @@ TEST(DecodeMatmulTest, QuantizeOfSwigluHalvesQuantizesWhatTheSwigluKernelWrites)
   p.up = gate_up.get() + ffn;
   p.q = q.get();
   p.scales = scales.get();
-  EXPECT_OK(launch_quantize_activations(p, nullptr));
+  CELLM_ASSERT_OK(launch_quantize_activations(p, nullptr));
   EXPECT_EQ(q.download(), want.q);
   EXPECT_EQ(scales.download(), want.scales);
   DeviceArray<float> norm(random_floats(static_cast<size_t>(ffn), 94));
@@ -444,8 +438,8 @@ TEST(DecodeMatmulTest, ChainedLaunchesInACapturedGraphSeeEachOthersResults) {
   cudaGraph_t graph = nullptr;
   ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
   for (int rep = 0; rep < 3; ++rep) {
-    EXPECT_OK(launch_decode_matmul(first, stream));
-    EXPECT_OK(launch_decode_matmul(second, stream));
+    CELLM_ASSERT_OK(launch_decode_matmul(first, stream));
+    CELLM_ASSERT_OK(launch_decode_matmul(second, stream));
   }
   ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
   cudaGraphExec_t exec = nullptr;
@@ -473,7 +467,7 @@ TEST(DecodeMatmulTest, RefusesInputsAndOutputsTheKernelsCannotRun) {
   p.x_stride = 256;
   p.y = y.get();
   p.y_stride = 6;
-  EXPECT_OK(launch_decode_matmul(p, nullptr));
+  CELLM_ASSERT_OK(launch_decode_matmul(p, nullptr));
   DecodeMatmulParams bad = p;
   bad.num_tokens = 9;
   EXPECT_EQ(launch_decode_matmul(bad, nullptr).code(), StatusCode::kInvalidArgument);

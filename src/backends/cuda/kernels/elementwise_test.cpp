@@ -28,12 +28,6 @@ using testing::DeviceArray;
 using testing::expect_parity;
 using testing::random_floats;
 
-#define EXPECT_OK(expr)                                           \
-  do {                                                            \
-    const Status cellm_status_ = (expr);                          \
-    ASSERT_TRUE(cellm_status_.ok()) << cellm_status_.to_string(); \
-  } while (false)
-
 TEST(RmsNormKernelTest, PlainFusedAndInPlaceNormsMatchTheCpu) {
   CELLM_REQUIRE_DEVICE();
   // Rows held in registers (up to 4096) and streamed.
@@ -69,13 +63,13 @@ TEST(RmsNormKernelTest, PlainFusedAndInPlaceNormsMatchTheCpu) {
     p.y = y.get();
     p.y_stride = dim;
     expect_parity(
-        "plain", y, [&] { EXPECT_OK(launch_rms_norm(p, nullptr)); }, plain_ref, 1e-6);
+        "plain", y, [&] { CELLM_ASSERT_OK(launch_rms_norm(p, nullptr)); }, plain_ref, 1e-6);
     EXPECT_EQ(x_dev.download(), x) << "a plain norm changed x";
 
     p.add = add_dev.get();
     p.add_stride = stride;
     expect_parity(
-        "fused add", y, [&] { EXPECT_OK(launch_rms_norm(p, nullptr)); }, fused_ref, 1e-6);
+        "fused add", y, [&] { CELLM_ASSERT_OK(launch_rms_norm(p, nullptr)); }, fused_ref, 1e-6);
     EXPECT_TRUE(testing::near_relative(
         "x + add", testing::compact_rows(x_dev.download(), rows, stride, dim), sum_ref, 0.0));
 
@@ -84,7 +78,7 @@ TEST(RmsNormKernelTest, PlainFusedAndInPlaceNormsMatchTheCpu) {
     p.x = inplace.get();
     p.y = inplace.get();
     p.y_stride = stride;
-    EXPECT_OK(launch_rms_norm(p, nullptr));
+    CELLM_ASSERT_OK(launch_rms_norm(p, nullptr));
     EXPECT_TRUE(testing::near_relative(
         "in place", testing::compact_rows(inplace.download(), rows, stride, dim), plain_ref, 1e-6));
   }
@@ -116,7 +110,7 @@ TEST(RmsNormKernelTest, ABf16OutputIsTheNormRoundedInTheOrderTheNextProductReads
     p.add_stride = stride;
     p.y = y.get();
     p.y_stride = dim;
-    EXPECT_OK(launch_rms_norm(p, nullptr));
+    CELLM_ASSERT_OK(launch_rms_norm(p, nullptr));
     for (const WideOrder order : {WideOrder::kFused, WideOrder::kNatural}) {
       DeviceArray<float> x_wide_run(x);
       DeviceArray<uint16_t> wide(static_cast<size_t>(rows * dim));
@@ -125,7 +119,7 @@ TEST(RmsNormKernelTest, ABf16OutputIsTheNormRoundedInTheOrderTheNextProductReads
       q.y = nullptr;
       q.y_wide = wide.get();
       q.y_wide_order = order;
-      EXPECT_OK(launch_rms_norm(q, nullptr));
+      CELLM_ASSERT_OK(launch_rms_norm(q, nullptr));
       EXPECT_EQ(wide.download(), testing::bf16_in_order(y.download(), rows, dim, dim, order));
       EXPECT_EQ(x_wide_run.download(), x_f32.download()) << "the residual add differs";
     }
@@ -140,7 +134,7 @@ TEST(RmsNormKernelTest, ABf16OutputIsTheNormRoundedInTheOrderTheNextProductReads
   bad.y_wide = wide.get();
   EXPECT_FALSE(launch_rms_norm(bad, nullptr).ok());
   bad.y_wide_order = WideOrder::kNatural;  // any dim
-  EXPECT_OK(launch_rms_norm(bad, nullptr));
+  CELLM_ASSERT_OK(launch_rms_norm(bad, nullptr));
   bad.y_wide_order = WideOrder::kFused;
   bad.dim = 64;
   DeviceArray<float> y(static_cast<size_t>(dim));
@@ -148,7 +142,7 @@ TEST(RmsNormKernelTest, ABf16OutputIsTheNormRoundedInTheOrderTheNextProductReads
   bad.y_stride = 64;
   EXPECT_FALSE(launch_rms_norm(bad, nullptr).ok());
   bad.y = nullptr;
-  EXPECT_OK(launch_rms_norm(bad, nullptr));
+  CELLM_ASSERT_OK(launch_rms_norm(bad, nullptr));
 }
 
 TEST(RmsNormKernelTest, PerHeadNormNormalizesEveryHeadInPlace) {
@@ -173,7 +167,7 @@ TEST(RmsNormKernelTest, PerHeadNormNormalizesEveryHeadInPlace) {
   p.weight = w_dev.get();
   p.x = x_dev.get();
   p.token_stride = stride;
-  EXPECT_OK(launch_head_rms_norm(p, nullptr));
+  CELLM_ASSERT_OK(launch_head_rms_norm(p, nullptr));
   const std::vector<float> out = x_dev.download();
   for (int32_t t = 0; t < tokens; ++t) {
     for (int64_t i = heads * hd; i < stride; ++i) ASSERT_EQ(out[t * stride + i], x[t * stride + i]);
@@ -195,7 +189,7 @@ TEST(SwigluKernelTest, SeparateAndFusedGateUpMatchTheCpu) {
   DeviceArray<float> out(static_cast<size_t>(tokens * ffn));
   const SwigluParams fused = swiglu_fused_params(in.get(), tokens, ffn, out.get());
   expect_parity(
-      "fused", out, [&] { EXPECT_OK(launch_swiglu(fused, nullptr)); }, ref, 1e-6);
+      "fused", out, [&] { CELLM_ASSERT_OK(launch_swiglu(fused, nullptr)); }, ref, 1e-6);
 
   // Separate buffers with their own strides.
   const int64_t gate_stride = ffn + 4, up_stride = ffn + 12;
@@ -213,7 +207,7 @@ TEST(SwigluKernelTest, SeparateAndFusedGateUpMatchTheCpu) {
   separate.up = up_dev.get();
   separate.up_stride = up_stride;
   expect_parity(
-      "separate", out, [&] { EXPECT_OK(launch_swiglu(separate, nullptr)); }, ref, 1e-6);
+      "separate", out, [&] { CELLM_ASSERT_OK(launch_swiglu(separate, nullptr)); }, ref, 1e-6);
 
   // Strides of whole float4s above; an odd one (a column at a time) and a misaligned start.
   const int64_t odd_stride = ffn + 1;
@@ -225,7 +219,7 @@ TEST(SwigluKernelTest, SeparateAndFusedGateUpMatchTheCpu) {
   separate.gate = gate_odd_dev.get() + 1;
   separate.gate_stride = odd_stride;
   expect_parity(
-      "odd stride", out, [&] { EXPECT_OK(launch_swiglu(separate, nullptr)); }, ref, 1e-6);
+      "odd stride", out, [&] { CELLM_ASSERT_OK(launch_swiglu(separate, nullptr)); }, ref, 1e-6);
 }
 
 TEST(SwigluKernelTest, GeluGatingMatchesTheCpu) {
@@ -245,7 +239,7 @@ TEST(SwigluKernelTest, GeluGatingMatchesTheCpu) {
   SwigluParams p = swiglu_fused_params(in.get(), tokens, ffn, out.get());
   p.gelu_tanh = true;
   expect_parity(
-      "gelu fused", out, [&] { EXPECT_OK(launch_swiglu(p, nullptr)); }, ref, 1e-6);
+      "gelu fused", out, [&] { CELLM_ASSERT_OK(launch_swiglu(p, nullptr)); }, ref, 1e-6);
   // A column at a time (no float4s).
   std::vector<float> odd(static_cast<size_t>(tokens * 2 * ffn + 1));
   std::copy(gate_up.begin(), gate_up.end(), odd.begin() + 1);
@@ -253,7 +247,7 @@ TEST(SwigluKernelTest, GeluGatingMatchesTheCpu) {
   p.gate = odd_dev.get() + 1;
   p.up = odd_dev.get() + 1 + ffn;
   expect_parity(
-      "gelu unaligned", out, [&] { EXPECT_OK(launch_swiglu(p, nullptr)); }, ref, 1e-6);
+      "gelu unaligned", out, [&] { CELLM_ASSERT_OK(launch_swiglu(p, nullptr)); }, ref, 1e-6);
 }
 
 TEST(SwigluKernelTest, ABf16OutputIsSwigluRoundedInTheOrderTheNextProductReads) {
@@ -263,13 +257,13 @@ TEST(SwigluKernelTest, ABf16OutputIsSwigluRoundedInTheOrderTheNextProductReads) 
   DeviceArray<float> in(gate_up);
   DeviceArray<float> out(static_cast<size_t>(tokens * ffn));
   SwigluParams p = swiglu_fused_params(in.get(), tokens, ffn, out.get());
-  EXPECT_OK(launch_swiglu(p, nullptr));  // f32, checked against the CPU above
+  CELLM_ASSERT_OK(launch_swiglu(p, nullptr));  // f32, checked against the CPU above
   DeviceArray<uint16_t> wide(static_cast<size_t>(tokens * ffn));
   p.out = nullptr;
   p.out_wide = wide.get();
   for (const WideOrder order : {WideOrder::kNatural, WideOrder::kFused}) {
     p.out_wide_order = order;
-    EXPECT_OK(launch_swiglu(p, nullptr));
+    CELLM_ASSERT_OK(launch_swiglu(p, nullptr));
     EXPECT_EQ(wide.download(), testing::bf16_in_order(out.download(), tokens, ffn, ffn, order));
   }
   EXPECT_EQ(in.download(), gate_up) << "the input changed";
@@ -280,17 +274,17 @@ TEST(SwigluKernelTest, ABf16OutputIsSwigluRoundedInTheOrderTheNextProductReads) 
   p.gate_stride = p.up_stride = 2 * 1000;
   EXPECT_FALSE(launch_swiglu(p, nullptr).ok());
   p.out_wide_order = WideOrder::kNatural;  // any dim, here as whole float4s of the input
-  EXPECT_OK(launch_swiglu(p, nullptr));
+  CELLM_ASSERT_OK(launch_swiglu(p, nullptr));
   // A dim of no whole float4s: a column at a time, to the same bits as the f32 output rounded.
   p.dim = 1002;
   p.gate_stride = p.up_stride = 2 * 1002;
   p.up = in.get() + 1002;
-  EXPECT_OK(launch_swiglu(p, nullptr));
+  CELLM_ASSERT_OK(launch_swiglu(p, nullptr));
   SwigluParams f32 = p;
   f32.out_wide = nullptr;
   f32.out = out.get();
   f32.out_stride = 1002;
-  EXPECT_OK(launch_swiglu(f32, nullptr));
+  CELLM_ASSERT_OK(launch_swiglu(f32, nullptr));
   const std::vector<float> f32_out = out.download();
   const std::vector<uint16_t> wide_out = wide.download();
   EXPECT_EQ(
@@ -320,7 +314,7 @@ TEST(RowGatherKernelTest, CopiesTheKeptRowsInOrder) {
   p.dst = out.get();
   p.dst_stride = dim;
   expect_parity(
-      "row gather", out, [&] { EXPECT_OK(launch_row_gather(p, nullptr)); }, ref, 0.0);
+      "row gather", out, [&] { CELLM_ASSERT_OK(launch_row_gather(p, nullptr)); }, ref, 0.0);
 }
 
 TEST(LogitSoftcapKernelTest, CapsEveryLogitAsTheCpuDoesAndNothingPastTheColumns) {
@@ -360,7 +354,7 @@ TEST(LogitSoftcapKernelTest, CapsEveryLogitAsTheCpuDoesAndNothingPastTheColumns)
     p.num_cols = s.cols;
     p.stride = s.stride;
     p.cap = cap;
-    EXPECT_OK(launch_logit_softcap(p, nullptr));
+    CELLM_ASSERT_OK(launch_logit_softcap(p, nullptr));
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     const std::vector<float> out = logits_dev.download();
     const std::vector<float> capped = testing::compact_rows(out, s.rows, s.stride, s.cols);
@@ -449,7 +443,7 @@ TEST(ArgmaxKernelTest, PicksTheLowestIndexOfTheLargestFiniteLogit) {
   DeviceArray<float> logits_dev(logits);
   DeviceArray<int32_t> out(rows);
   out.poison();
-  EXPECT_OK(launch_argmax(argmax_params(logits_dev, rows, vocab, out), nullptr));
+  CELLM_ASSERT_OK(launch_argmax(argmax_params(logits_dev, rows, vocab, out), nullptr));
   EXPECT_EQ(out.download(), want);
 }
 
@@ -479,7 +473,7 @@ TEST(ArgmaxKernelTest, SplitArgmaxFindsTheLowestIndexOfTheLargestFiniteLogitTwic
   p.scratch_bytes = scratch.size();
   for (int run = 0; run < 2; ++run) {  // the first run must leave the scratch ready
     out.poison();
-    EXPECT_OK(launch_argmax(p, nullptr));
+    CELLM_ASSERT_OK(launch_argmax(p, nullptr));
     EXPECT_EQ(out.download(), want) << "run " << run;
   }
   p.scratch_bytes = 16;

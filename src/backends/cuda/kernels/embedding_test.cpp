@@ -22,11 +22,17 @@ namespace {
 
 using testing::DeviceArray;
 
-#define EXPECT_OK(expr)                                           \
-  do {                                                            \
-    const Status cellm_status_ = (expr);                          \
-    ASSERT_TRUE(cellm_status_.ok()) << cellm_status_.to_string(); \
-  } while (false)
+// The gather of every token in `tokens` (device) from `table` into rows of `out_stride` floats.
+EmbeddingParams gather_params(const DeviceWeight& table, const DeviceArray<int32_t>& tokens,
+                              const DeviceArray<float>& out, int64_t out_stride) {
+  EmbeddingParams p;
+  p.table = table;
+  p.num_tokens = static_cast<int32_t>(tokens.size());
+  p.tokens = tokens.get();
+  p.out = out.get();
+  p.out_stride = out_stride;
+  return p;
+}
 
 TEST(EmbeddingKernelTest, GathersRowsOfEveryTypeBitForBit) {
   CELLM_REQUIRE_DEVICE();
@@ -51,14 +57,9 @@ TEST(EmbeddingKernelTest, GathersRowsOfEveryTypeBitForBit) {
     const testing::UploadedWeight table = testing::upload_weight(s.type, vocab, s.cols, gguf);
     DeviceArray<int32_t> tokens_dev(tokens);
     DeviceArray<float> out(tokens.size() * static_cast<size_t>(stride));
-    EmbeddingParams p;
-    p.table = table.weight;
-    p.num_tokens = static_cast<int32_t>(tokens.size());
-    p.tokens = tokens_dev.get();
-    p.out = out.get();
-    p.out_stride = stride;
     out.poison();
-    EXPECT_OK(launch_embedding(p, nullptr));
+    CELLM_ASSERT_OK(
+        launch_embedding(gather_params(table.weight, tokens_dev, out, stride), nullptr));
     const std::vector<float> got =
         testing::compact_rows(out.download(), std::ssize(tokens), stride, s.cols);
     EXPECT_TRUE(testing::near_relative("embedding", got, ref, 0.0));
@@ -81,15 +82,10 @@ TEST(EmbeddingKernelTest, AScaledGatherIsTheRowTimesTheScaleBitForBit) {
     const testing::UploadedWeight table = testing::upload_weight(type, vocab, cols, gguf);
     DeviceArray<int32_t> tokens_dev(tokens);
     DeviceArray<float> out(tokens.size() * static_cast<size_t>(cols));
-    EmbeddingParams p;
-    p.table = table.weight;
-    p.num_tokens = static_cast<int32_t>(tokens.size());
-    p.tokens = tokens_dev.get();
-    p.out = out.get();
-    p.out_stride = cols;
+    EmbeddingParams p = gather_params(table.weight, tokens_dev, out, cols);
     p.scale = scale;
     out.poison();
-    EXPECT_OK(launch_embedding(p, nullptr));
+    CELLM_ASSERT_OK(launch_embedding(p, nullptr));
     EXPECT_TRUE(testing::near_relative("scaled embedding", out.download(), ref, 0.0));
   }
 }
@@ -100,13 +96,7 @@ TEST(EmbeddingKernelTest, AnOutOfRangeTokenGivesANanRow) {
   const testing::UploadedWeight table = testing::upload_weight(TensorType::kQ4_0, 4, 256, gguf);
   DeviceArray<int32_t> tokens_dev(std::vector<int32_t>{4});
   DeviceArray<float> out(256);
-  EmbeddingParams p;
-  p.table = table.weight;
-  p.num_tokens = 1;
-  p.tokens = tokens_dev.get();
-  p.out = out.get();
-  p.out_stride = 256;
-  EXPECT_OK(launch_embedding(p, nullptr));
+  CELLM_ASSERT_OK(launch_embedding(gather_params(table.weight, tokens_dev, out, 256), nullptr));
   for (const float v : out.download()) ASSERT_TRUE(std::isnan(v));
 }
 
@@ -138,13 +128,13 @@ TEST(RandomFillKernelTest, FillsEveryTypeWithBoundedNonZeroDeterministicValues) 
     p.num_cols = s.cols;
     p.seed = 1234;
     p.scale = scale;
-    EXPECT_OK(launch_random_fill(p, nullptr));
+    CELLM_ASSERT_OK(launch_random_fill(p, nullptr));
     p.data = b.get();
-    EXPECT_OK(launch_random_fill(p, nullptr));
+    CELLM_ASSERT_OK(launch_random_fill(p, nullptr));
     const std::vector<uint8_t> first = a.download();
     EXPECT_EQ(first, b.download()) << "same seed, different bytes";
     p.seed = 1235;
-    EXPECT_OK(launch_random_fill(p, nullptr));
+    CELLM_ASSERT_OK(launch_random_fill(p, nullptr));
     EXPECT_NE(first, b.download()) << "another seed, same bytes";
 
     const TensorTypeTraits& traits = tensor_type_traits(s.type);

@@ -26,6 +26,7 @@
 #include "backends/cuda/kernels/weight_layout.h"
 #include "backends/cuda/kernels/wide_act_order.cuh"
 #include "core/check.h"
+#include "core/status.h"
 #include "gguf/tensor_type.h"
 #include "model/model_weights.h"
 #include "program/program_spec.h"
@@ -113,6 +114,13 @@ double relative_error(std::span<const float> out, std::span<const float> ref);
 // Fails the test (never skips) when no CUDA device is visible.
 void require_device();
 #define CELLM_REQUIRE_DEVICE() ASSERT_NO_FATAL_FAILURE(::cellm::kernels::testing::require_device())
+
+// Fails the test (fatally) unless a launch's Status is ok; the message is the status.
+#define CELLM_ASSERT_OK(expr)                                     \
+  do {                                                            \
+    const ::cellm::Status cellm_status_ = (expr);                 \
+    ASSERT_TRUE(cellm_status_.ok()) << cellm_status_.to_string(); \
+  } while (false)
 
 #define CELLM_CUDA_OK(expr)                                        \
   do {                                                             \
