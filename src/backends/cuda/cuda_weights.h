@@ -126,7 +126,7 @@ class CudaWeights {
   // Multiply-adds per token of the matrices a forward runs (layers + LM head), x2 for FLOPs.
   uint64_t matrix_macs_per_token() const;
 
-  struct Tensor;  // internal to cuda_weights.cpp: a planned tensor and where its values come from
+  struct Tensor;  // cuda_weights_tensor.h: a planned tensor and where its values come from
 
  private:
   explicit CudaWeights(const ModelConfig& config)
