@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "backends/cuda/cuda_e2e_support.h"
@@ -72,9 +73,9 @@ struct RowAgreement {
 };
 
 template <class Token>
-inline RowAgreement compare_side_by_side(Executor& a, Executor& b, int32_t num_sessions,
-                                         const std::vector<int32_t>& lengths, Token token,
-                                         int32_t vocab_size) {
+RowAgreement compare_side_by_side(Executor& a, Executor& b, int32_t num_sessions,
+                                  const std::vector<int32_t>& lengths, Token token,
+                                  int32_t vocab_size) {
   RowAgreement agreement;
   feed_side_by_side(
       a, b, num_sessions, lengths, token,
