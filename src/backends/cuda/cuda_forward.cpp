@@ -126,6 +126,8 @@ StatusOr<std::unique_ptr<CudaForward>> CudaForward::create(const ModelConfig& co
       static_cast<size_t>(c.hidden_size / 32) * sizeof(float),   // its scales
       static_cast<size_t>(c.hidden_size / 32) * sizeof(double),  // its sums of squares
       q8_rows * (max_k / 32) * sizeof(int32_t),                  // int8 activations' block sums
+      static_cast<size_t>(c.ffn_size),                           // handed-over SwiGLU values
+      static_cast<size_t>(c.ffn_size / 16 + 1) * sizeof(float),  // their scales
   };
   size_t total = 0;
   for (const size_t s : sizes) total += aligned(s);
@@ -156,6 +158,8 @@ StatusOr<std::unique_ptr<CudaForward>> CudaForward::create(const ModelConfig& co
   forward->hand_scales_ = reinterpret_cast<float*>(take(sizes[17]));
   forward->hand_sum_squares_ = reinterpret_cast<double*>(take(sizes[18]));
   forward->x_q8_sums_ = reinterpret_cast<int32_t*>(take(sizes[19]));
+  forward->swiglu_q_ = reinterpret_cast<int8_t*>(take(sizes[20]));
+  forward->swiglu_scales_ = reinterpret_cast<float*>(take(sizes[21]));
   CELLM_CUDA_RETURN_IF_ERROR(cudaMemset(forward->zero_rows_, 0, sizes[9]));
   CELLM_CUDA_RETURN_IF_ERROR(cudaMemset(forward->argmax_scratch_, 0, sizes[11]));
   forward->plan_fused_path();

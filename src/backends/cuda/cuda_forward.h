@@ -311,7 +311,11 @@ class CudaForward {
   int8_t* hand_q_ = nullptr;            // [hidden] interleaved order
   float* hand_scales_ = nullptr;        // [hidden / 32]
   double* hand_sum_squares_ = nullptr;  // [hidden / 32]
-  int32_t fused_max_rows_ = 0;  // slices of at most this many rows run enqueue_fused (0: none)
+  // One token's SwiGLU values handed to the down product by gate|up (kSwigluHandover): never
+  // x_q8_ or hand_q_, which gate|up may read.
+  int8_t* swiglu_q_ = nullptr;      // [ffn] interleaved order
+  float* swiglu_scales_ = nullptr;  // [ffn / 16] at kernels::per16_scale_index
+  int32_t fused_max_rows_ = 0;      // slices of at most this many rows run enqueue_fused (0: none)
   // A model with post norms runs enqueue_post_norm_fused up to this many rows (0: never; its
   // products must all take int8 activations quantized by launches, CELLM_CUDA_POST_NORM_FUSED=0
   // turns it off).
@@ -347,6 +351,11 @@ class CudaForward {
   // products with int8 activations only; plan_fused_path says where it is on.
   bool handover_o_ = false;
   bool handover_down_ = false;
+  // One-token fused steps hand the down product its int8 input from gate|up, one scale per 16
+  // SwiGLU values (kernels::DecodeOutput::kSwigluHandover): the layer's last quantize launch gone.
+  // Q8_0 / Q4_0 gate|up and down products with int8 activations; CELLM_CUDA_HANDOVER_SWIGLU 0 / 1
+  // forces it off or on.
+  bool handover_swiglu_ = false;
   // The fused layer's products and quantize launches let the next kernel launch once they have
   // passed their wait (kernels/pdl.cuh says why), or at their start on a device of a slower bus
   // (the H100; cuda_forward_fused.cpp's kSlowBusBelowBytesPerS). CELLM_CUDA_TRIGGER_AFTER_WAIT

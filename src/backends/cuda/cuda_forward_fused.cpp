@@ -152,6 +152,18 @@ void CudaForward::plan_fused_path() {
   handover_o_ =
       handover && (chosen == "o" || chosen == "o,down" || (chosen == "1" && o_by_default));
   handover_down_ = handover && (chosen == "down" || chosen == "o,down" || chosen == "1");
+
+  // gate|up hands down its SwiGLU values per 16 where every layer's pair can.
+  bool swiglu = int8_activations_ && !int8_fold_;
+  for (int32_t l = 0; swiglu && l < c.num_layers; ++l) {
+    const CudaLayerWeights& w = weights_.layer(l);
+    swiglu = kernels::decode_matmul_hands_over_swiglu(w.gate_up) &&
+             kernels::decode_matmul_takes_per_16(w.w_down);
+  }
+  const char* swiglu_choice = std::getenv("CELLM_CUDA_HANDOVER_SWIGLU");
+  const bool swiglu_by_default = false;
+  handover_swiglu_ = swiglu && (swiglu_choice != nullptr ? std::strcmp(swiglu_choice, "0") != 0
+                                                         : swiglu_by_default);
 }
 
 kernels::DecodeMatmulParams CudaForward::fused_product(const kernels::DeviceWeight& w,
@@ -294,6 +306,7 @@ Status CudaForward::enqueue_fused(const DeviceStep& step, int32_t rows, int32_t 
   // hand_q_: they read x_q8_, which the quantize launches and the attention write).
   const bool handover_o = handover_o_ && rows == 1;
   const bool handover_down = handover_down_ && rows == 1;
+  const bool handover_swiglu = handover_swiglu_ && rows == 1;
   CELLM_RETURN_IF_ERROR(embed(step, rows, stream));
   // The angles of the step's positions, once for every layer.
   if (rope_table_used_) CELLM_RETURN_IF_ERROR(rope_table(step, rows, stream));
@@ -328,13 +341,24 @@ Status CudaForward::enqueue_fused(const DeviceStep& step, int32_t rows, int32_t 
     } else {
       CELLM_RETURN_IF_ERROR(fused_input(&gate_up, x_, hidden, nullptr, w.ffn_norm, rows, stream));
     }
-    gate_up.output = kernels::DecodeOutput::kSwiglu;
-    gate_up.y = act_;
-    gate_up.y_stride = ffn;
+    kernels::DecodeMatmulParams down = product(w.w_down);
+    if (handover_swiglu) {  // int8 values per 16 straight to down, no quantize launch
+      gate_up.output = kernels::DecodeOutput::kSwigluHandover;
+      gate_up.handover.q = swiglu_q_;
+      gate_up.handover.scales = swiglu_scales_;
+      down.x_q8 = swiglu_q_;
+      down.x_q8_scales = swiglu_scales_;
+      down.x_q8_per_16 = true;
+    } else {
+      gate_up.output = kernels::DecodeOutput::kSwiglu;
+      gate_up.y = act_;
+      gate_up.y_stride = ffn;
+    }
     CELLM_RETURN_IF_ERROR(kernels::launch_decode_matmul(gate_up, stream));
 
-    kernels::DecodeMatmulParams down = product(w.w_down);
-    CELLM_RETURN_IF_ERROR(fused_input(&down, act_, ffn, nullptr, nullptr, rows, stream));
+    if (!handover_swiglu) {
+      CELLM_RETURN_IF_ERROR(fused_input(&down, act_, ffn, nullptr, nullptr, rows, stream));
+    }
     down.y = x_;
     down.y_stride = hidden;
     down.accumulate = true;

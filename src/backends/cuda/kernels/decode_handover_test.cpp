@@ -4,8 +4,11 @@
 // block of 32, exactly the int8 values and scale that quantize_activations' rounding gives the new
 // residual times the next norm weight, and its sum of squares; the taker must give the product of
 // the RMS-normed row (s from the sums, against the host in double) with bias, SwiGLU and store
-// epilogues; bad params are refused. CELLM_CUDA_HANDOVER_SHAPE picks the producer's block shape (a,
-// b or c; device-check runs each). GPU tests (label cuda).
+// epilogues. A gate|up product handing its SwiGLU values over per 16 (kSwigluHandover) must write
+// exactly the per-16 rounding of the values its kSwiglu twin stores, and the products taking them
+// (x_q8_per_16) the host's products; bad params are refused. CELLM_CUDA_HANDOVER_SHAPE picks the
+// add-handover producer's block shape (a, b or c; device-check runs each). GPU tests (label
+// cuda).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -69,6 +72,75 @@ std::vector<double> products(const Weight& w, const std::vector<double>& x) {
     for (int64_t e = 0; e < w.cols; ++e) sum += w.values[r * w.cols + e] * x[e];
     out[static_cast<size_t>(r)] = sum;
   }
+  return out;
+}
+
+// One token's int8 input with one scale per 16 (a kSwigluHandover product's): random values
+// (natural order e, stored at interleaved_q8_offset(e)) and random scales (stored at
+// per16_scale_index(e)); `values` holds q · d per element.
+struct Per16Input {
+  Per16Input(int64_t k, uint32_t seed) {
+    const std::vector<int32_t> q = testing::random_ints(static_cast<size_t>(k), seed, -127, 127);
+    const std::vector<float> d = testing::random_floats(static_cast<size_t>(k / 16), seed + 1);
+    std::vector<int8_t> stored(static_cast<size_t>(k));
+    std::vector<float> scales(d.size());
+    values.resize(static_cast<size_t>(k));
+    for (int64_t e = 0; e < k; ++e) {
+      const float scale = 0.02f + 0.01f * std::fabs(d[e / 16]);
+      stored[static_cast<size_t>(interleaved_q8_offset(e))] = static_cast<int8_t>(q[e]);
+      scales[static_cast<size_t>(per16_scale_index(e))] = scale;
+      values[static_cast<size_t>(e)] = static_cast<double>(q[e]) * scale;
+    }
+    this->q = DeviceArray<int8_t>(stored);
+    this->scales = DeviceArray<float>(scales);
+  }
+  std::vector<double> values;
+  DeviceArray<int8_t> q;
+  DeviceArray<float> scales;
+};
+
+// A normed handed-over input of K columns (as an output product writes it): the int8 values of x ⊙
+// norm per 32, their scales and Σ x² per 32; `values` the normed row they stand for.
+struct NormedInput {
+  NormedInput(int64_t k, uint32_t seed) {
+    const std::vector<float> x = testing::random_floats(static_cast<size_t>(k), seed, 2.0f);
+    const std::vector<float> norm = testing::random_floats(static_cast<size_t>(k), seed + 1, 1.5f);
+    std::vector<int8_t> stored(static_cast<size_t>(k));
+    std::vector<float> scales(static_cast<size_t>(k / 32));
+    std::vector<double> sum_squares(static_cast<size_t>(k / 32));
+    double total = 0.0;
+    for (int64_t b = 0; b < k / 32; ++b) {
+      float amax = 0.0f;
+      for (int64_t e = 32 * b; e < 32 * b + 32; ++e) {
+        amax = std::fmax(amax, std::fabs(x[e] * norm[e]));
+        sum_squares[b] += static_cast<double>(x[e] * x[e]);
+      }
+      total += sum_squares[b];
+      scales[b] = q8_block_scale(amax);
+    }
+    const double s = 1.0 / std::sqrt(total / static_cast<double>(k) + kEps);
+    values.resize(static_cast<size_t>(k));
+    for (int64_t e = 0; e < k; ++e) {
+      const int8_t q = q8_quantize(x[e] * norm[e], scales[e / 32]);
+      stored[interleaved_q8_offset(e)] = q;
+      values[e] = s * static_cast<double>(q) * scales[e / 32];
+    }
+    this->q = DeviceArray<int8_t>(stored);
+    this->scales = DeviceArray<float>(scales);
+    this->sums = DeviceArray<double>(sum_squares);
+  }
+  std::vector<double> values;
+  DeviceArray<int8_t> q;
+  DeviceArray<float> scales;
+  DeviceArray<double> sums;
+};
+
+// silu(gate) · up of a [gate; up] product's rows, in double.
+std::vector<float> swiglu_of(const std::vector<double>& p) {
+  const size_t f = p.size() / 2;
+  std::vector<float> out(f);
+  for (size_t j = 0; j < f; ++j)
+    out[j] = static_cast<float>(p[j] / (1.0 + std::exp(-p[j])) * p[f + j]);
   return out;
 }
 
@@ -167,45 +239,17 @@ TEST(DecodeHandoverTest, AddsIntoTheResidualAndHandsOverItsQuantizedNormedOutput
 TEST(DecodeHandoverTest, ATakerMultipliesItsProductsByTheRmsScaleOfTheHandedOverSums) {
   CELLM_REQUIRE_DEVICE();
   constexpr int64_t kCols = 1024;
-  const std::vector<float> x = testing::random_floats(kCols, 71, 2.0f);
-  const std::vector<float> norm = testing::random_floats(kCols, 72, 1.5f);
-  std::vector<int8_t> stored(kCols);
-  std::vector<float> scales(kCols / 32);
-  std::vector<double> sum_squares(kCols / 32);
-  std::vector<double> xn(kCols);  // the normed row the int8 values stand for
-  double total = 0.0;
-  for (int64_t b = 0; b < kCols / 32; ++b) {
-    float amax = 0.0f;
-    for (int64_t e = 32 * b; e < 32 * b + 32; ++e) {
-      amax = std::fmax(amax, std::fabs(x[e] * norm[e]));
-      sum_squares[b] += static_cast<double>(x[e] * x[e]);
-    }
-    total += sum_squares[b];
-    scales[b] = q8_block_scale(amax);
-  }
-  const double s = 1.0 / std::sqrt(total / kCols + kEps);
-  for (int64_t e = 0; e < kCols; ++e) {
-    const int8_t q = q8_quantize(x[e] * norm[e], scales[e / 32]);
-    stored[interleaved_q8_offset(e)] = q;
-    xn[e] = s * static_cast<double>(q) * scales[e / 32];
-  }
-  const DeviceArray<int8_t> q_dev(stored);
-  const DeviceArray<float> scales_dev(scales);
-  const DeviceArray<double> sums_dev(sum_squares);
+  const NormedInput in(kCols, 71);
   for (const TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0}) {
     for (const DecodeOutput output : {DecodeOutput::kStore, DecodeOutput::kSwiglu}) {
       const bool swiglu = output == DecodeOutput::kSwiglu;
       SCOPED_TRACE(std::string(tensor_type_name(type)) + (swiglu ? " SwiGLU" : " store"));
       const Weight w(type, 2 * 131, kCols, 73);  // 131 pairs: a partial last row group
-      const std::vector<double> p = products(w, xn);
+      const std::vector<double> p = products(w, in.values);
       const std::vector<float> bias = testing::random_floats(static_cast<size_t>(w.rows), 74);
       std::vector<float> want;
       if (swiglu) {
-        for (int64_t j = 0; j < w.rows / 2; ++j) {
-          const double gate = p[j];
-          const double up = p[w.rows / 2 + j];
-          want.push_back(static_cast<float>(gate / (1.0 + std::exp(-gate)) * up));
-        }
+        want = swiglu_of(p);
       } else {
         for (int64_t r = 0; r < w.rows; ++r) want.push_back(static_cast<float>(p[r] + bias[r]));
       }
@@ -214,9 +258,9 @@ TEST(DecodeHandoverTest, ATakerMultipliesItsProductsByTheRmsScaleOfTheHandedOver
       DecodeMatmulParams params;
       params.w = w.upload.weight;
       params.num_tokens = 1;
-      params.x_q8 = q_dev.get();
-      params.x_q8_scales = scales_dev.get();
-      params.x_q8_sum_squares = sums_dev.get();
+      params.x_q8 = in.q.get();
+      params.x_q8_scales = in.scales.get();
+      params.x_q8_sum_squares = in.sums.get();
       params.norm_eps = kEps;
       params.bias = swiglu ? nullptr : bias_dev.get();
       params.output = output;
@@ -229,6 +273,123 @@ TEST(DecodeHandoverTest, ATakerMultipliesItsProductsByTheRmsScaleOfTheHandedOver
             ASSERT_TRUE(launched.ok()) << launched.to_string();
           },
           want, 1e-5);
+    }
+  }
+}
+
+// gate|up handing its SwiGLU values over per 16: the same sums as the kSwiglu product of the same
+// input (which must equal the host's SwiGLU in double), quantized per block of 16 exactly as
+// quantize_activations rounds, values in the interleaved order, scales at per16_scale_index. F
+// shapes: one and several blocks of 256; K: one chunk per thread and row (512, 4096) and fewer
+// chunks than threads (2816); input per 32 from a quantize launch or handed over normed.
+TEST(DecodeHandoverTest, GateUpHandsOverItsSwigluValuesQuantizedPer16) {
+  CELLM_REQUIRE_DEVICE();
+  for (const TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0}) {
+    for (const auto& [f, k] : {std::pair<int64_t, int64_t>{256, 512}, {768, 4096}, {512, 2816}}) {
+      for (const bool normed : {false, true}) {
+        SCOPED_TRACE(std::string(tensor_type_name(type)) + " F " + std::to_string(f) + " K " +
+                     std::to_string(k) + (normed ? " normed" : " per 32"));
+        const Weight w(type, 2 * f, k, 93);
+        const Int8Input plain(k, 94);
+        const NormedInput handed(k, 91);
+        DecodeMatmulParams params;
+        params.w = w.upload.weight;
+        params.num_tokens = 1;
+        params.x_q8 = normed ? handed.q.get() : plain.q.get();
+        params.x_q8_scales = normed ? handed.scales.get() : plain.scales.get();
+        params.x_q8_sum_squares = normed ? handed.sums.get() : nullptr;
+        params.norm_eps = kEps;
+
+        // The SwiGLU product stored in f32, against the host.
+        DeviceArray<float> y(static_cast<size_t>(f));
+        DecodeMatmulParams stored = params;
+        stored.output = DecodeOutput::kSwiglu;
+        stored.y = y.get();
+        stored.y_stride = f;
+        testing::expect_parity(
+            "SwiGLU product", y,
+            [&] {
+              const Status launched = launch_decode_matmul(stored, nullptr);
+              ASSERT_TRUE(launched.ok()) << launched.to_string();
+            },
+            swiglu_of(products(w, normed ? handed.values : plain.values)), 1e-5);
+        ASSERT_FALSE(HasFatalFailure());
+        const std::vector<float> values = y.download();
+
+        DeviceArray<int8_t> q(static_cast<size_t>(f));
+        DeviceArray<float> scales(static_cast<size_t>(f / 16));
+        q.poison();
+        scales.poison();
+        DecodeMatmulParams handing = params;
+        handing.output = DecodeOutput::kSwigluHandover;
+        handing.handover.q = q.get();
+        handing.handover.scales = scales.get();
+        const Status launched = launch_decode_matmul(handing, nullptr);
+        ASSERT_TRUE(launched.ok()) << launched.to_string();
+        const std::vector<int8_t> got_q = q.download();
+        const std::vector<float> got_scales = scales.download();
+        for (int64_t b = 0; b < f / 16; ++b) {
+          float amax = 0.0f;
+          for (int64_t e = 16 * b; e < 16 * b + 16; ++e)
+            amax = std::fmax(amax, std::fabs(values[e]));
+          const float scale = q8_block_scale(amax);
+          ASSERT_EQ(got_scales[per16_scale_index(16 * b)], scale) << "block " << b;
+          for (int64_t e = 16 * b; e < 16 * b + 16; ++e) {
+            ASSERT_EQ(got_q[interleaved_q8_offset(e)], q8_quantize(values[e], scale))
+                << "element " << e;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The takers of per-16 input: a stored product (the row-group kernel) and a product handing over
+// in turn (the down product: the handover kernel, CELLM_CUDA_HANDOVER_SHAPE's shape), against the
+// host in double.
+TEST(DecodeHandoverTest, ProductsTakeSwigluValuesHandedOverPer16) {
+  CELLM_REQUIRE_DEVICE();
+  for (const TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0}) {
+    for (const int64_t k : {int64_t{512}, int64_t{2816}, int64_t{14336}}) {
+      SCOPED_TRACE(std::string(tensor_type_name(type)) + " K " + std::to_string(k));
+      constexpr int64_t kRows = 256;
+      const Weight w(type, kRows, k, 95);
+      const Per16Input in(k, 96);
+      const std::vector<double> p = products(w, in.values);
+      const std::vector<float> bias = testing::random_floats(static_cast<size_t>(kRows), 97);
+      const std::vector<float> y0 = testing::random_floats(static_cast<size_t>(kRows), 98, 3.0f);
+      DeviceArray<float> bias_dev(bias);
+      DeviceArray<float> y(static_cast<size_t>(kRows));
+      for (const bool handing : {false, true}) {
+        SCOPED_TRACE(handing ? "handing over" : "stored");
+        std::vector<float> want(static_cast<size_t>(kRows));
+        for (int64_t r = 0; r < kRows; ++r) {
+          want[r] = static_cast<float>((handing ? y0[r] : 0.0) + (p[r] + bias[r]));
+        }
+        Handover h(kRows);
+        DecodeMatmulParams params;
+        params.w = w.upload.weight;
+        params.num_tokens = 1;
+        params.x_q8 = in.q.get();
+        params.x_q8_scales = in.scales.get();
+        params.x_q8_per_16 = true;
+        params.bias = bias_dev.get();
+        params.y = y.get();
+        params.y_stride = kRows;
+        if (handing) {
+          params.output = DecodeOutput::kAddHandover;
+          params.accumulate = true;
+          params.handover = h.params();
+        }
+        testing::expect_parity(
+            "per-16 input", y,
+            [&] {
+              if (handing) y.upload(y0);
+              const Status launched = launch_decode_matmul(params, nullptr);
+              ASSERT_TRUE(launched.ok()) << launched.to_string();
+            },
+            want, 1e-5);
+      }
     }
   }
 }
@@ -274,6 +435,65 @@ TEST(DecodeHandoverTest, RefusesWhatItCannotHandOver) {
   p.num_tokens = 1;
   p.w = q4_k.upload.weight;
   EXPECT_TRUE(refused(p));
+
+  // A SwiGLU handover: one token, F a multiple of 256, Q8_0 / Q4_0, per-32 input, no bias.
+  const Weight gate_up(TensorType::kQ4_0, 512, 256, 85);
+  DeviceArray<int8_t> swiglu_q(256);
+  DeviceArray<float> swiglu_scales(16);
+  const auto swiglu = [&](const Weight& w) {
+    DecodeMatmulParams s;
+    s.w = w.upload.weight;
+    s.num_tokens = 1;
+    s.x_q8 = in.q.get();
+    s.x_q8_scales = in.scales.get();
+    s.output = DecodeOutput::kSwigluHandover;
+    s.handover.q = swiglu_q.get();
+    s.handover.scales = swiglu_scales.get();
+    return s;
+  };
+  EXPECT_TRUE(launch_decode_matmul(swiglu(gate_up), nullptr).ok());
+  p = swiglu(gate_up);
+  p.num_tokens = 2;
+  EXPECT_TRUE(refused(p));
+  p = swiglu(gate_up);
+  p.bias = y.get();
+  EXPECT_TRUE(refused(p));
+  p = swiglu(gate_up);
+  p.handover.q = in.q.get();  // its own input
+  EXPECT_TRUE(refused(p));
+  p = swiglu(gate_up);
+  p.handover.scales = nullptr;
+  EXPECT_TRUE(refused(p));
+  p = swiglu(gate_up);
+  p.x_q8_per_16 = true;  // its input handed over per 16 in turn
+  EXPECT_TRUE(refused(p));
+  EXPECT_TRUE(refused(swiglu(Weight(TensorType::kQ4_0, 768, 256, 86))));  // F = 384
+  EXPECT_TRUE(refused(swiglu(Weight(TensorType::kQ4_K, 512, 256, 87))));
+
+  // A per-16 taker: one token, Q8_0 / Q4_0, not normed.
+  const Per16Input per_16(256, 88);
+  const auto taker = [&](const Weight& w) {
+    DecodeMatmulParams t;
+    t.w = w.upload.weight;
+    t.num_tokens = 1;
+    t.x_q8 = per_16.q.get();
+    t.x_q8_scales = per_16.scales.get();
+    t.x_q8_per_16 = true;
+    t.y = y.get();
+    t.y_stride = 256;
+    return t;
+  };
+  EXPECT_TRUE(launch_decode_matmul(taker(q4), nullptr).ok());
+  p = taker(q4);
+  p.num_tokens = 2;
+  EXPECT_TRUE(refused(p));
+  p = taker(q4);
+  p.x_q8_sum_squares = sums.get();
+  EXPECT_TRUE(refused(p));
+  p = taker(q4);
+  p.x_q8 = nullptr;
+  EXPECT_TRUE(refused(p));
+  EXPECT_TRUE(refused(taker(q4_k)));
   CELLM_CUDA_OK(cudaDeviceSynchronize());
 }
 

@@ -47,6 +47,12 @@ Status check_input(const DecodeMatmulParams& p) {
                "per-32 scales, Q8_0 / Q4_0 weights and K ≤ " +
                    std::to_string(kHandedOverMaxCols));
   }
+  if (p.x_q8_per_16 && (p.x_q8 == nullptr || p.x_q8_per_256 || p.x_q8_sum_squares != nullptr ||
+                        p.num_tokens != 1 || !decode_matmul_takes_per_16(p.w))) {
+    return bad(p,
+               "per-16 scales (handed-over SwiGLU values) need one token of int8 input, not "
+               "normed, and interleaved Q8_0 / Q4_0 weights");
+  }
   if (p.x_q8 != nullptr) {
     if (!decode_matmul_takes_int8(p.w)) {
       return bad(p, "int8 activations need interleaved Q8_0 / Q4_0 / Q4_K / Q6_K weights");
@@ -76,8 +82,11 @@ Status check_input(const DecodeMatmulParams& p) {
 
 Status check_output(const DecodeMatmulParams& p) {
   const int64_t n = p.w.num_rows;
-  if (p.y == nullptr) return bad(p, "null y");
-  if (p.gelu_tanh && p.output != DecodeOutput::kSwiglu) return bad(p, "GELU without SwiGLU output");
+  if (p.y == nullptr && p.output != DecodeOutput::kSwigluHandover) return bad(p, "null y");
+  if (p.gelu_tanh && p.output != DecodeOutput::kSwiglu &&
+      p.output != DecodeOutput::kSwigluHandover) {
+    return bad(p, "GELU without SwiGLU output");
+  }
   switch (p.output) {
     case DecodeOutput::kStore:
       if (p.y_stride < n) return bad(p, "y stride " + std::to_string(p.y_stride) + " < N");
@@ -91,6 +100,22 @@ Status check_output(const DecodeMatmulParams& p) {
       if (p.accumulate) return bad(p, "RoPE output with accumulate");
       const std::string problem = rope_kv_output_problem(p.rope, n, p.y_stride);
       if (!problem.empty()) return bad(p, problem);
+      return ok_status();
+    }
+    case DecodeOutput::kSwigluHandover: {
+      const DecodeHandover& h = p.handover;
+      if (p.num_tokens != 1 || !decode_matmul_hands_over_swiglu(p.w) || p.x_q8 == nullptr ||
+          p.x_q8_per_256 || p.x_q8_per_16 || p.bias != nullptr || p.accumulate) {
+        return bad(p,
+                   "a SwiGLU handover needs one token, F = N / 2 a multiple of 256, Q8_0 / Q4_0 "
+                   "weights and int8 input with per-32 scales, no bias and no accumulate");
+      }
+      if (h.q == nullptr || h.scales == nullptr || !aligned16(h.q) || !aligned16(h.scales)) {
+        return bad(p, "handover values or scales null or not 16-byte aligned");
+      }
+      if (h.q == p.x_q8 || h.scales == p.x_q8_scales) {
+        return bad(p, "the handover overwrites the product's own input");
+      }
       return ok_status();
     }
     case DecodeOutput::kAddHandover: {
@@ -182,6 +207,12 @@ bool decode_matmul_takes_handover(const DeviceWeight& w) {
   return q8_or_q4(w) && w.num_cols <= kHandedOverMaxCols;
 }
 
+bool decode_matmul_hands_over_swiglu(const DeviceWeight& w) {
+  return q8_or_q4(w) && w.num_rows % 512 == 0;
+}
+
+bool decode_matmul_takes_per_16(const DeviceWeight& w) { return q8_or_q4(w); }
+
 bool decode_matmul_takes_int8(const DeviceWeight& w) {
   return (w.type == TensorType::kQ8_0 || w.type == TensorType::kQ4_0 ||
           w.type == TensorType::kQ4_K || w.type == TensorType::kQ6_K) &&
@@ -205,6 +236,7 @@ DecodeGemvArgs make_decode_gemv_args(const DecodeMatmulParams& p) {
   a.x_q8_per_256 = p.x_q8_per_256;
   a.x_q8_sums = p.x_q8_sums;
   a.x_q8_sum_squares = p.x_q8_sum_squares;
+  a.x_q8_per_16 = p.x_q8_per_16;
   a.int8_fold = p.int8_activations;
   a.bias = p.bias;
   a.output = p.output;

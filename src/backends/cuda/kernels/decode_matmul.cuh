@@ -11,12 +11,13 @@
 // one within the product's summation order (f32 weights and activations: 1e-5 of the CPU).
 // Input is either f32 activations or, for Q8_0 / Q4_0 / Q4_K / Q6_K weights, int8 activations with
 // per-32 scales (quantize_activations: one dp4a per 4 weights, about 3e-3 relative error) — given
-// (x_q8), or quantized from the f32 input inside the product (int8_activations: each block
-// gathers, norms and quantizes the rows into shared memory exactly as quantize_activations would,
-// then runs several row groups on them; decode_matmul_folds_int8 says where that fits).
-// Weights must be in a fast layout (decode_matmul_supports): F32 with K % 4 == 0, F16 / BF16
-// with K % 8 == 0, interleaved Q8_0 / Q4_0 / Q4_K / Q6_K. A block of 128 threads owns 2 or 4
-// output rows (all M tokens), splits K across its threads with 16-byte weight loads, and keeps
+// (x_q8; at one token also handed over by the product before: kAddHandover's normed values,
+// kSwigluHandover's SwiGLU values per 16), or quantized from the f32 input inside the product
+// (int8_activations: each block gathers, norms and quantizes the rows into shared memory exactly as
+// quantize_activations would, then runs several row groups on them; decode_matmul_folds_int8 says
+// where that fits). Weights must be in a fast layout (decode_matmul_supports): F32 with K % 4 == 0,
+// F16 / BF16 with K % 8 == 0, interleaved Q8_0 / Q4_0 / Q4_K / Q6_K. A block of 128 threads owns 2
+// or 4 output rows (all M tokens), splits K across its threads with 16-byte weight loads, and keeps
 // several loads per thread in flight; its first loads are issued before pdl_wait() (pdl.cuh), so
 // under programmatic dependent launch the weights stream while the previous kernel finishes.
 // Stream-ordered, allocation-free, capturable; device arrays (positions, cells, x_rows) are data
@@ -49,6 +50,12 @@ enum class DecodeOutput : int32_t {
   // stream), then the next product's input handed over (DecodeHandover): a block owns whole
   // blocks of 32 outputs, so it quantizes them itself and no quantize launch runs in between.
   kAddHandover,
+  // One token, W = [gate; up] with F a multiple of 256, Q8_0 / Q4_0 weights, int8 input: the
+  // SwiGLU values (as kSwiglu) handed to the next product as int8 with one scale per 16 (into
+  // DecodeHandover's q and scales; the next product takes them with x_q8_per_16): a block owns
+  // 16 values — their 16 gate and 16 up rows — and quantizes them itself, so no quantize launch
+  // runs between gate|up and down. y is not written.
+  kSwigluHandover,
 };
 
 // Where a kAddHandover product writes the next product's normed int8 input, per block of 32 of
@@ -57,7 +64,8 @@ enum class DecodeOutput : int32_t {
 // double). The RMS scale is one positive number per row, so the int8 values of the normed row
 // (y · s) ⊙ w are those of y ⊙ w with the scale times s: the consumer (x_q8_sum_squares) sums
 // the N / 32 partials and multiplies its products by s. One token; q and scales must not alias
-// the product's own input.
+// the product's own input. A kSwigluHandover product writes only q ([F]) and scales ([F / 16], at
+// per16_scale_index); its norm_weight and sum_squares stay null.
 struct DecodeHandover {
   const float* norm_weight = nullptr;  // [N] f32, the next product's RMSNorm weight
   int8_t* q = nullptr;                 // [N] interleaved order, 16-byte aligned
@@ -90,6 +98,9 @@ struct DecodeMatmulParams {
   // int8 values of x ⊙ norm weight (a kAddHandover product's), and the product is the RMSNorm's, (x
   // · s) ⊙ norm weight, with s = 1 / sqrt(Σ x² / K + norm_eps) from these partial sums.
   const double* x_q8_sum_squares = nullptr;
+  // One token of x_q8 with one scale per 16 columns ([K / 16], at per16_scale_index: a
+  // kSwigluHandover product's), Q8_0 / Q4_0 weights, K a multiple of 256; not normed.
+  bool x_q8_per_16 = false;
 
   const float* bias = nullptr;  // [N] f32 added to every token's product, or null
   DecodeOutput output = DecodeOutput::kStore;
@@ -112,6 +123,11 @@ bool decode_matmul_takes_int8(const DeviceWeight& w);
 // input (x_q8_sum_squares: interleaved Q8_0 / Q4_0, K ≤ 8192).
 bool decode_matmul_hands_over(const DeviceWeight& w);
 bool decode_matmul_takes_handover(const DeviceWeight& w);
+// Whether a one-token [gate; up] product over w can hand its SwiGLU values over
+// (kSwigluHandover: interleaved Q8_0 / Q4_0, F = N / 2 a multiple of 256), and whether a product
+// can take them (x_q8_per_16: interleaved Q8_0 / Q4_0).
+bool decode_matmul_hands_over_swiglu(const DeviceWeight& w);
+bool decode_matmul_takes_per_16(const DeviceWeight& w);
 
 // Shared memory per block of a product quantizing `num_tokens` rows of K f32 activations itself
 // (rows rounded up to the kernel's 1, 2, 4 or 8): per row K int8 values and K / 32 f32 scales.

@@ -53,18 +53,23 @@ using DecodeF16x8 = DecodeHalf8<false>;
 
 // ---- row groups ----------------------------------------------------------------------------
 
-// How many row groups of R rows (kSwiglu: R/2 pairs) the product has.
+// Whether the product's rows are [gate; up] pairs (kSwiglu, kSwigluHandover).
+CELLM_HD_INLINE bool decode_output_pairs_rows(DecodeOutput output) {
+  return output == DecodeOutput::kSwiglu || output == DecodeOutput::kSwigluHandover;
+}
+
+// How many row groups of R rows (SwiGLU: R/2 pairs) the product has.
 template <int R>
 CELLM_HD_INLINE int64_t decode_row_groups(const DecodeGemvArgs& a) {
-  return a.output == DecodeOutput::kSwiglu ? ceil_div(a.num_rows / 2, R / 2)
-                                           : ceil_div(a.num_rows, R);
+  return decode_output_pairs_rows(a.output) ? ceil_div(a.num_rows / 2, R / 2)
+                                            : ceil_div(a.num_rows, R);
 }
 
 // Weight row of local row r (0 ≤ r < R) of row group `group`; *valid is false past the matrix.
 template <int R>
 __device__ __forceinline__ int64_t decode_group_row(const DecodeGemvArgs& a, int64_t group, int r,
                                                     bool* valid) {
-  if (a.output == DecodeOutput::kSwiglu) {
+  if (decode_output_pairs_rows(a.output)) {
     const int64_t half = a.num_rows / 2;
     const int64_t j = group * (R / 2) + (r % (R / 2));
     *valid = j < half;
@@ -292,5 +297,8 @@ cudaError_t launch_gemv_decode_q6_k(const DecodeGemvArgs& a, cudaStream_t stream
 // kAddHandover products (gemv_handover.cu).
 cudaError_t launch_gemv_handover_q8_0(const DecodeGemvArgs& a, cudaStream_t stream);
 cudaError_t launch_gemv_handover_q4_0(const DecodeGemvArgs& a, cudaStream_t stream);
+// kSwigluHandover products (gemv_swiglu_handover.cu).
+cudaError_t launch_gemv_swiglu_handover_q8_0(const DecodeGemvArgs& a, cudaStream_t stream);
+cudaError_t launch_gemv_swiglu_handover_q4_0(const DecodeGemvArgs& a, cudaStream_t stream);
 
 }  // namespace cellm::kernels

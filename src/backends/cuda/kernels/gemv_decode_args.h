@@ -26,6 +26,7 @@ struct DecodeGemvArgs {
   bool x_q8_per_256 = false;
   const int32_t* x_q8_sums = nullptr;
   const double* x_q8_sum_squares = nullptr;
+  bool x_q8_per_16 = false;
   bool int8_fold = false;  // DecodeMatmulParams::int8_activations
   const float* bias = nullptr;
   DecodeOutput output = DecodeOutput::kStore;

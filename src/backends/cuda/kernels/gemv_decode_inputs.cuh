@@ -147,8 +147,9 @@ struct Int8Rows {
   const float* scales[M];
 };
 
-// Q8_0 / Q4_0: one scale per group.
-template <class Decoder, int R, int M, bool kShared>
+// Q8_0 / Q4_0: one scale per group (kPer16: the activations' scales per 16 columns, at
+// per16_scale_index — a chunk's eight groups lie in one half of their blocks of 32).
+template <class Decoder, int R, int M, bool kShared, bool kPer16 = false>
 __device__ __forceinline__ void accumulate_int8_q(const typename Decoder::Chunk (&w)[R],
                                                   int num_tokens, const Int8Rows<M>& s, int64_t c,
                                                   float (&acc)[R][M]) {
@@ -157,7 +158,8 @@ __device__ __forceinline__ void accumulate_int8_q(const typename Decoder::Chunk 
   for (int t = 0; t < M; ++t) {
     if (M == 1 || t < num_tokens) {  // M = 1: the one token is there
       const int8_t* x = s.x[t] + 32 * c;
-      const float* block_scales = s.scales[t] + 8 * (c >> 3);
+      const float* block_scales =
+          kPer16 ? s.scales[t] + 16 * (c >> 3) + 8 * ((c >> 2) & 1) : s.scales[t] + 8 * (c >> 3);
       uint4 lo;
       uint4 hi;
       float4 s_lo;
@@ -282,6 +284,25 @@ struct DecodeInt8NormedInput : DecodeInt8Input {
 
 template <class Input>
 inline constexpr bool kNormedAfter = std::is_same_v<Input, DecodeInt8NormedInput>;
+
+// One token of int8 activations with one scale per 16 columns (x_q8_per_16: SwiGLU values a
+// kSwigluHandover product handed over), on Q8_0 / Q4_0 weights.
+struct DecodeInt8Per16Input : DecodeInt8Input {
+  template <int M>
+  __device__ __forceinline__ static void prepare(const DecodeGemvArgs& a, State<M>& s) {
+    static_assert(M == 1, "per-16 input is one token's");
+    s.x[0] = a.x_q8;
+    s.scales[0] = a.x_q8_scales;
+  }
+
+  template <class Decoder, int R, int M>
+  __device__ __forceinline__ static void accumulate(const typename Decoder::Chunk (&w)[R],
+                                                    const DecodeGemvArgs& a, const State<M>& s,
+                                                    int64_t c, float (&acc)[R][M]) {
+    static_assert(!kInt8KQuant<Decoder>, "per-16 input is for Q8_0 / Q4_0 weights");
+    accumulate_int8_q<Decoder, R, M, false, true>(w, a.num_tokens, s, c, acc);
+  }
+};
 
 // The same, quantized with one scale per 256 columns (QuantizeActivationsParams::per_256): K-quant
 // weights sum a chunk's groups in integers (accumulate_chunk_int8_k256), Q4_K's minimums from the

@@ -13,6 +13,12 @@ namespace cellm::kernels {
 
 cudaError_t launch_gemv_decode_q8_0(const DecodeGemvArgs& a, cudaStream_t stream) {
   if (a.output == DecodeOutput::kAddHandover) return launch_gemv_handover_q8_0(a, stream);
+  if (a.output == DecodeOutput::kSwigluHandover) {
+    return launch_gemv_swiglu_handover_q8_0(a, stream);
+  }
+  if (a.x_q8_per_16) {  // one token of handed-over SwiGLU values
+    return launch_gemv_decode_m<DecodeQ8_0, 2, 1, 1, DecodeInt8Per16Input>(a, stream);
+  }
   if (a.x_q8_sum_squares != nullptr) {  // one token, handed over
     if (a.num_cols <= 4096) {
       return launch_gemv_decode_m<DecodeQ8_0, 4, 1, 1, DecodeInt8NormedInput>(a, stream);
@@ -32,6 +38,12 @@ cudaError_t launch_gemv_decode_q8_0(const DecodeGemvArgs& a, cudaStream_t stream
 
 cudaError_t launch_gemv_decode_q4_0(const DecodeGemvArgs& a, cudaStream_t stream) {
   if (a.output == DecodeOutput::kAddHandover) return launch_gemv_handover_q4_0(a, stream);
+  if (a.output == DecodeOutput::kSwigluHandover) {
+    return launch_gemv_swiglu_handover_q4_0(a, stream);
+  }
+  if (a.x_q8_per_16) {  // one token of handed-over SwiGLU values
+    return launch_gemv_decode_m<DecodeQ4_0, 4, 1, 1, DecodeInt8Per16Input>(a, stream);
+  }
   if (a.x_q8_sum_squares != nullptr) {  // one token, handed over
     return launch_gemv_decode_m<DecodeQ4_0, 4, 1, 1, DecodeInt8NormedInput>(a, stream);
   }

@@ -20,13 +20,12 @@
 namespace cellm::kernels {
 namespace {
 
-template <class Decoder, int R, int kSub, int kGroups>
+template <class Decoder, class Input, int R, int kSub, int kGroups>
 __global__ void __launch_bounds__(kSub* kDecodeThreads, 1)
     gemv_handover_kernel(const DecodeGemvArgs a) {
   static_assert(kSub * kGroups * R == 32, "a block owns one block of 32 outputs");
   constexpr int M = 1;
   constexpr int kWarps = kSub * kDecodeWarps;
-  using Input = DecodeInt8Input;
   pdl_trigger_at_start(a.trigger);
   const int sub = static_cast<int>(threadIdx.x) / kDecodeThreads;
   const int first = static_cast<int>(threadIdx.x) % kDecodeThreads;  // within the sub-block
@@ -50,8 +49,8 @@ __global__ void __launch_bounds__(kSub* kDecodeThreads, 1)
   pdl_wait_then_trigger(a.trigger);
   const float residual = epilogue ? a.y[lane_output] : 0.0f;
 
-  Input::State<M> state;
-  Input::prepare<M>(a, state);
+  typename Input::template State<M> state;
+  Input::template prepare<M>(a, state);
   __shared__ float partial[kGroups][kWarps][R * M];
   CELLM_UNROLL
   for (int j = 0; j < kGroups; ++j) {
@@ -64,7 +63,7 @@ __global__ void __launch_bounds__(kSub* kDecodeThreads, 1)
     CELLM_UNROLL
     for (int r = 0; r < R; ++r) acc[r][0] = 0.0f;
     for (int64_t c = first; c < num_chunks; c += kDecodeThreads) {
-      Input::accumulate<Decoder, R, M>(chunks[0], a, state, c, acc);
+      Input::template accumulate<Decoder, R, M>(chunks[0], a, state, c, acc);
       const int64_t next = c + kDecodeThreads;
       if (next < num_chunks) {
         CELLM_UNROLL
@@ -118,7 +117,11 @@ __global__ void __launch_bounds__(kSub* kDecodeThreads, 1)
 
 template <class Decoder, int R, int kSub, int kGroups>
 cudaError_t launch_shape(const DecodeGemvArgs& a, cudaStream_t stream) {
-  const auto kernel = gemv_handover_kernel<Decoder, R, kSub, kGroups>;
+  // The input: per-32 scales (a quantize launch's, the attention's), or per 16 (handed-over
+  // SwiGLU values: the down product).
+  const auto kernel = a.x_q8_per_16
+                          ? gemv_handover_kernel<Decoder, DecodeInt8Per16Input, R, kSub, kGroups>
+                          : gemv_handover_kernel<Decoder, DecodeInt8Input, R, kSub, kGroups>;
   return launch_pdl(kernel, dim3(static_cast<unsigned>(a.num_rows / 32)),
                     dim3(kSub * kDecodeThreads), 0, stream, a);
 }

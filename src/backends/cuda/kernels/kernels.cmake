@@ -14,6 +14,7 @@ endif()
 set(CELLM_CUDA_KERNELS_CU
   argmax.cu attention_decode.cu attention_prefill.cu decode_matmul.cu dequantize.cu embedding.cu
   gemv_decode_float.cu gemv_decode_kquant.cu gemv_decode_q8_q4.cu gemv_handover.cu
+  gemv_swiglu_handover.cu
   gemv_dp4a.cu gemv_float.cu gemv_generic.cu gemv_kquant.cu gemv_q8_q4.cu logit_softcap.cu
   matmul.cu quantize_activations.cu random_fill.cu rms_norm.cu rope_kv.cu row_gather.cu
   row_candidates.cu row_draw.cu row_logprobs.cu row_rewrite.cu swiglu.cu)

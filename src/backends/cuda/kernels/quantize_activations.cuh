@@ -65,6 +65,15 @@ CELLM_HD_INLINE int64_t interleaved_q8_offset(int64_t e) {
   return 32 * chunk + 4 * (within >> 5) + (within & 3);
 }
 
+// Where the scale of element e's block of 16 lands when a row has one scale per 16 (a
+// kSwigluHandover product's, decode_matmul.cuh): 16 per 256 columns, the first halves' eight
+// blocks of 32 in order, then the second halves'. A chunk of the interleaved order (32 elements,
+// four from each block of 32 of a span) lies in one half of its eight blocks, so a product still
+// loads its eight scales as two float4.
+CELLM_HD_INLINE int64_t per16_scale_index(int64_t e) {
+  return 16 * (e >> 8) + 8 * ((e >> 4) & 1) + ((e >> 5) & 7);
+}
+
 // The quantization of one value of a block whose largest magnitude is `amax`.
 CELLM_HD_INLINE float q8_block_scale(float amax) { return amax / 127.0f; }
 CELLM_HD_INLINE int8_t q8_quantize(float x, float scale) {
