@@ -44,6 +44,8 @@ void CudaForward::plan_fused_path() {
   const char* fold = std::getenv("CELLM_CUDA_INT8_FOLD");  // opt-in: slower on the H200
   int8_fold_ = fold != nullptr && std::strcmp(fold, "1") == 0;
   attention_q8_ = env_allows("CELLM_CUDA_ATTENTION_Q8");
+  const char* early = std::getenv("CELLM_CUDA_ATTENTION_EARLY");
+  attention_early_after_product_ = early != nullptr && std::strcmp(early, "1") == 0;
   kquant_per_256_ = env_allows("CELLM_CUDA_KQUANT_PER256");
   kquant_o_from_attention_ = env_allows("CELLM_CUDA_KQUANT_O_FROM_ATTENTION");
   int8_qkv_apart_ = env_allows("CELLM_CUDA_INT8_QKV_APART");

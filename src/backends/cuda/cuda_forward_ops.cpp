@@ -73,7 +73,7 @@ Status CudaForward::attention(const DeviceStep& step, int32_t layer, int32_t row
   const int32_t context = is_static ? static_context_bound(step.max_seq_len) : step.max_seq_len;
   decode.max_splits = decode_splits(rows, context);
   decode.cluster_merge = context <= kernels::kDecodeClusterMaxContext;
-  decode.early_launch = after_rope_kv;
+  decode.early_launch = after_rope_kv || attention_early_after_product_;
   // Few (token, kv head) pairs: split contexts finer so enough blocks share the reads.
   decode.min_cells_per_split = rows * c.num_kv_heads < num_sms_ ? 64 : 256;
   decode.scratch = static_cast<float*>(attention_scratch_);
