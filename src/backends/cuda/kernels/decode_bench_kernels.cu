@@ -2,6 +2,7 @@
 // (gemv_decode.cuh) with other rows-per-block / chunks-in-flight choices than the shipped ones,
 // timed beside them at M = 1 to tune gemv_decode_<types>.cu. Not linked into the backend.
 #include "backends/cuda/kernels/decode_bench_kernels.h"
+#include "backends/cuda/kernels/decode_lane_q4_0.cuh"
 #include "backends/cuda/kernels/gemv_decode.cuh"
 
 namespace cellm::kernels {
@@ -38,7 +39,10 @@ std::vector<DecodeVariant> decode_variants(TensorType type, bool int8) {
       v = int8 ? std::vector<DecodeVariant>{{2, 1, launch_m1<DecodeQ4_0, 2, 1, I8>},
                                             {4, 1, launch_m1<DecodeQ4_0, 4, 1, I8>},
                                             {4, 2, launch_m1<DecodeQ4_0, 4, 2, I8>},
-                                            {8, 1, launch_m1<DecodeQ4_0, 8, 1, I8>}}
+                                            {8, 1, launch_m1<DecodeQ4_0, 8, 1, I8>},
+                                            {4, 1, launch_m1<DecodeQ4_0Lane, 4, 1, I8>, "L"},
+                                            {6, 1, launch_m1<DecodeQ4_0Lane, 6, 1, I8>, "L"},
+                                            {8, 1, launch_m1<DecodeQ4_0Lane, 8, 1, I8>, "L"}}
                : std::vector<DecodeVariant>{{2, 1, launch_m1<DecodeQ4_0, 2, 1, F32>},
                                             {4, 1, launch_m1<DecodeQ4_0, 4, 1, F32>}};
       break;

@@ -186,8 +186,8 @@ void bench_products(cudaStream_t stream, double ceiling) {
             BENCH_CUDA(v.launch(a, stream));
           });
           n += std::snprintf(text + n, sizeof(text) - static_cast<size_t>(n),
-                             "  R%dD%d %5.0f (%.0e)", v.rows_per_block, v.chunks_in_flight,
-                             static_cast<double>(w.bytes) / t / 1e9, worst);
+                             "  R%dD%d%s %5.0f (%.0e)", v.rows_per_block, v.chunks_in_flight,
+                             v.note, static_cast<double>(w.bytes) / t / 1e9, worst);
         }
         tuning.push_back(text);
       }

@@ -171,6 +171,25 @@ int64_t decode_grid_blocks(int64_t num_groups, int prologue_blocks_per_sm) {
   return ceil_div(num_groups, per_block);
 }
 
+size_t decode_occupancy_pad_bytes() {
+  static const size_t pad = [] {
+    const char* value = std::getenv("CELLM_CUDA_DECODE_MAX_BLOCKS_PER_SM");
+    const int n = value != nullptr ? std::atoi(value) : 0;
+    if (n < 5 || n > 7) return size_t{0};
+    int device = 0;
+    int smem_per_sm = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device) !=
+            cudaSuccess) {
+      (void)cudaGetLastError();
+      return size_t{0};
+    }
+    // n blocks fit (each also reserves 1 KB and holds ≤ 1 KB of static arrays), n + 1 do not.
+    return static_cast<size_t>(smem_per_sm / n - 2048);
+  }();
+  return pad;
+}
+
 size_t decode_int8_fold_smem_bytes(int64_t num_cols, int32_t num_tokens) {
   const auto k = static_cast<size_t>(num_cols);
   return static_cast<size_t>(instantiated_rows(num_tokens)) * (k + k / 32 * sizeof(float));

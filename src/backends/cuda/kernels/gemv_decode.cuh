@@ -144,7 +144,9 @@ __device__ __forceinline__ void decode_epilogue(const DecodeGemvArgs& a, int64_t
 template <class Decoder, int R, int M, class Input>
 constexpr int decode_min_blocks_per_sm() {
   constexpr bool kInt8Launched = std::is_base_of_v<DecodeInt8Input, Input>;
-  if constexpr (R != 4 || !kInt8Launched) {
+  if constexpr (requires { Decoder::kMinBlocksPerSm; }) {
+    return Decoder::kMinBlocksPerSm;  // a decoder's own (decode_lane_q4_0.cuh)
+  } else if constexpr (R != 4 || !kInt8Launched) {
     return 0;
   } else if constexpr (M == 2) {
     return std::is_same_v<Decoder, DecodeQ4_0> ? 7 : 0;
@@ -254,11 +256,17 @@ __global__ void __launch_bounds__(kDecodeThreads,
 // overrides it; 0: one per group), each running an equal share of the groups: one wave.
 int64_t decode_grid_blocks(int64_t num_groups, int prologue_blocks_per_sm);
 
+// Dynamic shared memory that holds the row-group kernel (on inputs without shared memory of their
+// own) to CELLM_CUDA_DECODE_MAX_BLOCKS_PER_SM = N ∈ [5, 7] blocks a SM, leaving the rest of the SM
+// to the kernel after it (programmatic dependent launch); 0 unset (for measurements).
+size_t decode_occupancy_pad_bytes();
+
 // The kernel for M token rows, launched on its grid.
 template <class Decoder, int R, int M, int D, class Input>
 cudaError_t launch_gemv_decode_m(const DecodeGemvArgs& a, cudaStream_t stream) {
   const auto kernel = gemv_decode_kernel<Decoder, R, M, D, Input>;
-  const size_t smem_bytes = Input::smem_bytes(a, M);
+  size_t smem_bytes = Input::smem_bytes(a, M);
+  if (smem_bytes == 0) smem_bytes = decode_occupancy_pad_bytes();
   int fit = 0;
   if constexpr (Input::kPrologue) {
     const cudaError_t error =
