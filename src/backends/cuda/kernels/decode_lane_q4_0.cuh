@@ -32,7 +32,7 @@ template <>
 struct Int8Words<DecodeQ4_0Lane> {
   static constexpr bool kMinus8 = true;
   __device__ __forceinline__ static uint32_t word(const DecodeQ4_0Lane::Chunk& w, int g) {
-    return (word_of(w.qs, g >> 1) >> (4 * (g & 1))) & 0x0f0f0f0fu;
+    return interleaved_group_nibbles(w.qs, g);
   }
   __device__ __forceinline__ static uint16_t scale_bits(const DecodeQ4_0Lane::Chunk& w, int g) {
     const int source = static_cast<int>(threadIdx.x & 24) | g;

@@ -132,7 +132,7 @@ template <>
 struct Int8Words<DecodeQ4_0> {
   static constexpr bool kMinus8 = true;
   __device__ __forceinline__ static uint32_t word(const DecodeQ4_0::Chunk& w, int g) {
-    return (word_of(w.qs, g >> 1) >> (4 * (g & 1))) & 0x0f0f0f0fu;
+    return interleaved_group_nibbles(w.qs, g);
   }
   __device__ __forceinline__ static uint16_t scale_bits(const DecodeQ4_0::Chunk& w, int g) {
     return half_of(w.d, g);

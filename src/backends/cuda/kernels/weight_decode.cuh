@@ -125,6 +125,12 @@ struct InterleavedDecoderBase {
   CELLM_HD_INLINE static int64_t x_offset(int64_t c, int g) { return interleaved_x_offset(c, g); }
 };
 
+// Q4_0 / Q4_K: group g's four nibbles of a lane's 16 bytes (word g / 2, low nibbles for even g,
+// high for odd), as unsigned bytes.
+CELLM_HD_INLINE uint32_t interleaved_group_nibbles(const uint4& qs, int g) {
+  return (word_of(qs, g >> 1) >> (4 * (g & 1))) & 0x0f0f0f0fu;
+}
+
 // Q8_0 / Q4_0: a span's 8 f16 block scales in one uint4, the block scale of group g.
 CELLM_HD_INLINE float span_block_scale(const uint4& d, int g) {
   return f16_bits_to_float(half_of(d, g));
@@ -143,7 +149,7 @@ struct DecodeQ4_0 : InterleavedDecoderBase {
     return chunk;
   }
   CELLM_HD_INLINE static void group(const Chunk& w, int g, int64_t /*c*/, GroupValues* out) {
-    const uint32_t nibbles = (word_of(w.qs, g >> 1) >> (4 * (g & 1))) & 0x0f0f0f0fu;
+    const uint32_t nibbles = interleaved_group_nibbles(w.qs, g);
     CELLM_UNROLL
     for (int i = 0; i < 4; ++i) out->q[i] = magic_byte(nibbles, i) - (kMagic + 8.0f);
     out->scale = span_block_scale(w.d, g);
@@ -151,7 +157,7 @@ struct DecodeQ4_0 : InterleavedDecoderBase {
   }
   // Group g as four signed bytes q − 8 and its block scale, for int8 dot products (gemv_dp4a).
   CELLM_HD_INLINE static uint32_t group_s8(const Chunk& w, int g) {
-    return nibbles_minus_8((word_of(w.qs, g >> 1) >> (4 * (g & 1))) & 0x0f0f0f0fu);
+    return nibbles_minus_8(interleaved_group_nibbles(w.qs, g));
   }
   CELLM_HD_INLINE static float group_scale(const Chunk& w, int g) {
     return span_block_scale(w.d, g);
@@ -211,7 +217,7 @@ struct DecodeQ4_K : InterleavedDecoderBase {
   // bytes u of int8_word (u < 128, so dp4a may read them as signed).
   static constexpr int kInt8Offset = 0;
   CELLM_HD_INLINE static uint32_t int8_word(const Chunk& w, int g, int64_t /*c*/) {
-    return (word_of(w.qs, g >> 1) >> (4 * (g & 1))) & 0x0f0f0f0fu;
+    return interleaved_group_nibbles(w.qs, g);
   }
   CELLM_HD_INLINE static void int8_scale_min(const Chunk& w, int g, int64_t /*c*/, float* scale,
                                              float* min) {
