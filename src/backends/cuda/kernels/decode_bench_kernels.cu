@@ -15,6 +15,13 @@ cudaError_t launch_m1(const DecodeGemvArgs& a, cudaStream_t stream) {
                     0, stream, a);
 }
 
+template <int R, int D, int kMinBlocksPerSm = 8>
+cudaError_t launch_lane(const DecodeGemvArgs& a, cudaStream_t stream) {
+  const auto blocks = static_cast<unsigned>(ceil_div(a.num_rows, R));
+  return launch_pdl(gemv_decode_lane_q4_0_kernel<R, D, kMinBlocksPerSm>, dim3(blocks),
+                    dim3(kDecodeThreads), 0, stream, a);
+}
+
 }  // namespace
 
 std::vector<DecodeVariant> decode_variants(TensorType type, bool int8) {
@@ -41,8 +48,10 @@ std::vector<DecodeVariant> decode_variants(TensorType type, bool int8) {
                                             {4, 2, launch_m1<DecodeQ4_0, 4, 2, I8>},
                                             {8, 1, launch_m1<DecodeQ4_0, 8, 1, I8>},
                                             {4, 1, launch_m1<DecodeQ4_0Lane, 4, 1, I8>, "L"},
-                                            {6, 1, launch_m1<DecodeQ4_0Lane, 6, 1, I8>, "L"},
-                                            {8, 1, launch_m1<DecodeQ4_0Lane, 8, 1, I8>, "L"}}
+                                            {4, 1, launch_lane<4, 1>, "K"},
+                                            {6, 1, launch_lane<6, 1>, "K"},
+                                            {8, 1, launch_lane<8, 1>, "K"},
+                                            {8, 1, launch_lane<8, 1, 7>, "K7"}}
                : std::vector<DecodeVariant>{{2, 1, launch_m1<DecodeQ4_0, 2, 1, F32>},
                                             {4, 1, launch_m1<DecodeQ4_0, 4, 1, F32>}};
       break;

@@ -17,7 +17,9 @@ struct DecodeVariant {
   int rows_per_block = 0;                                                            // R
   int chunks_in_flight = 0;                                                          // D
   cudaError_t (*launch)(const DecodeGemvArgs& args, cudaStream_t stream) = nullptr;  // M = 1
-  const char* note = "";  // "L": Q4_0 with one block scale per lane (DecodeQ4_0Lane)
+  // "L": Q4_0 with one block scale per lane (DecodeQ4_0Lane); "K": the same in a kernel of its
+  // own (gemv_decode_lane_q4_0_kernel)
+  const char* note = "";
 };
 
 // The variants built for `type` (BF16, Q8_0, Q4_0) with f32 (int8 false, no norm) or int8 input.
