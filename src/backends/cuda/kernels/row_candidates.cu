@@ -202,16 +202,13 @@ __global__ void __launch_bounds__(kThreads)
   const bool with_sum = needs_total(ask);
   const auto splits = static_cast<int>(gridDim.x);
   const float* row = p.logits + static_cast<int64_t>(r) * p.stride;
-  const int64_t begin = static_cast<int64_t>(blockIdx.x) * per_split;
-  const int64_t end = begin + per_split < p.vocab ? begin + per_split : p.vocab;
-  const RowSplitScratch<Partial> scratch = row_split_scratch<Partial>(p.scratch, p.num_rows);
-  Partial* partials = scratch.partials + static_cast<int64_t>(r) * kMaxSplits;
-  block_partial(HeldPart(row, begin, end), with_sum, inv_temperature, partials + blockIdx.x);
-  if (threadIdx.x < 32) {  // the first warp wrote the partial: visible before thread 0 counts it
-    __threadfence();
-    __syncwarp();
-  }
-  if (!row_split_block_is_last(&scratch.counters[r], splits)) return;
+  const RowSplitArrival<Partial> arrival = row_split_write_and_arrive<Partial>(
+      p.scratch, p.num_rows, kMaxSplits, p.vocab, per_split,
+      [&](int64_t begin, int64_t end, Partial* out) {
+        block_partial(HeldPart(row, begin, end), with_sum, inv_temperature, out);
+      });
+  if (!arrival.is_last) return;
+  const Partial* partials = arrival.partials;
   // The last block: its first warp reads the parts' maxima and sums (lane j part j's) and stages
   // their lists; the whole block merges them.
   const int lane = static_cast<int>(threadIdx.x & 31);
@@ -233,7 +230,7 @@ __global__ void __launch_bounds__(kThreads)
     whole.sum = max == -INFINITY && with_sum ? 0.0 : sum;
     whole.max = max;
     whole.num = placed;
-    scratch.counters[r] = 0u;  // ready for the next launch
+    *arrival.counter = 0u;  // ready for the next launch
   }
   __syncwarp();  // lane 0 completed `whole`
   write_summary(whole, temperature, p.out + r);

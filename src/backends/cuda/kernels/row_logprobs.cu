@@ -129,16 +129,13 @@ __global__ void __launch_bounds__(kThreads)
   if (num_top < 0) return;
   const auto splits = static_cast<int>(gridDim.x);
   const float* row = p.logits + static_cast<int64_t>(r) * p.stride;
-  const int64_t begin = static_cast<int64_t>(blockIdx.x) * per_split;
-  const int64_t end = begin + per_split < p.vocab ? begin + per_split : p.vocab;
-  const RowSplitScratch<Partial> scratch = row_split_scratch<Partial>(p.scratch, p.num_rows);
-  Partial* partials = scratch.partials + static_cast<int64_t>(r) * kMaxSplits;
-  block_partial(HeldPart(row, begin, end), num_top, partials + blockIdx.x);
-  if (threadIdx.x < 32) {  // the first warp wrote the partial: visible before thread 0 counts it
-    __threadfence();
-    __syncwarp();
-  }
-  if (!row_split_block_is_last(&scratch.counters[r], splits)) return;
+  const RowSplitArrival<Partial> arrival =
+      row_split_write_and_arrive<Partial>(p.scratch, p.num_rows, kMaxSplits, p.vocab, per_split,
+                                          [&](int64_t begin, int64_t end, Partial* out) {
+                                            block_partial(HeldPart(row, begin, end), num_top, out);
+                                          });
+  if (!arrival.is_last) return;
+  const Partial* partials = arrival.partials;
   // The last block: its first warp takes the largest of the parts' maxima and the sums rescaled
   // to it, and stages the parts' lists; the whole block merges them.
   const int lane = static_cast<int>(threadIdx.x & 31);
@@ -170,7 +167,7 @@ __global__ void __launch_bounds__(kThreads)
     whole.sum = sum;
     whole.max = max;
     whole.num = placed;
-    scratch.counters[r] = 0u;  // ready for the next launch
+    *arrival.counter = 0u;  // ready for the next launch
   }
   __syncwarp();  // lane 0 completed `whole`
   write_summary(whole, row, p.scored[r], p.vocab, p.out + r);

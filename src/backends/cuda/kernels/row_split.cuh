@@ -1,9 +1,9 @@
 // row_split.cuh: the device side of row_split.h for kernels whose blocks each leave a partial
 // result of a row segment in a scratch buffer, the last block of the row to finish merging them
 // (row_logprobs, row_candidates): where the per-row counters and partials lie in the scratch, its
-// size, the arrival that elects the row's last block, and the staging of the parts' lists for its
-// merge. Knows nothing else of what a partial holds.
-// Device code (the size also on the host). Thread-safety: per block, through the row's counter.
+// size, a block's part written and its arrival that elects the row's last block, and the staging of
+// the parts' lists for its merge. Knows nothing else of what a partial holds. Device code (the size
+// also on the host). Thread-safety: per block, through the row's counter.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -58,6 +58,37 @@ __device__ __forceinline__ bool row_split_block_is_last(unsigned int* counter, i
   const bool is_last = last;
   if (is_last) __threadfence();
   return is_last;
+}
+
+// A row's split partials seen from one block: the row's partials and counter, and whether the
+// block is the row's last to arrive.
+template <class Partial>
+struct RowSplitArrival {
+  Partial* partials;      // [max_splits] of row blockIdx.y
+  unsigned int* counter;  // the row's; the last block zeroes it when done
+  bool is_last;
+};
+
+// The split kernels' first half, grid (splits, rows): block b of row r writes its part of the row,
+// [b · per_split, min((b + 1) · per_split, length)), as partial b with `write_partial(begin, end,
+// Partial* out)` (every thread calls it; its first warp writes `out`), then arrives. Every thread
+// of the block calls it; in the row's last block the others' partials may then be read (__ldcg).
+template <class Partial, class WritePartial>
+__device__ __forceinline__ RowSplitArrival<Partial> row_split_write_and_arrive(
+    void* scratch, int32_t num_rows, int max_splits, int64_t length, int64_t per_split,
+    WritePartial write_partial) {
+  const auto r = static_cast<int64_t>(blockIdx.y);
+  const int64_t begin = static_cast<int64_t>(blockIdx.x) * per_split;
+  const int64_t end = begin + per_split < length ? begin + per_split : length;
+  const RowSplitScratch<Partial> rows = row_split_scratch<Partial>(scratch, num_rows);
+  Partial* partials = rows.partials + r * max_splits;
+  write_partial(begin, end, partials + blockIdx.x);
+  if (threadIdx.x < 32) {  // the first warp wrote the partial: visible before thread 0 counts it
+    __threadfence();
+    __syncwarp();
+  }
+  const bool is_last = row_split_block_is_last(&rows.counters[r], static_cast<int>(gridDim.x));
+  return {partials, &rows.counters[r], is_last};
 }
 
 // The last block's first warp, after its __threadfence(): the parts' lists (Partial::value, ::id
