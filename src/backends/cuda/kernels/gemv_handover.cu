@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "backends/cuda/kernels/gemv_decode.cuh"
+#include "backends/cuda/kernels/gemv_group_stream.cuh"
 
 namespace cellm::kernels {
 namespace {
@@ -52,36 +53,18 @@ __global__ void __launch_bounds__(kSub* kDecodeThreads, 1)
   typename Input::template State<M> state;
   Input::template prepare<M>(a, state);
   __shared__ float partial[kGroups][kWarps][R * M];
+  // The next group's rows: R rows further on (a block's outputs are 32 consecutive rows).
+  const uint64_t group_step = static_cast<uint64_t>(R) * a.row_bytes;
   CELLM_UNROLL
   for (int j = 0; j < kGroups; ++j) {
-    const bool has_next = j + 1 < kGroups;
-    const uint8_t* next_rows[R];
-    if constexpr (kGroups > 1) {
-      decode_group_rows<R>(a, first_group + (has_next ? j + 1 : j), next_rows);
-    }
     float acc[R][M];
     CELLM_UNROLL
     for (int r = 0; r < R; ++r) acc[r][0] = 0.0f;
-    for (int64_t c = first; c < num_chunks; c += kDecodeThreads) {
-      Input::template accumulate<Decoder, R, M>(chunks[0], a, state, c, acc);
-      const int64_t next = c + kDecodeThreads;
-      if (next < num_chunks) {
-        CELLM_UNROLL
-        for (int r = 0; r < R; ++r) chunks[0][r] = Decoder::load(rows[r], a.num_cols, next);
-      } else if constexpr (kGroups > 1) {
-        if (has_next) {
-          CELLM_UNROLL
-          for (int r = 0; r < R; ++r) {
-            chunks[0][r] = Decoder::load(next_rows[r], a.num_cols, first);
-          }
-        }
-      }
-    }
+    accumulate_group_streaming<Decoder, Input, R>(a, state, rows, first, j + 1 < kGroups,
+                                                  group_step, chunks, acc);
     warp_partials<R, M, kWarps>(acc, partial[j]);
-    if constexpr (kGroups > 1) {
-      CELLM_UNROLL
-      for (int r = 0; r < R; ++r) rows[r] = next_rows[r];
-    }
+    CELLM_UNROLL
+    for (int r = 0; r < R; ++r) rows[r] += group_step;
   }
   __syncthreads();
   if (threadIdx.x >= 32) return;

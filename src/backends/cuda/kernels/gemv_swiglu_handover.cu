@@ -18,6 +18,7 @@
 #include <type_traits>
 
 #include "backends/cuda/kernels/gemv_decode.cuh"
+#include "backends/cuda/kernels/gemv_group_stream.cuh"
 
 namespace cellm::kernels {
 namespace {
@@ -58,23 +59,11 @@ __global__ void __launch_bounds__(kDecodeThreads, (swiglu_handover_blocks_per_sm
   __shared__ float partial[kGroups][kDecodeWarps][R * M];
 #pragma unroll 1
   for (int j = 0; j < kGroups; ++j) {
-    const bool has_next = j + 1 < kGroups;
     float acc[R][M];
     CELLM_UNROLL
     for (int r = 0; r < R; ++r) acc[r][0] = 0.0f;
-    for (int64_t c = first; c < num_chunks; c += kDecodeThreads) {
-      Input::template accumulate<Decoder, R, M>(chunks[0], a, state, c, acc);
-      const int64_t next = c + kDecodeThreads;
-      if (next < num_chunks) {
-        CELLM_UNROLL
-        for (int r = 0; r < R; ++r) chunks[0][r] = Decoder::load(rows[r], a.num_cols, next);
-      } else if (has_next) {
-        CELLM_UNROLL
-        for (int r = 0; r < R; ++r) {
-          chunks[0][r] = Decoder::load(rows[r] + group_step, a.num_cols, first);
-        }
-      }
-    }
+    accumulate_group_streaming<Decoder, Input, R>(a, state, rows, first, j + 1 < kGroups,
+                                                  group_step, chunks, acc);
     warp_partials<R, M>(acc, partial[j]);
     CELLM_UNROLL
     for (int r = 0; r < R; ++r) rows[r] += group_step;
