@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "backends/cuda/kernels/block_major_q4_0.cuh"
 #include "backends/cuda/kernels/decode_chain_bench.cuh"
 #include "backends/cuda/kernels/decode_ring_bench.h"
 #include "backends/cuda/kernels/gemv_decode.cuh"
@@ -349,8 +350,10 @@ __device__ __forceinline__ void multiply_tile(const uint8_t* tile, const RingSta
 
 // Block-major Q4_0 (RingShape::block_major): lane l multiplies blocks l, l + 32, … of the tile's
 // rows — 16 bytes of nibbles (byte i: elements i and i + 16) and one f16 scale each — by 32
-// inputs in natural order: Σ (q − 8) x as Σ q x − 8 Σ x, one conversion and one multiply-add per
-// block and row.
+// inputs in natural order: 16 · Σ (q − 8) x in integers (block_major_q4_0.cuh: no nibble shifted,
+// the −8 as an offset per block shared by the rows), one conversion and one multiply-add per
+// block and row with the activation scale / 16 — the same float product as (d · dx) · Σ (q − 8) x
+// bit for bit (the scalings by 16 are exact).
 template <int R>
 __device__ __forceinline__ void multiply_tile_block_major(const uint8_t* tile, const RingStage& st,
                                                           const Int8Rows<1>& input, int lane,
@@ -359,29 +362,22 @@ __device__ __forceinline__ void multiply_tile_block_major(const uint8_t* tile, c
   CELLM_UNROLL
   for (int r = 0; r < R; ++r) acc[r] = 0.0f;
   const int num_chunks = st.num_cols / 32;
+  const uint8_t* rows[R];  // the rows' nibbles; their scales follow at num_cols / 2
+  CELLM_UNROLL
+  for (int r = 0; r < R; ++r) rows[r] = tile + r * st.row_bytes;
+  const int scales_offset = st.num_cols / 2;
 #pragma unroll 2
   for (int c = lane; c < num_chunks; c += 32) {
     const uint4 lo = *reinterpret_cast<const uint4*>(input.x[0] + 32 * c);
     const uint4 hi = *reinterpret_cast<const uint4*>(input.x[0] + 32 * c + 16);
-    const float dx = input.scales[0][c];
-    int x_sum = 0;
-    CELLM_UNROLL
-    for (int k = 0; k < 4; ++k) {
-      x_sum = dp4a(0x08080808u, word_of(lo, k), x_sum);
-      x_sum = dp4a(0x08080808u, word_of(hi, k), x_sum);
-    }
+    const float dx16 = input.scales[0][c] * 0.0625f;  // the sums below are 16 ×
+    const int offset = block_major_q4_0_offset(lo, hi);
     CELLM_UNROLL
     for (int r = 0; r < R; ++r) {
-      const uint8_t* row = tile + r * st.row_bytes;
-      const uint4 q = *reinterpret_cast<const uint4*>(row + 16 * c);
-      const uint16_t d = *reinterpret_cast<const uint16_t*>(row + st.num_cols / 2 + 2 * c);
-      int sum = -x_sum;
-      CELLM_UNROLL
-      for (int k = 0; k < 4; ++k) {
-        sum = dp4a(word_of(q, k) & 0x0f0f0f0fu, word_of(lo, k), sum);
-        sum = dp4a((word_of(q, k) >> 4) & 0x0f0f0f0fu, word_of(hi, k), sum);
-      }
-      acc[r] = fmaf(f16_bits_to_float(d) * dx, static_cast<float>(sum), acc[r]);
+      const uint4 q = *reinterpret_cast<const uint4*>(rows[r] + 16 * c);
+      const uint16_t d = *reinterpret_cast<const uint16_t*>(rows[r] + scales_offset + 2 * c);
+      const int sum16 = block_major_q4_0_dot16(q, lo, hi, offset);
+      acc[r] = fmaf(f16_bits_to_float(d) * dx16, static_cast<float>(sum16), acc[r]);
     }
   }
   CELLM_UNROLL

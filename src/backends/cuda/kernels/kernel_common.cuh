@@ -199,6 +199,22 @@ CELLM_HD_INLINE int dp4a(uint32_t a, uint32_t b, int c) {
 #endif
 }
 
+// Σ of the four unsigned bytes of a times the four signed bytes of b, plus c (PTX
+// dp4a.u32.s32): bytes of a up to 255, e.g. a nibble left in the high half of its byte.
+CELLM_HD_INLINE int dp4a_unsigned_signed(uint32_t a, uint32_t b, int c) {
+#ifdef __CUDA_ARCH__
+  int d;
+  asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+#else
+  for (int k = 0; k < 4; ++k) {
+    c += static_cast<int>(static_cast<uint8_t>(a >> (8 * k))) *
+         static_cast<int8_t>(static_cast<uint8_t>(b >> (8 * k)));
+  }
+  return c;
+#endif
+}
+
 // Σ of the two signed 16-bit halves of a times signed bytes 0 and 1 of b (kHigh: bytes 2 and 3),
 // plus c (PTX dp2a.lo / dp2a.hi .s32.s32).
 template <bool kHigh>

@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "backends/cuda/kernels/block_major_q4_0.cuh"
 #include "backends/cuda/kernels/gemv_chunk.cuh"
 #include "backends/cuda/kernels/kernel_test_support.h"
 #include "backends/cuda/kernels/quantize_activations.cuh"
@@ -329,6 +330,44 @@ TEST(WeightLayoutTest, Int8QuantizationRoundsToNearestAndKeepsZeroBlocksZero) {
   std::vector<int> seen(512, 0);
   for (int64_t e = 0; e < 512; ++e) ++seen[static_cast<size_t>(interleaved_q8_offset(e))];
   EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), 512);
+}
+
+// The ring chain's block-major Q4_0 arithmetic against the plain sum: byte i of a block holds
+// element i (low nibble) and i + 16 (high nibble), both less 8, times int8 inputs in order.
+TEST(WeightLayoutTest, BlockMajorQ4_0BlockDotIsSixteenTimesTheSignedSum) {
+  std::mt19937 rng(71);
+  std::uniform_int_distribution<int> byte(0, 255);
+  const auto pack = [](const uint8_t(&b)[16]) {
+    uint4 v;
+    v.x = b[0] | b[1] << 8 | b[2] << 16 | static_cast<uint32_t>(b[3]) << 24;
+    v.y = b[4] | b[5] << 8 | b[6] << 16 | static_cast<uint32_t>(b[7]) << 24;
+    v.z = b[8] | b[9] << 8 | b[10] << 16 | static_cast<uint32_t>(b[11]) << 24;
+    v.w = b[12] | b[13] << 8 | b[14] << 16 | static_cast<uint32_t>(b[15]) << 24;
+    return v;
+  };
+  for (int trial = 0; trial < 2000; ++trial) {
+    uint8_t q[16];
+    uint8_t x[32];  // int8 inputs as their bytes
+    for (uint8_t& b : q) b = static_cast<uint8_t>(byte(rng));
+    for (uint8_t& b : x) b = static_cast<uint8_t>(byte(rng));
+    if (trial == 0) {  // the extremes: every nibble 15 or 0 against −128 and 127
+      for (int i = 0; i < 16; ++i) q[i] = i % 2 == 0 ? 0xf0 : 0x0f;
+      for (int i = 0; i < 32; ++i) x[i] = i % 3 == 0 ? 0x80 : 0x7f;
+    }
+    int expected = 0;
+    for (int i = 0; i < 16; ++i) {
+      expected += ((q[i] & 15) - 8) * static_cast<int8_t>(x[i]);
+      expected += ((q[i] >> 4) - 8) * static_cast<int8_t>(x[i + 16]);
+    }
+    uint8_t lo_bytes[16];
+    uint8_t hi_bytes[16];
+    std::copy(x, x + 16, lo_bytes);
+    std::copy(x + 16, x + 32, hi_bytes);
+    const uint4 lo = pack(lo_bytes);
+    const uint4 hi = pack(hi_bytes);
+    const int offset = block_major_q4_0_offset(lo, hi);
+    ASSERT_EQ(block_major_q4_0_dot16(pack(q), lo, hi, offset), 16 * expected) << "trial " << trial;
+  }
 }
 
 }  // namespace
