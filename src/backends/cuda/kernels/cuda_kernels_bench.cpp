@@ -5,12 +5,14 @@
 // kernels at decode and prefill shapes. Every timed region is a captured CUDA graph of several
 // launches (weights rotated through copies larger than L2), replayed after a warm-up; medians.
 // Usage: cuda_kernels_bench [--quick] [--attention] [--wide] [--wide-dequant] [--barrier]
-// [--sampling] (only those sections; --wide: the wide path by token count — CELLM_BENCH_WIDE_M,
-// _SHAPE, _TYPE in the environment keep one token count, the shapes whose name holds the text, one
-// weight type (for ncu); --wide-dequant: Q8_0 / Q4_0 wide products as shipped against other ways
-// to dequantize and run cuBLAS (bench_wide_dequant.h; CELLM_BENCH_WIDE_M too); --barrier: a
-// grid-wide barrier's cost at 1–8 blocks per SM; --sampling: argmax and the sampling candidates
-// over 128K-logit rows, bench_sampling.h). Prints tables; never pass/fail (exit 1 only on errors).
+// [--sampling] [--l2-stage] (only those sections; --wide: the wide path by token count —
+// CELLM_BENCH_WIDE_M, _SHAPE, _TYPE in the environment keep one token count, the shapes whose name
+// holds the text, one weight type (for ncu); --wide-dequant: Q8_0 / Q4_0 wide products as shipped
+// against other ways to dequantize and run cuBLAS (bench_wide_dequant.h; CELLM_BENCH_WIDE_M too);
+// --barrier: a grid-wide barrier's cost at 1–8 blocks per SM; --sampling: argmax and the sampling
+// candidates over 128K-logit rows, bench_sampling.h; --l2-stage: whether bytes pulled into L2 while
+// the bus idles are read faster later, bench_l2_stage.h — only when asked). Prints tables; never
+// pass/fail (exit 1 only on errors).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -25,6 +27,7 @@
 #include "backends/cuda/kernels/attention.cuh"
 #include "backends/cuda/kernels/bench_attention.h"
 #include "backends/cuda/kernels/bench_kernels.h"
+#include "backends/cuda/kernels/bench_l2_stage.h"
 #include "backends/cuda/kernels/bench_sampling.h"
 #include "backends/cuda/kernels/bench_support.h"
 #include "backends/cuda/kernels/bench_wide_dequant.h"
@@ -343,6 +346,7 @@ int main(int argc, char** argv) {
   bool only_barrier = false;
   bool only_wide_dequant = false;
   bool only_sampling = false;
+  bool only_l2_stage = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) bench::set_timed_replays(3);
     if (std::strcmp(argv[i], "--attention") == 0) only_attention = true;
@@ -350,9 +354,10 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--barrier") == 0) only_barrier = true;
     if (std::strcmp(argv[i], "--wide-dequant") == 0) only_wide_dequant = true;
     if (std::strcmp(argv[i], "--sampling") == 0) only_sampling = true;
+    if (std::strcmp(argv[i], "--l2-stage") == 0) only_l2_stage = true;
   }
-  const bool all =
-      !only_attention && !only_wide && !only_barrier && !only_wide_dequant && !only_sampling;
+  const bool all = !only_attention && !only_wide && !only_barrier && !only_wide_dequant &&
+                   !only_sampling && !only_l2_stage;
   cudaDeviceProp prop{};
   BENCH_CUDA(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s, %d SMs, %.0f MiB L2\n", prop.name, prop.multiProcessorCount,
@@ -379,6 +384,7 @@ int main(int argc, char** argv) {
   if (all || only_attention) bench_attention(stream, copy_bw, tc_rate, prop.multiProcessorCount);
   if (all || only_barrier) bench_barrier(stream, prop.multiProcessorCount);
   if (all || only_sampling) bench_sampling(stream);
+  if (only_l2_stage) bench_l2_stage(stream, copy_bw, prop.multiProcessorCount);
   cublasDestroy(cublas);
   BENCH_CUDA(cudaStreamDestroy(stream));
   return 0;

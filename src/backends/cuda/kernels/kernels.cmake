@@ -76,9 +76,10 @@ endforeach()
 if(CELLM_BENCH)
   add_executable(cuda_kernels_bench ${_cellm_kernels_dir}/cuda_kernels_bench.cpp
     ${_cellm_kernels_dir}/bench_wide_dequant.cpp ${_cellm_kernels_dir}/bench_attention.cpp
-    ${_cellm_kernels_dir}/bench_sampling.cpp
+    ${_cellm_kernels_dir}/bench_sampling.cpp ${_cellm_kernels_dir}/bench_l2_stage.cu
     ${_cellm_kernels_dir}/bench_support.cpp ${_cellm_kernels_dir}/bench_kernels.cu)
-  set_source_files_properties(${_cellm_kernels_dir}/bench_kernels.cu PROPERTIES COMPILE_OPTIONS
+  set_source_files_properties(${_cellm_kernels_dir}/bench_kernels.cu
+    ${_cellm_kernels_dir}/bench_l2_stage.cu PROPERTIES COMPILE_OPTIONS
     "-Werror=all-warnings;-Xcompiler=-Wall,-Wextra;-lineinfo")
   target_compile_options(cuda_kernels_bench PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${CELLM_WARNINGS}>)
   target_link_libraries(cuda_kernels_bench PRIVATE ${_cellm_kernels_lib})
