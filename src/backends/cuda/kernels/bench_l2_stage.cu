@@ -38,7 +38,7 @@ __device__ __forceinline__ uint64_t now_ns() {
 __global__ void idle_stage_kernel(const uint8_t* w, size_t stage_bytes, uint64_t idle_ns, int mode,
                                   unsigned* sink) {
   const uint64_t start = now_ns();
-  const size_t share = (stage_bytes / gridDim.x + 127) / 128 * 128;
+  const size_t share = ((stage_bytes + gridDim.x - 1) / gridDim.x + 127) / 128 * 128;
   const size_t first = static_cast<size_t>(blockIdx.x) * share;
   const size_t begin = first < stage_bytes ? first : stage_bytes;
   const size_t end = begin + share < stage_bytes ? begin + share : stage_bytes;
