@@ -18,7 +18,7 @@ enum StageMode : int {
   kBulk = 1,           // cp.async.bulk.prefetch.L2, 64 KB pieces, one thread a block
   kLineEvictLast = 2,  // prefetch.global.L2::evict_last, one per 128-byte line
   kLine = 3,           // prefetch.global.L2, one per line
-  kLoad = 4,           // the lines loaded (ld.global, default caching) and discarded
+  kLoad = 4,           // a volatile 4-byte load a line (ld.volatile.global), discarded
 };
 const char* const kModeNames[] = {"none", "bulk prefetch", "line prefetch, evict-last",
                                   "line prefetch", "loads"};
