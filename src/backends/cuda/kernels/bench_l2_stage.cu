@@ -170,7 +170,7 @@ void bench_l2_stage(cudaStream_t stream, double copy_bandwidth, int num_sms) {
   L2StageBench b(stream, num_sms, matrix_bytes, size_t{512} << 20);
   const double mb = 1e6;
   std::printf(
-      "\n== L2 staging: a %.1f MB stream after an idle kernel that pulls its first P MB toward "
+      "\n== L2 staging: a %.1f MB stream after an idle kernel that pulls its first P MiB toward "
       "L2 (read span on the device, median µs; copy %.0f GB/s) ==\n",
       matrix_bytes / mb, copy_bandwidth / 1e9);
   const double cold = b.read_us(20.0, 0, kNone, true);
@@ -179,8 +179,8 @@ void bench_l2_stage(cudaStream_t stream, double copy_bandwidth, int num_sms) {
       "cold read: %.2f µs (%.0f GB/s) evict-first loads, %.2f µs (%.0f GB/s) ld.global.nc\n", cold,
       matrix_bytes / cold / 1e3, cold_ldg, matrix_bytes / cold_ldg / 1e3);
   const double cold_rate = matrix_bytes / cold;  // bytes per µs
-  std::printf("%-28s %6s %6s %9s %9s %9s %9s\n", "staged by", "idle", "P MB", "read µs", "saved µs",
-              "P @ cold", "ldg µs");
+  std::printf("%-28s %6s %6s %9s %9s %9s %9s\n", "staged by", "idle", "P MiB", "read µs",
+              "saved µs", "P @ cold", "ldg µs");
   for (const double idle_us : {20.0, 0.0}) {
     for (const int mode : {kBulk, kLineEvictLast, kLine, kLoad}) {
       for (const int p_mb : {8, 16, 24, 32, 40, 48}) {
