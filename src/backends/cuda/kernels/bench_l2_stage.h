@@ -3,7 +3,7 @@
 // output product) leaves the bus idle for ≈ 10–15 µs while a ring in shared memory can hold only
 // ≈ 4.5 µs of an SM's share of it (decode.md "What is left" 1c); a persistent chain could keep
 // the bus busy through the front only by staging the MLP's first weights in L2. This measures that
-// in isolation: an idle kernel (every block sleeps T µs) that optionally prefetches the first P MB
+// in isolation: an idle kernel (every block sleeps T µs) that optionally prefetches the first P MiB
 // of a matrix into L2, then a kernel streaming the whole matrix (X MB, the gate|up product's
 // bytes), its span timed on the device. Benchmark code only; single-threaded.
 #pragma once
